@@ -1,0 +1,82 @@
+// Error reporting shared by every layer: run-time misuse throws std::invalid_argument, arithmetic that would
+// leave 64 bits throws std::overflow_error. Messages start with "zeromem: " and name the fix.
+// The helpers are not constexpr on purpose: reaching one during constant evaluation is a compile error,
+// so a constexpr misuse fails to compile and a run-time misuse throws, from the same line of code.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace zeromem {
+namespace detail {
+
+template <class...>
+inline constexpr bool always_false = false;
+
+[[noreturn]] inline void fail(const std::string& message) { throw std::invalid_argument("zeromem: " + message); }
+
+[[noreturn]] inline void fail_value(const char* what, long double value, const char* fix) {
+  std::string v = std::to_string(value);
+  // to_string prints six decimals; trim them for whole numbers.
+  if (auto dot = v.find('.'); dot != std::string::npos) {
+    v.erase(v.find_last_not_of('0') + 1);
+    if (!v.empty() && v.back() == '.') v.pop_back();
+  }
+  fail(std::string(what) + ", got " + v + "; " + fix);
+}
+
+[[noreturn]] inline void fail_overflow(const char* what) {
+  throw std::overflow_error(std::string("zeromem: ") + what +
+                            " overflows the 64-bit byte range; check the sizes (a unit slip such as bytes for GB?)");
+}
+
+inline constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
+inline constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+
+constexpr std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what = "a sum") {
+  if ((b > 0 && a > i64_max - b) || (b < 0 && a < i64_min - b)) fail_overflow(what);
+  return a + b;
+}
+
+constexpr std::int64_t checked_sub(std::int64_t a, std::int64_t b, const char* what = "a difference") {
+  if ((b < 0 && a > i64_max + b) || (b > 0 && a < i64_min + b)) fail_overflow(what);
+  return a - b;
+}
+
+constexpr std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what = "a product") {
+  if (a != 0 && b != 0) {
+    const bool overflow = a > 0 ? (b > 0 ? a > i64_max / b : b < i64_min / a)
+                                : (b > 0 ? a < i64_min / b : b < i64_max / a);
+    if (overflow) fail_overflow(what);
+  }
+  return a * b;
+}
+
+// Ceiling of a / b for b > 0 (any sign of a), without overflow.
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  if (b <= 0) fail_value("a divisor must be positive", static_cast<long double>(b), "pass a degree of at least 1");
+  const std::int64_t q = a / b;
+  return (a % b != 0 && a > 0) ? q + 1 : q;
+}
+
+// Converts any integer to int64, rejecting values that do not fit.
+template <class I>
+constexpr std::int64_t to_i64(I n) {
+  static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool>, "zeromem: expected an integer");
+  if constexpr (std::is_unsigned_v<I>) {
+    if (n > static_cast<std::make_unsigned_t<std::int64_t>>(i64_max)) fail_overflow("an integer argument");
+  }
+  return static_cast<std::int64_t>(n);
+}
+
+// A positive degree (data-parallel size, GPUs per node, ...): rejects zero and negatives by name.
+constexpr std::int64_t require_positive(std::int64_t n, const char* what) {
+  if (n <= 0) fail_value(what, static_cast<long double>(n), "it must be at least 1");
+  return n;
+}
+
+}  // namespace detail
+}  // namespace zeromem

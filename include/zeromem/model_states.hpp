@@ -1,0 +1,195 @@
+// Model states (weights, gradients, master weights, optimizer states) per GPU, per node's host RAM and per
+// node's NVMe, under ZeRO stages 0-3 / FSDP, CPU and NVMe offload, hpZ.
+//
+// ZeRO paper (Rajbhandari et al. 2020, arXiv 1910.02054, §5.1 and Fig. 1), with Psi parameters, N_d ranks
+// sharing the states and K optimizer bytes per parameter:
+//   stage 0: (2 + 2 + K) Psi;  stage 1: 2Psi + 2Psi + K Psi/N_d;  stage 2: 2Psi + (2 + K) Psi/N_d;
+//   stage 3: (2 + 2 + K) Psi/N_d.
+// Each term below is computed whole and then split over the ranks that shard it, so that summed over the
+// ranks the shares equal the unsharded total exactly.
+#pragma once
+
+#include <cstdint>
+
+#include "zeromem/dtype.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/recipe.hpp"
+#include "zeromem/sharding.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+/// Where one term's bytes sit on one rank. host_pinned is the part of host that is page-locked.
+struct placement {
+  bytes gpu{};
+  bytes host{};
+  bytes host_pinned{};
+  bytes nvme{};
+  constexpr bytes total() const { return gpu + host + nvme; }
+};
+
+constexpr placement operator+(const placement& a, const placement& b) {
+  return {a.gpu + b.gpu, a.host + b.host, a.host_pinned + b.host_pinned, a.nvme + b.nvme};
+}
+
+/// The named terms of model-state memory on one rank.
+struct model_state_terms {
+  placement weights;            // working weights (16-bit in mixed precision)
+  placement gradients;          // gradients in the recipe's gradient dtype
+  placement master_weights;     // fp32 master copy kept by the optimizer
+  placement fp32_gradients;     // fp32 gradient partition kept by the optimizer (or by CPU Adam)
+  placement optimizer_moments;  // optimizer state proper (Adam m and v, momentum, ...)
+  placement hpz_secondary;      // ZeRO++ hpZ secondary weight partition
+  placement gathered_layer;     // ZeRO-3: the largest layer gathered whole, weights and gradients
+  placement swap_buffers;       // pinned host buffers for NVMe offload
+
+  template <class F>
+  constexpr void for_each(F&& f) const {
+    f("weights", weights);
+    f("gradients", gradients);
+    f("master_weights", master_weights);
+    f("fp32_gradients", fp32_gradients);
+    f("optimizer_moments", optimizer_moments);
+    f("hpz_secondary", hpz_secondary);
+    f("gathered_layer", gathered_layer);
+    f("swap_buffers", swap_buffers);
+  }
+  constexpr placement sum() const {
+    return weights + gradients + master_weights + fp32_gradients + optimizer_moments + hpz_secondary +
+           gathered_layer + swap_buffers;
+  }
+};
+
+/// The inputs: a model's parameters on one model-parallel rank, its recipe, and how data parallelism shards it.
+struct training_states {
+  elements params{};
+  precision_recipe recipe = recipe_of(precision::mixed_bf16);
+  optimizer_spec optimizer{};
+  zero_config zero{};
+  std::int64_t dp = 1;              // data-parallel ranks
+  std::int64_t gpus_per_node = 8;   // ranks of this job on one node
+  elements largest_layer{};         // ZeRO-3 gathers it whole on the GPU; 0 = unknown, term left out
+};
+
+constexpr std::int64_t shard_group_of(const training_states& t) { return t.zero.shard_group > 0 ? t.zero.shard_group : t.dp; }
+constexpr std::int64_t ranks_per_node(const training_states& t) { return t.dp < t.gpus_per_node ? t.dp : t.gpus_per_node; }
+
+constexpr void validate(const training_states& t) {
+  if (t.params.count() <= 0) detail::fail_value("the parameter count must be positive", static_cast<long double>(t.params.count()), "pass --params such as 7.5B");
+  detail::require_positive(t.dp, "the data-parallel degree");
+  detail::require_positive(t.gpus_per_node, "GPUs per node");
+  validate(t.zero);
+  const std::int64_t n = shard_group_of(t);
+  if (n > t.dp || t.dp % n != 0)
+    detail::fail_value("the shard group must divide the data-parallel degree", static_cast<long double>(n),
+                       "pick a shard group size that divides dp");
+  if (t.zero.hpz_partition > n || n % t.zero.hpz_partition != 0)
+    detail::fail_value("the hpZ partition size must divide the shard group", static_cast<long double>(t.zero.hpz_partition),
+                       "use the GPUs per node, or 1 to turn hpZ off");
+  if (t.largest_layer > t.params) detail::fail("the largest layer cannot exceed the parameter count; check --largest-layer-params");
+}
+
+/// Model-state bytes on one rank, and per node.
+struct model_state_estimate {
+  model_state_terms per_rank{};
+  std::int64_t ranks_per_node = 1;
+  std::int64_t shard_group = 1;
+
+  constexpr placement total_per_rank() const { return per_rank.sum(); }
+  constexpr bytes gpu() const { return total_per_rank().gpu; }
+  constexpr bytes host_per_rank() const { return total_per_rank().host; }
+  constexpr bytes nvme_per_rank() const { return total_per_rank().nvme; }
+  /// Per-node host RAM = host bytes per rank x ranks per node.
+  constexpr bytes host_per_node() const { return host_per_rank() * ranks_per_node; }
+  constexpr bytes host_pinned_per_node() const { return total_per_rank().host_pinned * ranks_per_node; }
+  constexpr bytes nvme_per_node() const { return nvme_per_rank() * ranks_per_node; }
+
+  // The ZeRO paper's three groups, on whatever device they live.
+  constexpr bytes weights_bytes() const { return per_rank.weights.total() + per_rank.hpz_secondary.total(); }
+  constexpr bytes gradients_bytes() const { return per_rank.gradients.total() + per_rank.fp32_gradients.total(); }
+  constexpr bytes optimizer_states_bytes() const {
+    return per_rank.master_weights.total() + per_rank.optimizer_moments.total();
+  }
+};
+
+namespace detail {
+constexpr placement place(bytes b, offload_device d, bool pinned) {
+  placement p{};
+  switch (d) {
+    case offload_device::none: p.gpu = b; break;
+    case offload_device::cpu:
+      p.host = b;
+      if (pinned) p.host_pinned = b;
+      break;
+    case offload_device::nvme: p.nvme = b; break;
+  }
+  return p;
+}
+constexpr placement on_host_pinned(bytes b) { return {bytes{}, b, b, bytes{}}; }
+}  // namespace detail
+
+/// Model states of rank `rank` (0-based within the shard group), or of the most loaded rank when rank < 0.
+constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {
+  validate(t);
+  const std::int64_t n = shard_group_of(t);
+  const zero_config& z = t.zero;
+  const precision_recipe& r = t.recipe;
+  const bytes_per_element fp32 = size_of(dtype::fp32);
+  const auto share = [&](bytes total, bool sharded, std::int64_t parts) {
+    if (!sharded) return total;
+    return rank < 0 ? largest_share(total, parts) : share_of_rank(total, parts, rank % parts);
+  };
+  const bool optimizer_offloaded = z.optimizer.device != offload_device::none;
+  // CPU Adam keeps its gradients in host memory also when the states go to NVMe (ZeRO-Infinity).
+  const offload_device gradient_home = optimizer_offloaded ? offload_device::cpu : offload_device::none;
+
+  model_state_estimate e{};
+  e.shard_group = n;
+  e.ranks_per_node = ranks_per_node(t);
+  model_state_terms& m = e.per_rank;
+
+  // Working weights: replicated until stage 3 (ZeRO §5.1 P_os+g+p).
+  m.weights = detail::place(share(t.params * size_of(r.weights), z.stage >= 3, n), z.params.device, z.params.pin_memory);
+
+  // Gradients: sharded from stage 2 (ZeRO §5.1 P_os+g). With the optimizer offloaded at stage >= 2, DeepSpeed
+  // reduces each bucket straight into the fp32 gradient partition on the CPU (ZeRO-Offload, arXiv 2101.06840
+  // §4.1; stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu), so no 16-bit partition persists on the GPU.
+  if (!(optimizer_offloaded && z.stage >= 2))
+    m.gradients = detail::place(share(t.params * size_of(r.gradients), z.stage >= 2, n), offload_device::none, false);
+
+  // fp32 master weights: optimizer state, sharded from stage 1 (ZeRO §5.1 P_os).
+  if (r.fp32_master)
+    m.master_weights = detail::place(share(t.params * fp32, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
+
+  // fp32 gradient partition: kept by the recipe (Megatron fp16 main grads, DeepSpeed's estimator) or by CPU Adam.
+  if ((r.fp32_gradient_copy && r.gradients != dtype::fp32) || optimizer_offloaded)
+    m.fp32_gradients = detail::place(share(t.params * fp32, z.stage >= 1, n), gradient_home, z.optimizer.pin_memory);
+
+  // Optimizer states proper: sharded from stage 1.
+  const bytes moments = optimizer_state_bytes(t.optimizer, r, t.params);
+  m.optimizer_moments = detail::place(share(moments, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
+
+  // ZeRO++ hpZ: a secondary copy of the 16-bit weights sharded within hpz_partition ranks (arXiv 2306.10209 §3.2).
+  if (z.stage == 3 && z.hpz_partition > 1)
+    m.hpz_secondary = detail::place(share(t.params * size_of(r.weights), true, z.hpz_partition), offload_device::none, false);
+
+  // ZeRO-3 gathers a whole layer (weights and its gradient before reduce-scatter) on the GPU; DeepSpeed's
+  // estimator counts largest_layer_memory = 4 * largest_layer_params (deepspeed/runtime/zero/stage3.py).
+  if (z.stage == 3 && t.largest_layer.count() > 0)
+    m.gathered_layer = detail::place(t.largest_layer * (size_of(r.weights) + size_of(r.gradients)), offload_device::none, false);
+
+  // NVMe swap buffers pinned in host RAM (DeepSpeed swap_tensor/*_swapper.py): the optimizer swapper holds
+  // buffer_count buffers of one fp32 sub-group; the parameter swapper buffer_count x buffer_size elements.
+  bytes swap{};
+  if (z.optimizer.device == offload_device::nvme) {
+    const elements partition = largest_share(t.params, n);
+    const elements sub_group = elements_of(z.sub_group_size) < partition ? elements_of(z.sub_group_size) : partition;
+    swap += sub_group * fp32 * z.optimizer_buffer_count;
+  }
+  if (z.params.device == offload_device::nvme)
+    swap += elements_of(z.param_buffer_size) * size_of(r.weights) * z.param_buffer_count;
+  m.swap_buffers = detail::on_host_pinned(swap);
+  return e;
+}
+
+}  // namespace zeromem

@@ -1,0 +1,146 @@
+// Training recipe: which dtype holds the working weights, the gradients, the master weights and the
+// optimizer states, and how many bytes the optimizer keeps per parameter.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zeromem/dtype.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+/// mixed_*: 16-bit weights and gradients, fp32 master weights in the optimizer (Micikevicius et al. 2018,
+/// "Mixed Precision Training", §3.1). bf16 / fp16: pure 16-bit, no master copy. fp32: everything fp32.
+enum class precision { mixed_bf16, mixed_fp16, bf16, fp16, fp32 };
+
+struct precision_recipe {
+  dtype weights = dtype::bf16;    // working copy used by forward and backward
+  dtype gradients = dtype::bf16;  // gradients as accumulated (fp32 when main grads are fp32)
+  bool fp32_master = true;        // optimizer updates an fp32 master copy
+  // The optimizer keeps an fp32 copy of 16-bit gradients: Megatron-LM with fp16 main grads
+  // (docs/source/api-guide/dist_optimizer.md: 20 = 2 + 2 + 16 bytes) and DeepSpeed's ZeRO estimator
+  // ("18 = 2_grads_16bit + 4_grads_32bit + 4_params_32bit + 8_optimizer_states_32bit", stage_1_and_2.py).
+  bool fp32_gradient_copy = false;
+
+  /// dtype in which the optimizer keeps its states: fp32 beside a master copy, else the weights' dtype
+  /// (torch.optim keeps exp_avg / momentum_buffer in the parameter's dtype).
+  constexpr dtype optimizer_dtype() const { return fp32_master ? dtype::fp32 : weights; }
+};
+
+constexpr precision_recipe recipe_of(precision p) {
+  switch (p) {
+    case precision::mixed_bf16: return {dtype::bf16, dtype::bf16, true, false};
+    case precision::mixed_fp16: return {dtype::fp16, dtype::fp16, true, false};
+    case precision::bf16: return {dtype::bf16, dtype::bf16, false, false};
+    case precision::fp16: return {dtype::fp16, dtype::fp16, false, false};
+    case precision::fp32: return {dtype::fp32, dtype::fp32, false, false};
+  }
+  detail::fail("unknown precision");
+}
+
+constexpr std::string_view name(precision p) {
+  switch (p) {
+    case precision::mixed_bf16: return "mixed-bf16";
+    case precision::mixed_fp16: return "mixed-fp16";
+    case precision::bf16: return "bf16";
+    case precision::fp16: return "fp16";
+    case precision::fp32: return "fp32";
+  }
+  detail::fail("unknown precision");
+}
+
+inline precision parse_precision(std::string_view s) {
+  for (precision p : {precision::mixed_bf16, precision::mixed_fp16, precision::bf16, precision::fp16, precision::fp32})
+    if (name(p) == s) return p;
+  detail::fail("unknown precision '" + std::string(s) + "'; expected one of mixed-bf16, mixed-fp16, bf16, fp16, fp32");
+}
+
+enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion };
+
+constexpr std::string_view name(optimizer_kind o) {
+  switch (o) {
+    case optimizer_kind::adam: return "adam";
+    case optimizer_kind::adamw: return "adamw";
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::sgd_momentum: return "sgd-momentum";
+    case optimizer_kind::adam_8bit: return "adam-8bit";
+    case optimizer_kind::adafactor: return "adafactor";
+    case optimizer_kind::lion: return "lion";
+  }
+  detail::fail("unknown optimizer");
+}
+
+inline optimizer_kind parse_optimizer(std::string_view s) {
+  for (optimizer_kind o : {optimizer_kind::adam, optimizer_kind::adamw, optimizer_kind::sgd, optimizer_kind::sgd_momentum,
+                           optimizer_kind::adam_8bit, optimizer_kind::adafactor, optimizer_kind::lion})
+    if (name(o) == s) return o;
+  detail::fail("unknown optimizer '" + std::string(s) +
+               "'; expected one of adam, adamw, sgd, sgd-momentum, adam-8bit, adafactor, lion");
+}
+
+struct optimizer_spec {
+  optimizer_kind kind = optimizer_kind::adamw;
+  /// Adafactor only: elements of its factored second moment (sum of rows + columns over matrices plus the
+  /// full size of vectors; see adafactor_factored_elements). Zero means unknown: a lower bound is used.
+  elements adafactor_factored = elements_of(0);
+  bool adafactor_momentum = false;  // Adafactor with beta1 keeps a full first moment too
+};
+
+/// Adafactor's factored second moment of one r x c matrix: r + c values (Shazeer & Stern 2018, Alg. 4);
+/// a vector (c == 0 or r == 1) keeps its full n values (Alg. 3 unfactored case).
+constexpr elements adafactor_factored_elements(std::int64_t rows, std::int64_t cols) {
+  if (rows <= 0 || cols < 0) detail::fail("a tensor shape must have positive sizes; pass rows >= 1, cols >= 0");
+  if (cols == 0 || rows == 1 || cols == 1) return elements_of(cols == 0 ? rows : rows * cols);
+  return elements_of(detail::checked_add(rows, cols));
+}
+
+namespace detail {
+constexpr std::int64_t isqrt_ceil(std::int64_t n) {
+  std::int64_t lo = 0, hi = 3'037'000'500;  // sqrt(2^63) < hi
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (mid * mid >= n) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+}  // namespace detail
+
+/// Bytes of optimizer state (master weights excluded) for n parameters.
+constexpr bytes optimizer_state_bytes(const optimizer_spec& o, const precision_recipe& r, elements n) {
+  const bytes_per_element state = size_of(r.optimizer_dtype());
+  const bytes_per_element fp32 = size_of(dtype::fp32);
+  switch (o.kind) {
+    case optimizer_kind::adam:
+    case optimizer_kind::adamw:
+      // Two moments m and v (Kingma & Ba 2015, Alg. 1; Loshchilov & Hutter 2019 for AdamW): with the
+      // fp32 master, K = 12 B/param in the ZeRO paper (arXiv 1910.02054, §3.1).
+      return n * (state * 2);
+    case optimizer_kind::sgd:
+      return bytes_of(0);  // plain SGD keeps no state (torch.optim.SGD with momentum=0)
+    case optimizer_kind::sgd_momentum:
+      return n * state;  // one momentum buffer (torch.optim.SGD momentum_buffer); TM101: 8 B with master
+    case optimizer_kind::lion:
+      return n * state;  // one momentum (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Alg. 2)
+    case optimizer_kind::adam_8bit: {
+      // Two 8-bit moments plus one fp32 absmax per block of 2048 per moment (Dettmers et al. 2022,
+      // "8-bit Optimizers via Block-wise Quantization", §2.1); TM101: 6 B/param with the fp32 master.
+      const elements blocks = elements_of(detail::ceil_div(n.count(), 2048));
+      return n * bytes_per_element_of(2) + blocks * (fp32 * 2);
+    }
+    case optimizer_kind::adafactor: {
+      // Factored second moment in fp32 (Shazeer & Stern 2018, §3; Hugging Face Adafactor upcasts to fp32).
+      // Without tensor shapes: the lower bound of one square matrix, 2 * ceil(sqrt(n)) values.
+      const elements factored =
+          o.adafactor_factored.count() > 0 ? o.adafactor_factored : elements_of(2 * detail::isqrt_ceil(n.count()));
+      const bytes second = factored * fp32;
+      return o.adafactor_momentum ? second + n * state : second;
+    }
+  }
+  detail::fail("unknown optimizer");
+}
+
+}  // namespace zeromem

@@ -1,0 +1,136 @@
+// ZeRO stages 0-3 (as types and as run-time values), FSDP strategies mapped onto them, ZeRO++ hpZ,
+// and where states are offloaded (CPU or NVMe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zeromem/error.hpp"
+
+namespace zeromem {
+
+enum class offload_device { none, cpu, nvme };
+
+constexpr std::string_view name(offload_device d) {
+  switch (d) {
+    case offload_device::none: return "none";
+    case offload_device::cpu: return "cpu";
+    case offload_device::nvme: return "nvme";
+  }
+  detail::fail("unknown offload device");
+}
+
+inline offload_device parse_offload_device(std::string_view s) {
+  for (offload_device d : {offload_device::none, offload_device::cpu, offload_device::nvme})
+    if (name(d) == s) return d;
+  detail::fail("unknown offload device '" + std::string(s) + "'; expected one of none, cpu, nvme");
+}
+
+/// DeepSpeed `offload_optimizer` / `offload_param` sections (docs/_pages/config-json.md).
+struct offload_config {
+  offload_device device = offload_device::none;
+  bool pin_memory = false;  // DeepSpeed default: false
+};
+
+/// What a ZeRO optimizer shards and offloads. Defaults are DeepSpeed's config defaults.
+struct zero_config {
+  int stage = 0;
+  /// Ranks that share one copy of the sharded states; 0 means the whole data-parallel group.
+  /// FSDP HYBRID_SHARD and DeepSpeed MiCS shard within a smaller group and replicate across groups.
+  std::int64_t shard_group = 0;
+  offload_config optimizer{};
+  offload_config params{};
+  /// ZeRO++ hpZ: a secondary copy of the 16-bit weights sharded over this many ranks (1 = off;
+  /// DeepSpeed `zero_hpz_partition_size`, arXiv 2306.10209 §3.2).
+  std::int64_t hpz_partition = 1;
+  /// NVMe swap buffers pinned in host RAM (DeepSpeed offload config defaults).
+  std::int64_t sub_group_size = 1'000'000'000;     // zero_optimization.sub_group_size
+  std::int64_t optimizer_buffer_count = 4;          // offload_optimizer.buffer_count
+  std::int64_t param_buffer_count = 5;              // offload_param.buffer_count
+  std::int64_t param_buffer_size = 100'000'000;     // offload_param.buffer_size (elements)
+};
+
+/// Rejects what DeepSpeed rejects, with the fix. Same words as the compile-time checks below.
+constexpr void validate(const zero_config& z) {
+  if (z.stage < 0 || z.stage > 3)
+    detail::fail_value("ZeRO stage must be 0, 1, 2 or 3", z.stage, "use stage 3 for full sharding");
+  if (z.params.device != offload_device::none && z.stage != 3)
+    detail::fail_value("parameter offload needs ZeRO stage 3", z.stage,
+                       "set stage 3 or turn parameter offload off");
+  if (z.optimizer.device == offload_device::nvme && z.stage != 3)
+    detail::fail_value("optimizer offload to NVMe needs ZeRO stage 3 (ZeRO-Infinity)", z.stage,
+                       "set stage 3 or offload the optimizer to cpu");
+  if (z.shard_group < 0)
+    detail::fail_value("the shard group size cannot be negative", static_cast<long double>(z.shard_group),
+                       "pass 0 for the whole data-parallel group");
+  detail::require_positive(z.hpz_partition, "the hpZ partition size");
+  if (z.hpz_partition > 1 && z.stage != 3)
+    detail::fail_value("ZeRO++ hpZ needs ZeRO stage 3", z.stage, "set stage 3 or hpZ partition size 1");
+  if (z.hpz_partition > 1 && z.params.device != offload_device::none)
+    detail::fail("ZeRO++ hpZ cannot be combined with parameter offload; turn one of them off");
+  detail::require_positive(z.sub_group_size, "sub_group_size");
+  detail::require_positive(z.optimizer_buffer_count, "offload_optimizer.buffer_count");
+  detail::require_positive(z.param_buffer_count, "offload_param.buffer_count");
+  detail::require_positive(z.param_buffer_size, "offload_param.buffer_size");
+}
+
+/// A ZeRO stage as a type: zero_stage<4> does not compile.
+template <int S>
+struct zero_stage {
+  static_assert(S >= 0 && S <= 3, "zeromem: ZeRO stage must be 0, 1, 2 or 3; use zero_stage<3> for full sharding");
+  static constexpr int value = S;
+};
+
+/// A ZeRO configuration fixed at compile time; invalid combinations do not compile.
+template <int S, offload_device Params = offload_device::none, offload_device Optimizer = offload_device::none>
+struct zero {
+  static constexpr int stage = zero_stage<S>::value;
+  static_assert(Params == offload_device::none || S == 3,
+                "zeromem: parameter offload needs ZeRO stage 3; set stage 3 or turn parameter offload off");
+  static_assert(Optimizer != offload_device::nvme || S == 3,
+                "zeromem: optimizer offload to NVMe needs ZeRO stage 3 (ZeRO-Infinity); set stage 3 or offload the "
+                "optimizer to cpu");
+  static constexpr zero_config config() {
+    zero_config z{};
+    z.stage = S;
+    z.params.device = Params;
+    z.optimizer.device = Optimizer;
+    return z;
+  }
+};
+
+/// PyTorch FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy) mapped onto ZeRO stages:
+/// NO_SHARD = DDP (stage 0), SHARD_GRAD_OP = stage 2, FULL_SHARD = stage 3; the hybrid strategies shard
+/// within a group of `shard_group` ranks (a node by default) and replicate across groups.
+enum class fsdp_strategy { no_shard, shard_grad_op, full_shard, hybrid_shard, hybrid_shard_zero2 };
+
+constexpr zero_config fsdp_config(fsdp_strategy s, std::int64_t hybrid_shard_group = 0) {
+  zero_config z{};
+  switch (s) {
+    case fsdp_strategy::no_shard: z.stage = 0; break;
+    case fsdp_strategy::shard_grad_op: z.stage = 2; break;
+    case fsdp_strategy::full_shard: z.stage = 3; break;
+    case fsdp_strategy::hybrid_shard:
+      z.stage = 3;
+      z.shard_group = detail::require_positive(hybrid_shard_group, "the HYBRID_SHARD group size (GPUs per node)");
+      break;
+    case fsdp_strategy::hybrid_shard_zero2:
+      z.stage = 2;
+      z.shard_group = detail::require_positive(hybrid_shard_group, "the _HYBRID_SHARD_ZERO2 group size (GPUs per node)");
+      break;
+  }
+  return z;
+}
+
+inline fsdp_strategy parse_fsdp_strategy(std::string_view s) {
+  if (s == "NO_SHARD") return fsdp_strategy::no_shard;
+  if (s == "SHARD_GRAD_OP") return fsdp_strategy::shard_grad_op;
+  if (s == "FULL_SHARD") return fsdp_strategy::full_shard;
+  if (s == "HYBRID_SHARD") return fsdp_strategy::hybrid_shard;
+  if (s == "_HYBRID_SHARD_ZERO2") return fsdp_strategy::hybrid_shard_zero2;
+  detail::fail("unknown FSDP strategy '" + std::string(s) +
+               "'; expected one of NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, _HYBRID_SHARD_ZERO2");
+}
+
+}  // namespace zeromem

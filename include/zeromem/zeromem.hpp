@@ -1,0 +1,14 @@
+// zeromem: how many bytes an LLM training, inference or RLHF job puts on each GPU, host and NVMe.
+// The umbrella header: includes every public layer.
+#pragma once
+
+#include "zeromem/version.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/units.hpp"
+#include "zeromem/dtype.hpp"
+#include "zeromem/format.hpp"
+#include "zeromem/parse.hpp"
+#include "zeromem/recipe.hpp"
+#include "zeromem/sharding.hpp"
+#include "zeromem/model_states.hpp"
+#include "zeromem/deepspeed.hpp"

@@ -1,0 +1,12 @@
+// expect: zeromem: element counts are whole numbers
+// Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above.
+#include "zeromem/zeromem.hpp"
+
+int main() {
+  using namespace zeromem;
+  using namespace zeromem::literals;
+#ifdef ZEROMEM_COMPILE_FAIL
+  (void)elements_of(7.5e9);
+#endif
+  return 0;
+}

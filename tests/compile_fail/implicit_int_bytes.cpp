@@ -1,0 +1,12 @@
+// expect: zeromem: this is not a byte count
+// Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above.
+#include "zeromem/zeromem.hpp"
+
+int main() {
+  using namespace zeromem;
+  using namespace zeromem::literals;
+#ifdef ZEROMEM_COMPILE_FAIL
+  bytes b = 3; (void)b;
+#endif
+  return 0;
+}

@@ -1,0 +1,12 @@
+// expect: zeromem: optimizer offload to NVMe needs ZeRO stage 3
+// Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above.
+#include "zeromem/zeromem.hpp"
+
+int main() {
+  using namespace zeromem;
+  using namespace zeromem::literals;
+#ifdef ZEROMEM_COMPILE_FAIL
+  (void)zero<1, offload_device::none, offload_device::nvme>::config();
+#endif
+  return 0;
+}

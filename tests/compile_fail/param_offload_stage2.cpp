@@ -1,0 +1,12 @@
+// expect: zeromem: parameter offload needs ZeRO stage 3
+// Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above.
+#include "zeromem/zeromem.hpp"
+
+int main() {
+  using namespace zeromem;
+  using namespace zeromem::literals;
+#ifdef ZEROMEM_COMPILE_FAIL
+  (void)zero<2, offload_device::cpu>::config();
+#endif
+  return 0;
+}

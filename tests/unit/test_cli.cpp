@@ -1,0 +1,140 @@
+// The zeromem program, run in-process: published values through the CLI, JSON shape, and bad input.
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "cli.hpp"
+#include "zeromem/version.hpp"
+
+namespace {
+struct result {
+  int code;
+  std::string out, err;
+};
+result run(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = zeromem::cli::run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+nlohmann::json run_json(std::vector<std::string> args) {
+  args.push_back("--json");
+  const result r = run(args);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out);
+}
+std::size_t lines(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+}  // namespace
+
+TEST_CASE("estimate reproduces the ZeRO paper through the CLI", "[cli][published]") {
+  // Stage 1: 2Psi + 2Psi + 12Psi/64 with Psi = 7.5e9 -> 15e9 + 15e9 + 1.40625e9.
+  const auto j = run_json({"estimate", "--params", "7.5e9", "--precision", "mixed-fp16", "--optimizer", "adam",
+                           "--zero-stage", "1", "--dp", "64"});
+  CHECK(j["per_gpu"]["weights_bytes"] == 15'000'000'000LL);
+  CHECK(j["per_gpu"]["gradients_bytes"] == 15'000'000'000LL);
+  CHECK(j["per_gpu"]["optimizer_states_bytes"] == 1'406'250'000LL);
+  CHECK(j["per_gpu"]["total_bytes"] == 31'406'250'000LL);
+  CHECK(j["per_node_host"]["total_bytes"] == 0);
+  CHECK(j["per_node_nvme"]["total_bytes"] == 0);
+  for (auto [stage, expected] : {std::pair{"0", 120'000'000'000LL}, {"2", 16'640'625'000LL}, {"3", 1'875'000'000LL}}) {
+    const auto k = run_json({"estimate", "--params", "7.5B", "--precision", "mixed-fp16", "--optimizer", "adam",
+                             "--zero-stage", stage, "--dp", "64"});
+    CHECK(k["per_gpu"]["total_bytes"] == expected);
+  }
+}
+
+TEST_CASE("estimate with offload reports host RAM per node", "[cli]") {
+  // 8e9 params, ZeRO-3, both offloaded to CPU, 16 ranks, 8 per node: 18 x 8e9 / 16 x 8 = 72e9 B per node.
+  const auto j = run_json({"estimate", "--params", "8B", "--zero-stage", "3", "--dp", "16", "--gpus-per-node", "8",
+                           "--offload-optimizer", "cpu", "--offload-params", "cpu", "--pin-memory"});
+  CHECK(j["per_gpu"]["total_bytes"] == 0);
+  CHECK(j["per_node_host"]["total_bytes"] == 72'000'000'000LL);
+  CHECK(j["per_node_host"]["pinned_bytes"] == 72'000'000'000LL);
+  CHECK(j["per_node_host"]["ranks"] == 8);
+}
+
+TEST_CASE("estimate text output labels every number with its unit", "[cli]") {
+  const result r = run({"estimate", "--params", "7.5B", "--zero-stage", "2", "--dp", "64", "--precision", "mixed-fp16",
+                        "--optimizer", "adam"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("16,640,625,000 B") != std::string::npos);
+  CHECK(r.out.find("16.641 GB") != std::string::npos);
+  CHECK(r.out.find("15.498 GiB") != std::string::npos);  // 16,640,625,000 / 2^30 = 15.4976...
+}
+
+TEST_CASE("deepspeed zero3 prints DeepSpeed's table for T0_3B", "[cli][published]") {
+  const result r = run({"deepspeed", "zero3", "--params", "2783959040", "--largest-layer-params", "65798144",
+                        "--gpus-per-node", "1", "--nodes", "1"});
+  REQUIRE(r.code == 0);
+  const std::string expected =
+      "Estimated memory needed for params, optim states and gradients for a:\n"
+      "HW: Setup with 1 node, 1 GPU per node.\n"
+      "SW: Model with 2783M total params, 65M largest layer params.\n"
+      "  per CPU  |  per GPU |   Options\n"
+      "   70.00GB |   0.25GB | offload_param=cpu , offload_optimizer=cpu , zero_init=1\n"
+      "   70.00GB |   0.25GB | offload_param=cpu , offload_optimizer=cpu , zero_init=0\n"
+      "   62.23GB |   5.43GB | offload_param=none, offload_optimizer=cpu , zero_init=1\n"
+      "   62.23GB |   5.43GB | offload_param=none, offload_optimizer=cpu , zero_init=0\n"
+      "    0.37GB |  46.91GB | offload_param=none, offload_optimizer=none, zero_init=1\n"
+      "   15.56GB |  46.91GB | offload_param=none, offload_optimizer=none, zero_init=0\n";
+  CHECK(r.out.substr(0, expected.size()) == expected);
+}
+
+TEST_CASE("deepspeed JSON has the exact bytes of each row", "[cli]") {
+  const auto j = run_json({"deepspeed", "zero3", "--params", "2783959040", "--largest-layer-params", "65798144"});
+  REQUIRE(j["rows"].size() == 6);
+  CHECK(j["rows"][0]["gpu_bytes_per_gpu"] == 263'192'576);         // 4 x 65,798,144
+  CHECK(j["rows"][0]["cpu_bytes_per_node"] == 75'166'894'080LL);   // 2,783,959,040 x 18 x 1.5
+  CHECK(j["rows"][4]["cpu_bytes_per_node"] == 394'788'864);        // 65,798,144 x 4 x 1.5
+  const auto z2 = run_json({"deepspeed", "zero2", "--params", "1B", "--gpus-per-node", "4"});
+  CHECK(z2["rows"][1]["gpu_bytes_per_gpu"] == 6'500'000'000LL);    // 2P + 18P/4
+  const auto old = run_json({"deepspeed", "zero2", "--params", "1B", "--gpus-per-node", "4", "--pre-2024"});
+  CHECK(old["rows"][1]["gpu_bytes_per_gpu"] == 8'000'000'000LL);   // 4P + 16P/4
+}
+
+TEST_CASE("bad input: one line on stderr and exit code 2", "[cli][errors]") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"estimate", "--params", "abc"},
+      {"estimate", "--params", "-7B"},
+      {"estimate", "--params", "1.5"},
+      {"estimate"},
+      {"estimate", "--params", "7B", "--zero-stage", "4"},
+      {"estimate", "--params", "7B", "--zero-stage", "2", "--offload-params", "cpu"},
+      {"estimate", "--params", "7B", "--zero-stage", "x"},
+      {"estimate", "--params", "7B", "--dp", "0"},
+      {"estimate", "--params", "7B", "--precision", "fp64"},
+      {"estimate", "--params", "7B", "--optimizer", "adamax"},
+      {"estimate", "--params", "7B", "--offload-optimizer", "disk"},
+      {"estimate", "--params", "7B", "--fsdp", "FULL"},
+      {"estimate", "--params", "7B", "--fsdp", "FULL_SHARD", "--zero-stage", "3"},
+      {"estimate", "--params", "9e18"},
+      {"estimate", "--params", "7B", "--unknown-flag"},
+      {"deepspeed", "zero4", "--params", "1B"},
+      {"deepspeed", "zero3", "--params", "1B"},
+      {"deepspeed", "zero2", "--params", "1B", "--nodes", "0"},
+      {},
+      {"frobnicate"},
+  };
+  for (const auto& args : bad) {
+    const result r = run(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("zeromem " << joined << "-> " << r.err);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.rfind("zeromem: ", 0) == 0);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("help and version exit 0", "[cli]") {
+  CHECK(run({"--help"}).code == 0);
+  CHECK(run({"estimate", "--help"}).out.find("--params") != std::string::npos);
+  CHECK(run({"--version"}).out == std::string(ZEROMEM_VERSION_STRING) + "\n");
+}

@@ -1,0 +1,247 @@
+// Model states against the ZeRO paper, Megatron-LM's distributed-optimizer table, Transformer Math 101 and
+// derivations written out here. Expected values never come from the code under test.
+#include <stdexcept>
+
+#include "catch.hpp"
+#include "zeromem/model_states.hpp"
+
+using namespace zeromem;
+using namespace zeromem::literals;
+
+namespace {
+training_states zero_paper(int stage, std::int64_t dp) {
+  training_states t{};
+  t.params = 7.5_Gparams;
+  t.recipe = recipe_of(precision::mixed_fp16);
+  t.optimizer.kind = optimizer_kind::adam;
+  t.zero.stage = stage;
+  t.dp = dp;
+  return t;
+}
+}  // namespace
+
+TEST_CASE("ZeRO paper Figure 1: 7.5B parameters, K = 12, N_d = 64", "[model_states][published]") {
+  // arXiv 1910.02054 Fig. 1: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB (GB = 1e9 B). Exact values:
+  // stage 0: 16 x 7.5e9 = 120e9; stage 1: 4 x 7.5e9 + 12 x 7.5e9 / 64 = 30e9 + 1.40625e9;
+  // stage 2: 2 x 7.5e9 + 14 x 7.5e9 / 64 = 15e9 + 1.640625e9; stage 3: 16 x 7.5e9 / 64 = 1.875e9.
+  CHECK(estimate_model_states(zero_paper(0, 64)).gpu().count() == 120'000'000'000);
+  CHECK(estimate_model_states(zero_paper(1, 64)).gpu().count() == 31'406'250'000);
+  CHECK(estimate_model_states(zero_paper(2, 64)).gpu().count() == 16'640'625'000);
+  CHECK(estimate_model_states(zero_paper(3, 64)).gpu().count() == 1'875'000'000);
+  CHECK(to_gb(estimate_model_states(zero_paper(1, 64)).gpu()) == Approx(31.4).margin(0.05));
+  CHECK(to_gb(estimate_model_states(zero_paper(2, 64)).gpu()) == Approx(16.6).margin(0.05));
+}
+
+TEST_CASE("ZeRO paper: with N_d = 1 every stage needs 120 GB", "[model_states][published]") {
+  for (int stage = 0; stage <= 3; ++stage) CHECK(estimate_model_states(zero_paper(stage, 1)).gpu().count() == 120'000'000'000);
+}
+
+TEST_CASE("ZeRO paper groups: 2 + 2 + K bytes per parameter", "[model_states]") {
+  const model_state_estimate e = estimate_model_states(zero_paper(0, 1));
+  CHECK(e.weights_bytes().count() == 2 * 7'500'000'000);            // fp16 weights
+  CHECK(e.gradients_bytes().count() == 2 * 7'500'000'000);          // fp16 gradients
+  CHECK(e.optimizer_states_bytes().count() == 12 * 7'500'000'000);  // K = 4 master + 4 m + 4 v
+}
+
+TEST_CASE("Megatron-LM distributed optimizer bytes per parameter", "[model_states][published]") {
+  // docs dist_optimizer.md: fp16/fp16: 20 | 4 + 16/d; bf16/fp32: 18 | 6 + 12/d; fp32/fp32: 16 | 8 + 8/d.
+  // Psi = 1e9, d = 8: 20e9 | 6e9; 18e9 | 7.5e9; 16e9 | 9e9. The distributed optimizer shards like ZeRO-1.
+  const auto per_gpu = [](precision_recipe r, int stage, std::int64_t dp) {
+    training_states t{};
+    t.params = 1_Gparams;
+    t.recipe = r;
+    t.optimizer.kind = optimizer_kind::adam;
+    t.zero.stage = stage;
+    t.dp = dp;
+    return estimate_model_states(t).gpu().count();
+  };
+  precision_recipe fp16 = recipe_of(precision::mixed_fp16);
+  fp16.fp32_gradient_copy = true;
+  precision_recipe bf16 = recipe_of(precision::mixed_bf16);
+  bf16.gradients = dtype::fp32;  // fp32 main grads
+  const precision_recipe fp32 = recipe_of(precision::fp32);
+  CHECK(per_gpu(fp16, 0, 8) == 20'000'000'000);
+  CHECK(per_gpu(fp16, 1, 8) == 6'000'000'000);
+  CHECK(per_gpu(bf16, 0, 8) == 18'000'000'000);
+  CHECK(per_gpu(bf16, 1, 8) == 7'500'000'000);
+  CHECK(per_gpu(fp32, 0, 8) == 16'000'000'000);
+  CHECK(per_gpu(fp32, 1, 8) == 9'000'000'000);
+}
+
+TEST_CASE("optimizer state bytes per parameter (Transformer Math 101)", "[model_states][published]") {
+  // EleutherAI Transformer Math 101: AdamW 12 B incl. fp32 master, 8-bit Adam 6 B (4 + 1 + 1),
+  // SGD with momentum 8 B (4 + 4). Plain SGD keeps only the master. Lion keeps one moment: 4 + 4.
+  const auto optimizer_bytes = [](optimizer_kind k, std::int64_t n) {
+    training_states t{};
+    t.params = elements_of(n);
+    t.recipe = recipe_of(precision::mixed_bf16);
+    t.optimizer.kind = k;
+    return estimate_model_states(t).optimizer_states_bytes().count();
+  };
+  const std::int64_t n = 2048 * 1'000'000;  // a whole number of 2048-element quantization blocks
+  CHECK(optimizer_bytes(optimizer_kind::adamw, n) == 12 * n);
+  CHECK(optimizer_bytes(optimizer_kind::adam, n) == 12 * n);
+  CHECK(optimizer_bytes(optimizer_kind::sgd_momentum, n) == 8 * n);
+  CHECK(optimizer_bytes(optimizer_kind::sgd, n) == 4 * n);
+  CHECK(optimizer_bytes(optimizer_kind::lion, n) == 8 * n);
+  // 8-bit Adam: 6 B/param plus one fp32 absmax per 2048-block per moment: 2 x 4 / 2048 B/param.
+  CHECK(optimizer_bytes(optimizer_kind::adam_8bit, n) == 6 * n + 2 * 4 * (n / 2048));
+}
+
+TEST_CASE("pure 16-bit training keeps optimizer states in the weights' dtype", "[model_states]") {
+  // torch.optim.AdamW on bf16 parameters: weights 2 + gradients 2 + exp_avg 2 + exp_avg_sq 2 = 8 B/param.
+  training_states t{};
+  t.params = 1_Gparams;
+  t.recipe = recipe_of(precision::bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  CHECK(estimate_model_states(t).gpu().count() == 8'000'000'000);
+}
+
+TEST_CASE("Adafactor's factored second moment", "[model_states]") {
+  // A 4096 x 11008 matrix keeps 4096 + 11008 = 15104 row and column statistics; a vector keeps all its values.
+  CHECK(adafactor_factored_elements(4096, 11008).count() == 15104);
+  CHECK(adafactor_factored_elements(4096, 0).count() == 4096);
+  CHECK(adafactor_factored_elements(1, 4096).count() == 4096);
+  training_states t{};
+  t.params = elements_of(4096LL * 11008);
+  t.recipe = recipe_of(precision::fp32);
+  t.optimizer.kind = optimizer_kind::adafactor;
+  t.optimizer.adafactor_factored = adafactor_factored_elements(4096, 11008);
+  CHECK(estimate_model_states(t).per_rank.optimizer_moments.gpu.count() == 4 * 15104);
+  // Without shapes: one square matrix as a lower bound, 2 x ceil(sqrt(n)) fp32 values.
+  t.params = elements_of(1'000'000);
+  t.optimizer.adafactor_factored = elements_of(0);
+  CHECK(estimate_model_states(t).per_rank.optimizer_moments.gpu.count() == 4 * 2 * 1000);
+  t.optimizer.adafactor_momentum = true;  // beta1 adds a full fp32 first moment
+  CHECK(estimate_model_states(t).per_rank.optimizer_moments.gpu.count() == 4 * 2 * 1000 + 4 * 1'000'000);
+}
+
+TEST_CASE("CPU offload moves optimizer states to host RAM per node", "[model_states][offload]") {
+  // ZeRO-3, params and optimizer on CPU, Psi = 8e9, 16 ranks on 2 nodes of 8: each rank holds
+  // (2 + 4 + 4 + 8) x 8e9 / 16 = 9e9 B on the host, a node 8 x 9e9 = 72e9 B = 18 Psi / nodes; the GPU holds none.
+  training_states t{};
+  t.params = 8_Gparams;
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.zero = zero<3, offload_device::cpu, offload_device::cpu>::config();
+  t.dp = 16;
+  t.gpus_per_node = 8;
+  model_state_estimate e = estimate_model_states(t);
+  CHECK(e.gpu().count() == 0);
+  CHECK(e.host_per_rank().count() == 9'000'000'000);
+  CHECK(e.host_per_node().count() == 72'000'000'000);
+  CHECK(e.host_pinned_per_node().count() == 0);  // DeepSpeed's pin_memory defaults to false
+  CHECK(e.nvme_per_node().count() == 0);
+  // With the largest layer (say 1e9 params) gathered on the GPU: weights 2 + gradients 2 bytes each.
+  t.largest_layer = 1_Gparams;
+  CHECK(estimate_model_states(t).gpu().count() == 4'000'000'000);
+  // Optimizer only: the 16-bit weights shard stays on the GPU, 2 x 8e9 / 16 = 1e9, and the host loses it.
+  t.largest_layer = elements_of(0);
+  t.zero = zero<3, offload_device::none, offload_device::cpu>::config();
+  t.zero.optimizer.pin_memory = true;
+  e = estimate_model_states(t);
+  CHECK(e.gpu().count() == 1'000'000'000);
+  CHECK(e.host_per_node().count() == 8 * 8'000'000'000);  // 16 x 8e9 / 16 per rank, 8 ranks
+  CHECK(e.host_pinned_per_node() == e.host_per_node());
+}
+
+TEST_CASE("ZeRO-2 with ZeRO-Offload keeps only 16-bit weights on the GPU", "[model_states][offload]") {
+  // DeepSpeed's ZeRO-2 offload estimate is GPU 2P; the host holds 16 B/param over the ranks
+  // (4 fp32 gradients + 4 master + 8 moments): P = 1e9, 4 ranks on one node -> 16e9 B per node.
+  training_states t{};
+  t.params = 1_Gparams;
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adam;
+  t.zero = zero<2, offload_device::none, offload_device::cpu>::config();
+  t.dp = 4;
+  t.gpus_per_node = 4;
+  const model_state_estimate e = estimate_model_states(t);
+  CHECK(e.gpu().count() == 2'000'000'000);
+  CHECK(e.host_per_node().count() == 16'000'000'000);
+}
+
+TEST_CASE("NVMe offload puts states on NVMe and pins swap buffers on the host", "[model_states][offload]") {
+  // ZeRO-Infinity, P = 64e9 over 64 ranks (8 per node): per rank 1e9 params.
+  // NVMe per rank: weights 2e9 + master 4e9 + moments 8e9 = 14e9; per node 112e9.
+  // Host per rank: fp32 gradients 4e9 + swap buffers: optimizer 4 x min(1e9 sub-group, 1e9) x 4 B = 16e9,
+  // parameters 5 x 1e8 x 2 B = 1e9. Per node 8 x 21e9 = 168e9, of which pinned 8 x 17e9 = 136e9.
+  training_states t{};
+  t.params = 64_Gparams;
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.zero = zero<3, offload_device::nvme, offload_device::nvme>::config();
+  t.dp = 64;
+  t.gpus_per_node = 8;
+  const model_state_estimate e = estimate_model_states(t);
+  CHECK(e.nvme_per_node().count() == 112'000'000'000);
+  CHECK(e.host_per_node().count() == 168'000'000'000);
+  CHECK(e.host_pinned_per_node().count() == 136'000'000'000);
+  CHECK(e.gpu().count() == 0);
+}
+
+TEST_CASE("FSDP strategies map onto ZeRO stages", "[model_states][fsdp]") {
+  // 1e9 params, mixed bf16 AdamW (16 B/param), 16 ranks, 8 per node.
+  const auto gpu = [](zero_config z) {
+    training_states t{};
+    t.params = 1_Gparams;
+    t.zero = z;
+    t.dp = 16;
+    t.gpus_per_node = 8;
+    return estimate_model_states(t).gpu().count();
+  };
+  CHECK(gpu(fsdp_config(fsdp_strategy::no_shard)) == 16'000'000'000);
+  CHECK(gpu(fsdp_config(fsdp_strategy::shard_grad_op)) == 2'000'000'000 + 14'000'000'000 / 16);
+  CHECK(gpu(fsdp_config(fsdp_strategy::full_shard)) == 16'000'000'000 / 16);
+  CHECK(gpu(fsdp_config(fsdp_strategy::hybrid_shard, 8)) == 16'000'000'000 / 8);  // shards within a node only
+  CHECK(gpu(fsdp_config(fsdp_strategy::hybrid_shard_zero2, 8)) == 2'000'000'000 + 14'000'000'000 / 8);
+  CHECK(parse_fsdp_strategy("FULL_SHARD") == fsdp_strategy::full_shard);
+  CHECK_THROWS_WITH(parse_fsdp_strategy("full"), Catch::Matchers::Contains("expected one of NO_SHARD"));
+}
+
+TEST_CASE("ZeRO++ hpZ adds a secondary weight partition within a node", "[model_states]") {
+  // 8e9 params over 64 ranks, hpZ within 8: primary 16 x 8e9 / 64 = 2e9, secondary 2 x 8e9 / 8 = 2e9.
+  training_states t{};
+  t.params = 8_Gparams;
+  t.zero.stage = 3;
+  t.zero.hpz_partition = 8;
+  t.dp = 64;
+  const model_state_estimate e = estimate_model_states(t);
+  CHECK(e.per_rank.hpz_secondary.gpu.count() == 2'000'000'000);
+  CHECK(e.gpu().count() == 4'000'000'000);
+}
+
+TEST_CASE("invalid configurations throw with the fix", "[model_states][errors]") {
+  training_states t{};
+  t.params = 1_Gparams;
+  t.zero.stage = 4;
+  CHECK_THROWS_WITH(estimate_model_states(t), "zeromem: ZeRO stage must be 0, 1, 2 or 3, got 4; use stage 3 for full sharding");
+  t.zero.stage = 2;
+  t.zero.params.device = offload_device::cpu;
+  CHECK_THROWS_WITH(estimate_model_states(t), "zeromem: parameter offload needs ZeRO stage 3, got 2; set stage 3 or turn parameter offload off");
+  t.zero = zero_config{};
+  t.zero.stage = 2;
+  t.zero.optimizer.device = offload_device::nvme;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("NVMe needs ZeRO stage 3"));
+  t.zero = zero_config{};
+  t.dp = 0;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("data-parallel degree, got 0"));
+  t.dp = 8;
+  t.gpus_per_node = -1;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("GPUs per node, got -1"));
+  t.gpus_per_node = 8;
+  t.zero.shard_group = 3;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("shard group must divide"));
+  t.zero.shard_group = 0;
+  t.params = elements_of(0);
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("parameter count must be positive"));
+  t.params = 1_Gparams;
+  t.zero.stage = 1;
+  t.zero.hpz_partition = 8;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("hpZ needs ZeRO stage 3"));
+  t.zero.hpz_partition = 1;
+  t.largest_layer = 2_Gparams;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("largest layer cannot exceed"));
+  t.largest_layer = elements_of(0);
+  t.params = elements_of(std::int64_t{1} << 61);  // 2^61 params x 16 B overflows 64 bits
+  CHECK_THROWS_AS(estimate_model_states(t), std::overflow_error);
+}
