@@ -12,3 +12,5 @@
 #include "zeromem/sharding.hpp"
 #include "zeromem/model_states.hpp"
 #include "zeromem/deepspeed.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/activations.hpp"

@@ -1,5 +1,6 @@
 // zeromem command-line program: thin parsing and printing over the headers. Every number comes from them.
 #include "cli.hpp"
+#include "hf_config.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,7 @@ std::string bytes_row(const std::string& label, bytes b) {
 // ---- estimate -------------------------------------------------------------------------------------
 
 struct estimate_args {
+  // model states
   std::string params;
   std::string precision_name = "mixed-bf16";
   std::string optimizer_name = "adamw";
@@ -51,14 +53,33 @@ struct estimate_args {
   bool pin_memory = false;
   bool fp32_grad_copy = false;
   std::string main_grads;
-  std::string largest_layer = "0";
+  std::string largest_layer;
+  // model
+  std::string model;
+  std::string hf_config;
+  std::int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_positions = 0;
+  std::string mlp = "swiglu";
+  std::string norm = "rmsnorm";
+  bool tied = false;
+  bool qkv_bias = false;
+  // activations
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch = 1;
+  std::int64_t tp = 1, cp = 1, pp = 1, virtual_stages = 1, microbatches = 0;
+  bool sp = false;
+  std::string recompute_name = "none";
+  std::string attention_name = "eager";
+  double dropout = 0.0;
+  std::string implementation_name = "eager";
+  std::string device_name = "cuda";
+  std::string activation_dtype = "bf16";
+  int torch_major = 2;
   bool json = false;
 };
 
 void add_estimate(CLI::App& app, estimate_args& a) {
-  app.add_option("--params", a.params, "parameter count: 7.5e9, 7.5B, 350M, 1T")->required();
-  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32")
-      ->capture_default_str();
+  app.add_option("--params", a.params, "parameter count: 7.5e9, 7.5B, 350M, 1T (or give a model)");
+  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32")->capture_default_str();
   app.add_option("--optimizer", a.optimizer_name, "adam | adamw | sgd | sgd-momentum | adam-8bit | adafactor | lion")
       ->capture_default_str();
   auto* stage = app.add_option("--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)");
@@ -74,12 +95,104 @@ void add_estimate(CLI::App& app, estimate_args& a) {
   app.add_flag("--fp32-grad-copy", a.fp32_grad_copy, "optimizer keeps an fp32 copy of 16-bit gradients (DeepSpeed, Megatron fp16)");
   app.add_option("--main-grads", a.main_grads, "gradient accumulation dtype, e.g. fp32 (Megatron main grads)");
   app.add_option("--largest-layer-params", a.largest_layer, "parameters of the largest layer (ZeRO-3 gathers it whole)");
+
+  auto* model = app.add_option("--model", a.model, "preset: qwen2.5-1.5b, qwen2.5-7b, llama-3-70b, qwen2.5-vl-7b, llama-2-7b, gpt3-175b");
+  auto* hf = app.add_option("--hf-config", a.hf_config, "a Hugging Face config.json (llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2)");
+  auto* hidden = app.add_option("--hidden", a.hidden, "hidden size (with --layers --heads --ffn --vocab)");
+  model->excludes(hf)->excludes(hidden);
+  hf->excludes(hidden);
+  app.add_option("--layers", a.layers, "decoder layers");
+  app.add_option("--heads", a.heads, "attention heads");
+  app.add_option("--kv-heads", a.kv_heads, "key/value heads (default: heads)");
+  app.add_option("--head-dim", a.head_dim, "head dimension (default: hidden / heads)");
+  app.add_option("--ffn", a.ffn, "MLP intermediate size");
+  app.add_option("--vocab", a.vocab, "vocabulary size");
+  app.add_option("--mlp", a.mlp, "gelu | swiglu")->capture_default_str();
+  app.add_option("--norm", a.norm, "layernorm | rmsnorm")->capture_default_str();
+  app.add_option("--max-positions", a.max_positions, "learned position embeddings of this many positions");
+  app.add_flag("--tied-embeddings", a.tied, "output layer shares the embedding matrix");
+  app.add_flag("--qkv-bias", a.qkv_bias, "q, k, v projections with bias");
+
+  app.add_option("--seq-len", a.seq_len, "tokens per sequence (turns on activation memory)");
+  app.add_option("--micro-batch", a.micro_batch, "sequences per micro-batch")->capture_default_str();
+  app.add_option("--tp", a.tp, "tensor-parallel degree")->capture_default_str();
+  app.add_flag("--sp", a.sp, "sequence parallelism (with --tp)");
+  app.add_option("--cp", a.cp, "context-parallel degree")->capture_default_str();
+  app.add_option("--pp", a.pp, "pipeline-parallel degree")->capture_default_str();
+  app.add_option("--virtual-stages", a.virtual_stages, "interleaved pipeline model chunks per rank")->capture_default_str();
+  app.add_option("--microbatches", a.microbatches, "micro-batches per step (default: at least pp)");
+  app.add_option("--recompute", a.recompute_name, "none | selective | full")->capture_default_str();
+  app.add_option("--attention", a.attention_name, "eager | flash")->capture_default_str();
+  app.add_option("--dropout", a.dropout, "dropout probability (0: none)")->capture_default_str();
+  app.add_option("--implementation", a.implementation_name, "paper | eager | fused | hf-eager (see docs/activations.md)")
+      ->capture_default_str();
+  app.add_option("--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
+  app.add_option("--activation-dtype", a.activation_dtype, "dtype of activations")->capture_default_str();
+  app.add_option("--torch-version", a.torch_major, "PyTorch major version, 1 or 2")->capture_default_str();
   app.add_flag("--json", a.json, "print JSON with exact byte counts");
 }
 
-training_states to_states(const estimate_args& a) {
-  training_states t{};
-  t.params = elements_of(parse_count(a.params, "the parameter count (--params)"));
+struct estimate_inputs {
+  training_states states{};
+  bool has_model = false;
+  transformer_config model{};
+  parameter_counts counts{};
+  bool has_activations = false;
+  activation_config act{};
+  pipeline_config pipe{};
+};
+
+bool hand_model_given(const estimate_args& a) {
+  return a.hidden != 0 || a.layers != 0 || a.heads != 0 || a.kv_heads != 0 || a.head_dim != 0 || a.ffn != 0 || a.vocab != 0;
+}
+
+transformer_config model_from_flags(const estimate_args& a) {
+  if (a.hidden == 0 || a.layers == 0 || a.heads == 0 || a.ffn == 0 || a.vocab == 0)
+    detail::fail("a model given by flags needs --hidden, --layers, --heads, --ffn and --vocab");
+  transformer_config m{};
+  m.hidden = a.hidden;
+  m.layers = a.layers;
+  m.heads = a.heads;
+  m.kv_heads = a.kv_heads != 0 ? a.kv_heads : a.heads;
+  m.head_dim = a.head_dim;
+  m.ffn = a.ffn;
+  m.vocab = a.vocab;
+  if (a.mlp == "gelu") m.mlp = mlp_kind::gelu;
+  else if (a.mlp == "swiglu") m.mlp = mlp_kind::swiglu;
+  else detail::fail("unknown --mlp '" + a.mlp + "'; expected gelu or swiglu");
+  if (a.norm == "layernorm") m.norm = norm_kind::layernorm;
+  else if (a.norm == "rmsnorm") m.norm = norm_kind::rmsnorm;
+  else detail::fail("unknown --norm '" + a.norm + "'; expected layernorm or rmsnorm");
+  if (a.max_positions != 0) {
+    m.positions = position_kind::learned;
+    m.max_positions = a.max_positions;
+  }
+  m.tied_embeddings = a.tied;
+  // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).
+  m.qkv_bias = a.qkv_bias || m.mlp == mlp_kind::gelu;
+  m.attention_out_bias = m.mlp_bias = m.mlp == mlp_kind::gelu;
+  return m;
+}
+
+estimate_inputs to_inputs(const estimate_args& a) {
+  estimate_inputs in{};
+  training_states& t = in.states;
+  const bool any_model = !a.model.empty() || !a.hf_config.empty() || hand_model_given(a);
+  if (any_model && !a.params.empty()) detail::fail("give either --params or a model (--model, --hf-config, --hidden ...), not both");
+  if (!any_model && a.params.empty()) detail::fail("give --params (such as 7.5B) or a model (--model, --hf-config, --hidden ...)");
+  if (!a.model.empty()) in.model = find_preset(a.model).config;
+  else if (!a.hf_config.empty()) in.model = read_hf_config(a.hf_config);
+  else if (any_model) in.model = model_from_flags(a);
+  in.has_model = any_model;
+
+  if (in.has_model) {
+    in.counts = count_parameters(in.model);
+    // Model states are those of the most loaded tensor/pipeline-parallel rank.
+    t.params = parameters_per_rank(in.model, a.tp, a.pp).most_loaded;
+  } else {
+    if (a.tp != 1 || a.pp != 1) detail::fail("--tp and --pp split a model's layers; give the model (--model, --hf-config or --hidden ...)");
+    t.params = elements_of(parse_count(a.params, "the parameter count (--params)"));
+  }
   t.recipe = recipe_of(parse_precision(a.precision_name));
   t.recipe.fp32_gradient_copy = a.fp32_grad_copy;
   if (!a.main_grads.empty()) t.recipe.gradients = parse_dtype(a.main_grads);
@@ -96,9 +209,38 @@ training_states to_states(const estimate_args& a) {
   t.zero.hpz_partition = a.hpz;
   t.zero.optimizer = {parse_offload_device(a.offload_optimizer), a.pin_memory};
   t.zero.params = {parse_offload_device(a.offload_params), a.pin_memory};
-  t.largest_layer = elements_of(parse_count(a.largest_layer, "the largest layer (--largest-layer-params)"));
+  if (!a.largest_layer.empty())
+    t.largest_layer = elements_of(parse_count(a.largest_layer, "the largest layer (--largest-layer-params)"));
+  else if (in.has_model && t.zero.stage == 3)
+    t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
   validate(t);
-  return t;
+
+  const bool activation_flags = a.seq_len != 0 || a.sp || a.cp != 1 || a.recompute_name != "none" || a.dropout != 0.0 ||
+                                a.attention_name != "eager";
+  if (activation_flags && !in.has_model)
+    detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
+  if (activation_flags && a.seq_len == 0) detail::fail("activation memory needs --seq-len");
+  if (a.seq_len != 0) {
+    in.has_activations = true;
+    activation_config& c = in.act;
+    c.seq_len = a.seq_len;
+    c.micro_batch = a.micro_batch;
+    c.activation_dtype = parse_dtype(a.activation_dtype);
+    c.tp = a.tp;
+    c.sequence_parallel = a.sp;
+    c.cp = a.cp;
+    c.recomputation = parse_recompute(a.recompute_name);
+    c.attention = parse_attention(a.attention_name);
+    c.dropout = a.dropout;
+    c.impl = parse_implementation(a.implementation_name);
+    if (a.device_name == "cuda") c.device = device_kind::cuda;
+    else if (a.device_name == "cpu") c.device = device_kind::cpu;
+    else detail::fail("unknown --device '" + a.device_name + "'; expected cuda or cpu");
+    c.torch_major = a.torch_major;
+    in.pipe = {a.pp, a.virtual_stages, a.microbatches};
+    validate(c, in.model);
+  }
+  return in;
 }
 
 json placement_json(const placement& p) {
@@ -106,10 +248,11 @@ json placement_json(const placement& p) {
           {"nvme_bytes", p.nvme.count()}};
 }
 
-json estimate_json(const training_states& t, const model_state_estimate& e) {
+json estimate_json(const estimate_inputs& in, const model_state_estimate& e, const stage_activations* act) {
+  const training_states& t = in.states;
   const model_state_terms& m = e.per_rank;
   json j;
-  j["inputs"] = {{"params", t.params.count()},
+  j["inputs"] = {{"params_per_rank", t.params.count()},
                  {"weights_dtype", std::string(name(t.recipe.weights))},
                  {"gradients_dtype", std::string(name(t.recipe.gradients))},
                  {"fp32_master", t.recipe.fp32_master},
@@ -124,11 +267,37 @@ json estimate_json(const training_states& t, const model_state_estimate& e) {
                  {"offload_params", std::string(name(t.zero.params.device))},
                  {"hpz_partition", t.zero.hpz_partition},
                  {"largest_layer_params", t.largest_layer.count()}};
+  if (in.has_model) {
+    j["model"] = {{"params", in.counts.total.count()},
+                  {"language_model_params", in.counts.language_model.count()},
+                  {"vision_params", in.counts.vision.count()},
+                  {"params_per_layer", in.counts.layer.count()},
+                  {"embedding_params", in.counts.embedding.count()},
+                  {"lm_head_params", in.counts.lm_head.count()},
+                  {"largest_layer_params", in.counts.largest_layer.count()}};
+  }
+  const bytes act_bytes = act != nullptr ? act->total : bytes{};
   j["per_gpu"] = {{"weights_bytes", (m.weights.gpu + m.hpz_secondary.gpu).count()},
                   {"gradients_bytes", (m.gradients.gpu + m.fp32_gradients.gpu).count()},
                   {"optimizer_states_bytes", (m.master_weights.gpu + m.optimizer_moments.gpu).count()},
                   {"gathered_layer_bytes", m.gathered_layer.gpu.count()},
-                  {"total_bytes", e.gpu().count()}};
+                  {"model_states_bytes", e.gpu().count()},
+                  {"activations_bytes", act_bytes.count()},
+                  {"total_bytes", (e.gpu() + act_bytes).count()}};
+  if (act != nullptr) {
+    json terms = json::object();
+    act->per_layer.for_each([&](const char* term, bytes b) { terms[term] = b.count(); });
+    j["activations"] = {{"per_layer_bytes", act->per_layer.total().count()},
+                        {"per_layer_terms", terms},
+                        {"layers_on_stage", act->layers_on_stage},
+                        {"microbatches_in_flight", act->microbatches_in_flight},
+                        {"layers_bytes", act->layers.count()},
+                        {"input_ids_bytes", act->input_ids.count()},
+                        {"embedding_dropout_bytes", act->embedding_dropout.count()},
+                        {"output_layer_bytes", act->output_layer.count()},
+                        {"logits_bytes", act->logits.count()},
+                        {"total_bytes", act->total.count()}};
+  }
   j["per_rank_host"] = {{"total_bytes", e.host_per_rank().count()},
                         {"pinned_bytes", e.total_per_rank().host_pinned.count()}};
   j["per_node_host"] = {{"ranks", e.ranks_per_node},
@@ -141,10 +310,17 @@ json estimate_json(const training_states& t, const model_state_estimate& e) {
   return j;
 }
 
-void print_estimate(std::ostream& out, const training_states& t, const model_state_estimate& e) {
+void print_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e,
+                    const stage_activations* act) {
+  const training_states& t = in.states;
   const model_state_terms& m = e.per_rank;
-  out << "zeromem estimate: model states\n";
-  out << "  parameters   " << format_count(t.params.count()) << "\n";
+  out << "zeromem estimate\n";
+  if (in.has_model) {
+    out << "  model        " << format_count(in.counts.total.count()) << " parameters";
+    if (in.counts.vision.count() > 0) out << " (vision tower " << format_count(in.counts.vision.count()) << ")";
+    out << "; largest layer " << format_count(in.counts.largest_layer.count()) << "\n";
+  }
+  out << "  per rank     " << format_count(t.params.count()) << " parameters\n";
   out << "  recipe       weights " << name(t.recipe.weights) << ", gradients " << name(t.recipe.gradients)
       << (t.recipe.fp32_master ? ", fp32 master weights" : ", no master copy")
       << (t.recipe.fp32_gradient_copy ? ", fp32 gradient copy" : "") << "; optimizer " << name(t.optimizer.kind)
@@ -153,19 +329,42 @@ void print_estimate(std::ostream& out, const training_states& t, const model_sta
       << e.ranks_per_node << " ranks per node\n";
   out << "  offload      optimizer " << name(t.zero.optimizer.device) << ", parameters " << name(t.zero.params.device)
       << (t.zero.optimizer.pin_memory ? " (pinned)" : "") << "\n";
+  if (act != nullptr) {
+    const activation_config& c = in.act;
+    out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype)
+        << ", tp " << c.tp << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.pipe.pp
+        << ", recompute " << name(c.recomputation) << ", attention " << name(c.attention) << ", dropout " << c.dropout
+        << ", profile " << name(c.impl) << "\n";
+  }
   if (t.optimizer.kind == optimizer_kind::adafactor)
     out << "  note         Adafactor without tensor shapes: its factored state is a lower bound\n";
   if (t.zero.stage == 3 && t.largest_layer.count() == 0)
-    out << "  note         ZeRO-3 gathers each layer whole; pass --largest-layer-params to count it\n";
+    out << "  note         ZeRO-3 gathers each layer whole; pass --largest-layer-params or a model to count it\n";
 
-  out << "\nPer GPU (most loaded rank)\n";
   char head[160];
   std::snprintf(head, sizeof head, "  %-22s %24s %14s %14s\n", "term", "exact", "GB (1e9 B)", "GiB (2^30 B)");
-  out << head;
+  out << "\nPer GPU (most loaded rank)\n" << head;
   m.for_each([&](const char* term, const placement& p) {
     if (p.gpu.count() != 0) out << bytes_row(term, p.gpu) << "\n";
   });
-  out << bytes_row("total", e.gpu()) << "\n";
+  if (act != nullptr) {
+    out << bytes_row("activations", act->total) << "\n";
+  }
+  out << bytes_row("total", e.gpu() + (act != nullptr ? act->total : bytes{})) << "\n";
+  if (act != nullptr) {
+    out << "\nActivations of the first pipeline stage (" << act->layers_on_stage << " layers x " << act->microbatches_in_flight
+        << " micro-batches in flight)\n" << head;
+    act->per_layer.for_each([&](const char* term, bytes b) {
+      if (b.count() != 0) out << bytes_row(std::string("1 layer: ") + term, b) << "\n";
+    });
+    out << bytes_row("1 layer: total", act->per_layer.total()) << "\n";
+    out << bytes_row("all layers in flight", act->layers) << "\n";
+    if (act->input_ids.count() != 0) out << bytes_row("input token ids", act->input_ids) << "\n";
+    if (act->embedding_dropout.count() != 0) out << bytes_row("embedding dropout", act->embedding_dropout) << "\n";
+    if (act->output_layer.count() != 0) out << bytes_row("output layer inputs", act->output_layer) << "\n";
+    if (act->logits.count() != 0) out << bytes_row("fp32 logits", act->logits) << "\n";
+    out << bytes_row("total", act->total) << "\n";
+  }
 
   out << "\nPer node host RAM (" << e.ranks_per_node << " ranks x per-rank bytes)\n" << head;
   m.for_each([&](const char* term, const placement& p) {
@@ -179,7 +378,9 @@ void print_estimate(std::ostream& out, const training_states& t, const model_sta
     if (p.nvme.count() != 0) out << bytes_row(term, p.nvme * e.ranks_per_node) << "\n";
   });
   out << bytes_row("total", e.nvme_per_node()) << "\n";
-  out << "\nModel states only: activations, buffers and framework overheads are not included.\n";
+  out << (act != nullptr ? "\nModel states and activations: buffers and framework overheads are not included.\n"
+                         : "\nModel states only (give a model and --seq-len for activations); buffers and framework "
+                           "overheads are not included.\n");
 }
 
 // ---- deepspeed ------------------------------------------------------------------------------------
@@ -304,12 +505,15 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   try {
     if (app.got_subcommand(estimate)) {
-      const training_states t = to_states(est);
-      const model_state_estimate e = estimate_model_states(t);
+      const estimate_inputs in = to_inputs(est);
+      const model_state_estimate e = estimate_model_states(in.states);
+      stage_activations act{};
+      if (in.has_activations) act = first_stage_activations(in.model, in.act, in.pipe);
+      const stage_activations* a = in.has_activations ? &act : nullptr;
       if (est.json)
-        out << estimate_json(t, e).dump(2) << "\n";
+        out << estimate_json(in, e, a).dump(2) << "\n";
       else
-        print_estimate(out, t, e);
+        print_estimate(out, in, e, a);
       return 0;
     }
     return run_deepspeed(which, ds, out);

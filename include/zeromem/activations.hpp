@@ -1,0 +1,294 @@
+// Activation memory: the bytes autograd keeps for the backward pass, per decoder layer and per pipeline stage.
+//
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv 2205.05198),
+// §4.1 and Table 2, per layer with s tokens, b sequences, h hidden, a heads, t tensor-parallel ranks:
+//   attention 11sbh + 5as^2b, MLP 19sbh (ffn = 4h), two LayerNorms 4sbh  ->  sbh(34 + 5as/h)
+// with 16-bit activations and 1-byte dropout masks. Each term below is one tensor the paper names, generalised
+// to GQA, SwiGLU, RMSNorm, any dtype, flash attention, and to the implementation profiles in docs/activations.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zeromem/dtype.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+enum class recompute { none, selective, full };
+enum class attention_kind { eager, flash };
+
+/// Which kernels produce the saved tensors.
+///  paper:    the paper's idealised block: one saved copy per tensor, norm statistics ignored.
+///  eager:    the same op sequence as PyTorch eager runs it: norms also keep their statistics.
+///  fused:    Megatron-Core / Transformer Engine kernels: fused norms (input + fp32 statistics) and a fused
+///            SwiGLU that keeps [gate | up] and its output (megatron/core/fusions/fused_bias_swiglu.py).
+///  hf_eager: Hugging Face eager Llama/Qwen2 blocks: RMSNorm upcast to fp32, softmax in fp32, K and V repeated
+///            to all heads for GQA (modeling_llama.py LlamaRMSNorm, eager_attention_forward, repeat_kv).
+enum class implementation { paper, eager, fused, hf_eager };
+
+/// Where the kernels run. PyTorch's CPU kernels store dropout masks and LayerNorm statistics in the
+/// activation dtype; CUDA's fused dropout stores a 1-byte mask and LayerNorm keeps fp32 statistics.
+enum class device_kind { cuda, cpu };
+
+struct activation_config {
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch = 1;
+  dtype activation_dtype = dtype::bf16;
+  std::int64_t tp = 1;
+  bool sequence_parallel = false;
+  std::int64_t cp = 1;
+  recompute recomputation = recompute::none;
+  attention_kind attention = attention_kind::eager;
+  double dropout = 0.0;  // 0: no dropout, no masks
+  implementation impl = implementation::paper;
+  device_kind device = device_kind::cuda;
+  /// PyTorch 1.x's mean.dim kept its input for backward (derivatives.yaml used self.sizes(); measured on 1.13);
+  /// 2.x keeps only sizes (self.sym_sizes(), self.sym_numel()). Matters for HF's RMSNorm: x^2 in fp32.
+  int torch_major = 2;
+};
+
+struct pipeline_config {
+  std::int64_t pp = 1;
+  std::int64_t virtual_stages = 1;  // interleaved 1F1B model chunks per rank (1: plain 1F1B)
+  std::int64_t microbatches = 0;    // per step; 0 = at least pp
+};
+
+/// The saved tensors of one decoder layer on one rank, in bytes.
+struct layer_activations {
+  bytes attention_norm;       // what the first norm saves
+  bytes attention_input;      // input of the q, k, v projections
+  bytes query, key, value;    // q, k, v as the attention core saves them
+  bytes attention_scores;     // s^2 terms: softmax output (and its cast copy)
+  bytes attention_dropout;    // s^2 terms: dropout mask and dropped-out probabilities
+  bytes attention_lse;        // FlashAttention: fp32 log-sum-exp
+  bytes attention_output;     // input of the output projection
+  bytes attention_residual_mask;
+  bytes mlp_norm;
+  bytes mlp_input;
+  bytes mlp_hidden;           // GELU: fc1 output and GELU output; SwiGLU: gate, SiLU(gate), up, product
+  bytes mlp_residual_mask;
+  bytes layer_input;          // full recompute keeps only this
+
+  template <class F>
+  constexpr void for_each(F&& f) const {
+    f("attention_norm", attention_norm);
+    f("attention_input", attention_input);
+    f("query", query);
+    f("key", key);
+    f("value", value);
+    f("attention_scores", attention_scores);
+    f("attention_dropout", attention_dropout);
+    f("attention_lse", attention_lse);
+    f("attention_output", attention_output);
+    f("attention_residual_mask", attention_residual_mask);
+    f("mlp_norm", mlp_norm);
+    f("mlp_input", mlp_input);
+    f("mlp_hidden", mlp_hidden);
+    f("mlp_residual_mask", mlp_residual_mask);
+    f("layer_input", layer_input);
+  }
+  constexpr bytes total() const {
+    bytes sum{};
+    for_each([&](const char*, bytes b) { sum += b; });
+    return sum;
+  }
+};
+
+namespace detail {
+constexpr std::int64_t dtype_bytes_ceil(dtype d) { return (bit_width(d) + 7) / 8; }
+constexpr std::int64_t product(std::int64_t a, std::int64_t b) { return checked_mul(a, b, "an activation size"); }
+constexpr std::int64_t product(std::int64_t a, std::int64_t b, std::int64_t c) { return product(product(a, b), c); }
+constexpr std::int64_t product(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+  return product(product(a, b, c), d);
+}
+}  // namespace detail
+
+constexpr void validate(const activation_config& c, const transformer_config& m) {
+  validate(m);
+  detail::require_positive(c.seq_len, "the sequence length");
+  detail::require_positive(c.micro_batch, "the micro-batch size");
+  detail::require_positive(c.tp, "the tensor-parallel degree");
+  detail::require_positive(c.cp, "the context-parallel degree");
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0))
+    detail::fail_value("the dropout probability must be in [0, 1)", static_cast<long double>(c.dropout), "pass 0 for no dropout");
+  if (m.heads % c.tp != 0)
+    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(c.tp),
+                       "pick a tp that divides the heads");
+  if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
+    detail::fail_value("tensor parallel must divide the key/value heads or be a multiple of them",
+                       static_cast<long double>(c.tp), "pick another tp");
+  if (m.ffn % c.tp != 0)
+    detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(c.tp), "pick another tp");
+  if (c.seq_len % c.cp != 0)
+    detail::fail_value("the sequence length must divide evenly over context-parallel ranks", static_cast<long double>(c.cp),
+                       "pick a cp that divides the sequence length");
+  if (c.cp > 1 && c.attention != attention_kind::flash)
+    detail::fail("context parallelism needs flash attention (ring attention); use --attention flash");
+  if (c.torch_major != 1 && c.torch_major != 2)
+    detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
+  if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
+}
+
+/// Activation bytes one decoder layer keeps for backward on one rank.
+constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c) {
+  validate(c, m);
+  const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
+  const bool cpu = c.device == device_kind::cpu;
+  const std::int64_t mask = cpu ? a : 1;                 // CPU: input * noise keeps noise in the input's dtype
+  const std::int64_t stat = cpu ? a : 4;                 // CPU LayerNorm mean/rstd in the input's dtype
+  const std::int64_t s = c.seq_len / c.cp, b = c.micro_batch, h = m.hidden, d = m.head_size();
+  const std::int64_t heads = m.heads / c.tp;
+  const std::int64_t kv_heads = m.kv_heads >= c.tp ? m.kv_heads / c.tp : 1;  // fewer kv heads than ranks: replicated
+  const std::int64_t sb = detail::product(s, b), sbh = detail::product(s, b, h);
+  const bool dropout = c.dropout > 0.0;
+  // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
+  const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
+  const auto norm_saved = [&]() -> std::int64_t {
+    if (c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm)
+      // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
+      // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh).
+      return (c.torch_major == 1 ? 8 : 4) * sbh + a * sbh + 4 * sb;
+    const std::int64_t stats = c.impl == implementation::paper ? 0 : (m.norm == norm_kind::layernorm ? 2 : 1) * sb;
+    // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics:
+    // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere).
+    const std::int64_t stat_bytes = m.norm == norm_kind::rmsnorm ? 4 : stat;
+    return a * sbh + stats * stat_bytes;
+  };
+
+  layer_activations l{};
+  if (c.recomputation == recompute::full) {
+    // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
+    l.layer_input = bytes_of(replicated(a * sbh));
+    return l;
+  }
+  l.attention_norm = bytes_of(replicated(norm_saved()));
+  l.attention_input = bytes_of(replicated(a * sbh));  // "QKV matrix multiplies: 2sbh" (§4.1)
+  const bool repeat = c.impl == implementation::hf_eager && c.attention == attention_kind::eager;
+  // HF repeat_kv copies K and V to every head, except that with one kv head its expand + reshape is a
+  // stride-0 view. Selective recompute keeps that view as the core's input; otherwise matmul keeps its
+  // batch-folded copy, itself a view only when b = 1.
+  const bool kv_view = kv_heads == 1 && (b == 1 || c.recomputation == recompute::selective);
+  const std::int64_t key_heads = repeat && !kv_view ? heads : kv_heads;
+  l.query = bytes_of(detail::product(a, sb, heads, d));       // "QK^T: 4sbh" is Q and K
+  l.key = bytes_of(detail::product(a, sb, key_heads, d));
+  l.value = bytes_of(detail::product(a, sb, key_heads, d));   // "attention over values: ... 2sbh" for V
+  if (c.attention == attention_kind::eager && c.recomputation == recompute::none) {
+    const std::int64_t probs = detail::product(heads, s, s, b);  // a s^2 b / t elements
+    if (c.impl == implementation::hf_eager)
+      // softmax(dtype=float32) keeps its fp32 output; .to(bf16) makes the copy that P @ V keeps.
+      l.attention_scores = bytes_of(detail::product(4 + a, probs));
+    else
+      l.attention_scores = bytes_of(detail::product(a, probs));  // "softmax: 2as^2b"
+    if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
+      l.attention_dropout = bytes_of(detail::product(mask + a, probs));
+  }
+  if (c.attention == attention_kind::flash)  // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1)
+    l.attention_lse = bytes_of(detail::product(4, heads, s, b));
+  l.attention_output = bytes_of(detail::product(a, sb, heads, d));  // "output projection: 2sbh"
+  if (dropout) l.attention_residual_mask = bytes_of(replicated(mask * sbh));  // "attention dropout mask: sbh"
+  l.mlp_norm = bytes_of(replicated(norm_saved()));
+  l.mlp_input = bytes_of(replicated(a * sbh));  // "first linear input: 2sbh"
+  const std::int64_t f = (m.moe.experts > 0 ? m.moe.top_k * m.moe.expert_ffn + m.moe.shared_experts * m.moe.expert_ffn : m.ffn) / c.tp;
+  // GELU: fc1 output kept by GELU, GELU output kept by fc2 ("8sbh + 8sbh" with f = 4h). SwiGLU: gate kept
+  // by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused: [gate | up] and the product.
+  const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? 2 : (c.impl == implementation::fused ? 3 : 4);
+  l.mlp_hidden = bytes_of(detail::product(hidden_tensors * a, sb, f));
+  if (dropout) l.mlp_residual_mask = bytes_of(replicated(mask * sbh));  // "dropout mask: sbh"
+  return l;
+}
+
+/// The activations a pipeline stage holds at its peak.
+struct stage_activations {
+  layer_activations per_layer{};
+  std::int64_t layers_on_stage = 0;
+  std::int64_t microbatches_in_flight = 0;
+  bytes layers{};              // per_layer x layers x micro-batches in flight (x the interleaving factor)
+  bytes input_ids{};           // int64 token ids kept by the embedding lookup
+  bytes embedding_dropout{};   // embedding dropout mask
+  bytes output_layer{};        // final norm input and output-layer input (stage holding the last layer)
+  bytes logits{};              // fp32 logits kept for the cross-entropy backward
+  bytes total{};
+};
+
+/// The first pipeline stage (the most loaded under 1F1B: it holds p micro-batches of L/p layers), following
+/// Megatron-LM megatron/training/theoretical_memory_usage.py compute_activation_memory.
+constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
+                                                    const pipeline_config& p = {}) {
+  validate(c, m);
+  detail::require_positive(p.pp, "the pipeline-parallel degree");
+  detail::require_positive(p.virtual_stages, "the virtual pipeline stages");
+  if (p.microbatches < 0) detail::fail("the number of micro-batches cannot be negative; pass 0 if unknown");
+  if (p.pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(p.pp), "lower pp");
+  stage_activations st{};
+  st.per_layer = layer_activation_bytes(m, c);
+  st.layers_on_stage = detail::ceil_div(m.layers, p.pp);
+  // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
+  st.microbatches_in_flight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
+  const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
+  const std::int64_t s = c.seq_len / c.cp, b = c.micro_batch, sb = detail::product(s, b);
+  const std::int64_t sbh = detail::product(sb, m.hidden);
+  const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
+  const std::int64_t inflight = st.microbatches_in_flight;
+
+  bytes layers = st.per_layer.total() * detail::product(st.layers_on_stage, inflight);
+  if (p.virtual_stages > 1 && p.pp > 1) {
+    // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
+    const std::int64_t den = p.pp * p.virtual_stages;
+    layers = bytes_of(detail::ceil_div(detail::checked_mul(layers.count(), den + p.pp - 1), den));
+  }
+  st.layers = layers;
+  // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
+  st.input_ids = bytes_of(detail::product(8, sb, inflight));
+  if (c.dropout > 0.0) {
+    const std::int64_t mask = c.device == device_kind::cpu ? a : 1;
+    st.embedding_dropout = bytes_of(detail::product(replicated(mask * sbh), inflight));  // "sbhp/t" with SP
+  }
+  if (p.pp == 1) {
+    // Final norm input and output-layer input (2sbh each), fp32 logits 4sbv/t (Korthikanti §4.3: 4sbh/t (1 + v/h)).
+    st.output_layer = bytes_of(replicated(2 * a * sbh));
+    st.logits = bytes_of(detail::product(4, sb, detail::ceil_div(m.vocab, c.tp)));
+  }
+  st.total = st.layers + st.input_ids + st.embedding_dropout + st.output_layer + st.logits;
+  return st;
+}
+
+constexpr std::string_view name(recompute r) {
+  switch (r) {
+    case recompute::none: return "none";
+    case recompute::selective: return "selective";
+    case recompute::full: return "full";
+  }
+  detail::fail("unknown recompute");
+}
+constexpr std::string_view name(attention_kind k) { return k == attention_kind::flash ? "flash" : "eager"; }
+constexpr std::string_view name(implementation i) {
+  switch (i) {
+    case implementation::paper: return "paper";
+    case implementation::eager: return "eager";
+    case implementation::fused: return "fused";
+    case implementation::hf_eager: return "hf-eager";
+  }
+  detail::fail("unknown implementation");
+}
+
+inline recompute parse_recompute(std::string_view s) {
+  for (recompute r : {recompute::none, recompute::selective, recompute::full})
+    if (name(r) == s) return r;
+  detail::fail("unknown recompute '" + std::string(s) + "'; expected one of none, selective, full");
+}
+inline attention_kind parse_attention(std::string_view s) {
+  for (attention_kind k : {attention_kind::eager, attention_kind::flash})
+    if (name(k) == s) return k;
+  detail::fail("unknown attention '" + std::string(s) + "'; expected eager or flash");
+}
+inline implementation parse_implementation(std::string_view s) {
+  for (implementation i : {implementation::paper, implementation::eager, implementation::fused, implementation::hf_eager})
+    if (name(i) == s) return i;
+  detail::fail("unknown implementation '" + std::string(s) + "'; expected one of paper, eager, fused, hf-eager");
+}
+
+}  // namespace zeromem

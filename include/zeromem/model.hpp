@@ -1,0 +1,261 @@
+// Decoder-only transformer architectures and their exact parameter counts, per component.
+// Counting follows the modules as Hugging Face transformers builds them (nn.Linear weight out x in, plus bias).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zeromem/error.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+enum class mlp_kind { gelu, swiglu };          // GELU: fc1 h->f, fc2 f->h; SwiGLU: gate and up h->f, down f->h
+enum class norm_kind { layernorm, rmsnorm };   // LayerNorm: weight and bias; RMSNorm: weight only
+enum class position_kind { rope, learned };
+
+/// Mixture of experts in every layer (experts = 0: dense). Each expert is an MLP of expert_ffn.
+struct moe_config {
+  std::int64_t experts = 0;
+  std::int64_t top_k = 0;
+  std::int64_t expert_ffn = 0;
+  std::int64_t shared_experts = 0;  // always-active experts of expert_ffn each
+  bool router_bias = false;
+};
+
+/// A ViT-style vision tower with a patch merger (Qwen2-VL / Qwen2.5-VL layout); blocks = 0: none.
+struct vision_config {
+  std::int64_t blocks = 0;
+  std::int64_t hidden = 0;
+  std::int64_t mlp_hidden = 0;
+  std::int64_t heads = 0;
+  bool gated_mlp = true;     // gate, up, down (Qwen2.5-VL) or fc1, fc2 (Qwen2-VL)
+  bool biases = true;        // qkv, proj and MLP linears carry biases
+  norm_kind norm = norm_kind::rmsnorm;
+  std::int64_t in_channels = 3;
+  std::int64_t temporal_patch = 2;
+  std::int64_t patch = 14;
+  std::int64_t spatial_merge = 2;  // the merger concatenates merge^2 patches
+  std::int64_t out_hidden = 0;     // the language model's hidden size
+};
+
+struct transformer_config {
+  std::int64_t hidden = 0;
+  std::int64_t layers = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;   // = heads for MHA, 1 for MQA
+  std::int64_t head_dim = 0;   // 0: hidden / heads
+  std::int64_t ffn = 0;        // MLP intermediate size
+  std::int64_t vocab = 0;
+  mlp_kind mlp = mlp_kind::swiglu;
+  norm_kind norm = norm_kind::rmsnorm;
+  position_kind positions = position_kind::rope;
+  std::int64_t max_positions = 0;  // learned position embeddings only
+  bool qkv_bias = false;
+  bool attention_out_bias = false;
+  bool mlp_bias = false;
+  bool fused_qkv = false;          // one h x 3h projection module (GPT-2, Megatron) instead of q, k, v
+  bool tied_embeddings = false;
+  moe_config moe{};
+  vision_config vision{};
+
+  constexpr std::int64_t head_size() const { return head_dim > 0 ? head_dim : hidden / heads; }
+};
+
+constexpr void validate(const transformer_config& m) {
+  detail::require_positive(m.hidden, "the hidden size");
+  detail::require_positive(m.layers, "the number of layers");
+  detail::require_positive(m.heads, "the number of attention heads");
+  detail::require_positive(m.kv_heads, "the number of key/value heads");
+  detail::require_positive(m.ffn, "the MLP intermediate size");
+  detail::require_positive(m.vocab, "the vocabulary size");
+  if (m.head_dim < 0) detail::fail_value("the head dimension cannot be negative", static_cast<long double>(m.head_dim), "pass 0 for hidden / heads");
+  if (m.head_dim == 0 && m.hidden % m.heads != 0)
+    detail::fail_value("the hidden size must be a multiple of the heads", static_cast<long double>(m.hidden), "or give the head dimension");
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+    detail::fail_value("the heads must be a multiple of the key/value heads", static_cast<long double>(m.kv_heads),
+                       "use kv_heads = heads (MHA), a divisor of heads (GQA) or 1 (MQA)");
+  if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
+  if (m.moe.experts < 0 || (m.moe.experts > 0 && (m.moe.top_k <= 0 || m.moe.top_k > m.moe.experts || m.moe.expert_ffn <= 0)))
+    detail::fail("a mixture of experts needs experts > 0, 1 <= top_k <= experts and expert_ffn > 0");
+  if (m.vision.blocks < 0) detail::fail("the vision tower's block count cannot be negative");
+  if (m.vision.blocks > 0) {
+    detail::require_positive(m.vision.hidden, "the vision hidden size");
+    detail::require_positive(m.vision.mlp_hidden, "the vision MLP size");
+    detail::require_positive(m.vision.heads, "the vision heads");
+    detail::require_positive(m.vision.out_hidden, "the vision merger's output size");
+  }
+}
+
+/// Parameter counts. Per-layer figures are for one decoder layer; totals count every layer once.
+struct parameter_counts {
+  elements embedding{};          // vocab x hidden
+  elements position_embedding{}; // learned positions only
+  elements attention{};          // per layer: q, k, v, o projections with their biases
+  elements mlp{};                // per layer: dense MLP, or experts + shared experts + router
+  elements norms{};              // per layer: the two norms
+  elements layer{};              // per layer: attention + mlp + norms
+  elements final_norm{};
+  elements lm_head{};            // 0 when tied to the embedding
+  elements vision{};             // the whole vision tower with its merger
+  elements total{};
+  elements language_model{};     // total without the vision tower
+  elements largest_layer{};      // most parameters held directly by one module (DeepSpeed's largest_layer_params)
+};
+
+namespace detail {
+constexpr std::int64_t linear(std::int64_t in, std::int64_t out, bool bias) {
+  return checked_add(checked_mul(in, out, "a parameter count"), bias ? out : 0, "a parameter count");
+}
+constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? 2 * n : n; }
+constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+}  // namespace detail
+
+constexpr parameter_counts count_parameters(const transformer_config& m) {
+  validate(m);
+  using detail::linear;
+  const std::int64_t h = m.hidden, d = m.head_size();
+  const std::int64_t q_out = m.heads * d, kv_out = m.kv_heads * d;
+  parameter_counts p{};
+  std::int64_t largest = 0;
+
+  p.embedding = elements_of(detail::checked_mul(m.vocab, h));
+  largest = p.embedding.count();
+  if (m.positions == position_kind::learned) p.position_embedding = elements_of(detail::checked_mul(m.max_positions, h));
+  largest = detail::max_of(largest, p.position_embedding.count());
+
+  // Attention: q, k, v (or one fused qkv module) and the output projection.
+  const std::int64_t q = linear(h, q_out, m.qkv_bias), k = linear(h, kv_out, m.qkv_bias), o = linear(q_out, h, m.attention_out_bias);
+  p.attention = elements_of(q + 2 * k + o);
+  largest = detail::max_of(largest, m.fused_qkv ? q + 2 * k : detail::max_of(q, k));
+  largest = detail::max_of(largest, o);
+
+  // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
+  const auto dense_mlp = [&](std::int64_t f, bool bias) {
+    return m.mlp == mlp_kind::swiglu ? 2 * linear(h, f, bias) + linear(f, h, bias) : linear(h, f, bias) + linear(f, h, bias);
+  };
+  const auto largest_mlp_module = [&](std::int64_t f, bool bias) { return detail::max_of(linear(h, f, bias), linear(f, h, bias)); };
+  if (m.moe.experts > 0) {
+    const std::int64_t router = linear(h, m.moe.experts, m.moe.router_bias);
+    p.mlp = elements_of(detail::checked_add(detail::checked_mul(m.moe.experts + m.moe.shared_experts, dense_mlp(m.moe.expert_ffn, m.mlp_bias)), router));
+    largest = detail::max_of(largest, detail::max_of(router, largest_mlp_module(m.moe.expert_ffn, m.mlp_bias)));
+  } else {
+    p.mlp = elements_of(dense_mlp(m.ffn, m.mlp_bias));
+    largest = detail::max_of(largest, largest_mlp_module(m.ffn, m.mlp_bias));
+  }
+  p.norms = elements_of(2 * detail::norm_params(m.norm, h));
+  p.layer = p.attention + p.mlp + p.norms;
+  p.final_norm = elements_of(detail::norm_params(m.norm, h));
+  if (!m.tied_embeddings) p.lm_head = elements_of(detail::checked_mul(m.vocab, h));
+
+  // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of
+  // norm1, qkv (3C), proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).
+  if (m.vision.blocks > 0) {
+    const vision_config& v = m.vision;
+    const std::int64_t c = v.hidden;
+    const std::int64_t patch_embed = v.in_channels * v.temporal_patch * v.patch * v.patch * c;
+    const std::int64_t mlp = v.gated_mlp ? 2 * linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases)
+                                         : linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases);
+    const std::int64_t block = linear(c, 3 * c, v.biases) + linear(c, c, v.biases) + mlp + 2 * detail::norm_params(v.norm, c);
+    const std::int64_t merged = c * v.spatial_merge * v.spatial_merge;
+    const std::int64_t merger = detail::norm_params(v.norm, c) + linear(merged, merged, true) + linear(merged, v.out_hidden, true);
+    p.vision = elements_of(detail::checked_add(detail::checked_add(patch_embed, detail::checked_mul(v.blocks, block)), merger));
+    largest = detail::max_of(largest, detail::max_of(linear(merged, merged, true), linear(merged, v.out_hidden, true)));
+  }
+
+  p.language_model = p.embedding + p.position_embedding + p.layer * m.layers + p.final_norm + p.lm_head;
+  p.total = p.language_model + p.vision;
+  p.largest_layer = elements_of(largest);
+  return p;
+}
+
+/// Parameters held by one tensor- and pipeline-parallel rank. Following Megatron-LM
+/// (theoretical_memory_usage.py): the first stage holds ceil(L/p) layers and the embeddings (and the vision
+/// tower), the last stage ceil(L/p) layers, the final norm and the output layer (a copy of the embedding when
+/// tied and p > 1); everything is split over t ranks (norms, which TP replicates, are counted split too).
+struct stage_parameters {
+  elements first_stage{};
+  elements last_stage{};
+  elements most_loaded{};
+};
+
+constexpr stage_parameters parameters_per_rank(const transformer_config& m, std::int64_t tp, std::int64_t pp) {
+  const parameter_counts c = count_parameters(m);
+  detail::require_positive(tp, "the tensor-parallel degree");
+  detail::require_positive(pp, "the pipeline-parallel degree");
+  if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(pp), "lower pp");
+  const elements layers = c.layer * detail::ceil_div(m.layers, pp);
+  const elements first = layers + c.embedding + c.position_embedding + c.vision;
+  const elements head = c.final_norm + (m.tied_embeddings ? (pp > 1 ? c.embedding : elements{}) : c.lm_head);
+  stage_parameters r{};
+  r.first_stage = largest_share(pp == 1 ? first + head : first, tp);
+  r.last_stage = pp == 1 ? r.first_stage : largest_share(layers + head, tp);
+  r.most_loaded = r.first_stage > r.last_stage ? r.first_stage : r.last_stage;
+  return r;
+}
+
+// ---- presets ------------------------------------------------------------------------------------
+
+struct model_preset {
+  std::string_view name;
+  transformer_config config;
+  std::int64_t published_total;      // the publisher's parameter count, as published
+  std::int64_t published_precision;  // 1 for an exact count; 100'000'000 for a figure such as "175.0B"
+  std::string_view source;
+};
+
+namespace detail {
+constexpr transformer_config qwen2_text(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv,
+                                        std::int64_t ffn, std::int64_t vocab, bool tied) {
+  transformer_config m{};
+  m.hidden = h; m.layers = layers; m.heads = heads; m.kv_heads = kv; m.head_dim = 128; m.ffn = ffn; m.vocab = vocab;
+  m.qkv_bias = true; m.tied_embeddings = tied;
+  return m;
+}
+constexpr transformer_config llama(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv,
+                                   std::int64_t ffn, std::int64_t vocab) {
+  transformer_config m{};
+  m.hidden = h; m.layers = layers; m.heads = heads; m.kv_heads = kv; m.ffn = ffn; m.vocab = vocab;
+  return m;
+}
+constexpr transformer_config qwen25_vl_7b() {
+  transformer_config m = qwen2_text(3584, 28, 28, 4, 18944, 152064, false);
+  m.vision.blocks = 32; m.vision.hidden = 1280; m.vision.mlp_hidden = 3420; m.vision.heads = 16; m.vision.out_hidden = 3584;
+  return m;
+}
+constexpr transformer_config gpt3_175b() {
+  transformer_config m{};
+  m.hidden = 12288; m.layers = 96; m.heads = 96; m.kv_heads = 96; m.ffn = 4 * 12288; m.vocab = 50257;
+  m.mlp = mlp_kind::gelu; m.norm = norm_kind::layernorm; m.positions = position_kind::learned; m.max_positions = 2048;
+  m.qkv_bias = m.attention_out_bias = m.mlp_bias = true; m.fused_qkv = true; m.tied_embeddings = true;
+  return m;
+}
+}  // namespace detail
+
+// Configs are the Hugging Face config.json values (REFERENCES §7); totals are the publishers' figures.
+inline constexpr std::array<model_preset, 6> model_presets{{
+    {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
+     "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
+    {"qwen2.5-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
+     "Qwen/Qwen2.5-7B(-Instruct-1M) config.json; Qwen2.5 model card (7.61B)"},
+    {"llama-3-70b", detail::llama(8192, 80, 64, 8, 28672, 128256), 70'553'706'496, 1,
+     "meta-llama/Meta-Llama-3-70B config.json; 70.55B on its model page"},
+    {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
+    {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
+     "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},
+    // GPT-3: the published architecture counts 174,604,259,328, 0.40e9 (0.23%) below the paper's 175.0B;
+    // the paper does not say what makes up the difference (tests/unit/test_model.cpp states it).
+    {"gpt3-175b", detail::gpt3_175b(), 175'000'000'000, 100'000'000, "Brown et al. 2020 Table 2.1 (n_params 175.0B)"},
+}};
+
+inline const model_preset& find_preset(std::string_view name) {
+  for (const model_preset& p : model_presets)
+    if (p.name == name) return p;
+  std::string names;
+  for (const model_preset& p : model_presets) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  detail::fail("unknown model '" + std::string(name) + "'; expected one of " + names);
+}
+
+}  // namespace zeromem

@@ -1,0 +1,194 @@
+"""Transformer blocks written op by op, and PyTorch's own accounting of what autograd keeps for backward.
+
+Two block types:
+  gpt   - the block of Korthikanti et al. 2022 §4.1: LayerNorm, one attention projection per q/k/v with biases,
+          eager softmax attention in the activation dtype, GELU MLP, dropout on probabilities and both residual
+          branches. zeromem profile: --implementation eager.
+  llama - Hugging Face's eager Llama/Qwen2 block (modeling_llama.py): RMSNorm upcast to fp32, RoPE, GQA with
+          repeat_kv, softmax in fp32, SwiGLU MLP, optional qkv bias. zeromem profile: --implementation hf-eager.
+
+Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
+outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
+"""
+import math
+import os
+
+# oneDNN picks AMX tiles for bf16 where the CPU lists them, but a sandbox that does not grant the tile state
+# (arch_prctl ARCH_REQ_XCOMP_PERM) kills the process with SIGILL. AVX-512 BF16 gives the same tensors.
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+os.environ.setdefault("DNNL_MAX_CPU_ISA", "AVX512_CORE_BF16")
+
+import torch  # noqa: E402 (after the ISA cap)
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+
+def saved_bytes(fn, constants):
+    """Runs fn() and returns the bytes of every distinct storage autograd saved for backward."""
+    excluded = {c.storage().data_ptr() for c in constants}
+    storages = {}
+
+    def pack(t):
+        st = t.storage()
+        if st.data_ptr() not in excluded and t.dim() > 0:  # 0-dim wrapped scalars are not activations
+            storages[st.data_ptr()] = st.size() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return sum(storages.values()), out
+
+
+class GPTBlock(torch.nn.Module):
+    def __init__(self, h, heads, ffn, dropout):
+        super().__init__()
+        self.h, self.heads, self.p = h, heads, dropout
+        self.ln1 = torch.nn.LayerNorm(h)
+        self.q = torch.nn.Linear(h, h)
+        self.k = torch.nn.Linear(h, h)
+        self.v = torch.nn.Linear(h, h)
+        self.o = torch.nn.Linear(h, h)
+        self.ln2 = torch.nn.LayerNorm(h)
+        self.fc1 = torch.nn.Linear(h, ffn)
+        self.fc2 = torch.nn.Linear(ffn, h)
+
+    def core(self, q, k, v, mask):
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1])) + mask
+        probs = torch.softmax(scores, dim=-1)
+        if self.p > 0:
+            probs = F.dropout(probs, self.p, True)
+        return torch.matmul(probs, v)
+
+    def forward(self, x, mask, selective=False):
+        b, s, h = x.shape
+        d = h // self.heads
+        y = self.ln1(x)
+        q = self.q(y).view(b, s, self.heads, d).transpose(1, 2)
+        k = self.k(y).view(b, s, self.heads, d).transpose(1, 2)
+        v = self.v(y).view(b, s, self.heads, d).transpose(1, 2)
+        # Selective recompute (Korthikanti §5): keep q, k, v; recompute QK^T, softmax, dropout, P @ V.
+        ctx = checkpoint(self.core, q, k, v, mask, use_reentrant=True) if selective else self.core(q, k, v, mask)
+        ctx = ctx.transpose(1, 2).reshape(b, s, h)
+        attn = self.o(ctx)
+        if self.p > 0:
+            attn = F.dropout(attn, self.p, True)
+        x = x + attn
+        z = self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        if self.p > 0:
+            z = F.dropout(z, self.p, True)
+        return x + z
+
+
+class LlamaRMSNorm(torch.nn.Module):
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(h))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def repeat_kv(x, n_rep):
+    b, kv, s, d = x.shape
+    if n_rep == 1:
+        return x
+    return x[:, :, None, :, :].expand(b, kv, n_rep, s, d).reshape(b, kv * n_rep, s, d)
+
+
+class LlamaBlock(torch.nn.Module):
+    def __init__(self, h, heads, kv_heads, ffn, qkv_bias):
+        super().__init__()
+        self.h, self.heads, self.kv = h, heads, kv_heads
+        d = h // heads
+        self.norm1 = LlamaRMSNorm(h)
+        self.q = torch.nn.Linear(h, heads * d, bias=qkv_bias)
+        self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
+        self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
+        self.o = torch.nn.Linear(heads * d, h, bias=False)
+        self.norm2 = LlamaRMSNorm(h)
+        self.gate = torch.nn.Linear(h, ffn, bias=False)
+        self.up = torch.nn.Linear(h, ffn, bias=False)
+        self.down = torch.nn.Linear(ffn, h, bias=False)
+
+    @staticmethod
+    def core(q, k, v, mask):
+        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1])) + mask
+        probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(probs, v)
+
+    def forward(self, x, mask, cos, sin, selective=False):
+        b, s, h = x.shape
+        d = h // self.heads
+        y = self.norm1(x)
+        q = self.q(y).view(b, s, self.heads, d).transpose(1, 2)
+        k = self.k(y).view(b, s, self.kv, d).transpose(1, 2)
+        v = self.v(y).view(b, s, self.kv, d).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = repeat_kv(k, self.heads // self.kv)
+        v = repeat_kv(v, self.heads // self.kv)
+        ctx = checkpoint(self.core, q, k, v, mask, use_reentrant=True) if selective else self.core(q, k, v, mask)
+        ctx = ctx.transpose(1, 2).reshape(b, s, h)
+        x = x + self.o(ctx)
+        y = self.norm2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+def rope_tables(b, s, d, dtype):
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos = emb.cos().to(dtype)[None, None].expand(b, 1, s, d).contiguous()
+    sin = emb.sin().to(dtype)[None, None].expand(b, 1, s, d).contiguous()
+    return cos, sin
+
+
+def measure_layer(kind, cfg, dtype=torch.bfloat16):
+    """Bytes one layer keeps for backward, and its parameter count."""
+    b, s, h = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"]
+    torch.manual_seed(cfg.get("seed", 0))
+    if kind == "gpt":
+        block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
+    else:
+        block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"]).to(dtype)
+    x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
+    mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
+    constants = [mask] + list(block.parameters())
+    recompute = cfg.get("recompute", "none")
+    selective = recompute == "selective"
+    if kind == "gpt":
+        layer = lambda x_: block(x_, mask, selective)
+    else:
+        cos, sin = rope_tables(b, s, h // cfg["heads"], dtype)
+        constants += [cos, sin]
+        layer = lambda x_: block(x_, mask, cos, sin, selective)
+    # Full recompute: checkpoint the whole layer, which keeps only its input.
+    fn = (lambda: checkpoint(layer, x, use_reentrant=True)) if recompute == "full" else (lambda: layer(x))
+    saved, out = saved_bytes(fn, constants)
+    out.float().sum().backward()  # the graph is complete: backward runs with what was saved
+    params = sum(p.numel() for p in block.parameters())
+    return saved, params
+
+
+def count_model_parameters(kind, cfg):
+    """Parameters of a whole model: embedding, layers, final norm, untied output layer."""
+    h, v, layers = cfg["hidden"], cfg["vocab"], cfg["layers"]
+    if kind == "gpt":
+        blocks = [GPTBlock(h, cfg["heads"], cfg["ffn"], 0.0) for _ in range(layers)]
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"], h),
+                                     torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
+    else:
+        blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"]) for _ in range(layers)]
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), LlamaRMSNorm(h), torch.nn.Linear(h, v, bias=False)])
+    model = torch.nn.ModuleList(blocks + [extra])
+    return sum(p.numel() for p in model.parameters())

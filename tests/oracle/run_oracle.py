@@ -1,0 +1,80 @@
+"""The PyTorch oracle: random GPT-style and Llama-style configurations, each measured with autograd's saved
+tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
+per-layer activation bytes within 1%.
+
+usage: python3 run_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
+"""
+import argparse
+import json
+import random
+import subprocess
+import sys
+
+import blocks
+
+
+def zeromem(binary, kind, cfg, layers, vocab):
+    args = [binary, "estimate", "--json", "--hidden", str(cfg["hidden"]), "--layers", str(layers),
+            "--heads", str(cfg["heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(vocab),
+            "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]),
+            "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--recompute", cfg["recompute"]]
+    if kind == "gpt":
+        args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"]),
+                 "--dropout", str(cfg["dropout"]), "--implementation", "eager"]
+    else:
+        args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf-eager"]
+        if cfg["qkv_bias"]:
+            args.append("--qkv-bias")
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def random_config(rng, kind):
+    heads = rng.choice([1, 2, 4, 8])
+    d = rng.choice([8, 16, 32])
+    cfg = {"hidden": heads * d, "heads": heads, "seq_len": rng.randint(1, 96), "micro_batch": rng.randint(1, 3),
+           "seed": rng.randint(0, 10**6), "layers": rng.randint(1, 3), "vocab": rng.randint(50, 1000),
+           "recompute": rng.choice(["none", "none", "selective", "full"])}
+    if kind == "gpt":
+        cfg["ffn"] = 4 * cfg["hidden"] if rng.random() < 0.5 else rng.randint(8, 512)
+        cfg["dropout"] = rng.choice([0.0, 0.1, 0.25])
+        cfg["max_positions"] = rng.randint(cfg["seq_len"], 512)
+    else:
+        cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
+        cfg["ffn"] = rng.randint(8, 512)
+        cfg["qkv_bias"] = rng.random() < 0.5
+    return cfg
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--configs", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=20261122)
+    opts = parser.parse_args()
+    rng = random.Random(opts.seed)
+    passed = failed = 0
+    worst = 0.0
+    for kind in ("gpt", "llama"):
+        for i in range(opts.configs):
+            cfg = random_config(rng, kind)
+            saved, layer_params = blocks.measure_layer(kind, cfg)
+            model_params = blocks.count_model_parameters(kind, cfg)
+            j = zeromem(opts.binary, kind, cfg, cfg["layers"], cfg["vocab"])
+            predicted = j["activations"]["per_layer_bytes"]
+            error = abs(predicted - saved) / saved
+            worst = max(worst, error)
+            ok = (error <= 0.01 and j["model"]["params_per_layer"] == layer_params and j["model"]["params"] == model_params)
+            status = "ok  " if ok else "FAIL"
+            print(f"{status} {kind:5} #{i:02d} {json.dumps(cfg, sort_keys=True)}: saved {saved} B, zeromem {predicted} B "
+                  f"({100 * error:.3f}%); params {model_params} vs {j['model']['params']}, "
+                  f"layer {layer_params} vs {j['model']['params_per_layer']}")
+            passed += ok
+            failed += not ok
+    print(f"oracle: largest activation error {100 * worst:.4f}% over {passed + failed} configurations")
+    print(f"oracle: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

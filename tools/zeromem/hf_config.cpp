@@ -1,0 +1,136 @@
+// Field names and defaults follow transformers' configuration classes: LlamaConfig, MistralConfig, Qwen2Config,
+// Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), GPT2Config.
+#include "hf_config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace zeromem::cli {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail_config(const std::string& what) { detail::fail("config.json: " + what); }
+
+const json* find(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::int64_t integer(const json& j, const char* key, const std::string& model_type) {
+  const json* v = find(j, key);
+  if (v == nullptr) fail_config("missing field '" + std::string(key) + "' (needed for model_type '" + model_type + "')");
+  if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
+    fail_config("field '" + std::string(key) + "' must be a positive integer, got " + v->dump());
+  return v->get<std::int64_t>();
+}
+
+std::int64_t integer_or(const json& j, const char* key, std::int64_t fallback, const std::string& model_type) {
+  return find(j, key) == nullptr ? fallback : integer(j, key, model_type);
+}
+
+bool boolean_or(const json& j, const char* key, bool fallback) {
+  const json* v = find(j, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) fail_config("field '" + std::string(key) + "' must be true or false, got " + v->dump());
+  return v->get<bool>();
+}
+
+// Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
+transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
+  transformer_config m{};
+  m.hidden = integer(j, "hidden_size", type);
+  m.layers = integer(j, "num_hidden_layers", type);
+  m.heads = integer(j, "num_attention_heads", type);
+  m.kv_heads = integer_or(j, "num_key_value_heads", m.heads, type);
+  m.head_dim = integer_or(j, "head_dim", 0, type);
+  m.ffn = integer(j, "intermediate_size", type);
+  m.vocab = integer(j, "vocab_size", type);
+  m.tied_embeddings = boolean_or(j, "tie_word_embeddings", false);
+  if (qwen) {
+    m.qkv_bias = true;  // Qwen2Attention: q_proj, k_proj, v_proj with bias; o_proj without
+  } else {
+    m.qkv_bias = m.attention_out_bias = boolean_or(j, "attention_bias", false);  // LlamaAttention: all four
+    m.mlp_bias = boolean_or(j, "mlp_bias", false);
+  }
+  return m;
+}
+
+}  // namespace
+
+transformer_config parse_hf_config(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail_config(std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) fail_config("expected a JSON object");
+  const json* type_field = find(j, "model_type");
+  if (type_field == nullptr || !type_field->is_string()) fail_config("missing field 'model_type'");
+  const std::string type = type_field->get<std::string>();
+
+  transformer_config m{};
+  if (type == "llama" || type == "mistral") {
+    m = llama_like(j, type, false);
+  } else if (type == "qwen2") {
+    m = llama_like(j, type, true);
+  } else if (type == "qwen2_5_vl" || type == "qwen2_vl") {
+    const json* text_config = find(j, "text_config");
+    const json& t = text_config != nullptr && text_config->is_object() && text_config->contains("hidden_size") ? *text_config : j;
+    m = llama_like(t, type, true);
+    if (find(j, "tie_word_embeddings") != nullptr) m.tied_embeddings = boolean_or(j, "tie_word_embeddings", false);
+    const json* v = find(j, "vision_config");
+    if (v == nullptr || !v->is_object()) fail_config("missing object 'vision_config' (needed for model_type '" + type + "')");
+    const std::string vt = type + ".vision_config";
+    m.vision.blocks = integer(*v, "depth", vt);
+    m.vision.heads = integer(*v, "num_heads", vt);
+    m.vision.patch = integer_or(*v, "patch_size", 14, vt);
+    m.vision.temporal_patch = integer_or(*v, "temporal_patch_size", 2, vt);
+    m.vision.spatial_merge = integer_or(*v, "spatial_merge_size", 2, vt);
+    m.vision.in_channels = integer_or(*v, "in_channels", integer_or(*v, "in_chans", 3, vt), vt);
+    if (type == "qwen2_5_vl") {
+      m.vision.hidden = integer(*v, "hidden_size", vt);
+      m.vision.mlp_hidden = integer(*v, "intermediate_size", vt);
+      m.vision.out_hidden = integer_or(*v, "out_hidden_size", m.hidden, vt);
+    } else {  // Qwen2-VL: embed_dim, mlp_ratio, fc1/fc2 MLP with LayerNorm
+      m.vision.hidden = integer(*v, "embed_dim", vt);
+      const json* ratio = find(*v, "mlp_ratio");
+      const std::int64_t r = ratio != nullptr && ratio->is_number_integer() ? ratio->get<std::int64_t>() : 4;
+      m.vision.mlp_hidden = m.vision.hidden * r;
+      m.vision.out_hidden = integer_or(*v, "hidden_size", m.hidden, vt);
+      m.vision.gated_mlp = false;
+      m.vision.norm = norm_kind::layernorm;
+    }
+  } else if (type == "gpt2") {
+    m.hidden = integer(j, "n_embd", type);
+    m.layers = integer(j, "n_layer", type);
+    m.heads = m.kv_heads = integer(j, "n_head", type);
+    m.ffn = integer_or(j, "n_inner", 4 * m.hidden, type);
+    m.vocab = integer(j, "vocab_size", type);
+    m.max_positions = integer(j, "n_positions", type);
+    m.positions = position_kind::learned;
+    m.mlp = mlp_kind::gelu;
+    m.norm = norm_kind::layernorm;
+    m.qkv_bias = m.attention_out_bias = m.mlp_bias = true;
+    m.fused_qkv = true;  // GPT-2's c_attn is one Conv1D of n_embd x 3 n_embd
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+  } else {
+    fail_config("unsupported model_type '" + type + "'; supported: llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");
+  }
+  validate(m);
+  return m;
+}
+
+transformer_config read_hf_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) detail::fail("cannot read config.json file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_hf_config(text.str());
+}
+
+}  // namespace zeromem::cli
