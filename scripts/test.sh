@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, compile-time, compile-fail, header, CLI, consumer and packaging tests,
+# The whole test suite: unit, compile-time, compile-fail, header, CLI, PyTorch oracle, consumer and packaging tests,
 # built three ways: g++, clang++, and g++ with AddressSanitizer + UndefinedBehaviorSanitizer.
 # Warnings are errors in all three. Ends with one line: "zeromem: N passed, N failed".
 set -uo pipefail
@@ -14,7 +14,7 @@ run_config() {
   local name=$1; shift
   local dir="build/test-$name"
   echo "== $name: configure and build ($dir) =="
-  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug "$@" > "$dir.configure.log" 2>&1; then
+  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DZEROMEM_REQUIRE_ORACLE=ON "$@" > "$dir.configure.log" 2>&1; then
     cat "$dir.configure.log"; status=1; failed=$((failed + 1)); return
   fi
   if ! cmake --build "$dir" -j "$jobs" > "$dir.build.log" 2>&1; then

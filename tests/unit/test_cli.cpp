@@ -138,3 +138,69 @@ TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(run({"estimate", "--help"}).out.find("--params") != std::string::npos);
   CHECK(run({"--version"}).out == std::string(ZEROMEM_VERSION_STRING) + "\n");
 }
+
+TEST_CASE("estimate with a model preset adds parameters and activations", "[cli][model]") {
+  // GPT-3, tp 8, sp, pp 8, selective recompute: Korthikanti's 34sbh/t per layer = 106,954,752 B.
+  const auto j = run_json({"estimate", "--model", "gpt3-175b", "--seq-len", "2048", "--tp", "8", "--sp", "--pp", "8",
+                           "--recompute", "selective", "--dropout", "0.1", "--implementation", "paper"});
+  CHECK(j["model"]["params"] == 174'604'259'328LL);
+  CHECK(j["model"]["largest_layer_params"] == 617'558'016);  // the 50257 x 12288 embedding
+  CHECK(j["activations"]["per_layer_bytes"] == 106'954'752);
+  CHECK(j["activations"]["total_bytes"] == 10'292'838'400LL - 16'384 + 131'072);
+  CHECK(j["per_gpu"]["activations_bytes"] == j["activations"]["total_bytes"]);
+  CHECK(j["per_gpu"]["total_bytes"] == j["per_gpu"]["model_states_bytes"].get<std::int64_t>() +
+                                          j["activations"]["total_bytes"].get<std::int64_t>());
+  // Model states of the most loaded rank: 2,798,489,088 parameters (first stage / 8), 16 B each at stage 0.
+  CHECK(j["inputs"]["params_per_rank"] == 2'798'489'088LL);
+  CHECK(j["per_gpu"]["model_states_bytes"] == 16 * 2'798'489'088LL);
+}
+
+TEST_CASE("estimate reads a Hugging Face config.json", "[cli][model]") {
+  const auto j = run_json({"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/qwen2.5-vl-7b.json", "--zero-stage", "3",
+                           "--dp", "8"});
+  CHECK(j["model"]["params"] == 8'292'166'656LL);
+  CHECK(j["model"]["vision_params"] == 676'550'144);
+  CHECK(j["inputs"]["largest_layer_params"] == 544'997'376);  // 152064 x 3584, gathered whole under ZeRO-3
+}
+
+TEST_CASE("estimate with a model given by flags", "[cli][model]") {
+  // Llama-2-7B by hand: 6,738,415,616 parameters; 16 B each unsharded.
+  const auto j = run_json({"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "11008",
+                           "--vocab", "32000"});
+  CHECK(j["model"]["params"] == 6'738'415'616LL);
+  CHECK(j["per_gpu"]["total_bytes"] == 16 * 6'738'415'616LL);
+  CHECK(j.find("activations") == j.end());  // no --seq-len: model states only
+}
+
+TEST_CASE("model and activation flags: bad input exits 2 with one line", "[cli][errors]") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"estimate", "--model", "gpt-5"},
+      {"estimate", "--model", "llama-2-7b", "--params", "7B"},
+      {"estimate", "--params", "7B", "--seq-len", "1024"},
+      {"estimate", "--model", "llama-2-7b", "--recompute", "full"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--recompute", "some"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--tp", "3"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--cp", "2"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--dropout", "1.5"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "-4"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--implementation", "magic"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--device", "tpu"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--torch-version", "3"},
+      {"estimate", "--model", "llama-2-7b", "--hf-config", "x.json"},
+      {"estimate", "--hidden", "4096", "--layers", "32"},
+      {"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "11008", "--vocab", "32000", "--mlp", "relu"},
+      {"estimate", "--hf-config", "/nonexistent/config.json"},
+      {"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad/truncated.json"},
+      {"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad/unsupported.json"},
+      {"estimate", "--params", "7B", "--tp", "2"},
+  };
+  for (const auto& args : bad) {
+    const result r = run(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("zeromem " << joined << "-> " << r.err);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.rfind("zeromem: ", 0) == 0);
+  }
+}

@@ -1,0 +1,115 @@
+// Parameter counts against the publishers' figures and hand derivations.
+#include <string>
+
+#include "catch.hpp"
+#include "hf_config.hpp"
+#include "zeromem/model.hpp"
+
+using namespace zeromem;
+
+TEST_CASE("presets reproduce the publishers' parameter counts", "[model][published]") {
+  for (const model_preset& p : model_presets) {
+    INFO(p.name << " (" << p.source << ")");
+    const std::int64_t counted = count_parameters(p.config).total.count();
+    if (p.published_precision == 1) {
+      CHECK(counted == p.published_total);
+    } else {
+      // GPT-3: the paper's 175.0B vs 174,604,259,328 from its architecture, 395,740,672 (0.23%) unexplained.
+      CHECK(p.name == "gpt3-175b");
+      CHECK(p.published_total - counted == 395'740'672);
+    }
+  }
+}
+
+TEST_CASE("Qwen2.5-1.5B component by component", "[model]") {
+  // embedding 151936 x 1536 = 233,373,696 (tied: no output matrix);
+  // attention q 1536x1536+1536, k and v 1536x256+256, o 1536x1536 = 5,507,072;
+  // SwiGLU 3 x 1536 x 8960 = 41,287,680; two RMSNorms 3,072; layer 46,797,824; x 28 + final norm 1,536.
+  const parameter_counts c = count_parameters(find_preset("qwen2.5-1.5b").config);
+  CHECK(c.embedding.count() == 233'373'696);
+  CHECK(c.attention.count() == 5'507'072);
+  CHECK(c.mlp.count() == 41'287'680);
+  CHECK(c.norms.count() == 3'072);
+  CHECK(c.layer.count() == 46'797'824);
+  CHECK(c.lm_head.count() == 0);
+  CHECK(c.total.count() == 233'373'696 + 28 * 46'797'824LL + 1'536);
+  CHECK(c.largest_layer.count() == 233'373'696);  // the embedding is the largest module
+}
+
+TEST_CASE("Qwen2.5-VL-7B vision tower", "[model][published]") {
+  // REFERENCES §7: 676,550,144 = 32 blocks x 19,702,200 + Conv3d 3x2x14x14x1280 = 1,505,280
+  // + merger 1280 + (5120x5120 + 5120) + (5120x3584 + 3584) = 44,574,464.
+  const parameter_counts c = count_parameters(find_preset("qwen2.5-vl-7b").config);
+  CHECK(c.vision.count() == 676'550'144);
+  CHECK(c.language_model.count() == 7'615'616'512);
+  CHECK(c.total.count() == 8'292'166'656);
+}
+
+TEST_CASE("GPT-3 175B by the formula 12Lh^2 + 13Lh + (V + P)h + 2h", "[model]") {
+  // 12 x 96 x 12288^2 = 173,946,175,488; 13 x 96 x 12288 = 15,335,424;
+  // (50257 + 2048) x 12288 = 642,723,840; final LayerNorm 24,576.
+  CHECK(count_parameters(find_preset("gpt3-175b").config).total.count() ==
+        173'946'175'488LL + 15'335'424 + 642'723'840 + 24'576);
+}
+
+TEST_CASE("largest layer as DeepSpeed counts it", "[model]") {
+  // Llama-2-7B: the embedding (and the untied lm_head), 32000 x 4096 = 131,072,000.
+  CHECK(count_parameters(find_preset("llama-2-7b").config).largest_layer.count() == 131'072'000);
+  // A GELU model with a small vocabulary: fc1 with bias, 256 x 1024 + 1024 = 263,168.
+  transformer_config m{};
+  m.hidden = 256; m.layers = 2; m.heads = 4; m.kv_heads = 4; m.ffn = 1024; m.vocab = 100;
+  m.mlp = mlp_kind::gelu; m.mlp_bias = true;
+  CHECK(count_parameters(m).largest_layer.count() == 263'168);
+}
+
+TEST_CASE("mixture of experts counts every expert and the router", "[model]") {
+  // 8 experts of SwiGLU 3 x 64 x 128 = 24,576 each, router 64 x 8 = 512: 197,120 per layer MLP.
+  transformer_config m{};
+  m.hidden = 64; m.layers = 1; m.heads = 4; m.kv_heads = 4; m.ffn = 256; m.vocab = 10;
+  m.moe.experts = 8; m.moe.top_k = 2; m.moe.expert_ffn = 128;
+  CHECK(count_parameters(m).mlp.count() == 8 * 24'576 + 512);
+}
+
+TEST_CASE("parameters per tensor- and pipeline-parallel rank", "[model]") {
+  // GPT-3, tp 8, pp 8 (Megatron's most loaded shard): first stage 12 layers x 1,812,099,072 plus word and
+  // position embeddings 617,558,016 + 25,165,824 = 22,387,912,704, over 8 ranks = 2,798,489,088.
+  const stage_parameters s = parameters_per_rank(find_preset("gpt3-175b").config, 8, 8);
+  CHECK(s.first_stage.count() == 2'798'489'088);
+  // Last stage: 12 layers + final LayerNorm 24,576 + a copy of the tied embedding 617,558,016.
+  CHECK(s.last_stage.count() == (12 * 1'812'099'072LL + 24'576 + 617'558'016) / 8);
+  CHECK(s.most_loaded == s.first_stage);
+  CHECK(parameters_per_rank(find_preset("llama-2-7b").config, 1, 1).most_loaded.count() == 6'738'415'616);
+  CHECK_THROWS_WITH(parameters_per_rank(find_preset("llama-2-7b").config, 1, 64), Catch::Matchers::Contains("more stages than layers"));
+}
+
+TEST_CASE("Hugging Face config.json fixtures", "[model][hf]") {
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-1.5b.json")).total.count() == 1'543'714'304);
+  CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-7b.json")).total.count() == 7'615'616'512);
+  CHECK(count_parameters(cli::read_hf_config(dir + "llama-3-70b.json")).total.count() == 70'553'706'496);
+  CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-vl-7b.json")).total.count() == 8'292'166'656);
+  CHECK(count_parameters(cli::read_hf_config(dir + "mistral-7b.json")).total.count() == 7'241'732'096);  // Mistral-7B-v0.1
+  CHECK(count_parameters(cli::read_hf_config(dir + "gpt2.json")).total.count() == 124'439'808);         // GPT-2 small
+}
+
+TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][errors]") {
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf-bad/";
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "truncated.json"), Catch::Matchers::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "unsupported.json"), Catch::Matchers::Contains("unsupported model_type 'bert'"));
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "missing-field.json"), Catch::Matchers::Contains("missing field 'intermediate_size'"));
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "wrong-type.json"), Catch::Matchers::Contains("'hidden_size' must be a positive integer"));
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "not-object.json"), Catch::Matchers::Contains("expected a JSON object"));
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "inconsistent.json"), Catch::Matchers::Contains("multiple of the heads"));
+  CHECK_THROWS_WITH(cli::read_hf_config(dir + "no-such-file.json"), Catch::Matchers::Contains("cannot read config.json"));
+  CHECK_THROWS_WITH(cli::parse_hf_config(""), Catch::Matchers::StartsWith("zeromem: config.json: not valid JSON"));
+}
+
+TEST_CASE("invalid architectures throw with the fix", "[model][errors]") {
+  transformer_config m = find_preset("llama-2-7b").config;
+  m.kv_heads = 5;
+  CHECK_THROWS_WITH(count_parameters(m), Catch::Matchers::Contains("multiple of the key/value heads"));
+  m = find_preset("llama-2-7b").config;
+  m.vocab = 0;
+  CHECK_THROWS_WITH(count_parameters(m), Catch::Matchers::Contains("the vocabulary size, got 0"));
+  CHECK_THROWS_WITH(find_preset("gpt-5"), Catch::Matchers::Contains("unknown model 'gpt-5'; expected one of qwen2.5-1.5b"));
+}
