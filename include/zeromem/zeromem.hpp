@@ -14,3 +14,5 @@
 #include "zeromem/deepspeed.hpp"
 #include "zeromem/model.hpp"
 #include "zeromem/activations.hpp"
+#include "zeromem/kv_cache.hpp"
+#include "zeromem/vllm.hpp"

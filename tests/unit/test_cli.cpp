@@ -204,3 +204,28 @@ TEST_CASE("model and activation flags: bad input exits 2 with one line", "[cli][
     CHECK(r.err.rfind("zeromem: ", 0) == 0);
   }
 }
+
+TEST_CASE("kv reports bytes per token and in total", "[cli][kv]") {
+  // Llama-2-7B fp16: 524,288 B per token; 4096 tokens = 2 GiB exactly.
+  const auto j = run_json({"kv", "--model", "llama-2-7b", "--tokens", "4096", "--dtype", "fp16"});
+  CHECK(j["kv_cache"]["bytes_per_token"] == 524'288);
+  CHECK(j["kv_cache"]["total_bytes"] == 2'147'483'648LL);
+  // By hand, GQA over 2 GPUs: Qwen2.5-32B-like 64 layers, 8 KV heads -> 4 per GPU: 131,072 B per token;
+  // 3 sequences of 1000 tokens in 256-token blocks: 4 blocks each, 12 blocks of 33,554,432 B.
+  const auto k = run_json({"kv", "--hidden", "5120", "--layers", "64", "--heads", "40", "--kv-heads", "8", "--tp", "2",
+                           "--tokens", "1000", "--sequences", "3", "--block-size", "256"});
+  CHECK(k["kv_cache"]["bytes_per_token"] == 131'072);
+  CHECK(k["kv_cache"]["blocks"] == 12);
+  CHECK(k["kv_cache"]["total_bytes"] == 12 * 33'554'432LL);
+  for (const auto& args : std::vector<std::vector<std::string>>{{"kv", "--model", "llama-2-7b"},
+                                                               {"kv", "--model", "llama-2-7b", "--tokens", "-5"},
+                                                               {"kv", "--hidden", "4096", "--tokens", "10"},
+                                                               {"kv", "--model", "llama-2-7b", "--tokens", "10", "--dtype", "fp64"},
+                                                               {"kv", "--model", "llama-2-7b", "--tokens", "10", "--block-size", "0"},
+                                                               {"kv", "--model", "llama-2-7b", "--tokens", "10", "--sequences", "-1"}}) {
+    const result r = run(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+  }
+}

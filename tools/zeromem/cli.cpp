@@ -383,6 +383,77 @@ void print_estimate(std::ostream& out, const estimate_inputs& in, const model_st
                            "overheads are not included.\n");
 }
 
+// ---- kv -------------------------------------------------------------------------------------------
+
+struct kv_args {
+  std::string model;
+  std::int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  std::string tokens;
+  std::int64_t sequences = 1;
+  std::string dtype_name = "bf16";
+  std::int64_t tp = 1;
+  std::int64_t block_size = 16;
+  bool json = false;
+};
+
+void add_kv(CLI::App& app, kv_args& a) {
+  auto* model = app.add_option("--model", a.model, "preset (see zeromem estimate --help)");
+  auto* hidden = app.add_option("--hidden", a.hidden, "hidden size (with --layers --heads [--kv-heads])");
+  model->excludes(hidden);
+  app.add_option("--layers", a.layers, "decoder layers");
+  app.add_option("--heads", a.heads, "attention heads");
+  app.add_option("--kv-heads", a.kv_heads, "key/value heads (default: heads)");
+  app.add_option("--head-dim", a.head_dim, "head dimension (default: hidden / heads)");
+  app.add_option("--tokens", a.tokens, "tokens per sequence: 4096, 32K")->required();
+  app.add_option("--sequences", a.sequences, "sequences held at once")->capture_default_str();
+  app.add_option("--dtype", a.dtype_name, "KV cache dtype: bf16, fp16, fp8_e4m3, fp8_e5m2, fp32")->capture_default_str();
+  app.add_option("--tp", a.tp, "tensor-parallel degree")->capture_default_str();
+  app.add_option("--block-size", a.block_size, "tokens per paged block (vLLM: 16; some RLHF stacks 256)")->capture_default_str();
+  app.add_flag("--json", a.json, "print JSON with exact byte counts");
+}
+
+int run_kv(const kv_args& a, std::ostream& out) {
+  attention_shape shape{};
+  if (!a.model.empty()) {
+    shape = attention_shape_of(find_preset(a.model).config);
+  } else {
+    if (a.hidden == 0 || a.layers == 0 || a.heads == 0)
+      detail::fail("kv needs --model, or --hidden, --layers and --heads (and --kv-heads for GQA)");
+    if (a.hidden < 0 || a.heads < 0) detail::fail("--hidden and --heads must be positive");
+    if (a.head_dim == 0 && a.hidden % a.heads != 0) detail::fail("--hidden must be a multiple of --heads, or give --head-dim");
+    shape = {a.layers, a.kv_heads != 0 ? a.kv_heads : a.heads, a.head_dim != 0 ? a.head_dim : a.hidden / a.heads};
+    if (shape.kv_heads > a.heads) detail::fail("--kv-heads cannot exceed --heads");
+  }
+  kv_cache_config c{};
+  c.kv_dtype = parse_dtype(a.dtype_name);
+  c.tp = a.tp;
+  c.block_size = a.block_size;
+  const std::int64_t tokens = parse_count(a.tokens, "the token count (--tokens)");
+  const bytes per_token = kv_bytes_per_token(shape, c);
+  const bytes per_block = kv_bytes_per_block(shape, c);
+  if (a.sequences < 0) detail::fail("--sequences cannot be negative; pass the number of sequences held at once");
+  const std::int64_t blocks = detail::checked_mul(kv_blocks_for(tokens, c), a.sequences);
+  const bytes total = kv_cache_bytes(shape, c, a.sequences, tokens);
+  if (a.json) {
+    json j;
+    j["inputs"] = {{"layers", shape.layers}, {"kv_heads", shape.kv_heads}, {"head_dim", shape.head_dim},
+                   {"kv_heads_per_gpu", kv_heads_per_rank(shape, c.tp)}, {"tp", c.tp}, {"dtype", std::string(name(c.kv_dtype))},
+                   {"block_size", c.block_size}, {"tokens", tokens}, {"sequences", a.sequences}};
+    j["kv_cache"] = {{"bytes_per_token", per_token.count()}, {"bytes_per_block", per_block.count()},
+                     {"blocks", blocks}, {"total_bytes", total.count()}};
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "zeromem kv: " << shape.layers << " layers x " << kv_heads_per_rank(shape, c.tp) << " KV heads per GPU (tp "
+      << c.tp << ") x head dim " << shape.head_dim << ", " << name(c.kv_dtype) << "\n";
+  char head[160];
+  std::snprintf(head, sizeof head, "  %-22s %24s %14s %14s\n", "per GPU", "exact", "GB (1e9 B)", "GiB (2^30 B)");
+  out << head << bytes_row("per token", per_token) << "\n" << bytes_row("per block", per_block) << "\n";
+  out << bytes_row(std::to_string(a.sequences) + " x " + std::to_string(tokens) + " tokens", total) << "\n";
+  out << "  (" << blocks << " blocks of " << c.block_size << " tokens; the last block of each sequence is allocated whole)\n";
+  return 0;
+}
+
 // ---- deepspeed ------------------------------------------------------------------------------------
 
 struct deepspeed_args {
@@ -480,6 +551,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App* estimate = app.add_subcommand("estimate", "model-state memory per GPU, per node's host RAM and NVMe");
   add_estimate(*estimate, est);
 
+  kv_args kv;
+  CLI::App* kvapp = app.add_subcommand("kv", "KV cache bytes per token, per block and for whole sequences");
+  add_kv(*kvapp, kv);
+
   deepspeed_args ds;
   std::string which;
   CLI::App* dsapp = app.add_subcommand("deepspeed", "DeepSpeed's own estimate_zero{2,3}_model_states_mem_needs table");
@@ -490,7 +565,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes arguments in reverse order
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    out << (app.got_subcommand(estimate) ? estimate->help() : app.got_subcommand(dsapp) ? dsapp->help() : app.help());
+    out << (app.got_subcommand(estimate) ? estimate->help()
+            : app.got_subcommand(dsapp)  ? dsapp->help()
+            : app.got_subcommand(kvapp)  ? kvapp->help()
+                                         : app.help());
     return 0;
   } catch (const CLI::CallForAllHelp&) {
     out << app.help("", CLI::AppFormatMode::All);
@@ -516,6 +594,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         print_estimate(out, in, e, a);
       return 0;
     }
+    if (app.got_subcommand(kvapp)) return run_kv(kv, out);
     return run_deepspeed(which, ds, out);
   } catch (const std::exception& e) {  // invalid_argument and overflow_error carry "zeromem: ..." already
     err << one_line(e.what()) << "\n";
