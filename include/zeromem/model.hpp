@@ -250,6 +250,13 @@ inline constexpr std::array<model_preset, 6> model_presets{{
     {"gpt3-175b", detail::gpt3_175b(), 175'000'000'000, 100'000'000, "Brown et al. 2020 Table 2.1 (n_params 175.0B)"},
 }};
 
+/// A preset's configuration, usable in constant expressions (an unknown name fails to compile there).
+constexpr transformer_config preset_config(std::string_view name) {
+  for (const model_preset& p : model_presets)
+    if (p.name == name) return p.config;
+  detail::fail("unknown model preset; see zeromem::model_presets for the names");
+}
+
 inline const model_preset& find_preset(std::string_view name) {
   for (const model_preset& p : model_presets)
     if (p.name == name) return p;

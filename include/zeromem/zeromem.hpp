@@ -16,3 +16,6 @@
 #include "zeromem/activations.hpp"
 #include "zeromem/kv_cache.hpp"
 #include "zeromem/vllm.hpp"
+#include "zeromem/job.hpp"
+#include "zeromem/scenarios.hpp"
+#include "zeromem/report.hpp"

@@ -229,3 +229,20 @@ TEST_CASE("kv reports bytes per token and in total", "[cli][kv]") {
     CHECK(lines(r.err) == 1);
   }
 }
+
+TEST_CASE("scenario JSON has a cases array with the verdicts", "[cli][scenarios]") {
+  for (const char* name : {"orz-1.5b-ppo", "logic-rl-7b-grpo", "openrlhf-70b-ppo", "openrlhf-zero2-vs-zero3", "easyr1-vl-7b-grpo"}) {
+    const auto j = run_json({"scenario", name});
+    REQUIRE(j["cases"].size() >= 2);
+    for (const auto& c : j["cases"]) {
+      CHECK(c["fits"] == c["reported_fits"]);
+      CHECK(c["per_gpu"]["total_bytes"].get<std::int64_t>() > 0);
+      CHECK(c.contains("label"));
+      CHECK(c["per_node_host"].contains("total_bytes"));
+    }
+  }
+  const result r = run({"scenario", "nope"});
+  CHECK(r.code == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(run({"scenario", "orz-1.5b-ppo"}).out.find("(agrees)") != std::string::npos);
+}

@@ -454,6 +454,40 @@ int run_kv(const kv_args& a, std::ostream& out) {
   return 0;
 }
 
+// ---- scenario -------------------------------------------------------------------------------------
+
+json breakdown_json(const job_breakdown& job) {
+  json terms = json::array();
+  for (const memory_term& t : job.terms)
+    terms.push_back({{"role", t.role}, {"term", t.term}, {"gpu_bytes", t.gpu.count()}, {"host_bytes", t.host.count()}});
+  return {{"per_gpu", {{"total_bytes", job.gpu_total().count()}, {"capacity_bytes", job.gpu_capacity.count()},
+                       {"headroom_bytes", job.gpu_headroom().count()}, {"fits", job.gpu_fits()}}},
+          {"per_node_host",
+           {{"total_bytes", job.host_total().count()}, {"capacity_bytes", job.host_capacity.count()},
+            {"limit_bytes", job.host_capacity.count() != 0 ? job.host_limit().count() : 0},
+            {"unexplained_bytes", job.unexplained_host.count()}, {"fits", job.host_fits()}}},
+          {"terms", terms}};
+}
+
+int run_scenario(const std::string& which, bool as_json, std::ostream& out) {
+  const scenario s = find_scenario(which);
+  if (!as_json) {
+    out << render_scenario(s);
+    return 0;
+  }
+  json j{{"scenario", s.name}, {"title", s.title}, {"configuration", s.configuration}, {"findings", s.findings}};
+  j["cases"] = json::array();
+  for (const scenario_case& c : s.cases) {
+    json item = breakdown_json(c.job);
+    item["label"] = c.label;
+    item["fits"] = c.job.fits();
+    item["reported_fits"] = c.reported_fits;
+    j["cases"].push_back(item);
+  }
+  out << j.dump(2) << "\n";
+  return 0;
+}
+
 // ---- deepspeed ------------------------------------------------------------------------------------
 
 struct deepspeed_args {
@@ -555,6 +589,13 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App* kvapp = app.add_subcommand("kv", "KV cache bytes per token, per block and for whole sequences");
   add_kv(*kvapp, kv);
 
+  std::string scenario_name;
+  bool scenario_json = false;
+  CLI::App* scapp = app.add_subcommand("scenario", "a reported out-of-memory case, rebuilt and explained");
+  scapp->add_option("name", scenario_name, "orz-1.5b-ppo | logic-rl-7b-grpo | openrlhf-70b-ppo | openrlhf-zero2-vs-zero3 | easyr1-vl-7b-grpo")
+      ->required();
+  scapp->add_flag("--json", scenario_json, "print JSON: a cases array with label, fits, per_gpu and per_node_host");
+
   deepspeed_args ds;
   std::string which;
   CLI::App* dsapp = app.add_subcommand("deepspeed", "DeepSpeed's own estimate_zero{2,3}_model_states_mem_needs table");
@@ -568,6 +609,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << (app.got_subcommand(estimate) ? estimate->help()
             : app.got_subcommand(dsapp)  ? dsapp->help()
             : app.got_subcommand(kvapp)  ? kvapp->help()
+            : app.got_subcommand(scapp)  ? scapp->help()
                                          : app.help());
     return 0;
   } catch (const CLI::CallForAllHelp&) {
@@ -595,6 +637,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       return 0;
     }
     if (app.got_subcommand(kvapp)) return run_kv(kv, out);
+    if (app.got_subcommand(scapp)) return run_scenario(scenario_name, scenario_json, out);
     return run_deepspeed(which, ds, out);
   } catch (const std::exception& e) {  // invalid_argument and overflow_error carry "zeromem: ..." already
     err << one_line(e.what()) << "\n";

@@ -1,0 +1,39 @@
+// A training job declared as types and checked by the compiler against an 80 GB GPU. The compile-fail test
+// tests/compile_fail/job_does_not_fit.cpp is the same job on 1 GPU, which must not compile.
+#include <cstdio>
+
+#include "zeromem/zeromem.hpp"
+
+namespace {
+using namespace zeromem;
+using namespace zeromem::literals;
+
+// Llama-2-7B, mixed bf16 AdamW, ZeRO-3 over 8 GPUs, 4096-token sequences, flash attention, full recompute.
+struct llama7b_zero3_on_8 {
+  static constexpr transformer_config model() { return preset_config("llama-2-7b"); }
+  static constexpr training_states states() {
+    training_states t{};
+    t.zero = zero<3>::config();
+    t.dp = 8;
+    return t;
+  }
+  static constexpr activation_config activations() {
+    activation_config a{};
+    a.seq_len = 4096;
+    a.attention = attention_kind::flash;
+    a.recomputation = recompute::full;
+    a.impl = implementation::fused;
+    return a;
+  }
+  static constexpr pipeline_config pipeline() { return {}; }
+  static constexpr bytes capacity() { return 80_GB; }
+};
+
+constexpr bytes headroom = assert_fits<llama7b_zero3_on_8>::headroom;  // does not compile if it does not fit
+}  // namespace
+
+int main() {
+  std::printf("Llama-2-7B, ZeRO-3 over 8 GPUs, 4096 tokens: %s per GPU, %s headroom on an 80 GB GPU (checked at compile time)\n",
+              format_bytes(job_gpu_bytes_v<llama7b_zero3_on_8>, size_unit::GB).c_str(), format_bytes(headroom, size_unit::GB).c_str());
+  return 0;
+}

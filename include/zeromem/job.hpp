@@ -1,0 +1,153 @@
+// Whole jobs: named memory terms per GPU and per node's host RAM, by role (actor, critic, reference, reward,
+// rollout engine), runtime overheads as explicit inputs, known framework defects as named toggles, and the
+// verdict against a device. Builds values and strings; does no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zeromem/activations.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/model_states.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+/// Usable capacities as PyTorch reports them (torch.cuda.get_device_properties().total_memory).
+struct gpu_spec {
+  const char* name;
+  bytes capacity;
+  const char* source;
+};
+inline const gpu_spec& a100_80gb() {
+  static const gpu_spec g{"A100/A800 80GB", bytes_from(79.35L, size_unit::GiB), "PyTorch OOM message: 'total capacity of 79.35 GiB'"};
+  return g;
+}
+inline const gpu_spec& a100_40gb() {
+  // Nominal 40 GiB; REFERENCES §6 asks for a real device's total_memory before relying on more precision.
+  static const gpu_spec g{"A100 40GB", bytes_from(40.0L, size_unit::GiB), "nominal 40 GiB (REFERENCES §6)"};
+  return g;
+}
+
+/// Runtime overheads, each an explicit input with its source; nothing hides in a factor.
+struct runtime_overheads {
+  /// Per process, outside PyTorch's allocator: the CUDA context, cuBLAS workspaces, NCCL buffers. Default: the
+  /// "non-torch memory" vLLM measured for one worker (vLLM issue #15815, L40S: 0.30 GiB). Older CUDA without
+  /// lazy module loading reports 723-800 MiB (PyTorch forum threads 73021, 81330): set it to your measurement.
+  bytes cuda_context = bytes_from(0.30L, size_unit::GiB);
+  /// DeepSpeed's reduce bucket (reduce_bucket_size elements of 16-bit gradients, default 5e8) counted once, or
+  /// twice with overlap_comm (docs config-json.md; REFERENCES §2). Stage 3 adds the prefetch bucket (5e7).
+  std::int64_t reduce_bucket_size = 500'000'000;
+  std::int64_t prefetch_bucket_size = 50'000'000;
+  bool overlap_comm = true;
+};
+
+/// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements).
+constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
+  if (stage == 0) return bytes{};
+  const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16) * (o.overlap_comm ? 2 : 1);
+  return stage == 3 ? bucket + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16) : bucket;
+}
+
+/// Per-GPU bytes of a training job: model states of the most loaded rank (its parameters split by tensor and
+/// pipeline parallelism), first-stage activations, DeepSpeed buffers and the CUDA context. constexpr, so a job
+/// can be checked by the compiler.
+constexpr bytes training_gpu_bytes(const transformer_config& m, training_states t, const activation_config& a,
+                                   const pipeline_config& p = {}, const runtime_overheads& o = {}) {
+  t.params = parameters_per_rank(m, a.tp, p.pp).most_loaded;
+  if (t.zero.stage == 3 && t.largest_layer.count() == 0) t.largest_layer = largest_share(count_parameters(m).largest_layer, a.tp);
+  return estimate_model_states(t).gpu() + first_stage_activations(m, a, p).total + deepspeed_buffers(t.zero.stage, o) + o.cuda_context;
+}
+
+/// A job declared as a type with static constexpr model(), states(), activations(), pipeline() and capacity().
+template <class Job>
+inline constexpr bytes job_gpu_bytes_v =
+    training_gpu_bytes(Job::model(), Job::states(), Job::activations(), Job::pipeline(), runtime_overheads{});
+
+/// Instantiating assert_fits<Job> fails to compile when the job does not fit its GPU.
+template <class Job>
+struct assert_fits {
+  static_assert(job_gpu_bytes_v<Job> <= Job::capacity(),
+                "zeromem: the job does not fit its GPU; shard more (zero<3>), offload, recompute activations or add GPUs");
+  static constexpr bytes headroom = Job::capacity() - job_gpu_bytes_v<Job>;
+};
+
+/// Known framework defects, each with its version range and source.
+struct known_defects {
+  /// DeepSpeed 0.16.0-0.16.x with gradient checkpointing under ZeRO-3: remaining gradients are miscounted, so
+  /// gathered parameters are not released during backward and the whole 16-bit model ends up on every GPU
+  /// (DeepSpeed issue #7116, introduced by PR #6726; 0.15.0 is not affected).
+  bool deepspeed_016_zero3_checkpointing_leak = false;
+};
+
+/// One named term: bytes on one GPU and bytes in one node's host RAM.
+struct memory_term {
+  std::string role;
+  std::string term;
+  bytes gpu{};
+  bytes host{};
+  std::string note;
+};
+
+/// A job's memory on its most loaded GPU and in one node's host RAM, term by term.
+struct job_breakdown {
+  std::vector<memory_term> terms;
+  bytes gpu_capacity{};
+  bytes host_capacity{};
+  double host_threshold = 0.95;   // Ray's memory_usage_threshold (REFERENCES §5)
+  bytes unexplained_host{};       // a reported figure minus what is modelled, shown, never folded into a term
+
+  void add(std::string role, std::string term, bytes gpu, bytes host = bytes{}, std::string note = {}) {
+    terms.push_back({std::move(role), std::move(term), gpu, host, std::move(note)});
+  }
+  bytes gpu_total() const {
+    bytes s{};
+    for (const memory_term& t : terms) s += t.gpu;
+    return s;
+  }
+  bytes host_total() const {
+    bytes s{};
+    for (const memory_term& t : terms) s += t.host;
+    return s + unexplained_host;
+  }
+  bytes gpu_headroom() const { return gpu_capacity - gpu_total(); }
+  bool gpu_fits() const { return gpu_total() <= gpu_capacity; }
+  bytes host_limit() const {
+    return bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(host_capacity.count()) * host_threshold));
+  }
+  bool host_fits() const { return host_capacity.count() == 0 || host_total() <= host_limit(); }
+  bool fits() const { return gpu_fits() && host_fits(); }
+};
+
+/// A trained role (actor, critic): model states of its most loaded rank; host terms scaled to a node.
+inline void add_model_states(job_breakdown& job, const std::string& role, const training_states& t) {
+  const model_state_estimate e = estimate_model_states(t);
+  e.per_rank.for_each([&](const char* term, const placement& p) {
+    if (p.gpu.count() != 0 || p.host.count() != 0) job.add(role, term, p.gpu, p.host * e.ranks_per_node);
+  });
+}
+
+/// A frozen role (reference, reward): 16-bit weights only, sharded over `shard` ranks (1: whole on each GPU),
+/// on the GPU or offloaded to host RAM.
+inline void add_frozen_weights(job_breakdown& job, const std::string& role, elements params, std::int64_t shard,
+                               std::int64_t ranks_per_node, bool offloaded, dtype weights = dtype::bf16) {
+  detail::require_positive(shard, "the shard count of a frozen model");
+  const bytes per_rank = largest_share(params * size_of(weights), shard);
+  if (offloaded)
+    job.add(role, "weights (offloaded)", bytes{}, per_rank * ranks_per_node);
+  else
+    job.add(role, "weights", per_rank);
+}
+
+inline void add_activations(job_breakdown& job, const std::string& role, const transformer_config& m,
+                            const activation_config& c, const pipeline_config& p = {}) {
+  const stage_activations a = first_stage_activations(m, c, p);
+  job.add(role, "activations (" + std::to_string(a.layers_on_stage) + " layers, " + std::string(name(c.recomputation)) +
+                    " recompute)", a.layers + a.input_ids + a.embedding_dropout + a.output_layer);
+  if (a.logits.count() != 0) job.add(role, "fp32 logits", a.logits);
+}
+
+}  // namespace zeromem

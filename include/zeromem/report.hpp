@@ -1,0 +1,65 @@
+// Text reports of job breakdowns and scenarios: strings with every number labelled by its unit. No I/O.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "zeromem/format.hpp"
+#include "zeromem/job.hpp"
+#include "zeromem/scenarios.hpp"
+
+namespace zeromem {
+
+inline std::string render_breakdown(const job_breakdown& job) {
+  std::string out;
+  char line[256];
+  const auto row = [&](const std::string& role, const std::string& term, bytes b) {
+    std::snprintf(line, sizeof line, "    %-10s %-64s %12s\n", role.c_str(), term.c_str(), format_bytes(b, size_unit::GiB).c_str());
+    out += line;
+  };
+  out += "  per GPU\n";
+  for (const memory_term& t : job.terms)
+    if (t.gpu.count() != 0) row(t.role, t.term, t.gpu);
+  std::snprintf(line, sizeof line, "    %-75s %12s of %s (%s headroom) -> %s\n", "total", format_bytes(job.gpu_total(), size_unit::GiB).c_str(),
+                format_bytes(job.gpu_capacity, size_unit::GiB).c_str(), format_bytes(job.gpu_headroom(), size_unit::GiB).c_str(),
+                job.gpu_fits() ? "fits" : "OUT OF MEMORY");
+  out += line;
+  if (job.host_total().count() != 0) {
+    out += "  per node host RAM\n";
+    for (const memory_term& t : job.terms)
+      if (t.host.count() != 0) {
+        std::snprintf(line, sizeof line, "    %-10s %-64s %12s\n", t.role.c_str(), t.term.c_str(), format_bytes(t.host, size_unit::GB).c_str());
+        out += line;
+      }
+    if (job.unexplained_host.count() != 0) {
+      std::snprintf(line, sizeof line, "    %-10s %-64s %12s\n", "?", "unexplained (reported minus modelled)",
+                    format_bytes(job.unexplained_host, size_unit::GB).c_str());
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "    %-75s %12s", "total", format_bytes(job.host_total(), size_unit::GB).c_str());
+    out += line;
+    if (job.host_capacity.count() != 0) {
+      std::snprintf(line, sizeof line, " of %s (limit %s at %.2f) -> %s", format_bytes(job.host_capacity, size_unit::GB).c_str(),
+                    format_bytes(job.host_limit(), size_unit::GB).c_str(), job.host_threshold,
+                    job.host_fits() ? "fits" : "OUT OF MEMORY");
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+inline std::string render_scenario(const scenario& s) {
+  std::string out = "zeromem scenario " + s.name + ": " + s.title + "\n";
+  for (const std::string& c : s.configuration) out += "  " + c + "\n";
+  for (const scenario_case& c : s.cases) {
+    out += "\n" + c.label + ": reported " + (c.reported_fits ? "fits" : "out of memory") + ", zeromem " +
+           (c.job.fits() ? "fits" : "out of memory") + (c.job.fits() == c.reported_fits ? " (agrees)" : " (DISAGREES)") + "\n";
+    out += render_breakdown(c.job);
+  }
+  out += "\nFindings\n";
+  for (const std::string& f : s.findings) out += "  - " + f + "\n";
+  return out;
+}
+
+}  // namespace zeromem
