@@ -43,7 +43,21 @@ struct runtime_overheads {
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t prefetch_bucket_size = 50'000'000;
   bool overlap_comm = true;
+  /// ZeRO-3 stage3_max_live_parameters (default 1e9): DeepSpeed releases gathered parameters to stay below it,
+  /// so 2 B x min(max_live, parameters) bounds a healthy gathered working set (REFERENCES §2).
+  std::int64_t max_live_parameters = 1'000'000'000;
+  /// PyTorch's caching allocator reserves more than is allocated (fragmentation). A fraction of the allocated
+  /// bytes, added as its own term by add_allocator_reserve. Default 0: measure memory_reserved / memory_allocated
+  /// on your job and set it; zeromem does not guess.
+  double allocator_reserve_fraction = 0.0;
+  /// Anything else a framework keeps per GPU (NCCL user buffers, a dataloader's pinned batch, ...). Default 0.
+  bytes framework_extra{};
 };
+
+/// Upper bound of ZeRO-3 parameters gathered at once in a healthy run: 2 B x min(max_live_parameters, params).
+constexpr bytes zero3_live_parameter_bound(const runtime_overheads& o, elements params) {
+  return (elements_of(o.max_live_parameters) < params ? elements_of(o.max_live_parameters) : params) * size_of(dtype::bf16);
+}
 
 /// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements).
 constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
@@ -140,6 +154,19 @@ inline void add_frozen_weights(job_breakdown& job, const std::string& role, elem
     job.add(role, "weights (offloaded)", bytes{}, per_rank * ranks_per_node);
   else
     job.add(role, "weights", per_rank);
+}
+
+/// Adds the allocator reserve (a fraction of everything allocated on the GPU so far) and framework extras as
+/// their own terms, so neither hides in another number.
+inline void add_allocator_reserve(job_breakdown& job, const runtime_overheads& o) {
+  if (!(o.allocator_reserve_fraction >= 0.0 && o.allocator_reserve_fraction < 1.0))
+    detail::fail_value("the allocator reserve fraction must be in [0, 1)", static_cast<long double>(o.allocator_reserve_fraction),
+                       "pass memory_reserved / memory_allocated - 1 measured on your job");
+  if (o.framework_extra.count() < 0) detail::fail("framework extra bytes cannot be negative");
+  const bytes allocated = job.gpu_total();
+  job.add("all", "allocator reserve (" + std::to_string(o.allocator_reserve_fraction) + " of allocated)",
+          bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(allocated.count()) * o.allocator_reserve_fraction)));
+  if (o.framework_extra.count() != 0) job.add("all", "framework extras", o.framework_extra);
 }
 
 inline void add_activations(job_breakdown& job, const std::string& role, const transformer_config& m,

@@ -89,7 +89,9 @@ inline scenario openrlhf_70b_ppo() {
   const bytes leak = count_parameters(find_preset("llama-3-70b").config).total * size_of(dtype::bf16);
   s.findings = {"the defect keeps the whole 16-bit model, " + detail::gb(leak) + ", on every GPU during backward: more than an 80 GB "
                 "GPU holds, and a number that does not shrink with more nodes",
-                "healthy ZeRO-3 needs " + detail::gb(s.cases[2].job.gpu_total()) + " per GPU on 4 nodes"};
+                "healthy ZeRO-3 releases gathered parameters to stay under stage3_max_live_parameters: at most " +
+                    detail::gb(zero3_live_parameter_bound(runtime_overheads{}, count_parameters(find_preset("llama-3-70b").config).total)) +
+                    " at once; it needs " + detail::gb(s.cases[2].job.gpu_total()) + " per GPU on 4 nodes"};
   return s;
 }
 

@@ -97,6 +97,15 @@ constexpr vllm_engine_memory vllm_engine(const vllm_engine_config& c) {
   return r;
 }
 
+/// Sequences of `tokens` tokens the KV cache holds at once: each takes ceil(tokens / block_size) whole blocks
+/// (vLLM's block manager allocates whole blocks per sequence).
+constexpr std::int64_t vllm_concurrent_sequences(std::int64_t kv_blocks, std::int64_t block_size, std::int64_t tokens) {
+  if (kv_blocks < 0) detail::fail_value("the number of KV blocks cannot be negative", static_cast<long double>(kv_blocks), "pass >= 0");
+  detail::require_positive(block_size, "the KV block size");
+  detail::require_positive(tokens, "the tokens per sequence");
+  return kv_blocks / detail::ceil_div(tokens, block_size);
+}
+
 /// Sleep mode (vLLM >= 0.7.3, LLM.sleep): level 1 offloads the weights to host RAM and discards the KV cache;
 /// level 2 discards both. Returns the host RAM a sleeping engine holds.
 constexpr bytes vllm_sleep_host_bytes(int level, bytes weights) {

@@ -121,3 +121,10 @@ TEST_CASE("vLLM refusals and bad input", "[vllm][errors]") {
   CHECK(vllm_sleep_host_bytes(2, 15_GiB) == 0_B);
   CHECK(vllm_swap_space_bytes() == 4_GiB);           // V0 default swap_space
 }
+
+TEST_CASE("concurrent sequences a KV cache holds", "[vllm]") {
+  // 3946 blocks of 16 tokens; sequences of 1000 tokens take 63 blocks each -> 62 sequences.
+  CHECK(vllm_concurrent_sequences(3946, 16, 1000) == 62);
+  CHECK(vllm_concurrent_sequences(3946, 16, 16) == 3946);
+  CHECK_THROWS_WITH(vllm_concurrent_sequences(10, 16, 0), Catch::Matchers::Contains("tokens per sequence"));
+}

@@ -116,3 +116,23 @@ TEST_CASE("training_gpu_bytes is a constant expression", "[job]") {
   STATIC_REQUIRE(job_gpu_bytes_v<job> > bytes_of(13'476'831'232LL + 524'288'000));
   STATIC_REQUIRE(assert_fits<job>::headroom > 0_B);
 }
+
+TEST_CASE("runtime overheads are explicit terms", "[job]") {
+  job_breakdown job{};
+  job.gpu_capacity = 80_GB;
+  job.add("actor", "weights", 10_GB);
+  runtime_overheads o{};
+  o.allocator_reserve_fraction = 0.1;
+  o.framework_extra = 1_GB;
+  add_allocator_reserve(job, o);
+  CHECK(job.gpu_total() == 10_GB + 1_GB + 1_GB);  // 10% of 10 GB, then 1 GB of extras
+  o.allocator_reserve_fraction = 1.5;
+  CHECK_THROWS_WITH(add_allocator_reserve(job, o), Catch::Matchers::Contains("allocator reserve fraction must be in [0, 1)"));
+  // DeepSpeed buffers: ZeRO-2 with overlap_comm: 2 x 5e8 x 2 B = 2e9 B; ZeRO-3 adds the 5e7-element prefetch bucket.
+  CHECK(deepspeed_buffers(2, runtime_overheads{}) == 2_GB);
+  CHECK(deepspeed_buffers(3, runtime_overheads{}) == 2_GB + 100_MB);
+  CHECK(deepspeed_buffers(0, runtime_overheads{}) == 0_B);
+  // ZeRO-3's healthy gathered bound: 2 B x min(1e9, P): 2 GB for a 70B model, 2 B x P for a 300M one.
+  CHECK(zero3_live_parameter_bound(runtime_overheads{}, 70_Gparams) == 2_GB);
+  CHECK(zero3_live_parameter_bound(runtime_overheads{}, 300_Mparams) == 600_MB);
+}
