@@ -10,27 +10,12 @@
 
 #include "zeromem/activations.hpp"
 #include "zeromem/error.hpp"
+#include "zeromem/gpus.hpp"
 #include "zeromem/model.hpp"
 #include "zeromem/model_states.hpp"
 #include "zeromem/units.hpp"
 
 namespace zeromem {
-
-/// Usable capacities as PyTorch reports them (torch.cuda.get_device_properties().total_memory).
-struct gpu_spec {
-  const char* name;
-  bytes capacity;
-  const char* source;
-};
-inline const gpu_spec& a100_80gb() {
-  static const gpu_spec g{"A100/A800 80GB", bytes_from(79.35L, size_unit::GiB), "PyTorch OOM message: 'total capacity of 79.35 GiB'"};
-  return g;
-}
-inline const gpu_spec& a100_40gb() {
-  // Nominal 40 GiB; REFERENCES §6 asks for a real device's total_memory before relying on more precision.
-  static const gpu_spec g{"A100 40GB", bytes_from(40.0L, size_unit::GiB), "nominal 40 GiB (REFERENCES §6)"};
-  return g;
-}
 
 /// Runtime overheads, each an explicit input with its source; nothing hides in a factor.
 struct runtime_overheads {

@@ -13,13 +13,14 @@ namespace zeromem {
 inline std::string render_breakdown(const job_breakdown& job) {
   std::string out;
   char line[256];
-  const auto row = [&](const std::string& role, const std::string& term, bytes b) {
-    std::snprintf(line, sizeof line, "    %-10s %-64s %12s\n", role.c_str(), term.c_str(), format_bytes(b, size_unit::GiB).c_str());
+  const auto row = [&](const memory_term& t) {
+    const std::string label = t.note.empty() ? t.term : t.term + " [" + t.note + "]";
+    std::snprintf(line, sizeof line, "    %-10s %-64s %12s\n", t.role.c_str(), label.c_str(), format_bytes(t.gpu, size_unit::GiB).c_str());
     out += line;
   };
   out += "  per GPU\n";
   for (const memory_term& t : job.terms)
-    if (t.gpu.count() != 0) row(t.role, t.term, t.gpu);
+    if (t.gpu.count() != 0) row(t);
   std::snprintf(line, sizeof line, "    %-75s %12s of %s (%s headroom) -> %s\n", "total", format_bytes(job.gpu_total(), size_unit::GiB).c_str(),
                 format_bytes(job.gpu_capacity, size_unit::GiB).c_str(), format_bytes(job.gpu_headroom(), size_unit::GiB).c_str(),
                 job.gpu_fits() ? "fits" : "OUT OF MEMORY");

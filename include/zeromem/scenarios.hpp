@@ -55,7 +55,7 @@ inline job_breakdown openrlhf_70b_actor(std::int64_t nodes, bool deepspeed_016, 
   const transformer_config& m = find_preset("llama-3-70b").config;
   const parameter_counts c = count_parameters(m);
   job_breakdown job{};
-  job.gpu_capacity = a100_80gb().capacity;
+  job.gpu_capacity = find_gpu("a100-80gb").capacity;
   const runtime_overheads o{};
   known_defects defects{};
   defects.deepspeed_016_zero3_checkpointing_leak = deepspeed_016;
@@ -103,7 +103,7 @@ inline job_breakdown openrlhf_7b_states(int stage, std::int64_t gpus) {
   const transformer_config& m = find_preset("llama-2-7b").config;
   const parameter_counts c = count_parameters(m);
   job_breakdown job{};
-  job.gpu_capacity = a100_80gb().capacity;
+  job.gpu_capacity = find_gpu("a100-80gb").capacity;
   add_model_states(job, "actor", detail::trained(c.total, stage, gpus, gpus < 8 ? gpus : 8, offload_device::none, c.largest_layer));
   const std::int64_t frozen_shard = stage == 3 ? gpus : 1;
   add_frozen_weights(job, "reference", c.total, frozen_shard, 8, false);
@@ -141,7 +141,7 @@ inline job_breakdown orz_15b(double gpu_memory_utilization) {
   const parameter_counts c = count_parameters(m);
   const runtime_overheads o{};
   job_breakdown job{};
-  job.gpu_capacity = a100_80gb().capacity;
+  job.gpu_capacity = find_gpu("a100-80gb").capacity;
   // vLLM 0.6.5 (per-instance budget) sizes its KV cache on an empty GPU, is offloaded, and comes back with the
   // same KV cache next to the DeepSpeed states. Tensor parallel 1, eager (no CUDA graphs), block size 256.
   vllm_engine_config v{};
@@ -156,7 +156,7 @@ inline job_breakdown orz_15b(double gpu_memory_utilization) {
   v.kv_block = kv_bytes_per_block(m, kv);
   const vllm_engine_memory e = vllm_engine(v);
   job.add("vLLM", "weights (bf16)", v.weights);
-  job.add("vLLM", "KV cache (" + std::to_string(e.kv_blocks) + " blocks of 256 tokens)", e.kv_cache);
+  job.add("vLLM", "KV cache", e.kv_cache, bytes{}, std::to_string(e.kv_blocks) + " blocks of 256 tokens");
   job.add("vLLM", "CUDA context (non-torch)", v.non_torch);
   // DeepSpeed ZeRO-3 over the 4 GPUs, bf16, Adam on the GPU.
   add_model_states(job, "policy", detail::trained(c.total, 3, 4, 4, offload_device::none, c.largest_layer));
@@ -206,7 +206,7 @@ inline job_breakdown easyr1_vl_7b(bool offload, bytes unexplained_host) {
   const parameter_counts c = count_parameters(m);
   const runtime_overheads o{};
   job_breakdown job{};
-  job.gpu_capacity = a100_40gb().capacity;
+  job.gpu_capacity = find_gpu("a100-40gb").capacity;
   job.host_capacity = bytes_of(760'000'000'000LL);
   job.host_threshold = 0.95;
   // The actor in fp32 under FSDP FULL_SHARD over 8 GPUs, AdamW: parameters and both moments fp32.
@@ -284,11 +284,11 @@ inline logic_rl_costs logic_rl_costs_for(std::int64_t vocab_bytes) {
 inline job_breakdown logic_rl_case(std::int64_t sequences_per_gpu, std::int64_t tokens_per_sequence, std::int64_t vocab_bytes) {
   const logic_rl_costs k = logic_rl_costs_for(vocab_bytes);
   job_breakdown job{};
-  job.gpu_capacity = a100_80gb().capacity;
+  job.gpu_capacity = find_gpu("a100-80gb").capacity;
   job.add("actor", "largest FSDP unit gathered (embedding, bf16) + CUDA context", k.resident);
-  job.add("actor", std::to_string(sequences_per_gpu) + " sequences x " + std::to_string(tokens_per_sequence) +
-                       " tokens: checkpoints, one recomputed layer, logits-sized tensors",
-          k.per_token * detail::checked_mul(sequences_per_gpu, tokens_per_sequence));
+  job.add("actor", "checkpoints, one recomputed layer, logits-sized tensors",
+          k.per_token * detail::checked_mul(sequences_per_gpu, tokens_per_sequence), bytes{},
+          std::to_string(sequences_per_gpu) + " sequences x " + std::to_string(tokens_per_sequence) + " tokens");
   return job;
 }
 
@@ -299,7 +299,7 @@ struct token_range {
 };
 inline token_range logic_rl_token_range(std::int64_t vocab_bytes) {
   const logic_rl_costs k = logic_rl_costs_for(vocab_bytes);
-  const std::int64_t room = (a100_80gb().capacity - k.resident).count();
+  const std::int64_t room = (find_gpu("a100-80gb").capacity - k.resident).count();
   return {room / (64 * k.per_token.count()), room / (48 * k.per_token.count())};
 }
 

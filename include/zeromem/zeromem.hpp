@@ -19,3 +19,6 @@
 #include "zeromem/job.hpp"
 #include "zeromem/scenarios.hpp"
 #include "zeromem/report.hpp"
+#include "zeromem/gpus.hpp"
+#include "zeromem/plan.hpp"
+#include "zeromem/svg.hpp"

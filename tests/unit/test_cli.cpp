@@ -246,3 +246,33 @@ TEST_CASE("scenario JSON has a cases array with the verdicts", "[cli][scenarios]
   CHECK(lines(r.err) == 1);
   CHECK(run({"scenario", "orz-1.5b-ppo"}).out.find("(agrees)") != std::string::npos);
 }
+
+TEST_CASE("plan prints ranked configurations; JSON has a configs array", "[cli][plan]") {
+  const auto j = run_json({"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--seq-len", "4096"});
+  REQUIRE(j["configs"].size() == 10);
+  CHECK(j["evaluated"].get<std::int64_t>() > 1000);
+  for (const auto& c : j["configs"]) CHECK(c["per_gpu_bytes"].get<std::int64_t>() <= 85'201'413'734LL);
+  const result text = run({"plan", "--model", "llama-3-70b", "--gpu", "h100-80gb", "--nodes", "4", "--seq-len", "8192"});
+  CHECK(text.code == 0);
+  CHECK(text.out.find("ranked by: fewest offloaded bytes") != std::string::npos);
+  for (const auto& args : std::vector<std::vector<std::string>>{{"plan", "--model", "llama-2-7b", "--gpu", "v100", "--seq-len", "10"},
+                                                               {"plan", "--gpu", "a100-80gb", "--seq-len", "10"},
+                                                               {"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb"},
+                                                               {"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--seq-len", "10", "--host-memory", "lots"}}) {
+    const result r = run(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+  }
+}
+
+TEST_CASE("explain names the dominant terms and the smallest change", "[cli][explain]") {
+  const result r = run({"estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--micro-batch", "4", "--dp", "8", "--zero-stage", "1",
+                        "--gpu", "a100-80gb", "--explain"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("dominant terms per GPU") != std::string::npos);
+  CHECK(r.out.find("OUT OF MEMORY") != std::string::npos);
+  CHECK(r.out.find("smallest change that fits:") != std::string::npos);
+  const result s = run({"scenario", "orz-1.5b-ppo", "--explain"});
+  CHECK(s.out.find("vLLM KV cache: 64.27 GiB -> 36.") != std::string::npos);  // the fix shrinks the KV cache
+}

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -74,6 +75,9 @@ struct estimate_args {
   std::string device_name = "cuda";
   std::string activation_dtype = "bf16";
   int torch_major = 2;
+  std::string gpu;
+  bool explain = false;
+  std::string svg;
   bool json = false;
 };
 
@@ -129,6 +133,9 @@ void add_estimate(CLI::App& app, estimate_args& a) {
   app.add_option("--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
   app.add_option("--activation-dtype", a.activation_dtype, "dtype of activations")->capture_default_str();
   app.add_option("--torch-version", a.torch_major, "PyTorch major version, 1 or 2")->capture_default_str();
+  app.add_option("--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s: verdict against its capacity");
+  app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
+  app.add_option("--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
   app.add_flag("--json", a.json, "print JSON with exact byte counts");
 }
 
@@ -241,6 +248,84 @@ estimate_inputs to_inputs(const estimate_args& a) {
     validate(c, in.model);
   }
   return in;
+}
+
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << text)) detail::fail("cannot write '" + path + "'");
+}
+
+// The per-GPU terms of an estimate as a breakdown (model states, activations), for --explain and --svg.
+job_breakdown estimate_breakdown(const estimate_inputs& in, const model_state_estimate& e, const stage_activations* act, bytes capacity) {
+  job_breakdown job{};
+  job.gpu_capacity = capacity;
+  e.per_rank.for_each([&](const char* term, const placement& p) {
+    if (p.gpu.count() != 0) job.add("model", term, p.gpu);
+  });
+  if (act != nullptr) {
+    job.add("model", "activations", act->layers + act->input_ids + act->embedding_dropout + act->output_layer);
+    if (act->logits.count() != 0) job.add("model", "fp32 logits", act->logits);
+  }
+  (void)in;
+  return job;
+}
+
+svg_bar bar_of(const std::string& label, const job_breakdown& job) {
+  svg_bar b{label, {}};
+  for (const memory_term& t : job.terms)
+    if (t.gpu.count() != 0) b.segments.push_back({t.role + ": " + t.term, t.gpu});
+  return b;
+}
+
+void print_dominant(std::ostream& out, const job_breakdown& job) {
+  const bytes total = job.gpu_total();
+  for (const named_bytes& d : dominant_terms(job))
+    out << "    " << d.name << ": " << format_bytes(d.value, size_unit::GiB) << " ("
+        << static_cast<int>(100.0 * (total.count() > 0 ? d.value / total : 0.0) + 0.5) << "% of the GPU total)\n";
+}
+
+void explain_estimate(std::ostream& out, const estimate_inputs& in, const job_breakdown& job, const std::string& gpu) {
+  out << "\nExplain\n  dominant terms per GPU:\n";
+  print_dominant(out, job);
+  if (gpu.empty()) {
+    out << "  give --gpu for a verdict and the smallest change that makes it fit\n";
+    return;
+  }
+  const gpu_model& g = find_gpu(gpu);
+  if (!in.has_activations) {
+    out << "  verdict: model states " << format_bytes(job.gpu_total(), size_unit::GiB) << " of " << format_bytes(g.capacity, size_unit::GiB)
+        << (job.gpu_total() <= g.capacity ? " -> fits" : " -> OUT OF MEMORY") << " (give a model and --seq-len to include activations)\n";
+    return;
+  }
+  plan_request r{};
+  r.model = in.model;
+  r.gpu_capacity = g.capacity;
+  r.gpus_per_node = in.states.gpus_per_node;
+  r.seq_len = in.act.seq_len;
+  r.recipe = in.states.recipe;
+  r.optimizer = in.states.optimizer;
+  r.impl = in.act.impl;
+  r.attention = in.act.attention;
+  plan_config c{};
+  c.stage = in.states.zero.stage;
+  c.optimizer_offload = in.states.zero.optimizer.device;
+  c.params_offload = in.states.zero.params.device;
+  c.dp = in.states.dp;
+  c.tp = in.act.tp;
+  c.pp = in.pipe.pp;
+  c.micro_batch = in.act.micro_batch;
+  c.recomputation = in.act.recomputation;
+  c = evaluate(r, c);
+  out << "  with DeepSpeed buffers and a CUDA context: " << format_bytes(c.gpu, size_unit::GiB) << " of "
+      << format_bytes(g.capacity, size_unit::GiB) << " on " << g.name << (c.headroom.count() >= 0 ? " -> fits" : " -> OUT OF MEMORY") << "\n";
+  if (c.headroom.count() >= 0) return;
+  for (const suggestion& sg : single_changes(r, c)) {
+    if (!sg.fits) continue;
+    out << "  smallest change that fits: " << sg.change << " -> " << format_bytes(sg.gpu, size_unit::GiB) << "\n";
+    return;
+  }
+  out << "  no single change fits; try `zeromem plan` for combinations\n";
 }
 
 json placement_json(const placement& p) {
@@ -469,10 +554,40 @@ json breakdown_json(const job_breakdown& job) {
           {"terms", terms}};
 }
 
-int run_scenario(const std::string& which, bool as_json, std::ostream& out) {
+void explain_scenario(std::ostream& out, const scenario& s) {
+  out << "\nExplain\n";
+  const scenario_case* fixed = nullptr;
+  for (const scenario_case& c : s.cases)
+    if (c.job.fits()) fixed = &c;
+  for (const scenario_case& c : s.cases) {
+    if (c.job.fits()) continue;
+    out << "  " << c.label << ": dominant terms\n";
+    print_dominant(out, c.job);
+    if (fixed == nullptr || c.job.terms.size() == 0) continue;
+    // What the fix changed, term by term (matched by role and name).
+    out << "  what \"" << fixed->label << "\" changes:\n";
+    for (const memory_term& t : c.job.terms) {
+      bytes after{};
+      for (const memory_term& f : fixed->job.terms)
+        if (f.role == t.role && f.term == t.term) after = f.gpu;
+      const bytes delta = after - t.gpu;
+      if (delta.count() != 0 && (delta.count() > (1LL << 28) || delta.count() < -(1LL << 28)))
+        out << "    " << t.role << " " << t.term << ": " << format_bytes(t.gpu, size_unit::GiB) << " -> "
+            << format_bytes(after, size_unit::GiB) << "\n";
+    }
+  }
+}
+
+int run_scenario(const std::string& which, bool as_json, bool explain, const std::string& svg, std::ostream& out) {
   const scenario s = find_scenario(which);
+  if (!svg.empty()) {
+    std::vector<svg_bar> bars;
+    for (const scenario_case& c : s.cases) bars.push_back(bar_of(c.label, c.job));
+    write_file(svg, svg_stacked_bars("zeromem scenario " + s.name + ": per-GPU memory", bars, s.cases.front().job.gpu_capacity));
+  }
   if (!as_json) {
     out << render_scenario(s);
+    if (explain) explain_scenario(out, s);
     return 0;
   }
   json j{{"scenario", s.name}, {"title", s.title}, {"configuration", s.configuration}, {"findings", s.findings}};
@@ -485,6 +600,129 @@ int run_scenario(const std::string& which, bool as_json, std::ostream& out) {
     j["cases"].push_back(item);
   }
   out << j.dump(2) << "\n";
+  return 0;
+}
+
+// ---- plan -----------------------------------------------------------------------------------------
+
+struct plan_args {
+  std::string model;
+  std::string hf_config;
+  std::string gpu;
+  std::int64_t gpus = 8;
+  std::int64_t nodes = 1;
+  std::string host_memory;
+  std::int64_t seq_len = 0;
+  std::int64_t global_batch = 0;
+  std::string precision_name = "mixed-bf16";
+  std::string optimizer_name = "adamw";
+  std::string implementation_name = "fused";
+  std::string attention_name = "flash";
+  std::string min_headroom = "0GiB";
+  std::int64_t max_micro_batch = 16;
+  std::size_t top = 10;
+  std::string svg;
+  bool json = false;
+};
+
+void add_plan(CLI::App& app, plan_args& a) {
+  auto* model = app.add_option("--model", a.model, "preset (see zeromem estimate --help)");
+  auto* hf = app.add_option("--hf-config", a.hf_config, "a Hugging Face config.json");
+  model->excludes(hf);
+  app.add_option("--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s")->required();
+  app.add_option("--gpus", a.gpus, "GPUs per node")->capture_default_str();
+  app.add_option("--nodes", a.nodes, "nodes")->capture_default_str();
+  app.add_option("--host-memory", a.host_memory, "host RAM per node, e.g. 1TB or 760GB (offload must fit in it)");
+  app.add_option("--seq-len", a.seq_len, "tokens per sequence")->required();
+  app.add_option("--global-batch", a.global_batch, "sequences per step (dp x micro-batch must divide it)");
+  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32")->capture_default_str();
+  app.add_option("--optimizer", a.optimizer_name, "adamw, adam, sgd, ...")->capture_default_str();
+  app.add_option("--implementation", a.implementation_name, "paper | eager | fused | hf-eager")->capture_default_str();
+  app.add_option("--attention", a.attention_name, "eager | flash")->capture_default_str();
+  app.add_option("--min-headroom", a.min_headroom, "keep at least this much free per GPU, e.g. 4GiB")->capture_default_str();
+  app.add_option("--max-micro-batch", a.max_micro_batch, "largest micro-batch tried (powers of 2)")->capture_default_str();
+  app.add_option("--top", a.top, "configurations to print")->capture_default_str();
+  app.add_option("--svg", a.svg, "write memory against micro-batch for the best configuration to this file");
+  app.add_flag("--json", a.json, "print JSON with a configs array");
+}
+
+json plan_config_json(const plan_config& c) {
+  return {{"zero_stage", c.stage},
+          {"offload_optimizer", std::string(name(c.optimizer_offload))},
+          {"offload_params", std::string(name(c.params_offload))},
+          {"dp", c.dp},
+          {"tp", c.tp},
+          {"pp", c.pp},
+          {"sequence_parallel", c.tp > 1},
+          {"micro_batch", c.micro_batch},
+          {"recompute", std::string(name(c.recomputation))},
+          {"per_gpu_bytes", c.gpu.count()},
+          {"headroom_bytes", c.headroom.count()},
+          {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}};
+}
+
+int run_plan(const plan_args& a, std::ostream& out) {
+  if (a.model.empty() == a.hf_config.empty()) detail::fail("plan needs a model: --model PRESET or --hf-config FILE");
+  plan_request r{};
+  r.model = !a.model.empty() ? find_preset(a.model).config : read_hf_config(a.hf_config);
+  const gpu_model& g = find_gpu(a.gpu);
+  r.gpu_capacity = g.capacity;
+  r.gpus_per_node = a.gpus;
+  r.nodes = a.nodes;
+  if (!a.host_memory.empty()) r.host_memory = bytes_of(parse_size(a.host_memory, "the host memory (--host-memory)"));
+  r.seq_len = a.seq_len;
+  r.global_batch = a.global_batch;
+  r.recipe = recipe_of(parse_precision(a.precision_name));
+  r.optimizer.kind = parse_optimizer(a.optimizer_name);
+  r.impl = parse_implementation(a.implementation_name);
+  r.attention = parse_attention(a.attention_name);
+  r.min_headroom = bytes_of(parse_size(a.min_headroom, "the minimum headroom (--min-headroom)"));
+  r.max_micro_batch = a.max_micro_batch;
+  r.max_results = a.top;
+  const plan_result p = plan(r);
+  if (!a.svg.empty() && !p.configs.empty()) {
+    std::vector<svg_point> points;
+    for (std::int64_t mb = 1; mb <= r.max_micro_batch; mb *= 2) {
+      plan_config c = p.configs.front();
+      c.micro_batch = mb;
+      points.push_back({std::to_string(mb), evaluate(r, c).gpu});
+    }
+    const plan_config& best = p.configs.front();
+    write_file(a.svg, svg_line("zeromem plan: per-GPU memory of the best configuration (ZeRO " + std::to_string(best.stage) + ", dp " +
+                                   std::to_string(best.dp) + ", tp " + std::to_string(best.tp) + ", pp " + std::to_string(best.pp) +
+                                   ", recompute " + std::string(name(best.recomputation)) + ")",
+                               "micro-batch", points, g.capacity));
+  }
+  if (a.json) {
+    json j{{"gpu", std::string(g.name)}, {"capacity_bytes", g.capacity.count()}, {"gpus", r.gpus_per_node * r.nodes},
+           {"objective", p.objective}, {"evaluated", p.evaluated}, {"fitting", p.fitting}};
+    j["configs"] = json::array();
+    for (const plan_config& c : p.configs) j["configs"].push_back(plan_config_json(c));
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "zeromem plan: " << format_count(count_parameters(r.model).total.count()) << " parameters on " << r.nodes << " x "
+      << r.gpus_per_node << " " << g.name << " (" << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len
+      << " tokens per sequence\n";
+  out << "  evaluated " << p.evaluated << " configurations; " << p.fitting << " fit\n";
+  out << "  ranked by: " << p.objective << "\n";
+  out << "  per GPU: model states + activations (" << name(r.impl) << ", " << name(r.attention)
+      << " attention) + DeepSpeed buffers + a CUDA context\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %4s %-5s %-14s %4s %4s %4s %6s %-9s %12s %12s %14s\n", "rank", "ZeRO", "offload", "dp", "tp", "pp",
+                "micro", "recompute", "per GPU", "headroom", "host per node");
+  out << line;
+  int rank = 1;
+  for (const plan_config& c : p.configs) {
+    const std::string offload = c.params_offload != offload_device::none ? "params+optim" : c.optimizer_offload != offload_device::none ? "optimizer" : "none";
+    std::snprintf(line, sizeof line, "  %4d %-5d %-14s %4lld %4lld %4lld %6lld %-9s %12s %12s %14s\n", rank++, c.stage, offload.c_str(),
+                  static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp),
+                  static_cast<long long>(c.micro_batch), std::string(name(c.recomputation)).c_str(),
+                  format_bytes(c.gpu, size_unit::GiB).c_str(), format_bytes(c.headroom, size_unit::GiB).c_str(),
+                  format_bytes(c.offloaded_per_node, size_unit::GB).c_str());
+    out << line;
+  }
+  if (p.configs.empty()) out << "  nothing fits: add GPUs, shorten sequences, or allow more host memory\n";
   return 0;
 }
 
@@ -595,6 +833,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   scapp->add_option("name", scenario_name, "orz-1.5b-ppo | logic-rl-7b-grpo | openrlhf-70b-ppo | openrlhf-zero2-vs-zero3 | easyr1-vl-7b-grpo")
       ->required();
   scapp->add_flag("--json", scenario_json, "print JSON: a cases array with label, fits, per_gpu and per_node_host");
+  bool scenario_explain = false;
+  std::string scenario_svg;
+  scapp->add_flag("--explain", scenario_explain, "the dominant terms of each failing case and what the fix changes");
+  scapp->add_option("--svg", scenario_svg, "write a stacked bar per case to this file");
+
+  plan_args pl;
+  CLI::App* planapp = app.add_subcommand("plan", "search parallelism, ZeRO stage, offload, micro-batch and recompute for configurations that fit");
+  add_plan(*planapp, pl);
 
   deepspeed_args ds;
   std::string which;
@@ -610,6 +856,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
             : app.got_subcommand(dsapp)  ? dsapp->help()
             : app.got_subcommand(kvapp)  ? kvapp->help()
             : app.got_subcommand(scapp)  ? scapp->help()
+            : app.got_subcommand(planapp) ? planapp->help()
                                          : app.help());
     return 0;
   } catch (const CLI::CallForAllHelp&) {
@@ -630,14 +877,23 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       stage_activations act{};
       if (in.has_activations) act = first_stage_activations(in.model, in.act, in.pipe);
       const stage_activations* a = in.has_activations ? &act : nullptr;
-      if (est.json)
-        out << estimate_json(in, e, a).dump(2) << "\n";
-      else
+      const bytes capacity = est.gpu.empty() ? bytes{} : find_gpu(est.gpu).capacity;
+      const job_breakdown job = estimate_breakdown(in, e, a, capacity);
+      if (!est.svg.empty())
+        write_file(est.svg, svg_stacked_bars("zeromem estimate: per-GPU memory", {bar_of("most loaded GPU", job)}, capacity));
+      if (est.json) {
+        json j = estimate_json(in, e, a);
+        if (!est.gpu.empty()) j["verdict"] = {{"gpu", est.gpu}, {"capacity_bytes", capacity.count()}, {"fits", job.gpu_fits()}};
+        out << j.dump(2) << "\n";
+      } else {
         print_estimate(out, in, e, a);
+        if (est.explain) explain_estimate(out, in, job, est.gpu);
+      }
       return 0;
     }
     if (app.got_subcommand(kvapp)) return run_kv(kv, out);
-    if (app.got_subcommand(scapp)) return run_scenario(scenario_name, scenario_json, out);
+    if (app.got_subcommand(planapp)) return run_plan(pl, out);
+    if (app.got_subcommand(scapp)) return run_scenario(scenario_name, scenario_json, scenario_explain, scenario_svg, out);
     return run_deepspeed(which, ds, out);
   } catch (const std::exception& e) {  // invalid_argument and overflow_error carry "zeromem: ..." already
     err << one_line(e.what()) << "\n";

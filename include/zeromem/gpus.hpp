@@ -1,0 +1,36 @@
+// GPUs by name with the capacity PyTorch reports as usable (torch.cuda.get_device_properties().total_memory).
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "zeromem/error.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+struct gpu_model {
+  std::string_view name;
+  bytes capacity;
+  std::string_view source;
+};
+
+// clang-format off
+inline constexpr std::array<gpu_model, 6> gpu_models{{
+    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB (REFERENCES §6; read total_memory on your device for more precision)"},
+    {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (REFERENCES §6)"},
+    {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (REFERENCES §6)"},
+    {"h100-80gb", bytes_from(79.1L, size_unit::GiB),   "REFERENCES §6: about 79.1-79.2 GiB; the lower end"},
+    {"h200",      bytes_from(139.0L, size_unit::GiB),  "about 139 GiB as lent to this project (device tool README); 141 GB nominal"},
+    {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (REFERENCES §4, §6)"},
+}};
+// clang-format on
+
+inline const gpu_model& find_gpu(std::string_view name) {
+  for (const gpu_model& g : gpu_models)
+    if (g.name == name) return g;
+  detail::fail("unknown GPU '" + std::string(name) + "'; expected one of a100-40gb, a100-80gb, a800-80gb, h100-80gb, h200, l40s");
+}
+
+}  // namespace zeromem

@@ -1,0 +1,228 @@
+// Planning: sweep ZeRO stage x offload x dp/tp/pp x micro-batch x recompute for a training job, keep the
+// configurations that fit, rank them by a stated objective; and explain an estimate: which terms dominate and
+// the smallest single change that makes an out-of-memory configuration fit. Builds values; does no I/O.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zeromem/activations.hpp"
+#include "zeromem/gpus.hpp"
+#include "zeromem/job.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/model_states.hpp"
+
+namespace zeromem {
+
+struct plan_request {
+  transformer_config model{};
+  bytes gpu_capacity{};
+  std::int64_t gpus_per_node = 8;
+  std::int64_t nodes = 1;
+  bytes host_memory{};             // per node; 0 = not checked
+  std::int64_t seq_len = 0;
+  std::int64_t global_batch = 0;   // sequences per step; 0 = any (no divisibility constraint)
+  precision_recipe recipe = recipe_of(precision::mixed_bf16);
+  optimizer_spec optimizer{};
+  runtime_overheads overheads{};
+  implementation impl = implementation::fused;   // a modern stack: fused norms, flash attention
+  attention_kind attention = attention_kind::flash;
+  std::size_t max_results = 10;
+  bytes min_headroom{};            // a configuration fits only with at least this much left; 0 by default
+  std::int64_t max_micro_batch = 16;
+};
+
+/// One configuration, evaluated.
+struct plan_config {
+  int stage = 0;
+  offload_device optimizer_offload = offload_device::none;
+  offload_device params_offload = offload_device::none;
+  std::int64_t dp = 1, tp = 1, pp = 1;
+  std::int64_t micro_batch = 1;
+  recompute recomputation = recompute::none;
+  bytes gpu{};                // per GPU: model states + activations + buffers + context
+  bytes headroom{};
+  bytes offloaded_per_node{}; // host RAM the offload takes on one node
+};
+
+struct plan_result {
+  std::vector<plan_config> configs;  // fitting, best first
+  std::int64_t evaluated = 0;
+  std::int64_t fitting = 0;
+  std::string objective;
+};
+
+inline constexpr const char* plan_objective =
+    "fewest offloaded bytes, then the least recomputation, then the fewest pipeline and tensor-parallel ranks, "
+    "then the largest micro-batch, then the most headroom";
+
+namespace detail {
+inline int recompute_rank(recompute r) { return r == recompute::none ? 0 : r == recompute::selective ? 1 : 2; }
+inline bool better(const plan_config& a, const plan_config& b) {
+  if (a.offloaded_per_node != b.offloaded_per_node) return a.offloaded_per_node < b.offloaded_per_node;
+  if (a.recomputation != b.recomputation) return recompute_rank(a.recomputation) < recompute_rank(b.recomputation);
+  if (a.pp != b.pp) return a.pp < b.pp;
+  if (a.tp != b.tp) return a.tp < b.tp;
+  if (a.micro_batch != b.micro_batch) return a.micro_batch > b.micro_batch;
+  return a.headroom > b.headroom;
+}
+}  // namespace detail
+
+/// Evaluates one configuration of a plan request.
+inline plan_config evaluate(const plan_request& r, plan_config c) {
+  training_states t{};
+  t.recipe = r.recipe;
+  t.optimizer = r.optimizer;
+  t.zero.stage = c.stage;
+  t.zero.optimizer.device = c.optimizer_offload;
+  t.zero.params.device = c.params_offload;
+  t.dp = c.dp;
+  t.gpus_per_node = r.gpus_per_node;
+  activation_config a{};
+  a.seq_len = r.seq_len;
+  a.micro_batch = c.micro_batch;
+  a.tp = c.tp;
+  a.sequence_parallel = c.tp > 1;
+  a.recomputation = c.recomputation;
+  a.attention = r.attention;
+  a.impl = r.impl;
+  const pipeline_config p{c.pp, 1, 0};
+  c.gpu = training_gpu_bytes(r.model, t, a, p, r.overheads);
+  c.headroom = r.gpu_capacity - c.gpu;
+  t.params = parameters_per_rank(r.model, c.tp, c.pp).most_loaded;
+  c.offloaded_per_node = estimate_model_states(t).host_per_node();
+  return c;
+}
+
+/// Sweeps the configurations of `r` and returns those that fit, ranked by plan_objective.
+inline plan_result plan(const plan_request& r) {
+  validate(r.model);
+  detail::require_positive(r.gpus_per_node, "GPUs per node");
+  detail::require_positive(r.nodes, "the node count");
+  detail::require_positive(r.seq_len, "the sequence length");
+  if (r.gpu_capacity.count() <= 0) detail::fail("the GPU capacity must be positive; pass --gpu");
+  if (r.global_batch < 0) detail::fail("the global batch cannot be negative; pass 0 for any");
+  detail::require_positive(r.max_micro_batch, "the largest micro-batch");
+  if (r.min_headroom.count() < 0) detail::fail("the minimum headroom cannot be negative");
+  const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
+  plan_result out{};
+  out.objective = plan_objective;
+  struct zero_option {
+    int stage;
+    offload_device optimizer, params;
+  };
+  const zero_option zero_options[] = {{0, offload_device::none, offload_device::none},
+                                      {1, offload_device::none, offload_device::none},
+                                      {2, offload_device::none, offload_device::none},
+                                      {3, offload_device::none, offload_device::none},
+                                      {1, offload_device::cpu, offload_device::none},
+                                      {2, offload_device::cpu, offload_device::none},
+                                      {3, offload_device::cpu, offload_device::none},
+                                      {3, offload_device::cpu, offload_device::cpu}};
+  std::vector<plan_config> fitting;
+  for (std::int64_t tp = 1; tp <= r.gpus_per_node && tp <= r.model.heads; tp *= 2) {
+    if (r.model.heads % tp != 0 || r.model.ffn % tp != 0 || (r.model.kv_heads % tp != 0 && tp % r.model.kv_heads != 0)) continue;
+    for (std::int64_t pp = 1; pp <= r.model.layers && tp * pp <= gpus; pp *= 2) {
+      if (gpus % (tp * pp) != 0) continue;
+      const std::int64_t dp = gpus / (tp * pp);
+      for (const zero_option& z : zero_options) {
+        if (z.stage > 0 && dp == 1 && z.optimizer == offload_device::none) continue;  // stages 1-3 shard nothing at dp 1
+        for (std::int64_t micro = 1; micro <= r.max_micro_batch; micro *= 2) {
+          if (r.global_batch > 0 && r.global_batch % (dp * micro) != 0) continue;
+          for (recompute rc : {recompute::none, recompute::selective, recompute::full}) {
+            plan_config c{};
+            c.stage = z.stage;
+            c.optimizer_offload = z.optimizer;
+            c.params_offload = z.params;
+            c.dp = dp;
+            c.tp = tp;
+            c.pp = pp;
+            c.micro_batch = micro;
+            c.recomputation = rc;
+            c = evaluate(r, c);
+            ++out.evaluated;
+            const bool host_ok = r.host_memory.count() == 0 || c.offloaded_per_node <= r.host_memory;
+            if (c.headroom >= r.min_headroom && host_ok) fitting.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  out.fitting = static_cast<std::int64_t>(fitting.size());
+  std::sort(fitting.begin(), fitting.end(), detail::better);
+  if (fitting.size() > r.max_results) fitting.resize(r.max_results);
+  out.configs = std::move(fitting);
+  return out;
+}
+
+// ---- explain ------------------------------------------------------------------------------------
+
+struct named_bytes {
+  std::string name;
+  bytes value;
+};
+
+/// The largest terms of a breakdown, largest first, with their share of the total.
+inline std::vector<named_bytes> dominant_terms(const job_breakdown& job, std::size_t count = 3) {
+  std::vector<named_bytes> terms;
+  for (const memory_term& t : job.terms)
+    if (t.gpu.count() > 0) terms.push_back({t.role + " " + t.term, t.gpu});
+  std::sort(terms.begin(), terms.end(), [](const named_bytes& a, const named_bytes& b) { return a.value > b.value; });
+  if (terms.size() > count) terms.resize(count);
+  return terms;
+}
+
+/// Single changes to a configuration, cheapest first (in throughput and complexity); the first that fits is
+/// the suggestion. Each returns the per-GPU bytes after the change.
+struct suggestion {
+  std::string change;
+  bytes gpu{};
+  bool fits = false;
+};
+
+inline std::vector<suggestion> single_changes(const plan_request& r, const plan_config& c) {
+  std::vector<suggestion> out;
+  const auto try_change = [&](const std::string& what, plan_config changed) {
+    changed = evaluate(r, changed);
+    const bool host_ok = r.host_memory.count() == 0 || changed.offloaded_per_node <= r.host_memory;
+    out.push_back({what, changed.gpu, changed.headroom >= r.min_headroom && host_ok});
+  };
+  if (c.recomputation == recompute::none) {
+    plan_config s = c;
+    s.recomputation = recompute::selective;
+    try_change("selective recompute", s);
+  }
+  if (c.recomputation != recompute::full) {
+    plan_config s = c;
+    s.recomputation = recompute::full;
+    try_change("full recompute (gradient checkpointing)", s);
+  }
+  if (c.micro_batch > 1) {
+    plan_config s = c;
+    s.micro_batch = c.micro_batch / 2;
+    try_change("micro-batch " + std::to_string(s.micro_batch), s);
+  }
+  for (int stage = c.stage + 1; stage <= 3 && c.dp > 1; ++stage) {
+    plan_config s = c;
+    s.stage = stage;
+    try_change("ZeRO stage " + std::to_string(stage), s);
+  }
+  if (c.optimizer_offload == offload_device::none && (c.stage >= 1 || c.dp == 1)) {
+    plan_config s = c;
+    s.stage = c.stage == 0 ? 1 : c.stage;
+    s.optimizer_offload = offload_device::cpu;
+    try_change("offload the optimizer to CPU", s);
+  }
+  if (c.params_offload == offload_device::none) {
+    plan_config s = c;
+    s.stage = 3;
+    s.optimizer_offload = offload_device::cpu;
+    s.params_offload = offload_device::cpu;
+    try_change("ZeRO-3 with parameters and optimizer on CPU", s);
+  }
+  return out;
+}
+
+}  // namespace zeromem

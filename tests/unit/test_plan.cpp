@@ -1,0 +1,116 @@
+// The planner and explanations: every configuration it keeps fits, the ranking follows its stated objective,
+// and the numbers agree with the estimate functions they come from.
+#include "catch.hpp"
+#include "zeromem/plan.hpp"
+#include "zeromem/svg.hpp"
+
+using namespace zeromem;
+using namespace zeromem::literals;
+
+namespace {
+plan_request request(const char* model, std::int64_t nodes) {
+  plan_request r{};
+  r.model = preset_config(model);
+  r.gpu_capacity = find_gpu("a100-80gb").capacity;
+  r.gpus_per_node = 8;
+  r.nodes = nodes;
+  r.seq_len = 4096;
+  r.max_results = 1000;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("GPU capacities", "[plan]") {
+  CHECK(find_gpu("a100-80gb").capacity.count() == 85'201'413'734);  // 79.35 x 2^30, rounded
+  CHECK(find_gpu("l40s").capacity == bytes_from(44.42L, size_unit::GiB));
+  CHECK_THROWS_WITH(find_gpu("v100"), Catch::Matchers::Contains("unknown GPU 'v100'; expected one of a100-40gb"));
+}
+
+TEST_CASE("plan keeps only fitting configurations, ranked by its objective", "[plan]") {
+  for (auto [model, nodes] : {std::pair{"llama-2-7b", 1}, std::pair{"llama-3-70b", 4}}) {
+    const plan_request r = request(model, nodes);
+    const plan_result p = plan(r);
+    INFO(model);
+    CHECK(p.evaluated > 1000);  // thousands of configurations
+    REQUIRE(p.fitting > 0);
+    REQUIRE(!p.configs.empty());
+    for (std::size_t i = 0; i < p.configs.size(); ++i) {
+      const plan_config& c = p.configs[i];
+      CHECK(c.gpu <= r.gpu_capacity);
+      CHECK(c.dp * c.tp * c.pp == 8 * nodes);
+      CHECK(evaluate(r, c).gpu == c.gpu);  // the same numbers as evaluating it again
+      if (i > 0) CHECK_FALSE(detail::better(c, p.configs[i - 1]));
+    }
+    // The best needs no offload and no recomputation: a 7B model on 8 A100s, and a 70B on 32, both do.
+    CHECK(p.configs.front().offloaded_per_node.count() == 0);
+    CHECK(p.configs.front().recomputation == recompute::none);
+  }
+  // Llama-2-7B's best: ZeRO-3 over 8 GPUs, no model parallelism, the largest micro-batch that fits.
+  const plan_config best = plan(request("llama-2-7b", 1)).configs.front();
+  CHECK(best.stage == 3);
+  CHECK(best.dp == 8);
+  CHECK(best.tp == 1);
+  CHECK(best.pp == 1);
+  plan_config bigger = best;
+  bigger.micro_batch *= 2;
+  CHECK(evaluate(request("llama-2-7b", 1), bigger).gpu > find_gpu("a100-80gb").capacity);
+}
+
+TEST_CASE("plan honours host memory, headroom and the global batch", "[plan]") {
+  plan_request r = request("llama-3-70b", 1);  // 70B on one node: needs offload
+  r.host_memory = 2_TB;
+  const plan_result offload = plan(r);
+  REQUIRE(!offload.configs.empty());
+  for (const plan_config& c : offload.configs) CHECK(c.offloaded_per_node <= 2_TB);
+  r.host_memory = 100_GB;  // too little for 12+ B/param of 70B on the host
+  for (const plan_config& c : plan(r).configs) CHECK(c.offloaded_per_node <= 100_GB);
+  r = request("llama-2-7b", 1);
+  r.min_headroom = 20_GiB;
+  for (const plan_config& c : plan(r).configs) CHECK(c.headroom >= 20_GiB);
+  r = request("llama-2-7b", 1);
+  r.global_batch = 24;
+  for (const plan_config& c : plan(r).configs) CHECK(24 % (c.dp * c.micro_batch) == 0);
+  r.seq_len = 0;
+  CHECK_THROWS_WITH(plan(r), Catch::Matchers::Contains("sequence length, got 0"));
+}
+
+TEST_CASE("single changes suggest the cheapest fix first", "[plan]") {
+  // Llama-2-7B, ZeRO-1 over 8, micro-batch 4, no recompute: does not fit; selective or full recompute come first.
+  const plan_request r = request("llama-2-7b", 1);
+  plan_config c{};
+  c.stage = 1;
+  c.dp = 8;
+  c.micro_batch = 4;
+  c = evaluate(r, c);
+  REQUIRE(c.headroom.count() < 0);
+  const std::vector<suggestion> s = single_changes(r, c);
+  REQUIRE(!s.empty());
+  CHECK(s.front().change == "selective recompute");
+  bool any_fits = false;
+  for (const suggestion& x : s) any_fits = any_fits || x.fits;
+  CHECK(any_fits);
+}
+
+TEST_CASE("dominant terms are the largest, largest first", "[plan]") {
+  job_breakdown job{};
+  job.add("a", "small", 1_GiB);
+  job.add("a", "large", 10_GiB);
+  job.add("b", "middle", 5_GiB);
+  job.add("b", "tiny", 1_MiB);
+  const std::vector<named_bytes> d = dominant_terms(job, 2);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].name == "a large");
+  CHECK(d[1].name == "b middle");
+}
+
+TEST_CASE("SVG charts carry their numbers and escape text", "[svg]") {
+  const std::string bars = svg_stacked_bars("a <title> & more", {{"GPU 0", {{"weights", 10_GiB}, {"KV cache", 5_GiB}}}}, 80_GiB);
+  CHECK(bars.rfind("<?xml", 0) == 0);
+  CHECK(bars.find("</svg>") != std::string::npos);
+  CHECK(bars.find("15.00 GiB") != std::string::npos);       // the bar's total
+  CHECK(bars.find("capacity 80.00 GiB") != std::string::npos);
+  CHECK(bars.find("a &lt;title&gt; &amp; more") != std::string::npos);
+  const std::string line = svg_line("t", "micro-batch", {{"1", 2_GiB}, {"2", 4_GiB}}, 80_GiB);
+  CHECK(line.find("4.00 GiB") != std::string::npos);
+  CHECK_THROWS_WITH(svg_stacked_bars("t", {}, 80_GiB), Catch::Matchers::Contains("at least one bar"));
+}
