@@ -2,7 +2,7 @@
 # Installs what zeromem needs from Debian 12 packages, and only what is missing (safe to run again).
 set -euo pipefail
 
-packages=(cmake make g++ clang libclang-rt-14-dev pkg-config python3 python3-torch libboost-dev catch2 libcli11-dev nlohmann-json3-dev)
+packages=(cmake make g++ clang libclang-rt-14-dev pkg-config python3 python3-torch libboost-dev catch2 libcli11-dev nlohmann-json3-dev libbenchmark-dev)
 
 missing=()
 for p in "${packages[@]}"; do

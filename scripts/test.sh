@@ -34,7 +34,7 @@ run_config() {
 }
 
 mkdir -p build
-run_config gcc -DCMAKE_CXX_COMPILER=g++
+run_config gcc -DCMAKE_CXX_COMPILER=g++ -DZEROMEM_BUILD_BENCHMARKS=ON
 run_config clang -DCMAKE_CXX_COMPILER=clang++
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_config sanitize -DCMAKE_CXX_COMPILER=g++ "-DZEROMEM_SANITIZE=address,undefined"

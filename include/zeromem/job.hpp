@@ -22,7 +22,7 @@ struct runtime_overheads {
   /// Per process, outside PyTorch's allocator: the CUDA context, cuBLAS workspaces, NCCL buffers. Default: the
   /// "non-torch memory" vLLM measured for one worker (vLLM issue #15815, L40S: 0.30 GiB). Older CUDA without
   /// lazy module loading reports 723-800 MiB (PyTorch forum threads 73021, 81330): set it to your measurement.
-  bytes cuda_context = bytes_from(0.30L, size_unit::GiB);
+  bytes cuda_context = bytes_of_checked(322'122'547);  // 0.30 GiB, rounded to the byte
   /// DeepSpeed's reduce bucket (reduce_bucket_size elements of 16-bit gradients, default 5e8) counted once, or
   /// twice with overlap_comm (docs config-json.md; REFERENCES §2). Stage 3 adds the prefetch bucket (5e7).
   std::int64_t reduce_bucket_size = 500'000'000;
@@ -56,8 +56,9 @@ constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
 /// can be checked by the compiler.
 constexpr bytes training_gpu_bytes(const transformer_config& m, training_states t, const activation_config& a,
                                    const pipeline_config& p = {}, const runtime_overheads& o = {}) {
-  t.params = parameters_per_rank(m, a.tp, p.pp).most_loaded;
-  if (t.zero.stage == 3 && t.largest_layer.count() == 0) t.largest_layer = largest_share(count_parameters(m).largest_layer, a.tp);
+  const parameter_counts counts = count_parameters(m);
+  t.params = parameters_per_rank(m, counts, a.tp, p.pp).most_loaded;
+  if (t.zero.stage == 3 && t.largest_layer.count() == 0) t.largest_layer = largest_share(counts.largest_layer, a.tp);
   return estimate_model_states(t).gpu() + first_stage_activations(m, a, p).total + deepspeed_buffers(t.zero.stage, o) + o.cuda_context;
 }
 

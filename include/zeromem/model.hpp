@@ -181,8 +181,8 @@ struct stage_parameters {
   elements most_loaded{};
 };
 
-constexpr stage_parameters parameters_per_rank(const transformer_config& m, std::int64_t tp, std::int64_t pp) {
-  const parameter_counts c = count_parameters(m);
+constexpr stage_parameters parameters_per_rank(const transformer_config& m, const parameter_counts& c, std::int64_t tp,
+                                               std::int64_t pp) {
   detail::require_positive(tp, "the tensor-parallel degree");
   detail::require_positive(pp, "the pipeline-parallel degree");
   if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(pp), "lower pp");
@@ -194,6 +194,9 @@ constexpr stage_parameters parameters_per_rank(const transformer_config& m, std:
   r.last_stage = pp == 1 ? r.first_stage : largest_share(layers + head, tp);
   r.most_loaded = r.first_stage > r.last_stage ? r.first_stage : r.last_stage;
   return r;
+}
+constexpr stage_parameters parameters_per_rank(const transformer_config& m, std::int64_t tp, std::int64_t pp) {
+  return parameters_per_rank(m, count_parameters(m), tp, pp);
 }
 
 // ---- presets ------------------------------------------------------------------------------------

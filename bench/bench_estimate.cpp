@@ -1,0 +1,162 @@
+// Google Benchmark: one full training estimate through the typed library against the same formulas written
+// by hand with plain doubles, and a plan sweep. Run: build/.../bench/zeromem_bench (Release build).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "zeromem/zeromem.hpp"
+
+namespace {
+using namespace zeromem;
+
+// The job: Llama-2-7B, mixed bf16 AdamW, ZeRO-3 over 8 GPUs, s tokens, micro-batch 1, fused kernels, flash
+// attention, no recompute, with DeepSpeed buffers and a CUDA context.
+training_states job_states() {
+  training_states t{};
+  t.zero.stage = 3;
+  t.dp = 8;
+  return t;
+}
+activation_config job_activations(std::int64_t seq) {
+  activation_config a{};
+  a.seq_len = seq;
+  a.attention = attention_kind::flash;
+  a.impl = implementation::fused;
+  return a;
+}
+
+std::int64_t typed_estimate(const transformer_config& m, std::int64_t seq) {
+  return training_gpu_bytes(m, job_states(), job_activations(seq)).count();
+}
+
+// The same formulas, hand-written with plain doubles (what a units-free implementation would do).
+double raw_estimate(double h, double layers, double heads, double kv, double ffn, double vocab, double seq) {
+  const double d = h / heads;
+  const double attention = h * heads * d + 2 * h * kv * d + heads * d * h;
+  const double layer = attention + 3 * h * ffn + 2 * h;
+  const double params = vocab * h + layers * layer + h + vocab * h;
+  const double largest = std::max(vocab * h, std::max(h * ffn, ffn * h));
+  const double dp = 8;
+  const double states = std::ceil(2 * params / dp) * 2 + std::ceil(4 * params / dp) + std::ceil(8 * params / dp) + 4 * largest;
+  const double s = seq, sb = s, sbh = s * h, a = 2;
+  const double norm = a * sbh + 4 * sb;
+  const double per_layer = 2 * norm + a * sbh + a * sb * heads * d + 2 * a * sb * kv * d + 4 * heads * s + a * sb * heads * d +
+                           a * sbh + 3 * a * sb * ffn;
+  const double activations = per_layer * layers + 8 * sb + 2 * a * sbh + 4 * sb * vocab;
+  const double buffers = 5e8 * 2 * 2 + 5e7 * 2;
+  const double context = std::round(0.30 * 1073741824.0);
+  return states + activations + buffers + context;
+}
+
+const transformer_config& llama() {
+  static const transformer_config m = find_preset("llama-2-7b").config;
+  return m;
+}
+
+std::int64_t typed_states(elements n, std::int64_t dp);
+std::int64_t raw_states(std::int64_t n, std::int64_t dp);
+
+void check_agreement() {  // the comparisons are only fair if both sides compute the same number
+  if (typed_states(elements_of(6'738'415'616LL), 8) != raw_states(6'738'415'616LL, 8)) {
+    std::fprintf(stderr, "zeromem_bench: typed and raw model states disagree\n");
+    std::exit(1);
+  }
+  for (std::int64_t seq : {1024, 4096, 8192}) {
+    const double raw = raw_estimate(4096, 32, 32, 32, 11008, 32000, static_cast<double>(seq));
+    const std::int64_t typed = typed_estimate(llama(), seq);
+    if (static_cast<double>(typed) != raw) {
+      std::fprintf(stderr, "zeromem_bench: typed %lld B and raw %.0f B disagree at seq %lld\n", static_cast<long long>(typed), raw,
+                   static_cast<long long>(seq));
+      std::exit(1);
+    }
+  }
+  std::printf("zeromem_bench: typed and raw agree; Llama-2-7B ZeRO-3 dp 8 at 4096 tokens: %lld B per GPU\n",
+              static_cast<long long>(typed_estimate(llama(), 4096)));
+}
+
+void BM_TrainingEstimate(benchmark::State& state) {
+  transformer_config m = llama();
+  std::int64_t seq = 4096;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(m);
+    benchmark::DoNotOptimize(seq);
+    benchmark::DoNotOptimize(typed_estimate(m, seq));
+  }
+}
+BENCHMARK(BM_TrainingEstimate);
+
+void BM_TrainingEstimateRaw(benchmark::State& state) {
+  double h = 4096, layers = 32, heads = 32, kv = 32, ffn = 11008, vocab = 32000, seq = 4096;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(h);
+    benchmark::DoNotOptimize(seq);
+    benchmark::DoNotOptimize(raw_estimate(h, layers, heads, kv, ffn, vocab, seq));
+  }
+}
+BENCHMARK(BM_TrainingEstimateRaw);
+
+// The units alone: the model-state terms of one rank through the typed API, and the identical checked integer
+// arithmetic on plain int64 (same overflow checks, same rounding). Equal times mean the units vanish.
+std::int64_t typed_states(elements n, std::int64_t dp) {
+  const bytes w = largest_share(n * size_of(dtype::bf16), dp);
+  const bytes g = largest_share(n * size_of(dtype::bf16), dp);
+  const bytes m = largest_share(n * size_of(dtype::fp32), dp);
+  const bytes o = largest_share(n * (size_of(dtype::fp32) * 2), dp);
+  return (w + g + m + o).count();
+}
+std::int64_t raw_states(std::int64_t n, std::int64_t dp) {
+  const auto storage = [](std::int64_t count, std::int64_t bits) { return detail::ceil_div(detail::checked_mul(count, bits), 8); };
+  const auto share = [&](std::int64_t total) { return detail::ceil_div(total, detail::require_positive(dp, "the number of shards")); };
+  const std::int64_t w = share(storage(n, 16)), g = share(storage(n, 16)), m = share(storage(n, 32)), o = share(storage(n, 64));
+  return detail::checked_add(detail::checked_add(detail::checked_add(w, g), m), o);
+}
+
+void BM_UnitsTyped(benchmark::State& state) {
+  elements n = elements_of(6'738'415'616LL);
+  std::int64_t dp = 8;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(n);
+    benchmark::DoNotOptimize(dp);
+    benchmark::DoNotOptimize(typed_states(n, dp));
+  }
+}
+BENCHMARK(BM_UnitsTyped);
+
+void BM_UnitsRawInt64(benchmark::State& state) {
+  std::int64_t n = 6'738'415'616LL;
+  std::int64_t dp = 8;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(n);
+    benchmark::DoNotOptimize(dp);
+    benchmark::DoNotOptimize(raw_states(n, dp));
+  }
+}
+BENCHMARK(BM_UnitsRawInt64);
+
+void BM_PlanSweep(benchmark::State& state) {
+  plan_request r{};
+  r.model = find_preset("llama-3-70b").config;
+  r.gpu_capacity = find_gpu("a100-80gb").capacity;
+  r.nodes = 4;
+  r.seq_len = 4096;
+  std::int64_t evaluated = 0;
+  for (auto _ : state) {
+    const plan_result p = plan(r);
+    evaluated += p.evaluated;
+    benchmark::DoNotOptimize(p.configs.data());
+  }
+  state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(evaluated), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PlanSweep);
+}  // namespace
+
+int main(int argc, char** argv) {
+  check_agreement();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
