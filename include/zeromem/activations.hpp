@@ -276,19 +276,16 @@ constexpr std::string_view name(implementation i) {
 }
 
 inline recompute parse_recompute(std::string_view s) {
-  for (recompute r : {recompute::none, recompute::selective, recompute::full})
-    if (name(r) == s) return r;
-  detail::fail("unknown recompute '" + std::string(s) + "'; expected one of none, selective, full");
+  static constexpr recompute all[] = {recompute::none, recompute::selective, recompute::full};
+  return detail::parse_named(s, all, "recompute");
 }
 inline attention_kind parse_attention(std::string_view s) {
-  for (attention_kind k : {attention_kind::eager, attention_kind::flash})
-    if (name(k) == s) return k;
-  detail::fail("unknown attention '" + std::string(s) + "'; expected eager or flash");
+  static constexpr attention_kind all[] = {attention_kind::eager, attention_kind::flash};
+  return detail::parse_named(s, all, "attention");
 }
 inline implementation parse_implementation(std::string_view s) {
-  for (implementation i : {implementation::paper, implementation::eager, implementation::fused, implementation::hf_eager})
-    if (name(i) == s) return i;
-  detail::fail("unknown implementation '" + std::string(s) + "'; expected one of paper, eager, fused, hf-eager");
+  static constexpr implementation all[] = {implementation::paper, implementation::eager, implementation::fused, implementation::hf_eager};
+  return detail::parse_named(s, all, "implementation");
 }
 
 }  // namespace zeromem

@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace zeromem {
@@ -94,6 +95,17 @@ constexpr std::int64_t to_i64(I n) {
     if (n > static_cast<std::make_unsigned_t<std::int64_t>>(i64_max)) fail_overflow("an integer argument");
   }
   return static_cast<std::int64_t>(n);
+}
+
+// Parses an enum from its name(): the value whose name(v) equals text, or a clear error listing the names.
+template <class E, std::size_t N>
+E parse_named(std::string_view text, const E (&values)[N], const char* what) {
+  std::string expected;
+  for (E v : values) {
+    if (name(v) == text) return v;
+    expected += (expected.empty() ? "" : ", ") + std::string(name(v));
+  }
+  fail("unknown " + std::string(what) + " '" + std::string(text) + "'; expected one of " + expected);
 }
 
 // A positive degree (data-parallel size, GPUs per node, ...): rejects zero and negatives by name.

@@ -53,9 +53,8 @@ constexpr std::string_view name(precision p) {
 }
 
 inline precision parse_precision(std::string_view s) {
-  for (precision p : {precision::mixed_bf16, precision::mixed_fp16, precision::bf16, precision::fp16, precision::fp32})
-    if (name(p) == s) return p;
-  detail::fail("unknown precision '" + std::string(s) + "'; expected one of mixed-bf16, mixed-fp16, bf16, fp16, fp32");
+  static constexpr precision all[] = {precision::mixed_bf16, precision::mixed_fp16, precision::bf16, precision::fp16, precision::fp32};
+  return detail::parse_named(s, all, "precision");
 }
 
 enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion };
@@ -74,11 +73,10 @@ constexpr std::string_view name(optimizer_kind o) {
 }
 
 inline optimizer_kind parse_optimizer(std::string_view s) {
-  for (optimizer_kind o : {optimizer_kind::adam, optimizer_kind::adamw, optimizer_kind::sgd, optimizer_kind::sgd_momentum,
-                           optimizer_kind::adam_8bit, optimizer_kind::adafactor, optimizer_kind::lion})
-    if (name(o) == s) return o;
-  detail::fail("unknown optimizer '" + std::string(s) +
-               "'; expected one of adam, adamw, sgd, sgd-momentum, adam-8bit, adafactor, lion");
+  static constexpr optimizer_kind all[] = {optimizer_kind::adam,      optimizer_kind::adamw,     optimizer_kind::sgd,
+                                           optimizer_kind::sgd_momentum, optimizer_kind::adam_8bit, optimizer_kind::adafactor,
+                                           optimizer_kind::lion};
+  return detail::parse_named(s, all, "optimizer");
 }
 
 struct optimizer_spec {

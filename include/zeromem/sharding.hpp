@@ -22,9 +22,8 @@ constexpr std::string_view name(offload_device d) {
 }
 
 inline offload_device parse_offload_device(std::string_view s) {
-  for (offload_device d : {offload_device::none, offload_device::cpu, offload_device::nvme})
-    if (name(d) == s) return d;
-  detail::fail("unknown offload device '" + std::string(s) + "'; expected one of none, cpu, nvme");
+  static constexpr offload_device all[] = {offload_device::none, offload_device::cpu, offload_device::nvme};
+  return detail::parse_named(s, all, "offload device");
 }
 
 /// DeepSpeed `offload_optimizer` / `offload_param` sections (docs/_pages/config-json.md).

@@ -30,6 +30,19 @@ std::size_t lines(const std::string& s) {
   for (char c : s) n += c == '\n';
   return n;
 }
+// Each command must fail cleanly: exit code 2, one line on stderr starting "zeromem: ", nothing on stdout.
+void check_rejected(const std::vector<std::vector<std::string>>& commands) {
+  for (const auto& args : commands) {
+    const result r = run(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("zeromem " << joined << "-> " << r.err);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.rfind("zeromem: ", 0) == 0);
+    CHECK(r.out.empty());
+  }
+}
 }  // namespace
 
 TEST_CASE("estimate reproduces the ZeRO paper through the CLI", "[cli][published]") {
@@ -121,16 +134,7 @@ TEST_CASE("bad input: one line on stderr and exit code 2", "[cli][errors]") {
       {},
       {"frobnicate"},
   };
-  for (const auto& args : bad) {
-    const result r = run(args);
-    std::string joined;
-    for (const auto& a : args) joined += a + " ";
-    INFO("zeromem " << joined << "-> " << r.err);
-    CHECK(r.code == 2);
-    CHECK(lines(r.err) == 1);
-    CHECK(r.err.rfind("zeromem: ", 0) == 0);
-    CHECK(r.out.empty());
-  }
+  check_rejected(bad);
 }
 
 TEST_CASE("help and version exit 0", "[cli]") {
@@ -194,15 +198,7 @@ TEST_CASE("model and activation flags: bad input exits 2 with one line", "[cli][
       {"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad/unsupported.json"},
       {"estimate", "--params", "7B", "--tp", "2"},
   };
-  for (const auto& args : bad) {
-    const result r = run(args);
-    std::string joined;
-    for (const auto& a : args) joined += a + " ";
-    INFO("zeromem " << joined << "-> " << r.err);
-    CHECK(r.code == 2);
-    CHECK(lines(r.err) == 1);
-    CHECK(r.err.rfind("zeromem: ", 0) == 0);
-  }
+  check_rejected(bad);
 }
 
 TEST_CASE("kv reports bytes per token and in total", "[cli][kv]") {
@@ -217,17 +213,12 @@ TEST_CASE("kv reports bytes per token and in total", "[cli][kv]") {
   CHECK(k["kv_cache"]["bytes_per_token"] == 131'072);
   CHECK(k["kv_cache"]["blocks"] == 12);
   CHECK(k["kv_cache"]["total_bytes"] == 12 * 33'554'432LL);
-  for (const auto& args : std::vector<std::vector<std::string>>{{"kv", "--model", "llama-2-7b"},
-                                                               {"kv", "--model", "llama-2-7b", "--tokens", "-5"},
-                                                               {"kv", "--hidden", "4096", "--tokens", "10"},
-                                                               {"kv", "--model", "llama-2-7b", "--tokens", "10", "--dtype", "fp64"},
-                                                               {"kv", "--model", "llama-2-7b", "--tokens", "10", "--block-size", "0"},
-                                                               {"kv", "--model", "llama-2-7b", "--tokens", "10", "--sequences", "-1"}}) {
-    const result r = run(args);
-    INFO(r.err);
-    CHECK(r.code == 2);
-    CHECK(lines(r.err) == 1);
-  }
+  check_rejected({{"kv", "--model", "llama-2-7b"},
+                  {"kv", "--model", "llama-2-7b", "--tokens", "-5"},
+                  {"kv", "--hidden", "4096", "--tokens", "10"},
+                  {"kv", "--model", "llama-2-7b", "--tokens", "10", "--dtype", "fp64"},
+                  {"kv", "--model", "llama-2-7b", "--tokens", "10", "--block-size", "0"},
+                  {"kv", "--model", "llama-2-7b", "--tokens", "10", "--sequences", "-1"}});
 }
 
 TEST_CASE("scenario JSON has a cases array with the verdicts", "[cli][scenarios]") {
@@ -241,9 +232,7 @@ TEST_CASE("scenario JSON has a cases array with the verdicts", "[cli][scenarios]
       CHECK(c["per_node_host"].contains("total_bytes"));
     }
   }
-  const result r = run({"scenario", "nope"});
-  CHECK(r.code == 2);
-  CHECK(lines(r.err) == 1);
+  check_rejected({{"scenario", "nope"}, {"scenario", "orz-1.5b-ppo", "--svg", "/nonexistent-dir/x.svg"}});
   CHECK(run({"scenario", "orz-1.5b-ppo"}).out.find("(agrees)") != std::string::npos);
 }
 
@@ -255,15 +244,10 @@ TEST_CASE("plan prints ranked configurations; JSON has a configs array", "[cli][
   const result text = run({"plan", "--model", "llama-3-70b", "--gpu", "h100-80gb", "--nodes", "4", "--seq-len", "8192"});
   CHECK(text.code == 0);
   CHECK(text.out.find("ranked by: fewest offloaded bytes") != std::string::npos);
-  for (const auto& args : std::vector<std::vector<std::string>>{{"plan", "--model", "llama-2-7b", "--gpu", "v100", "--seq-len", "10"},
-                                                               {"plan", "--gpu", "a100-80gb", "--seq-len", "10"},
-                                                               {"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb"},
-                                                               {"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--seq-len", "10", "--host-memory", "lots"}}) {
-    const result r = run(args);
-    INFO(r.err);
-    CHECK(r.code == 2);
-    CHECK(lines(r.err) == 1);
-  }
+  check_rejected({{"plan", "--model", "llama-2-7b", "--gpu", "v100", "--seq-len", "10"},
+                  {"plan", "--gpu", "a100-80gb", "--seq-len", "10"},
+                  {"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb"},
+                  {"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--seq-len", "10", "--host-memory", "lots"}});
 }
 
 TEST_CASE("explain names the dominant terms and the smallest change", "[cli][explain]") {
