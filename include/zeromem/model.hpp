@@ -171,6 +171,40 @@ constexpr parameter_counts count_parameters(const transformer_config& m) {
   return p;
 }
 
+/// Elements of Adafactor's factored second moment over all of a model's parameters, as Hugging Face's Adafactor
+/// keeps it (optimization.py, `factored = len(shape) >= 2`): a matrix out x in keeps out + in statistics
+/// (rows shape[:-1], columns shape[:-2] + shape[-1:]); a vector keeps all its values (Shazeer & Stern 2018, Alg. 4).
+constexpr elements adafactor_second_moment_elements(const transformer_config& m) {
+  validate(m);
+  const std::int64_t h = m.hidden, d = m.head_size(), q_out = m.heads * d, kv_out = m.kv_heads * d;
+  const auto linear = [](std::int64_t in, std::int64_t out, bool bias) { return out + in + (bias ? out : 0); };
+  const auto norm = [](norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? 2 * n : n; };
+  const auto mlp = [&](std::int64_t f, bool bias) {
+    return m.mlp == mlp_kind::swiglu ? 2 * linear(h, f, bias) + linear(f, h, bias) : linear(h, f, bias) + linear(f, h, bias);
+  };
+  const std::int64_t attention = m.fused_qkv ? linear(h, q_out + 2 * kv_out, m.qkv_bias) + linear(q_out, h, m.attention_out_bias)
+                                             : linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
+                                                   linear(q_out, h, m.attention_out_bias);
+  const std::int64_t mlps = m.moe.experts > 0 ? (m.moe.experts + m.moe.shared_experts) * mlp(m.moe.expert_ffn, m.mlp_bias) +
+                                                    linear(h, m.moe.experts, m.moe.router_bias)
+                                              : mlp(m.ffn, m.mlp_bias);
+  std::int64_t total = detail::checked_mul(m.layers, attention + mlps + 2 * norm(m.norm, h));
+  total += (m.vocab + h) + norm(m.norm, h);                                    // embedding, final norm
+  if (m.positions == position_kind::learned) total += m.max_positions + h;
+  if (!m.tied_embeddings) total += m.vocab + h;                                // output layer
+  if (m.vision.blocks > 0) {
+    const vision_config& v = m.vision;
+    const std::int64_t c = v.hidden, merged = c * v.spatial_merge * v.spatial_merge;
+    const std::int64_t vmlp = v.gated_mlp ? 2 * linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases)
+                                          : linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases);
+    const std::int64_t block = linear(c, 3 * c, v.biases) + linear(c, c, v.biases) + vmlp + 2 * norm(v.norm, c);
+    // Conv3d weight (C, in, t, p, p): rows C*in*t*p, columns C*in*t*p as well (shape[:-2] + shape[-1:]).
+    const std::int64_t conv = 2 * c * v.in_channels * v.temporal_patch * v.patch;
+    total += detail::checked_mul(v.blocks, block) + conv + norm(v.norm, c) + linear(merged, merged, true) + linear(merged, v.out_hidden, true);
+  }
+  return elements_of(total);
+}
+
 /// Parameters held by one tensor- and pipeline-parallel rank. Following Megatron-LM
 /// (theoretical_memory_usage.py): the first stage holds ceil(L/p) layers and the embeddings (and the vision
 /// tower), the last stage ceil(L/p) layers, the final norm and the output layer (a copy of the embedding when

@@ -113,3 +113,15 @@ TEST_CASE("invalid architectures throw with the fix", "[model][errors]") {
   CHECK_THROWS_WITH(count_parameters(m), Catch::Matchers::Contains("the vocabulary size, got 0"));
   CHECK_THROWS_WITH(find_preset("gpt-5"), Catch::Matchers::Contains("unknown model 'gpt-5'; expected one of qwen2.5-1.5b"));
 }
+
+TEST_CASE("Adafactor's factored second moment from a model's shapes", "[model]") {
+  // GPT-2 small by hand: per layer c_attn 768 x 2304 -> 3072 + bias 2304; c_proj 1536 + 768; c_fc 3840 + 3072;
+  // c_proj 3840 + 768; two LayerNorms 4 x 768 = 3072: 22,272 per layer, x 12 = 267,264; wte 50257 + 768;
+  // wpe 1024 + 768; ln_f 1536 (tied output layer): 321,617.
+  const transformer_config gpt2 = cli::read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json");
+  CHECK(adafactor_second_moment_elements(gpt2).count() == 321'617);
+  // Llama-2-7B: per layer q, k, v, o 4 x (4096 + 4096) = 32,768, SwiGLU 3 x (11008 + 4096) = 45,312, two RMSNorms
+  // 8,192: 86,272; x 32 = 2,760,704; embedding and output layer 2 x (32000 + 4096) = 72,192; final norm 4,096:
+  // 2,836,992.
+  CHECK(adafactor_second_moment_elements(find_preset("llama-2-7b").config).count() == 2'836'992);
+}

@@ -204,6 +204,12 @@ estimate_inputs to_inputs(const estimate_args& a) {
   t.recipe.fp32_gradient_copy = a.fp32_grad_copy;
   if (!a.main_grads.empty()) t.recipe.gradients = parse_dtype(a.main_grads);
   t.optimizer.kind = parse_optimizer(a.optimizer_name);
+  if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
+    // The model's own tensor shapes, split like the parameters over tensor and pipeline ranks.
+    const elements factored = adafactor_second_moment_elements(in.model);
+    t.optimizer.adafactor_factored = elements_of(detail::ceil_div(
+        detail::checked_mul(factored.count(), t.params.count()), in.counts.total.count()));
+  }
   t.dp = a.dp;
   t.gpus_per_node = a.gpus_per_node;
   if (!a.fsdp.empty()) {
@@ -422,7 +428,8 @@ void print_estimate(std::ostream& out, const estimate_inputs& in, const model_st
         << ", profile " << name(c.impl) << "\n";
   }
   if (t.optimizer.kind == optimizer_kind::adafactor)
-    out << "  note         Adafactor without tensor shapes: its factored state is a lower bound\n";
+    out << (in.has_model ? "  note         Adafactor's factored state from the model's tensor shapes, split in proportion to the parameters\n"
+                         : "  note         Adafactor without tensor shapes: its factored state is a lower bound\n");
   if (t.zero.stage == 3 && t.largest_layer.count() == 0)
     out << "  note         ZeRO-3 gathers each layer whole; pass --largest-layer-params or a model to count it\n";
 
