@@ -152,8 +152,9 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
   m.weights = detail::place(share(t.params * size_of(r.weights), z.stage >= 3, n), z.params.device, z.params.pin_memory);
 
   // Gradients: sharded from stage 2 (ZeRO §5.1 P_os+g). With the optimizer offloaded at stage >= 2, DeepSpeed
-  // reduces each bucket straight into the fp32 gradient partition on the CPU (ZeRO-Offload, arXiv 2101.06840
-  // §4.1; stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu), so no 16-bit partition persists on the GPU.
+  // copies each reduced gradient as fp32 into the CPU partition and drops the GPU copy (ZeRO-Offload, arXiv
+  // 2101.06840 §4.1; stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu: `param.grad = None`).
+  // Not modelled: with gradient accumulation steps > 1 it also keeps a 16-bit CPU accumulation buffer.
   if (!(optimizer_offloaded && z.stage >= 2))
     m.gradients = detail::place(share(t.params * size_of(r.gradients), z.stage >= 2, n), offload_device::none, false);
 
