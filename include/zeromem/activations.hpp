@@ -134,8 +134,7 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
 }
 
 /// Activation bytes one decoder layer keeps for backward on one rank.
-constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c) {
-  validate(c, m);
+constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, detail::assume_valid_t) {
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
   const bool cpu = c.device == device_kind::cpu;
   const std::int64_t mask = cpu ? a : 1;                 // CPU: input * noise keeps noise in the input's dtype
@@ -200,6 +199,10 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   if (dropout) l.mlp_residual_mask = bytes_of(replicated(mask * sbh));  // "dropout mask: sbh"
   return l;
 }
+constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c) {
+  validate(c, m);
+  return layer_activation_bytes(m, c, detail::assume_valid);
+}
 
 /// The activations a pipeline stage holds at its peak.
 struct stage_activations {
@@ -216,15 +219,17 @@ struct stage_activations {
 
 /// The first pipeline stage (the most loaded under 1F1B: it holds p micro-batches of L/p layers), following
 /// Megatron-LM megatron/training/theoretical_memory_usage.py compute_activation_memory.
-constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
-                                                    const pipeline_config& p = {}) {
-  validate(c, m);
+constexpr void validate(const pipeline_config& p, const transformer_config& m) {
   detail::require_positive(p.pp, "the pipeline-parallel degree");
   detail::require_positive(p.virtual_stages, "the virtual pipeline stages");
   if (p.microbatches < 0) detail::fail("the number of micro-batches cannot be negative; pass 0 if unknown");
   if (p.pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(p.pp), "lower pp");
+}
+
+constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
+                                                    const pipeline_config& p, detail::assume_valid_t) {
   stage_activations st{};
-  st.per_layer = layer_activation_bytes(m, c);
+  st.per_layer = layer_activation_bytes(m, c, detail::assume_valid);
   st.layers_on_stage = detail::ceil_div(m.layers, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
   st.microbatches_in_flight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
@@ -254,6 +259,12 @@ constexpr stage_activations first_stage_activations(const transformer_config& m,
   }
   st.total = st.layers + st.input_ids + st.embedding_dropout + st.output_layer + st.logits;
   return st;
+}
+constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
+                                                    const pipeline_config& p = {}) {
+  validate(c, m);
+  validate(p, m);
+  return first_stage_activations(m, c, p, detail::assume_valid);
 }
 
 constexpr std::string_view name(recompute r) {

@@ -97,6 +97,10 @@ constexpr std::int64_t to_i64(I n) {
   return static_cast<std::int64_t>(n);
 }
 
+// Passed by callers that validated their inputs already, so that layers calling layers validate once.
+struct assume_valid_t {};
+inline constexpr assume_valid_t assume_valid{};
+
 // Parses an enum from its name(): the value whose name(v) equals text, or a clear error listing the names.
 template <class E, std::size_t N>
 E parse_named(std::string_view text, const E (&values)[N], const char* what) {

@@ -56,10 +56,14 @@ constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
 /// can be checked by the compiler.
 constexpr bytes training_gpu_bytes(const transformer_config& m, training_states t, const activation_config& a,
                                    const pipeline_config& p = {}, const runtime_overheads& o = {}) {
-  const parameter_counts counts = count_parameters(m);
+  validate(a, m);  // validates the model too
+  validate(p, m);
+  const parameter_counts counts = count_parameters(m, detail::assume_valid);
   t.params = parameters_per_rank(m, counts, a.tp, p.pp).most_loaded;
   if (t.zero.stage == 3 && t.largest_layer.count() == 0) t.largest_layer = largest_share(counts.largest_layer, a.tp);
-  return estimate_model_states(t).gpu() + first_stage_activations(m, a, p).total + deepspeed_buffers(t.zero.stage, o) + o.cuda_context;
+  validate(t);
+  return estimate_model_states(t, -1, detail::assume_valid).gpu() + first_stage_activations(m, a, p, detail::assume_valid).total +
+         deepspeed_buffers(t.zero.stage, o) + o.cuda_context;
 }
 
 /// A job declared as a type with static constexpr model(), states(), activations(), pipeline() and capacity().

@@ -113,8 +113,7 @@ constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == no
 constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
 }  // namespace detail
 
-constexpr parameter_counts count_parameters(const transformer_config& m) {
-  validate(m);
+constexpr parameter_counts count_parameters(const transformer_config& m, detail::assume_valid_t) {
   using detail::linear;
   const std::int64_t h = m.hidden, d = m.head_size();
   const std::int64_t q_out = m.heads * d, kv_out = m.kv_heads * d;
@@ -169,6 +168,10 @@ constexpr parameter_counts count_parameters(const transformer_config& m) {
   p.total = p.language_model + p.vision;
   p.largest_layer = elements_of(largest);
   return p;
+}
+constexpr parameter_counts count_parameters(const transformer_config& m) {
+  validate(m);
+  return count_parameters(m, detail::assume_valid);
 }
 
 /// Elements of Adafactor's factored second moment over all of a model's parameters, as Hugging Face's Adafactor

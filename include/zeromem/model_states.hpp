@@ -129,8 +129,7 @@ constexpr placement on_host_pinned(bytes b) { return {bytes{}, b, b, bytes{}}; }
 }  // namespace detail
 
 /// Model states of rank `rank` (0-based within the shard group), or of the most loaded rank when rank < 0.
-constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {
-  validate(t);
+constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank, detail::assume_valid_t) {
   const std::int64_t n = shard_group_of(t);
   const zero_config& z = t.zero;
   const precision_recipe& r = t.recipe;
@@ -191,6 +190,10 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
     swap += elements_of(z.param_buffer_size) * size_of(r.weights) * z.param_buffer_count;
   m.swap_buffers = detail::on_host_pinned(swap);
   return e;
+}
+constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {
+  validate(t);
+  return estimate_model_states(t, rank, detail::assume_valid);
 }
 
 }  // namespace zeromem
