@@ -14,6 +14,6 @@ int main() {
   const zeromem::scenario s = zeromem::ZEROMEM_SCENARIO();
   std::fputs(zeromem::render_scenario(s).c_str(), stdout);
   for (const zeromem::scenario_case& c : s.cases)
-    if (c.job.fits() != c.reported_fits) return 1;
+    if (c.reported && c.job.fits() != c.reported_fits) return 1;
   return 0;
 }

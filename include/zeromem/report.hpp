@@ -54,8 +54,12 @@ inline std::string render_scenario(const scenario& s) {
   std::string out = "zeromem scenario " + s.name + ": " + s.title + "\n";
   for (const std::string& c : s.configuration) out += "  " + c + "\n";
   for (const scenario_case& c : s.cases) {
-    out += "\n" + c.label + ": reported " + (c.reported_fits ? "fits" : "out of memory") + ", zeromem " +
-           (c.job.fits() ? "fits" : "out of memory") + (c.job.fits() == c.reported_fits ? " (agrees)" : " (DISAGREES)") + "\n";
+    const std::string verdict = c.job.fits() ? "fits" : "out of memory";
+    if (c.reported)
+      out += "\n" + c.label + ": reported " + (c.reported_fits ? "fits" : "out of memory") + ", zeromem " + verdict +
+             (c.job.fits() == c.reported_fits ? " (agrees)" : " (DISAGREES)") + "\n";
+    else
+      out += "\n" + c.label + ": zeromem " + verdict + " (no report for this case)\n";
     out += render_breakdown(c.job);
   }
   out += "\nFindings\n";

@@ -11,10 +11,15 @@ TEST_CASE("every scenario's verdicts agree with the reports", "[scenarios]") {
   for (const std::string& name : scenario_names()) {
     const scenario s = find_scenario(name);
     REQUIRE_FALSE(s.cases.empty());
+    int reported = 0;
     for (const scenario_case& c : s.cases) {
+      if (!c.reported) continue;
+      ++reported;
       INFO(name << ": " << c.label << " -> GPU " << to_gib(c.job.gpu_total()) << " GiB, host " << to_gb(c.job.host_total()) << " GB");
       CHECK(c.job.fits() == c.reported_fits);
     }
+    // Every scenario with a report has at least a failing and a fixed case; zero2-vs-zero3 has no report.
+    if (name != "openrlhf-zero2-vs-zero3") CHECK(reported >= 2);
     CHECK(render_scenario(s).find("DISAGREES") == std::string::npos);
   }
   CHECK_THROWS_WITH(find_scenario("gpt-oom"), Catch::Matchers::Contains("unknown scenario 'gpt-oom'; expected one of"));

@@ -603,7 +603,8 @@ int run_scenario(const std::string& which, bool as_json, bool explain, const std
     json item = breakdown_json(c.job);
     item["label"] = c.label;
     item["fits"] = c.job.fits();
-    item["reported_fits"] = c.reported_fits;
+    item["reported"] = c.reported;
+    if (c.reported) item["reported_fits"] = c.reported_fits;
     j["cases"].push_back(item);
   }
   out << j.dump(2) << "\n";
