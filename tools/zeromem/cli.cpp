@@ -263,7 +263,7 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 // The per-GPU terms of an estimate as a breakdown (model states, activations), for --explain and --svg.
-job_breakdown estimate_breakdown(const estimate_inputs& in, const model_state_estimate& e, const stage_activations* act, bytes capacity) {
+job_breakdown estimate_breakdown(const model_state_estimate& e, const stage_activations* act, bytes capacity) {
   job_breakdown job{};
   job.gpu_capacity = capacity;
   e.per_rank.for_each([&](const char* term, const placement& p) {
@@ -273,7 +273,6 @@ job_breakdown estimate_breakdown(const estimate_inputs& in, const model_state_es
     job.add("model", "activations", act->layers + act->input_ids + act->embedding_dropout + act->output_layer);
     if (act->logits.count() != 0) job.add("model", "fp32 logits", act->logits);
   }
-  (void)in;
   return job;
 }
 
@@ -886,7 +885,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       if (in.has_activations) act = first_stage_activations(in.model, in.act, in.pipe);
       const stage_activations* a = in.has_activations ? &act : nullptr;
       const bytes capacity = est.gpu.empty() ? bytes{} : find_gpu(est.gpu).capacity;
-      const job_breakdown job = estimate_breakdown(in, e, a, capacity);
+      const job_breakdown job = estimate_breakdown(e, a, capacity);
       if (!est.svg.empty())
         write_file(est.svg, svg_stacked_bars("zeromem estimate: per-GPU memory", {bar_of("most loaded GPU", job)}, capacity));
       if (est.json) {
