@@ -5,6 +5,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "helpers.hpp"
 #include "zeromem/deepspeed.hpp"
 
 using namespace zeromem;
@@ -13,12 +14,7 @@ namespace ds = zeromem::deepspeed;
 namespace {
 constexpr std::int64_t t0_params = 2'783'959'040;
 constexpr std::int64_t t0_largest = 65'798'144;
-
-std::string two_decimals_gib(bytes b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", to_gib(b));
-  return buf;
-}
+using test::gib_2dp;
 }  // namespace
 
 TEST_CASE("ZeRO-3 estimator reproduces the published T0_3B table", "[deepspeed][published]") {
@@ -33,8 +29,8 @@ TEST_CASE("ZeRO-3 estimator reproduces the published T0_3B table", "[deepspeed][
     CHECK(rows[static_cast<std::size_t>(i)].offload_param == flags[i][0]);
     CHECK(rows[static_cast<std::size_t>(i)].offload_optimizer == flags[i][1]);
     CHECK(rows[static_cast<std::size_t>(i)].zero_init == flags[i][2]);
-    CHECK(two_decimals_gib(rows[static_cast<std::size_t>(i)].cpu) == published[i][0]);
-    CHECK(two_decimals_gib(rows[static_cast<std::size_t>(i)].gpu) == published[i][1]);
+    CHECK(gib_2dp(rows[static_cast<std::size_t>(i)].cpu) == published[i][0]);
+    CHECK(gib_2dp(rows[static_cast<std::size_t>(i)].gpu) == published[i][1]);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "helpers.hpp"
 #include "zeromem/kv_cache.hpp"
 #include "zeromem/vllm.hpp"
 
@@ -15,11 +16,7 @@ transformer_config qwen25_32b() {  // Qwen2.5-32B model card: 64 layers, 40 quer
   m.hidden = 5120; m.layers = 64; m.heads = 40; m.kv_heads = 8; m.ffn = 27648; m.vocab = 152064; m.qkv_bias = true;
   return m;
 }
-std::string gib2(bytes b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", to_gib(b));
-  return buf;
-}
+using test::gib_2dp;
 }  // namespace
 
 TEST_CASE("KV bytes per token", "[kv][published]") {
@@ -71,8 +68,8 @@ TEST_CASE("vLLM per-instance budget: the published profiling log", "[vllm][publi
   tp2.tp = 2;
   c.kv_block = kv_bytes_per_block(qwen25_32b(), tp2);
   const vllm_engine_memory e = vllm_engine(c);
-  CHECK(gib2(e.budget) == "39.98");
-  CHECK(gib2(e.kv_cache) == "7.71");
+  CHECK(gib_2dp(e.budget) == "39.98");
+  CHECK(gib_2dp(e.kv_cache) == "7.71");
   CHECK(e.kv_blocks == 3946);
 }
 
