@@ -115,15 +115,15 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   detail::require_positive(c.cp, "the context-parallel degree");
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
     detail::fail_value("the dropout probability must be in [0, 1)", static_cast<long double>(c.dropout), "pass 0 for no dropout");
-  if (m.heads % c.tp != 0)
+  if (!detail::divides(c.tp, m.heads))
     detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(c.tp),
                        "pick a tp that divides the heads");
-  if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
+  if (!detail::divides(c.tp, m.kv_heads) && !detail::divides(m.kv_heads, c.tp))
     detail::fail_value("tensor parallel must divide the key/value heads or be a multiple of them",
                        static_cast<long double>(c.tp), "pick another tp");
-  if (m.ffn % c.tp != 0)
+  if (!detail::divides(c.tp, m.ffn))
     detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(c.tp), "pick another tp");
-  if (c.seq_len % c.cp != 0)
+  if (!detail::divides(c.cp, c.seq_len))
     detail::fail_value("the sequence length must divide evenly over context-parallel ranks", static_cast<long double>(c.cp),
                        "pick a cp that divides the sequence length");
   if (c.cp > 1 && c.attention != attention_kind::flash)
@@ -139,10 +139,11 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   const bool cpu = c.device == device_kind::cpu;
   const std::int64_t mask = cpu ? a : 1;                 // CPU: input * noise keeps noise in the input's dtype
   const std::int64_t stat = cpu ? a : 4;                 // CPU LayerNorm mean/rstd in the input's dtype
-  const std::int64_t s = c.seq_len / c.cp, b = c.micro_batch, h = m.hidden, d = m.head_size();
-  const std::int64_t heads = m.heads / c.tp;
-  const std::int64_t kv_heads = m.kv_heads >= c.tp ? m.kv_heads / c.tp : 1;  // fewer kv heads than ranks: replicated
+  const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, h = m.hidden, d = m.head_size();
+  const std::int64_t heads = detail::quotient(m.heads, c.tp);
+  const std::int64_t kv_heads = m.kv_heads >= c.tp ? detail::quotient(m.kv_heads, c.tp) : 1;  // fewer kv heads than ranks: replicated
   const std::int64_t sb = detail::product(s, b), sbh = detail::product(s, b, h);
+  const std::int64_t a_sbh = detail::product(a, sbh);
   const bool dropout = c.dropout > 0.0;
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
@@ -150,54 +151,54 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
     if (c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm)
       // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
       // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh).
-      return (c.torch_major == 1 ? 8 : 4) * sbh + a * sbh + 4 * sb;
-    const std::int64_t stats = c.impl == implementation::paper ? 0 : (m.norm == norm_kind::layernorm ? 2 : 1) * sb;
+      return detail::checked_sum(detail::product(c.torch_major == 1 ? 8 : 4, sbh), a_sbh, detail::product(4, sb));
+    const std::int64_t stats = c.impl == implementation::paper ? 0 : detail::product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
     // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics:
     // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere).
     const std::int64_t stat_bytes = m.norm == norm_kind::rmsnorm ? 4 : stat;
-    return a * sbh + stats * stat_bytes;
+    return detail::checked_sum(a_sbh, detail::product(stats, stat_bytes));
   };
 
-  layer_activations l{};
-  if (c.recomputation == recompute::full) {
+  // Each result is built whole (a return of all terms) rather than cleared and filled: clearing costs more
+  // than the arithmetic.
+  const bytes none{};
+  if (c.recomputation == recompute::full)
     // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
-    l.layer_input = bytes_of(replicated(a * sbh));
-    return l;
-  }
-  l.attention_norm = bytes_of(replicated(norm_saved()));
-  l.attention_input = bytes_of(replicated(a * sbh));  // "QKV matrix multiplies: 2sbh" (§4.1)
+    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none,
+                             bytes_of(replicated(a_sbh))};
+
+  const bytes norm = bytes_of(replicated(norm_saved()));
+  const bytes input = bytes_of(replicated(a_sbh));  // "QKV matrix multiplies: 2sbh" (§4.1); "first linear input: 2sbh"
   const bool repeat = c.impl == implementation::hf_eager && c.attention == attention_kind::eager;
   // HF repeat_kv copies K and V to every head, except that with one kv head its expand + reshape is a
   // stride-0 view. Selective recompute keeps that view as the core's input; otherwise matmul keeps its
   // batch-folded copy, itself a view only when b = 1.
   const bool kv_view = kv_heads == 1 && (b == 1 || c.recomputation == recompute::selective);
   const std::int64_t key_heads = repeat && !kv_view ? heads : kv_heads;
-  l.query = bytes_of(detail::product(a, sb, heads, d));       // "QK^T: 4sbh" is Q and K
-  l.key = bytes_of(detail::product(a, sb, key_heads, d));
-  l.value = bytes_of(detail::product(a, sb, key_heads, d));   // "attention over values: ... 2sbh" for V
+  const bytes query = bytes_of(detail::product(a, sb, heads, d));     // "QK^T: 4sbh" is Q and K
+  const bytes key = bytes_of(detail::product(a, sb, key_heads, d));   // V likewise: "attention over values: ... 2sbh"
+  bytes scores{}, scores_dropout{};
   if (c.attention == attention_kind::eager && c.recomputation == recompute::none) {
     const std::int64_t probs = detail::product(heads, s, s, b);  // a s^2 b / t elements
-    if (c.impl == implementation::hf_eager)
-      // softmax(dtype=float32) keeps its fp32 output; .to(bf16) makes the copy that P @ V keeps.
-      l.attention_scores = bytes_of(detail::product(4 + a, probs));
-    else
-      l.attention_scores = bytes_of(detail::product(a, probs));  // "softmax: 2as^2b"
+    // "softmax: 2as^2b"; HF: softmax(dtype=float32) keeps its fp32 output, .to(bf16) the copy P @ V keeps.
+    scores = bytes_of(detail::product(c.impl == implementation::hf_eager ? 4 + a : a, probs));
     if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
-      l.attention_dropout = bytes_of(detail::product(mask + a, probs));
+      scores_dropout = bytes_of(detail::product(mask + a, probs));
   }
-  if (c.attention == attention_kind::flash)  // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1)
-    l.attention_lse = bytes_of(detail::product(4, heads, s, b));
-  l.attention_output = bytes_of(detail::product(a, sb, heads, d));  // "output projection: 2sbh"
-  if (dropout) l.attention_residual_mask = bytes_of(replicated(mask * sbh));  // "attention dropout mask: sbh"
-  l.mlp_norm = bytes_of(replicated(norm_saved()));
-  l.mlp_input = bytes_of(replicated(a * sbh));  // "first linear input: 2sbh"
-  const std::int64_t f = (m.moe.experts > 0 ? m.moe.top_k * m.moe.expert_ffn + m.moe.shared_experts * m.moe.expert_ffn : m.ffn) / c.tp;
+  // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
+  const bytes lse = c.attention == attention_kind::flash ? bytes_of(detail::product(4, heads, s, b)) : none;
+  const bytes output = bytes_of(detail::product(a, sb, heads, d));  // "output projection: 2sbh"
+  // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
+  const bytes residual_mask = dropout ? bytes_of(replicated(detail::product(mask, sbh))) : none;
+  const std::int64_t f =
+      detail::quotient(m.moe.experts > 0 ? detail::product(detail::checked_sum(m.moe.top_k, m.moe.shared_experts), m.moe.expert_ffn) : m.ffn,
+                       c.tp);
   // GELU: fc1 output kept by GELU, GELU output kept by fc2 ("8sbh + 8sbh" with f = 4h). SwiGLU: gate kept
   // by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused: [gate | up] and the product.
   const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? 2 : (c.impl == implementation::fused ? 3 : 4);
-  l.mlp_hidden = bytes_of(detail::product(hidden_tensors * a, sb, f));
-  if (dropout) l.mlp_residual_mask = bytes_of(replicated(mask * sbh));  // "dropout mask: sbh"
-  return l;
+  const bytes mlp_hidden = bytes_of(detail::product(hidden_tensors * a, sb, f));
+  return layer_activations{norm,   input,         query, key,   key,        scores,        scores_dropout, lse,
+                           output, residual_mask, norm,  input, mlp_hidden, residual_mask, none};
 }
 constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c) {
   validate(c, m);
@@ -228,37 +229,35 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
 
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
                                                     const pipeline_config& p, detail::assume_valid_t) {
-  stage_activations st{};
-  st.per_layer = layer_activation_bytes(m, c, detail::assume_valid);
-  st.layers_on_stage = detail::ceil_div(m.layers, p.pp);
+  const layer_activations per_layer = layer_activation_bytes(m, c, detail::assume_valid);
+  const std::int64_t layers_on_stage = detail::ceil_div(m.layers, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
-  st.microbatches_in_flight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
+  const std::int64_t inflight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
-  const std::int64_t s = c.seq_len / c.cp, b = c.micro_batch, sb = detail::product(s, b);
+  const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, sb = detail::product(s, b);
   const std::int64_t sbh = detail::product(sb, m.hidden);
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
-  const std::int64_t inflight = st.microbatches_in_flight;
 
-  bytes layers = st.per_layer.total() * detail::product(st.layers_on_stage, inflight);
+  bytes layers = per_layer.total() * detail::product(layers_on_stage, inflight);
   if (p.virtual_stages > 1 && p.pp > 1) {
     // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
-    const std::int64_t den = p.pp * p.virtual_stages;
-    layers = bytes_of(detail::ceil_div(detail::checked_mul(layers.count(), den + p.pp - 1), den));
+    const std::int64_t den = detail::product(p.pp, p.virtual_stages);
+    layers = bytes_of(detail::ceil_div(detail::product(layers.count(), detail::checked_sum(den, p.pp - 1)), den));
   }
-  st.layers = layers;
   // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
-  st.input_ids = bytes_of(detail::product(8, sb, inflight));
+  const bytes input_ids = bytes_of(detail::product(8, sb, inflight));
+  bytes embedding_dropout{}, output_layer{}, logits{};
   if (c.dropout > 0.0) {
     const std::int64_t mask = c.device == device_kind::cpu ? a : 1;
-    st.embedding_dropout = bytes_of(detail::product(replicated(mask * sbh), inflight));  // "sbhp/t" with SP
+    embedding_dropout = bytes_of(detail::product(replicated(detail::product(mask, sbh)), inflight));  // "sbhp/t" with SP
   }
   if (p.pp == 1) {
     // Final norm input and output-layer input (2sbh each), fp32 logits 4sbv/t (Korthikanti §4.3: 4sbh/t (1 + v/h)).
-    st.output_layer = bytes_of(replicated(2 * a * sbh));
-    st.logits = bytes_of(detail::product(4, sb, detail::ceil_div(m.vocab, c.tp)));
+    output_layer = bytes_of(replicated(detail::product(2 * a, sbh)));
+    logits = bytes_of(detail::product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
-  st.total = st.layers + st.input_ids + st.embedding_dropout + st.output_layer + st.logits;
-  return st;
+  return stage_activations{per_layer,         layers_on_stage, inflight, layers, input_ids, embedding_dropout,
+                           output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits};
 }
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
                                                     const pipeline_config& p = {}) {

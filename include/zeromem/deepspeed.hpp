@@ -57,7 +57,7 @@ constexpr double py_max(double a, double b) { return a >= b ? a : b; }
 constexpr estimator_row estimate_zero2(std::int64_t total_params, const cluster& c, bool cpu_offload,
                                        zero2_formula formula = zero2_formula::current) {
   detail_ds::validate(total_params, c);
-  const std::int64_t total_gpus = c.nodes * c.gpus_per_node;
+  const std::int64_t total_gpus = detail::checked_mul(c.nodes, c.gpus_per_node);
   const double P = static_cast<double>(total_params);
   const double f = c.additional_buffer_factor;
   estimator_row row{};
@@ -86,7 +86,7 @@ constexpr estimator_row estimate_zero3(std::int64_t total_params, std::int64_t l
   const double P = static_cast<double>(total_params);
   const double L = static_cast<double>(largest_layer_params);
   const double g = static_cast<double>(c.gpus_per_node);
-  const double N = static_cast<double>(c.nodes * c.gpus_per_node);
+  const double N = static_cast<double>(detail::checked_mul(c.nodes, c.gpus_per_node));
   const double gpus_factor = 1.0 / static_cast<double>(c.nodes);
   const double f = c.additional_buffer_factor;
   const double largest_layer_memory = 4 * L;

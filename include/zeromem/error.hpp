@@ -80,11 +80,53 @@ constexpr std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* w
 #endif
 }
 
-// Ceiling of a / b for b > 0 (any sign of a), without overflow.
+// Sums and products of several terms, each step overflow-checked.
+template <class... I>
+constexpr std::int64_t checked_sum(std::int64_t a, std::int64_t b, I... rest) {
+  const std::int64_t s = checked_add(a, b, "a sum of sizes");
+  if constexpr (sizeof...(rest) == 0) return s;
+  else return checked_sum(s, rest...);
+}
+template <class... I>
+constexpr std::int64_t checked_product(std::int64_t a, std::int64_t b, I... rest) {
+  const std::int64_t p = checked_mul(a, b, "a product of sizes");
+  if constexpr (sizeof...(rest) == 0) return p;
+  else return checked_product(p, rest...);
+}
+
+// Passed by callers that validated their inputs already, so that layers calling layers validate once.
+struct assume_valid_t {};
+inline constexpr assume_valid_t assume_valid{};
+
+// Division by run-time degrees and head counts, which are nearly always powers of two: for those a shift and a
+// mask replace the 64-bit divide (tens of cycles) with identical results; anything else divides.
+constexpr bool is_power_of_two(std::int64_t b) { return b > 0 && (b & (b - 1)) == 0; }
+constexpr int log2_of_power_of_two(std::int64_t b) {
+#ifdef ZEROMEM_HAS_OVERFLOW_BUILTINS
+  return __builtin_ctzll(static_cast<unsigned long long>(b));
+#else
+  int k = 0;
+  while ((b >> k) != 1) ++k;
+  return k;
+#endif
+}
+// a / b and a % b for b > 0, as C++ defines them (truncating toward zero).
+constexpr std::int64_t quotient(std::int64_t a, std::int64_t b) {
+  return a >= 0 && is_power_of_two(b) ? a >> log2_of_power_of_two(b) : a / b;
+}
+constexpr std::int64_t remainder(std::int64_t a, std::int64_t b) {
+  return a >= 0 && is_power_of_two(b) ? a & (b - 1) : a % b;
+}
+constexpr bool divides(std::int64_t b, std::int64_t a) { return remainder(a, b) == 0; }
+
+// Ceiling of a / b (any sign of a), without overflow; b must be positive.
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b, assume_valid_t) {
+  const std::int64_t q = quotient(a, b);
+  return (remainder(a, b) != 0 && a > 0) ? q + 1 : q;
+}
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   if (b <= 0) fail_value("a divisor must be positive", static_cast<long double>(b), "pass a degree of at least 1");
-  const std::int64_t q = a / b;
-  return (a % b != 0 && a > 0) ? q + 1 : q;
+  return ceil_div(a, b, assume_valid_t{});
 }
 
 // Converts any integer to int64, rejecting values that do not fit.
@@ -96,10 +138,6 @@ constexpr std::int64_t to_i64(I n) {
   }
   return static_cast<std::int64_t>(n);
 }
-
-// Passed by callers that validated their inputs already, so that layers calling layers validate once.
-struct assume_valid_t {};
-inline constexpr assume_valid_t assume_valid{};
 
 // Parses an enum from its name(): the value whose name(v) equals text, or a clear error listing the names.
 template <class E, std::size_t N>

@@ -55,7 +55,7 @@ constexpr std::int64_t kv_heads_per_rank(const transformer_config& m, std::int64
 constexpr bytes kv_bytes_per_token(const attention_shape& a, const kv_cache_config& c) {
   validate(a);
   validate(c);
-  const std::int64_t values = detail::checked_mul(detail::checked_mul(2 * a.layers, kv_heads_per_rank(a, c.tp)), a.head_dim);
+  const std::int64_t values = detail::checked_product(2, a.layers, kv_heads_per_rank(a, c.tp), a.head_dim);
   return elements_of(values) * size_of(c.kv_dtype);
 }
 constexpr bytes kv_bytes_per_token(const transformer_config& m, const kv_cache_config& c) {

@@ -61,7 +61,7 @@ struct transformer_config {
   moe_config moe{};
   vision_config vision{};
 
-  constexpr std::int64_t head_size() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  constexpr std::int64_t head_size() const { return head_dim > 0 ? head_dim : detail::quotient(hidden, heads); }
 };
 
 constexpr void validate(const transformer_config& m) {
@@ -72,9 +72,9 @@ constexpr void validate(const transformer_config& m) {
   detail::require_positive(m.ffn, "the MLP intermediate size");
   detail::require_positive(m.vocab, "the vocabulary size");
   if (m.head_dim < 0) detail::fail_value("the head dimension cannot be negative", static_cast<long double>(m.head_dim), "pass 0 for hidden / heads");
-  if (m.head_dim == 0 && m.hidden % m.heads != 0)
+  if (m.head_dim == 0 && !detail::divides(m.heads, m.hidden))
     detail::fail_value("the hidden size must be a multiple of the heads", static_cast<long double>(m.hidden), "or give the head dimension");
-  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+  if (m.kv_heads > m.heads || !detail::divides(m.kv_heads, m.heads))
     detail::fail_value("the heads must be a multiple of the key/value heads", static_cast<long double>(m.kv_heads),
                        "use kv_heads = heads (MHA), a divisor of heads (GQA) or 1 (MQA)");
   if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
@@ -109,65 +109,69 @@ namespace detail {
 constexpr std::int64_t linear(std::int64_t in, std::int64_t out, bool bias) {
   return checked_add(checked_mul(in, out, "a parameter count"), bias ? out : 0, "a parameter count");
 }
-constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? 2 * n : n; }
+constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? checked_mul(2, n) : n; }
 constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
 }  // namespace detail
 
 constexpr parameter_counts count_parameters(const transformer_config& m, detail::assume_valid_t) {
   using detail::linear;
   const std::int64_t h = m.hidden, d = m.head_size();
-  const std::int64_t q_out = m.heads * d, kv_out = m.kv_heads * d;
-  parameter_counts p{};
-  std::int64_t largest = 0;
+  const std::int64_t q_out = detail::checked_mul(m.heads, d), kv_out = detail::checked_mul(m.kv_heads, d);
+  using detail::checked_sum, detail::checked_product;
 
-  p.embedding = elements_of(detail::checked_mul(m.vocab, h));
-  largest = p.embedding.count();
-  if (m.positions == position_kind::learned) p.position_embedding = elements_of(detail::checked_mul(m.max_positions, h));
-  largest = detail::max_of(largest, p.position_embedding.count());
+  const std::int64_t embedding = detail::checked_mul(m.vocab, h);
+  const std::int64_t positions = m.positions == position_kind::learned ? detail::checked_mul(m.max_positions, h) : 0;
+  std::int64_t largest = detail::max_of(embedding, positions);
 
   // Attention: q, k, v (or one fused qkv module) and the output projection.
   const std::int64_t q = linear(h, q_out, m.qkv_bias), k = linear(h, kv_out, m.qkv_bias), o = linear(q_out, h, m.attention_out_bias);
-  p.attention = elements_of(q + 2 * k + o);
-  largest = detail::max_of(largest, m.fused_qkv ? q + 2 * k : detail::max_of(q, k));
+  const std::int64_t attention = checked_sum(q, k, k, o);
+  largest = detail::max_of(largest, m.fused_qkv ? checked_sum(q, k, k) : detail::max_of(q, k));
   largest = detail::max_of(largest, o);
 
   // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
   const auto dense_mlp = [&](std::int64_t f, bool bias) {
-    return m.mlp == mlp_kind::swiglu ? 2 * linear(h, f, bias) + linear(f, h, bias) : linear(h, f, bias) + linear(f, h, bias);
+    const std::int64_t in = linear(h, f, bias);
+    return m.mlp == mlp_kind::swiglu ? checked_sum(in, in, linear(f, h, bias)) : checked_sum(in, linear(f, h, bias));
   };
   const auto largest_mlp_module = [&](std::int64_t f, bool bias) { return detail::max_of(linear(h, f, bias), linear(f, h, bias)); };
+  std::int64_t mlp = 0;
   if (m.moe.experts > 0) {
     const std::int64_t router = linear(h, m.moe.experts, m.moe.router_bias);
-    p.mlp = elements_of(detail::checked_add(detail::checked_mul(m.moe.experts + m.moe.shared_experts, dense_mlp(m.moe.expert_ffn, m.mlp_bias)), router));
+    mlp = detail::checked_add(detail::checked_mul(checked_sum(m.moe.experts, m.moe.shared_experts), dense_mlp(m.moe.expert_ffn, m.mlp_bias)), router);
     largest = detail::max_of(largest, detail::max_of(router, largest_mlp_module(m.moe.expert_ffn, m.mlp_bias)));
   } else {
-    p.mlp = elements_of(dense_mlp(m.ffn, m.mlp_bias));
+    mlp = dense_mlp(m.ffn, m.mlp_bias);
     largest = detail::max_of(largest, largest_mlp_module(m.ffn, m.mlp_bias));
   }
-  p.norms = elements_of(2 * detail::norm_params(m.norm, h));
-  p.layer = p.attention + p.mlp + p.norms;
-  p.final_norm = elements_of(detail::norm_params(m.norm, h));
-  if (!m.tied_embeddings) p.lm_head = elements_of(detail::checked_mul(m.vocab, h));
+  const std::int64_t norms = checked_product(2, detail::norm_params(m.norm, h));
+  const std::int64_t final_norm = detail::norm_params(m.norm, h);
+  const std::int64_t lm_head = m.tied_embeddings ? 0 : embedding;
 
   // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of
   // norm1, qkv (3C), proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).
+  std::int64_t vision = 0;
   if (m.vision.blocks > 0) {
     const vision_config& v = m.vision;
     const std::int64_t c = v.hidden;
-    const std::int64_t patch_embed = v.in_channels * v.temporal_patch * v.patch * v.patch * c;
-    const std::int64_t mlp = v.gated_mlp ? 2 * linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases)
-                                         : linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases);
-    const std::int64_t block = linear(c, 3 * c, v.biases) + linear(c, c, v.biases) + mlp + 2 * detail::norm_params(v.norm, c);
-    const std::int64_t merged = c * v.spatial_merge * v.spatial_merge;
-    const std::int64_t merger = detail::norm_params(v.norm, c) + linear(merged, merged, true) + linear(merged, v.out_hidden, true);
-    p.vision = elements_of(detail::checked_add(detail::checked_add(patch_embed, detail::checked_mul(v.blocks, block)), merger));
+    const std::int64_t patch_embed = checked_product(v.in_channels, v.temporal_patch, v.patch, v.patch, c);
+    const std::int64_t up = linear(c, v.mlp_hidden, v.biases), down = linear(v.mlp_hidden, c, v.biases);
+    const std::int64_t vmlp = v.gated_mlp ? checked_sum(up, up, down) : checked_sum(up, down);
+    const std::int64_t vnorm = detail::norm_params(v.norm, c);
+    const std::int64_t block = checked_sum(linear(c, checked_product(3, c), v.biases), linear(c, c, v.biases), vmlp, vnorm, vnorm);
+    const std::int64_t merged = checked_product(c, v.spatial_merge, v.spatial_merge);
+    const std::int64_t merger = checked_sum(vnorm, linear(merged, merged, true), linear(merged, v.out_hidden, true));
+    vision = checked_sum(patch_embed, checked_product(v.blocks, block), merger);
     largest = detail::max_of(largest, detail::max_of(linear(merged, merged, true), linear(merged, v.out_hidden, true)));
   }
 
-  p.language_model = p.embedding + p.position_embedding + p.layer * m.layers + p.final_norm + p.lm_head;
-  p.total = p.language_model + p.vision;
-  p.largest_layer = elements_of(largest);
-  return p;
+  const elements layer = elements_of(attention) + elements_of(mlp) + elements_of(norms);
+  const elements language_model =
+      elements_of(embedding) + elements_of(positions) + layer * m.layers + elements_of(final_norm) + elements_of(lm_head);
+  // Built whole at the end rather than cleared and filled (clearing the result first costs more than the sums).
+  return parameter_counts{elements_of(embedding), elements_of(positions), elements_of(attention), elements_of(mlp),
+                          elements_of(norms), layer, elements_of(final_norm), elements_of(lm_head), elements_of(vision),
+                          language_model + elements_of(vision), language_model, elements_of(largest)};
 }
 constexpr parameter_counts count_parameters(const transformer_config& m) {
   validate(m);
@@ -179,31 +183,37 @@ constexpr parameter_counts count_parameters(const transformer_config& m) {
 /// (rows shape[:-1], columns shape[:-2] + shape[-1:]); a vector keeps all its values (Shazeer & Stern 2018, Alg. 4).
 constexpr elements adafactor_second_moment_elements(const transformer_config& m) {
   validate(m);
-  const std::int64_t h = m.hidden, d = m.head_size(), q_out = m.heads * d, kv_out = m.kv_heads * d;
-  const auto linear = [](std::int64_t in, std::int64_t out, bool bias) { return out + in + (bias ? out : 0); };
-  const auto norm = [](norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? 2 * n : n; };
+  using detail::checked_sum, detail::checked_product;
+  const std::int64_t h = m.hidden, d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
+  const auto linear = [](std::int64_t in, std::int64_t out, bool bias) { return checked_sum(out, in, bias ? out : 0); };
+  const auto norm = [](norm_kind k, std::int64_t n) { return detail::norm_params(k, n); };  // vectors keep every value
   const auto mlp = [&](std::int64_t f, bool bias) {
-    return m.mlp == mlp_kind::swiglu ? 2 * linear(h, f, bias) + linear(f, h, bias) : linear(h, f, bias) + linear(f, h, bias);
+    const std::int64_t up = linear(h, f, bias), down = linear(f, h, bias);
+    return m.mlp == mlp_kind::swiglu ? checked_sum(up, up, down) : checked_sum(up, down);
   };
-  const std::int64_t attention = m.fused_qkv ? linear(h, q_out + 2 * kv_out, m.qkv_bias) + linear(q_out, h, m.attention_out_bias)
-                                             : linear(h, q_out, m.qkv_bias) + 2 * linear(h, kv_out, m.qkv_bias) +
-                                                   linear(q_out, h, m.attention_out_bias);
-  const std::int64_t mlps = m.moe.experts > 0 ? (m.moe.experts + m.moe.shared_experts) * mlp(m.moe.expert_ffn, m.mlp_bias) +
-                                                    linear(h, m.moe.experts, m.moe.router_bias)
-                                              : mlp(m.ffn, m.mlp_bias);
-  std::int64_t total = detail::checked_mul(m.layers, attention + mlps + 2 * norm(m.norm, h));
-  total += (m.vocab + h) + norm(m.norm, h);                                    // embedding, final norm
-  if (m.positions == position_kind::learned) total += m.max_positions + h;
-  if (!m.tied_embeddings) total += m.vocab + h;                                // output layer
+  const std::int64_t attention =
+      m.fused_qkv ? checked_sum(linear(h, checked_sum(q_out, kv_out, kv_out), m.qkv_bias), linear(q_out, h, m.attention_out_bias))
+                  : checked_sum(linear(h, q_out, m.qkv_bias), linear(h, kv_out, m.qkv_bias), linear(h, kv_out, m.qkv_bias),
+                                linear(q_out, h, m.attention_out_bias));
+  const std::int64_t mlps =
+      m.moe.experts > 0 ? checked_sum(checked_product(checked_sum(m.moe.experts, m.moe.shared_experts), mlp(m.moe.expert_ffn, m.mlp_bias)),
+                                      linear(h, m.moe.experts, m.moe.router_bias))
+                        : mlp(m.ffn, m.mlp_bias);
+  std::int64_t total = checked_product(m.layers, checked_sum(attention, mlps, norm(m.norm, h), norm(m.norm, h)));
+  total = checked_sum(total, m.vocab, h, norm(m.norm, h));                                     // embedding, final norm
+  if (m.positions == position_kind::learned) total = checked_sum(total, m.max_positions, h);
+  if (!m.tied_embeddings) total = checked_sum(total, m.vocab, h);                              // output layer
   if (m.vision.blocks > 0) {
     const vision_config& v = m.vision;
-    const std::int64_t c = v.hidden, merged = c * v.spatial_merge * v.spatial_merge;
-    const std::int64_t vmlp = v.gated_mlp ? 2 * linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases)
-                                          : linear(c, v.mlp_hidden, v.biases) + linear(v.mlp_hidden, c, v.biases);
-    const std::int64_t block = linear(c, 3 * c, v.biases) + linear(c, c, v.biases) + vmlp + 2 * norm(v.norm, c);
+    const std::int64_t c = v.hidden, merged = checked_product(c, v.spatial_merge, v.spatial_merge);
+    const std::int64_t up = linear(c, v.mlp_hidden, v.biases), down = linear(v.mlp_hidden, c, v.biases);
+    const std::int64_t vmlp = v.gated_mlp ? checked_sum(up, up, down) : checked_sum(up, down);
+    const std::int64_t block =
+        checked_sum(linear(c, checked_product(3, c), v.biases), linear(c, c, v.biases), vmlp, norm(v.norm, c), norm(v.norm, c));
     // Conv3d weight (C, in, t, p, p): rows C*in*t*p, columns C*in*t*p as well (shape[:-2] + shape[-1:]).
-    const std::int64_t conv = 2 * c * v.in_channels * v.temporal_patch * v.patch;
-    total += detail::checked_mul(v.blocks, block) + conv + norm(v.norm, c) + linear(merged, merged, true) + linear(merged, v.out_hidden, true);
+    const std::int64_t conv = checked_product(2, c, v.in_channels, v.temporal_patch, v.patch);
+    total = checked_sum(total, checked_product(v.blocks, block), conv, norm(v.norm, c), linear(merged, merged, true),
+                        linear(merged, v.out_hidden, true));
   }
   return elements_of(total);
 }

@@ -58,6 +58,12 @@ struct model_state_terms {
     return weights + gradients + master_weights + fp32_gradients + optimizer_moments + hpz_secondary +
            gathered_layer + swap_buffers;
   }
+  /// One device's bytes over all terms, e.g. sum(&placement::gpu).
+  constexpr bytes sum(bytes placement::*device) const {
+    bytes s{};
+    for_each([&](const char*, const placement& p) { s += p.*device; });
+    return s;
+  }
 };
 
 /// The inputs: a model's parameters on one model-parallel rank, its recipe, and how data parallelism shards it.
@@ -80,10 +86,10 @@ constexpr void validate(const training_states& t) {
   detail::require_positive(t.gpus_per_node, "GPUs per node");
   validate(t.zero);
   const std::int64_t n = shard_group_of(t);
-  if (n > t.dp || t.dp % n != 0)
+  if (n > t.dp || !detail::divides(n, t.dp))
     detail::fail_value("the shard group must divide the data-parallel degree", static_cast<long double>(n),
                        "pick a shard group size that divides dp");
-  if (t.zero.hpz_partition > n || n % t.zero.hpz_partition != 0)
+  if (t.zero.hpz_partition > n || !detail::divides(t.zero.hpz_partition, n))
     detail::fail_value("the hpZ partition size must divide the shard group", static_cast<long double>(t.zero.hpz_partition),
                        "use the GPUs per node, or 1 to turn hpZ off");
   if (t.largest_layer > t.params) detail::fail("the largest layer cannot exceed the parameter count; check --largest-layer-params");
@@ -96,12 +102,12 @@ struct model_state_estimate {
   std::int64_t shard_group = 1;
 
   constexpr placement total_per_rank() const { return per_rank.sum(); }
-  constexpr bytes gpu() const { return total_per_rank().gpu; }
-  constexpr bytes host_per_rank() const { return total_per_rank().host; }
-  constexpr bytes nvme_per_rank() const { return total_per_rank().nvme; }
+  constexpr bytes gpu() const { return per_rank.sum(&placement::gpu); }
+  constexpr bytes host_per_rank() const { return per_rank.sum(&placement::host); }
+  constexpr bytes nvme_per_rank() const { return per_rank.sum(&placement::nvme); }
   /// Per-node host RAM = host bytes per rank x ranks per node.
   constexpr bytes host_per_node() const { return host_per_rank() * ranks_per_node; }
-  constexpr bytes host_pinned_per_node() const { return total_per_rank().host_pinned * ranks_per_node; }
+  constexpr bytes host_pinned_per_node() const { return per_rank.sum(&placement::host_pinned) * ranks_per_node; }
   constexpr bytes nvme_per_node() const { return nvme_per_rank() * ranks_per_node; }
 
   // The ZeRO paper's three groups, on whatever device they live.
@@ -136,47 +142,51 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
   const bytes_per_element fp32 = size_of(dtype::fp32);
   const auto share = [&](bytes total, bool sharded, std::int64_t parts) {
     if (!sharded) return total;
-    return rank < 0 ? largest_share(total, parts) : share_of_rank(total, parts, rank % parts);
+    return rank < 0 ? largest_share(total, parts) : share_of_rank(total, parts, detail::remainder(rank, parts));
   };
   const bool optimizer_offloaded = z.optimizer.device != offload_device::none;
   // CPU Adam keeps its gradients in host memory also when the states go to NVMe (ZeRO-Infinity).
   const offload_device gradient_home = optimizer_offloaded ? offload_device::cpu : offload_device::none;
 
-  model_state_estimate e{};
-  e.shard_group = n;
-  e.ranks_per_node = ranks_per_node(t);
-  model_state_terms& m = e.per_rank;
-
   // Working weights: replicated until stage 3 (ZeRO §5.1 P_os+g+p).
-  m.weights = detail::place(share(t.params * size_of(r.weights), z.stage >= 3, n), z.params.device, z.params.pin_memory);
+  const placement weights = detail::place(share(t.params * size_of(r.weights), z.stage >= 3, n), z.params.device, z.params.pin_memory);
 
   // Gradients: sharded from stage 2 (ZeRO §5.1 P_os+g). With the optimizer offloaded at stage >= 2, DeepSpeed
   // copies each reduced gradient as fp32 into the CPU partition and drops the GPU copy (ZeRO-Offload, arXiv
   // 2101.06840 §4.1; stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu: `param.grad = None`).
   // Not modelled: with gradient accumulation steps > 1 it also keeps a 16-bit CPU accumulation buffer.
-  if (!(optimizer_offloaded && z.stage >= 2))
-    m.gradients = detail::place(share(t.params * size_of(r.gradients), z.stage >= 2, n), offload_device::none, false);
+  const placement gradients =
+      optimizer_offloaded && z.stage >= 2
+          ? placement{}
+          : detail::place(share(t.params * size_of(r.gradients), z.stage >= 2, n), offload_device::none, false);
 
   // fp32 master weights: optimizer state, sharded from stage 1 (ZeRO §5.1 P_os).
-  if (r.fp32_master)
-    m.master_weights = detail::place(share(t.params * fp32, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
+  const placement master_weights =
+      r.fp32_master ? detail::place(share(t.params * fp32, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory)
+                    : placement{};
 
   // fp32 gradient partition: kept by the recipe (Megatron fp16 main grads, DeepSpeed's estimator) or by CPU Adam.
-  if ((r.fp32_gradient_copy && r.gradients != dtype::fp32) || optimizer_offloaded)
-    m.fp32_gradients = detail::place(share(t.params * fp32, z.stage >= 1, n), gradient_home, z.optimizer.pin_memory);
+  const placement fp32_gradients =
+      (r.fp32_gradient_copy && r.gradients != dtype::fp32) || optimizer_offloaded
+          ? detail::place(share(t.params * fp32, z.stage >= 1, n), gradient_home, z.optimizer.pin_memory)
+          : placement{};
 
   // Optimizer states proper: sharded from stage 1.
   const bytes moments = optimizer_state_bytes(t.optimizer, r, t.params);
-  m.optimizer_moments = detail::place(share(moments, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
+  const placement optimizer_moments = detail::place(share(moments, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
 
   // ZeRO++ hpZ: a secondary copy of the 16-bit weights sharded within hpz_partition ranks (arXiv 2306.10209 §3.2).
-  if (z.stage == 3 && z.hpz_partition > 1)
-    m.hpz_secondary = detail::place(share(t.params * size_of(r.weights), true, z.hpz_partition), offload_device::none, false);
+  const placement hpz_secondary =
+      z.stage == 3 && z.hpz_partition > 1
+          ? detail::place(share(t.params * size_of(r.weights), true, z.hpz_partition), offload_device::none, false)
+          : placement{};
 
   // ZeRO-3 gathers a whole layer (weights and its gradient before reduce-scatter) on the GPU; DeepSpeed's
   // estimator counts largest_layer_memory = 4 * largest_layer_params (deepspeed/runtime/zero/stage3.py).
-  if (z.stage == 3 && t.largest_layer.count() > 0)
-    m.gathered_layer = detail::place(t.largest_layer * (size_of(r.weights) + size_of(r.gradients)), offload_device::none, false);
+  const placement gathered_layer =
+      z.stage == 3 && t.largest_layer.count() > 0
+          ? detail::place(t.largest_layer * (size_of(r.weights) + size_of(r.gradients)), offload_device::none, false)
+          : placement{};
 
   // NVMe swap buffers pinned in host RAM (DeepSpeed swap_tensor/*_swapper.py): the optimizer swapper holds
   // buffer_count buffers of one fp32 sub-group; the parameter swapper buffer_count x buffer_size elements.
@@ -188,8 +198,12 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
   }
   if (z.params.device == offload_device::nvme)
     swap += elements_of(z.param_buffer_size) * size_of(r.weights) * z.param_buffer_count;
-  m.swap_buffers = detail::on_host_pinned(swap);
-  return e;
+
+  // Built whole at the end rather than cleared and filled: clearing the ~300-byte result first costs more than
+  // the arithmetic.
+  return model_state_estimate{model_state_terms{weights, gradients, master_weights, fp32_gradients, optimizer_moments,
+                                                hpz_secondary, gathered_layer, detail::on_host_pinned(swap)},
+                              ranks_per_node(t), n};
 }
 constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {
   validate(t);

@@ -91,7 +91,7 @@ struct optimizer_spec {
 /// a vector (c == 0 or r == 1) keeps its full n values (Alg. 3 unfactored case).
 constexpr elements adafactor_factored_elements(std::int64_t rows, std::int64_t cols) {
   if (rows <= 0 || cols < 0) detail::fail("a tensor shape must have positive sizes; pass rows >= 1, cols >= 0");
-  if (cols == 0 || rows == 1 || cols == 1) return elements_of(cols == 0 ? rows : rows * cols);
+  if (cols == 0 || rows == 1 || cols == 1) return elements_of(cols == 0 ? rows : detail::checked_mul(rows, cols));
   return elements_of(detail::checked_add(rows, cols));
 }
 

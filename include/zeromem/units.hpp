@@ -66,6 +66,11 @@ class elements {
 
   friend constexpr elements elements_of_checked(std::int64_t n);
 
+  /// Counts are never negative, so a sum that does not overflow needs no sign check.
+  friend constexpr elements operator+(elements a, elements b) {
+    return elements(raw_tag{}, detail::checked_add(a.count(), b.count(), "an element sum"));
+  }
+
   friend constexpr bool operator==(elements a, elements b) { return a.count() == b.count(); }
   friend constexpr bool operator!=(elements a, elements b) { return a.count() != b.count(); }
   friend constexpr bool operator<(elements a, elements b) { return a.count() < b.count(); }
@@ -206,9 +211,6 @@ bytes_per_element bytes_per_element_of(F) {
 
 // ---- arithmetic --------------------------------------------------------------------------------
 
-constexpr elements operator+(elements a, elements b) {
-  return elements_of_checked(detail::checked_add(a.count(), b.count(), "an element sum"));
-}
 constexpr elements operator-(elements a, elements b) {
   if (b > a) detail::fail("an element count cannot become negative; subtract a smaller count");
   return elements_of_checked(a.count() - b.count());
@@ -250,18 +252,19 @@ constexpr double operator/(bytes a, bytes b) {
 
 /// The largest share when `total` is split over `parts` ranks as evenly as whole units allow: ceil(total/parts).
 constexpr bytes largest_share(bytes total, std::int64_t parts) {
-  return bytes_of_checked(detail::ceil_div(total.count(), detail::require_positive(parts, "the number of shards")));
+  return bytes_of_checked(
+      detail::ceil_div(total.count(), detail::require_positive(parts, "the number of shards"), detail::assume_valid));
 }
 constexpr elements largest_share(elements total, std::int64_t parts) {
   return elements_of_checked(
-      detail::ceil_div(total.count(), detail::require_positive(parts, "the number of shards")));
+      detail::ceil_div(total.count(), detail::require_positive(parts, "the number of shards"), detail::assume_valid));
 }
 /// The share of rank `rank` (0-based): the first total % parts ranks hold one unit more.
 /// Summed over all ranks the shares equal `total` exactly.
 constexpr bytes share_of_rank(bytes total, std::int64_t parts, std::int64_t rank) {
   detail::require_positive(parts, "the number of shards");
   if (rank < 0 || rank >= parts) detail::fail_value("rank out of range", static_cast<long double>(rank), "pass 0 <= rank < parts");
-  return bytes_of_checked(total.count() / parts + (rank < total.count() % parts ? 1 : 0));
+  return bytes_of_checked(detail::quotient(total.count(), parts) + (rank < detail::remainder(total.count(), parts) ? 1 : 0));
 }
 
 // ---- rejected mixtures: each names the fix -----------------------------------------------------
