@@ -31,23 +31,33 @@ std::int64_t typed_estimate(const transformer_config& m, std::int64_t seq) {
   return training_gpu_bytes(m, job_states(), job_activations(seq)).count();
 }
 
-// The same formulas, hand-written with plain doubles (what a units-free implementation would do).
-double raw_estimate(double h, double layers, double heads, double kv, double ffn, double vocab, double seq) {
+// The same formulas, hand-written with plain doubles (what a units-free implementation would do). Every
+// number the typed version takes as a run-time input is a run-time input here too, so the compiler cannot fold
+// the raw version's sizes, degrees and dtype widths into constants the typed version has to compute.
+struct raw_inputs {
+  double h = 4096, layers = 32, heads = 32, kv = 32, ffn = 11008, vocab = 32000;  // Llama-2-7B
+  double seq = 4096, micro_batch = 1, dp = 8;
+  double weight_bytes = 2, grad_bytes = 2, master_bytes = 4, moment_bytes = 8, activation_bytes = 2;
+  double reduce_bucket = 5e8, prefetch_bucket = 5e7, overlap = 2, context = 322122547;
+};
+
+double raw_estimate(const raw_inputs& in) {
+  const double h = in.h, heads = in.heads, kv = in.kv, ffn = in.ffn, vocab = in.vocab, dp = in.dp;
   const double d = h / heads;
   const double attention = h * heads * d + 2 * h * kv * d + heads * d * h;
   const double layer = attention + 3 * h * ffn + 2 * h;
-  const double params = vocab * h + layers * layer + h + vocab * h;
+  const double params = vocab * h + in.layers * layer + h + vocab * h;
   const double largest = std::max(vocab * h, std::max(h * ffn, ffn * h));
-  const double dp = 8;
-  const double states = std::ceil(2 * params / dp) * 2 + std::ceil(4 * params / dp) + std::ceil(8 * params / dp) + 4 * largest;
-  const double s = seq, sb = s, sbh = s * h, a = 2;
+  const double states = std::ceil(in.weight_bytes * params / dp) + std::ceil(in.grad_bytes * params / dp) +
+                        std::ceil(in.master_bytes * params / dp) + std::ceil(in.moment_bytes * params / dp) +
+                        (in.weight_bytes + in.grad_bytes) * largest;
+  const double a = in.activation_bytes, sb = in.seq * in.micro_batch, sbh = sb * h;
   const double norm = a * sbh + 4 * sb;
-  const double per_layer = 2 * norm + a * sbh + a * sb * heads * d + 2 * a * sb * kv * d + 4 * heads * s + a * sb * heads * d +
+  const double per_layer = 2 * norm + a * sbh + a * sb * heads * d + 2 * a * sb * kv * d + 4 * heads * sb + a * sb * heads * d +
                            a * sbh + 3 * a * sb * ffn;
-  const double activations = per_layer * layers + 8 * sb + 2 * a * sbh + 4 * sb * vocab;
-  const double buffers = 5e8 * 2 * 2 + 5e7 * 2;
-  const double context = std::round(0.30 * 1073741824.0);
-  return states + activations + buffers + context;
+  const double activations = per_layer * in.layers + 8 * sb + 2 * a * sbh + 4 * sb * vocab;
+  const double buffers = in.reduce_bucket * in.weight_bytes * in.overlap + in.prefetch_bucket * in.weight_bytes;
+  return states + activations + buffers + in.context;
 }
 
 const transformer_config& llama() {
@@ -64,7 +74,9 @@ void check_agreement() {  // the comparisons are only fair if both sides compute
     std::exit(1);
   }
   for (std::int64_t seq : {1024, 4096, 8192}) {
-    const double raw = raw_estimate(4096, 32, 32, 32, 11008, 32000, static_cast<double>(seq));
+    raw_inputs in{};
+    in.seq = static_cast<double>(seq);
+    const double raw = raw_estimate(in);
     const std::int64_t typed = typed_estimate(llama(), seq);
     if (static_cast<double>(typed) != raw) {
       std::fprintf(stderr, "zeromem_bench: typed %lld B and raw %.0f B disagree at seq %lld\n", static_cast<long long>(typed), raw,
@@ -88,14 +100,33 @@ void BM_TrainingEstimate(benchmark::State& state) {
 BENCHMARK(BM_TrainingEstimate);
 
 void BM_TrainingEstimateRaw(benchmark::State& state) {
-  double h = 4096, layers = 32, heads = 32, kv = 32, ffn = 11008, vocab = 32000, seq = 4096;
+  raw_inputs in{};
   for (auto _ : state) {
-    benchmark::DoNotOptimize(h);
-    benchmark::DoNotOptimize(seq);
-    benchmark::DoNotOptimize(raw_estimate(h, layers, heads, kv, ffn, vocab, seq));
+    benchmark::DoNotOptimize(in);
+    benchmark::DoNotOptimize(raw_estimate(in));
   }
 }
 BENCHMARK(BM_TrainingEstimateRaw);
+
+// The input checks training_gpu_bytes runs once per call (model, sizes, degrees, ZeRO combination), alone:
+// the part of BM_TrainingEstimate that the raw formula does not do at all.
+void BM_Validation(benchmark::State& state) {
+  transformer_config m = llama();
+  training_states t = job_states();
+  t.params = elements_of(6'738'415'616LL);
+  activation_config a = job_activations(4096);
+  const pipeline_config p{};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(m);
+    benchmark::DoNotOptimize(t);
+    benchmark::DoNotOptimize(a);
+    validate(a, m);
+    validate(p, m);
+    validate(t);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_Validation);
 
 // The units alone: the model-state terms of one rank through the typed API, and the identical checked integer
 // arithmetic on plain int64 (same overflow checks, same rounding). Equal times mean the units vanish.
