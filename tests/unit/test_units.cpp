@@ -69,6 +69,25 @@ TEST_CASE("shares split totals exactly", "[units]") {
   CHECK_THROWS_AS(share_of_rank(bytes_of(10), 4, 4), std::invalid_argument);
 }
 
+TEST_CASE("division helpers agree with the language's / and % for every sign and divisor", "[units]") {
+  // quotient/remainder take a shift for power-of-two divisors; the expected values are C++'s own operators.
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  for (std::int64_t a : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, std::int64_t{-7}, std::int64_t{4096},
+                         std::int64_t{-4096}, std::int64_t{6'738'415'617}, max, max - 1, -max}) {
+    for (std::int64_t b = 1; b <= 70; ++b) {
+      INFO("a " << a << " b " << b);
+      CHECK(detail::quotient(a, b) == a / b);
+      CHECK(detail::remainder(a, b) == a % b);
+      CHECK(detail::divides(b, a) == (a % b == 0));
+      // ceil(a / b) written out: truncation rounds toward zero, so positive inexact quotients go up by one.
+      CHECK(detail::ceil_div(a, b) == a / b + ((a % b != 0 && a > 0) ? 1 : 0));
+    }
+    const std::int64_t big = std::int64_t{1} << 62;
+    CHECK(detail::quotient(a, big) == a / big);
+    CHECK(detail::remainder(a, big) == a % big);
+  }
+}
+
 TEST_CASE("overflow and negative counts are rejected", "[units]") {
   const bytes big = bytes_of(std::numeric_limits<std::int64_t>::max());
   CHECK_THROWS_AS(big + 1_B, std::overflow_error);
