@@ -100,11 +100,6 @@ struct layer_activations {
 
 namespace detail {
 constexpr std::int64_t dtype_bytes_ceil(dtype d) { return (bit_width(d) + 7) / 8; }
-constexpr std::int64_t product(std::int64_t a, std::int64_t b) { return checked_mul(a, b, "an activation size"); }
-constexpr std::int64_t product(std::int64_t a, std::int64_t b, std::int64_t c) { return product(product(a, b), c); }
-constexpr std::int64_t product(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
-  return product(product(a, b, c), d);
-}
 }  // namespace detail
 
 constexpr void validate(const activation_config& c, const transformer_config& m) {
@@ -135,6 +130,7 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
 
 /// Activation bytes one decoder layer keeps for backward on one rank.
 constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, detail::assume_valid_t) {
+  using detail::checked_product, detail::checked_sum;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
   const bool cpu = c.device == device_kind::cpu;
   const std::int64_t mask = cpu ? a : 1;                 // CPU: input * noise keeps noise in the input's dtype
@@ -142,8 +138,8 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t heads = detail::quotient(m.heads, c.tp);
   const std::int64_t kv_heads = m.kv_heads >= c.tp ? detail::quotient(m.kv_heads, c.tp) : 1;  // fewer kv heads than ranks: replicated
-  const std::int64_t sb = detail::product(s, b), sbh = detail::product(s, b, h);
-  const std::int64_t a_sbh = detail::product(a, sbh);
+  const std::int64_t sb = checked_product(s, b), sbh = checked_product(s, b, h);
+  const std::int64_t a_sbh = checked_product(a, sbh);
   const bool dropout = c.dropout > 0.0;
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
@@ -151,12 +147,12 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
     if (c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm)
       // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
       // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh).
-      return detail::checked_sum(detail::product(c.torch_major == 1 ? 8 : 4, sbh), a_sbh, detail::product(4, sb));
-    const std::int64_t stats = c.impl == implementation::paper ? 0 : detail::product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
+      return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), a_sbh, checked_product(4, sb));
+    const std::int64_t stats = c.impl == implementation::paper ? 0 : checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
     // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics:
     // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere).
     const std::int64_t stat_bytes = m.norm == norm_kind::rmsnorm ? 4 : stat;
-    return detail::checked_sum(a_sbh, detail::product(stats, stat_bytes));
+    return checked_sum(a_sbh, checked_product(stats, stat_bytes));
   };
 
   // Each result is built whole (a return of all terms) rather than cleared and filled: clearing costs more
@@ -175,28 +171,28 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   // batch-folded copy, itself a view only when b = 1.
   const bool kv_view = kv_heads == 1 && (b == 1 || c.recomputation == recompute::selective);
   const std::int64_t key_heads = repeat && !kv_view ? heads : kv_heads;
-  const bytes query = bytes_of(detail::product(a, sb, heads, d));     // "QK^T: 4sbh" is Q and K
-  const bytes key = bytes_of(detail::product(a, sb, key_heads, d));   // V likewise: "attention over values: ... 2sbh"
+  const bytes query = bytes_of(checked_product(a, sb, heads, d));     // "QK^T: 4sbh" is Q and K
+  const bytes key = bytes_of(checked_product(a, sb, key_heads, d));   // V likewise: "attention over values: ... 2sbh"
   bytes scores{}, scores_dropout{};
   if (c.attention == attention_kind::eager && c.recomputation == recompute::none) {
-    const std::int64_t probs = detail::product(heads, s, s, b);  // a s^2 b / t elements
+    const std::int64_t probs = checked_product(heads, s, s, b);  // a s^2 b / t elements
     // "softmax: 2as^2b"; HF: softmax(dtype=float32) keeps its fp32 output, .to(bf16) the copy P @ V keeps.
-    scores = bytes_of(detail::product(c.impl == implementation::hf_eager ? 4 + a : a, probs));
+    scores = bytes_of(checked_product(c.impl == implementation::hf_eager ? 4 + a : a, probs));
     if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
-      scores_dropout = bytes_of(detail::product(mask + a, probs));
+      scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
-  const bytes lse = c.attention == attention_kind::flash ? bytes_of(detail::product(4, heads, s, b)) : none;
-  const bytes output = bytes_of(detail::product(a, sb, heads, d));  // "output projection: 2sbh"
+  const bytes lse = c.attention == attention_kind::flash ? bytes_of(checked_product(4, heads, s, b)) : none;
+  const bytes output = bytes_of(checked_product(a, sb, heads, d));  // "output projection: 2sbh"
   // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
-  const bytes residual_mask = dropout ? bytes_of(replicated(detail::product(mask, sbh))) : none;
+  const bytes residual_mask = dropout ? bytes_of(replicated(checked_product(mask, sbh))) : none;
   const std::int64_t f =
-      detail::quotient(m.moe.experts > 0 ? detail::product(detail::checked_sum(m.moe.top_k, m.moe.shared_experts), m.moe.expert_ffn) : m.ffn,
+      detail::quotient(m.moe.experts > 0 ? checked_product(checked_sum(m.moe.top_k, m.moe.shared_experts), m.moe.expert_ffn) : m.ffn,
                        c.tp);
   // GELU: fc1 output kept by GELU, GELU output kept by fc2 ("8sbh + 8sbh" with f = 4h). SwiGLU: gate kept
   // by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused: [gate | up] and the product.
   const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? 2 : (c.impl == implementation::fused ? 3 : 4);
-  const bytes mlp_hidden = bytes_of(detail::product(hidden_tensors * a, sb, f));
+  const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
   return layer_activations{norm,   input,         query, key,   key,        scores,        scores_dropout, lse,
                            output, residual_mask, norm,  input, mlp_hidden, residual_mask, none};
 }
@@ -229,32 +225,33 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
 
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
                                                     const pipeline_config& p, detail::assume_valid_t) {
+  using detail::checked_product, detail::checked_sum;
   const layer_activations per_layer = layer_activation_bytes(m, c, detail::assume_valid);
   const std::int64_t layers_on_stage = detail::ceil_div(m.layers, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
   const std::int64_t inflight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
-  const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, sb = detail::product(s, b);
-  const std::int64_t sbh = detail::product(sb, m.hidden);
+  const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, sb = checked_product(s, b);
+  const std::int64_t sbh = checked_product(sb, m.hidden);
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
 
-  bytes layers = per_layer.total() * detail::product(layers_on_stage, inflight);
+  bytes layers = per_layer.total() * checked_product(layers_on_stage, inflight);
   if (p.virtual_stages > 1 && p.pp > 1) {
     // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
-    const std::int64_t den = detail::product(p.pp, p.virtual_stages);
-    layers = bytes_of(detail::ceil_div(detail::product(layers.count(), detail::checked_sum(den, p.pp - 1)), den));
+    const std::int64_t den = checked_product(p.pp, p.virtual_stages);
+    layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
   }
   // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
-  const bytes input_ids = bytes_of(detail::product(8, sb, inflight));
+  const bytes input_ids = bytes_of(checked_product(8, sb, inflight));
   bytes embedding_dropout{}, output_layer{}, logits{};
   if (c.dropout > 0.0) {
     const std::int64_t mask = c.device == device_kind::cpu ? a : 1;
-    embedding_dropout = bytes_of(detail::product(replicated(detail::product(mask, sbh)), inflight));  // "sbhp/t" with SP
+    embedding_dropout = bytes_of(checked_product(replicated(checked_product(mask, sbh)), inflight));  // "sbhp/t" with SP
   }
   if (p.pp == 1) {
     // Final norm input and output-layer input (2sbh each), fp32 logits 4sbv/t (Korthikanti §4.3: 4sbh/t (1 + v/h)).
-    output_layer = bytes_of(replicated(detail::product(2 * a, sbh)));
-    logits = bytes_of(detail::product(4, sb, detail::ceil_div(m.vocab, c.tp)));
+    output_layer = bytes_of(replicated(checked_product(2 * a, sbh)));
+    logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
   return stage_activations{per_layer,         layers_on_stage, inflight, layers, input_ids, embedding_dropout,
                            output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits};
