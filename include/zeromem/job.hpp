@@ -60,7 +60,7 @@ constexpr bytes training_gpu_bytes(const transformer_config& m, training_states 
   validate(p, m);
   const parameter_counts counts = count_parameters(m, detail::assume_valid);
   t.params = parameters_per_rank(m, counts, a.tp, p.pp).most_loaded;
-  if (t.zero.stage == 3 && t.largest_layer.count() == 0) t.largest_layer = largest_share(counts.largest_layer, a.tp);
+  if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
   validate(t);
   return estimate_model_states(t, -1, detail::assume_valid).gpu() + first_stage_activations(m, a, p, detail::assume_valid).total +
          deepspeed_buffers(t.zero.stage, o) + o.cuda_context;

@@ -42,6 +42,7 @@ struct model_state_terms {
   placement hpz_secondary;      // ZeRO++ hpZ secondary weight partition
   placement gathered_layer;     // ZeRO-3: the largest layer gathered whole, weights and gradients
   placement swap_buffers;       // pinned host buffers for NVMe offload
+  placement offload_staging;    // ZeRO-1/2 CPU offload: 16-bit gradient staging and accumulation buffers
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -53,10 +54,11 @@ struct model_state_terms {
     f("hpz_secondary", hpz_secondary);
     f("gathered_layer", gathered_layer);
     f("swap_buffers", swap_buffers);
+    f("offload_staging", offload_staging);
   }
   constexpr placement sum() const {
     return weights + gradients + master_weights + fp32_gradients + optimizer_moments + hpz_secondary +
-           gathered_layer + swap_buffers;
+           gathered_layer + swap_buffers + offload_staging;
   }
   /// One device's bytes over all terms, e.g. sum(&placement::gpu).
   constexpr bytes sum(bytes placement::*device) const {
@@ -75,7 +77,16 @@ struct training_states {
   std::int64_t dp = 1;              // data-parallel ranks
   std::int64_t gpus_per_node = 8;   // ranks of this job on one node
   elements largest_layer{};         // ZeRO-3 gathers it whole on the GPU; 0 = unknown, term left out
+  /// Micro-batches per optimizer step (DeepSpeed gradient_accumulation_steps). With ZeRO-1/2 and the optimizer
+  /// offloaded to the CPU, more than 1 adds a 16-bit host buffer per parameter of the rank's partition.
+  std::int64_t gradient_accumulation_steps = 1;
 };
+
+/// Whether the largest layer changes the estimate: ZeRO-3 gathers it whole; ZeRO-1/2 CPU offload sizes its
+/// gradient staging buffers by it.
+constexpr bool needs_largest_layer(const zero_config& z) {
+  return z.stage == 3 || (z.optimizer.device == offload_device::cpu && (z.stage == 1 || z.stage == 2));
+}
 
 constexpr std::int64_t shard_group_of(const training_states& t) { return t.zero.shard_group > 0 ? t.zero.shard_group : t.dp; }
 constexpr std::int64_t ranks_per_node(const training_states& t) { return t.dp < t.gpus_per_node ? t.dp : t.gpus_per_node; }
@@ -84,6 +95,7 @@ constexpr void validate(const training_states& t) {
   if (t.params.count() <= 0) detail::fail_value("the parameter count must be positive", static_cast<long double>(t.params.count()), "pass --params such as 7.5B");
   detail::require_positive(t.dp, "the data-parallel degree");
   detail::require_positive(t.gpus_per_node, "GPUs per node");
+  detail::require_positive(t.gradient_accumulation_steps, "gradient accumulation steps");
   validate(t.zero);
   const std::int64_t n = shard_group_of(t);
   if (n > t.dp || !detail::divides(n, t.dp))
@@ -151,14 +163,17 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
   // Working weights: replicated until stage 3 (ZeRO §5.1 P_os+g+p).
   const placement weights = detail::place(share(t.params * size_of(r.weights), z.stage >= 3, n), z.params.device, z.params.pin_memory);
 
-  // Gradients: sharded from stage 2 (ZeRO §5.1 P_os+g). With the optimizer offloaded at stage >= 2, DeepSpeed
+  // Gradients: sharded from stage 2 (ZeRO §5.1 P_os+g). With the optimizer offloaded at stage 2, DeepSpeed
   // copies each reduced gradient as fp32 into the CPU partition and drops the GPU copy (ZeRO-Offload, arXiv
-  // 2101.06840 §4.1; stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu: `param.grad = None`).
-  // Not modelled: with gradient accumulation steps > 1 it also keeps a 16-bit CPU accumulation buffer.
+  // 2101.06840 §4.1; stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu: `param.grad = None`);
+  // its 16-bit staging buffers are the offload_staging term. At stage 3 the gradient partition is allocated on
+  // the optimizer's device, the CPU, pinned with pin_memory (stage3.py _setup_for_real_optimizer:
+  // grad_partitions_flat_buffer on self.device), besides the fp32 partition CPU Adam reads.
   const placement gradients =
-      optimizer_offloaded && z.stage >= 2
+      optimizer_offloaded && z.stage == 2
           ? placement{}
-          : detail::place(share(t.params * size_of(r.gradients), z.stage >= 2, n), offload_device::none, false);
+          : detail::place(share(t.params * size_of(r.gradients), z.stage >= 2, n),
+                          optimizer_offloaded && z.stage == 3 ? offload_device::cpu : offload_device::none, z.optimizer.pin_memory);
 
   // fp32 master weights: optimizer state, sharded from stage 1 (ZeRO §5.1 P_os).
   const placement master_weights =
@@ -199,10 +214,31 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
   if (z.params.device == offload_device::nvme)
     swap += elements_of(z.param_buffer_size) * size_of(r.weights) * z.param_buffer_count;
 
+  // ZeRO-1/2 with the optimizer on the CPU (DeepSpeed runtime/zero/stage_1_and_2.py, DeepSpeedZeroOptimizer):
+  // __init__ allocates temp_grad_buffer_for_gpu_offload on the GPU and temp_grad_buffer_for_cpu_offload on the
+  // host (pinned with pin_memory), each largest_param_numel elements of the 16-bit dtype. With
+  // gradient_accumulation_steps > 1, async_accumulate_grad_in_cpu_via_gpu keeps a whole 16-bit copy of every
+  // parameter in the rank's partition (accumulated_grads_in_cpu); the first and last of them may extend past
+  // the partition by less than one largest parameter each, so min(Psi, Psi/N_d + 2 x largest) bounds it (per
+  // parameter group; a second group, such as Hugging Face's no-weight-decay norms, adds two of its largest).
+  // The largest layer stands in for the largest tensor (equal without biases); unknown (0), the staging
+  // buffers are left out and the accumulation buffer is the partition alone.
+  placement offload_staging{};
+  if (z.optimizer.device == offload_device::cpu && (z.stage == 1 || z.stage == 2)) {
+    const bytes_per_element width = size_of(r.weights);
+    const bytes staging = t.largest_layer * width;
+    bytes host = staging;
+    if (t.gradient_accumulation_steps > 1) {
+      const elements bound = largest_share(t.params, n) + t.largest_layer * 2;
+      host += (bound < t.params ? bound : t.params) * width;
+    }
+    offload_staging = {staging, host, z.optimizer.pin_memory ? host : bytes{}, bytes{}};
+  }
+
   // Built whole at the end rather than cleared and filled: clearing the ~300-byte result first costs more than
   // the arithmetic.
   return model_state_estimate{model_state_terms{weights, gradients, master_weights, fp32_gradients, optimizer_moments,
-                                                hpz_secondary, gathered_layer, detail::on_host_pinned(swap)},
+                                                hpz_secondary, gathered_layer, detail::on_host_pinned(swap), offload_staging},
                               ranks_per_node(t), n};
 }
 constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {

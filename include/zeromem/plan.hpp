@@ -23,7 +23,10 @@ struct plan_request {
   std::int64_t nodes = 1;
   bytes host_memory{};             // per node; 0 = not checked
   std::int64_t seq_len = 0;
-  std::int64_t global_batch = 0;   // sequences per step; 0 = any (no divisibility constraint)
+  /// Sequences per step; 0 = any (no divisibility constraint). With a global batch, each configuration's
+  /// gradient accumulation steps are global_batch / (dp x micro-batch); without one, 1 step is assumed, which
+  /// leaves out the host accumulation buffer of ZeRO-1/2 CPU offload.
+  std::int64_t global_batch = 0;
   precision_recipe recipe = recipe_of(precision::mixed_bf16);
   optimizer_spec optimizer{};
   runtime_overheads overheads{};
@@ -80,6 +83,7 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   t.zero.params.device = c.params_offload;
   t.dp = c.dp;
   t.gpus_per_node = r.gpus_per_node;
+  if (r.global_batch > 0) t.gradient_accumulation_steps = detail::quotient(r.global_batch, detail::checked_mul(c.dp, c.micro_batch));
   activation_config a{};
   a.seq_len = r.seq_len;
   a.micro_batch = c.micro_batch;
@@ -92,6 +96,7 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   c.gpu = training_gpu_bytes(r.model, t, a, p, r.overheads);
   c.headroom = r.gpu_capacity - c.gpu;
   t.params = parameters_per_rank(r.model, c.tp, c.pp).most_loaded;
+  if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(count_parameters(r.model).largest_layer, c.tp);
   c.offloaded_per_node = estimate_model_states(t).host_per_node();
   return c;
 }

@@ -43,7 +43,7 @@ inline training_states trained(elements params, int stage, std::int64_t dp, std:
   t.zero.optimizer = {optimizer, optimizer != offload_device::none};
   t.dp = dp;
   t.gpus_per_node = gpus_per_node;
-  t.largest_layer = stage == 3 ? largest_layer : elements{};
+  t.largest_layer = needs_largest_layer(t.zero) ? largest_layer : elements{};
   return t;
 }
 }  // namespace detail

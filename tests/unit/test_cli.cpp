@@ -63,13 +63,35 @@ TEST_CASE("estimate reproduces the ZeRO paper through the CLI", "[cli][published
 }
 
 TEST_CASE("estimate with offload reports host RAM per node", "[cli]") {
-  // 8e9 params, ZeRO-3, both offloaded to CPU, 16 ranks, 8 per node: 18 x 8e9 / 16 x 8 = 72e9 B per node.
+  // 8e9 params, ZeRO-3, both offloaded to CPU, 16 ranks, 8 per node: weights 2 + gradients 2 + master 4 +
+  // fp32 gradients 4 + moments 8 = 20 B x 8e9 / 16 x 8 = 80e9 B per node.
   const auto j = run_json({"estimate", "--params", "8B", "--zero-stage", "3", "--dp", "16", "--gpus-per-node", "8",
                            "--offload-optimizer", "cpu", "--offload-params", "cpu", "--pin-memory"});
   CHECK(j["per_gpu"]["total_bytes"] == 0);
-  CHECK(j["per_node_host"]["total_bytes"] == 72'000'000'000LL);
-  CHECK(j["per_node_host"]["pinned_bytes"] == 72'000'000'000LL);
+  CHECK(j["per_node_host"]["total_bytes"] == 80'000'000'000LL);
+  CHECK(j["per_node_host"]["pinned_bytes"] == 80'000'000'000LL);
   CHECK(j["per_node_host"]["ranks"] == 8);
+}
+
+TEST_CASE("estimate counts ZeRO-2 offload staging and accumulation buffers from the model", "[cli]") {
+  // Llama-2-7B: Psi = 6,738,415,616, largest layer the 32000 x 4096 embedding = 131,072,000; dp 8 -> a partition
+  // of 842,301,952. GPU: 2 Psi = 13,476,831,232 + staging 2 x 131,072,000 = 262,144,000 -> 13,738,975,232.
+  // Host per rank: fp32 gradients and master 4 x 842,301,952 each, moments 8 x (= 13,476,831,232 together),
+  // staging 262,144,000, accumulation 2 x (842,301,952 + 2 x 131,072,000) = 2,208,891,904 -> 15,947,867,136;
+  // 8 ranks per node: 127,582,937,088, all pinned.
+  const auto j = run_json({"estimate", "--model", "llama-2-7b", "--zero-stage", "2", "--dp", "8", "--offload-optimizer",
+                           "cpu", "--pin-memory", "--grad-accum-steps", "4"});
+  CHECK(j["inputs"]["gradient_accumulation_steps"] == 4);
+  CHECK(j["inputs"]["largest_layer_params"] == 131'072'000);
+  CHECK(j["per_gpu"]["offload_staging_bytes"] == 262'144'000);
+  CHECK(j["per_gpu"]["total_bytes"] == 13'738'975'232LL);
+  CHECK(j["per_rank_host"]["total_bytes"] == 15'947'867'136LL);
+  CHECK(j["per_node_host"]["total_bytes"] == 127'582'937'088LL);
+  CHECK(j["per_node_host"]["pinned_bytes"] == 127'582'937'088LL);
+  // One micro-batch per step: no accumulation buffer, 2,208,891,904 B less per rank.
+  const auto one = run_json({"estimate", "--model", "llama-2-7b", "--zero-stage", "2", "--dp", "8", "--offload-optimizer", "cpu"});
+  CHECK(one["per_rank_host"]["total_bytes"] == 15'947'867'136LL - 2'208'891'904LL);
+  check_rejected({{"estimate", "--params", "7B", "--grad-accum-steps", "0"}});
 }
 
 TEST_CASE("estimate text output labels every number with its unit", "[cli]") {

@@ -117,8 +117,11 @@ TEST_CASE("Adafactor's factored second moment", "[model_states]") {
 }
 
 TEST_CASE("CPU offload moves optimizer states to host RAM per node", "[model_states][offload]") {
-  // ZeRO-3, params and optimizer on CPU, Psi = 8e9, 16 ranks on 2 nodes of 8: each rank holds
-  // (2 + 4 + 4 + 8) x 8e9 / 16 = 9e9 B on the host, a node 8 x 9e9 = 72e9 B = 18 Psi / nodes; the GPU holds none.
+  // ZeRO-3, params and optimizer on CPU, Psi = 8e9, 16 ranks on 2 nodes of 8: each rank holds 16-bit weights 2,
+  // the 16-bit gradient partition 2 (stage3.py allocates grad_partitions_flat_buffer on the CPU when the optimizer
+  // is offloaded), fp32 master 4, fp32 gradients 4 and Adam moments 8 bytes per parameter of its 8e9 / 16 = 5e8:
+  // 20 x 5e8 = 10e9 B on the host, a node 8 x 10e9 = 80e9 B; the GPU holds none. (DeepSpeed's estimator
+  // counts 18 B per parameter: it leaves out the 16-bit gradient partition.)
   training_states t{};
   t.params = 8_Gparams;
   t.recipe = recipe_of(precision::mixed_bf16);
@@ -128,20 +131,21 @@ TEST_CASE("CPU offload moves optimizer states to host RAM per node", "[model_sta
   t.gpus_per_node = 8;
   model_state_estimate e = estimate_model_states(t);
   CHECK(e.gpu().count() == 0);
-  CHECK(e.host_per_rank().count() == 9'000'000'000);
-  CHECK(e.host_per_node().count() == 72'000'000'000);
+  CHECK(e.host_per_rank().count() == 10'000'000'000);
+  CHECK(e.host_per_node().count() == 80'000'000'000);
   CHECK(e.host_pinned_per_node().count() == 0);  // DeepSpeed's pin_memory defaults to false
   CHECK(e.nvme_per_node().count() == 0);
   // With the largest layer (say 1e9 params) gathered on the GPU: weights 2 + gradients 2 bytes each.
   t.largest_layer = 1_Gparams;
   CHECK(estimate_model_states(t).gpu().count() == 4'000'000'000);
-  // Optimizer only: the 16-bit weights shard stays on the GPU, 2 x 8e9 / 16 = 1e9, and the host loses it.
+  // Optimizer only: the 16-bit weights shard stays on the GPU, 2 x 8e9 / 16 = 1e9, and the host loses it:
+  // (2 + 4 + 4 + 8) x 5e8 = 9e9 per rank, 8 ranks per node.
   t.largest_layer = elements_of(0);
   t.zero = zero<3, offload_device::none, offload_device::cpu>::config();
   t.zero.optimizer.pin_memory = true;
   e = estimate_model_states(t);
   CHECK(e.gpu().count() == 1'000'000'000);
-  CHECK(e.host_per_node().count() == 8 * 8'000'000'000);  // 16 x 8e9 / 16 per rank, 8 ranks
+  CHECK(e.host_per_node().count() == 8 * 9'000'000'000);
   CHECK(e.host_pinned_per_node() == e.host_per_node());
 }
 
@@ -160,11 +164,63 @@ TEST_CASE("ZeRO-2 with ZeRO-Offload keeps only 16-bit weights on the GPU", "[mod
   CHECK(e.host_per_node().count() == 16'000'000'000);
 }
 
+TEST_CASE("ZeRO-1/2 CPU offload stages gradients in buffers of the largest layer", "[model_states][offload]") {
+  // DeepSpeed stage_1_and_2.py with offload: temp_grad_buffer_for_gpu_offload (GPU) and
+  // temp_grad_buffer_for_cpu_offload (host) hold largest_param_numel 16-bit elements each; with
+  // gradient_accumulation_steps > 1, accumulated_grads_in_cpu holds every parameter of the rank's partition whole.
+  // P = 1e9, largest layer 1e8, dp 4 (4 ranks per node), bf16 + AdamW, optimizer pinned on the CPU.
+  training_states t{};
+  t.params = 1_Gparams;
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.zero = zero<2, offload_device::none, offload_device::cpu>::config();
+  t.zero.optimizer.pin_memory = true;
+  t.dp = 4;
+  t.gpus_per_node = 4;
+  t.largest_layer = elements_of(100'000'000);
+  // GPU: replicated weights 2 x 1e9 + staging 2 x 1e8 = 2.2e9.
+  // Host per rank: fp32 gradients, master and moments (4 + 4 + 8) x 2.5e8 = 4e9, + staging 2e8 = 4.2e9.
+  model_state_estimate e = estimate_model_states(t);
+  CHECK(e.gpu().count() == 2'200'000'000);
+  CHECK(e.per_rank.offload_staging.gpu.count() == 200'000'000);
+  CHECK(e.host_per_rank().count() == 4'200'000'000);
+  CHECK(e.host_pinned_per_node().count() == 4 * 4'200'000'000LL);
+  // 4 micro-batches per step: + 2 B x min(1e9, 2.5e8 + 2 x 1e8) = 9e8 accumulation buffer -> 5.1e9 per rank.
+  t.gradient_accumulation_steps = 4;
+  e = estimate_model_states(t);
+  CHECK(e.gpu().count() == 2'200'000'000);  // the GPU does not change
+  CHECK(e.host_per_rank().count() == 5'100'000'000);
+  CHECK(e.host_per_node().count() == 20'400'000'000);
+  // One rank holds the whole model: the bound is the model itself, 2 B x 1e9; its partition is 1e9, so
+  // fp32 gradients, master and moments are 16e9: 16e9 + 2e8 + 2e9 = 18.2e9.
+  t.dp = 1;
+  t.gpus_per_node = 1;
+  CHECK(estimate_model_states(t).host_per_rank().count() == 18'200'000'000);
+  // ZeRO-1 stages the same way (its 16-bit gradients stay whole on the GPU: 2e9 + 2e9 + 2e8).
+  t.zero.stage = 1;
+  CHECK(estimate_model_states(t).gpu().count() == 4'200'000'000);
+  // Without the largest layer the staging buffers are left out and the accumulation buffer is the partition.
+  t.zero.stage = 2;
+  t.dp = 4;
+  t.gpus_per_node = 4;
+  t.largest_layer = elements_of(0);
+  e = estimate_model_states(t);
+  CHECK(e.per_rank.offload_staging.gpu.count() == 0);
+  CHECK(e.per_rank.offload_staging.host.count() == 500'000'000);  // 2 B x 2.5e8
+  // Stage 3 accumulates into its gradient partition instead: no staging term at any accumulation count.
+  t.zero = zero<3, offload_device::none, offload_device::cpu>::config();
+  t.largest_layer = elements_of(100'000'000);
+  CHECK(estimate_model_states(t).per_rank.offload_staging.total().count() == 0);
+  t.gradient_accumulation_steps = 0;
+  CHECK_THROWS_WITH(estimate_model_states(t), "zeromem: gradient accumulation steps, got 0; it must be at least 1");
+}
+
 TEST_CASE("NVMe offload puts states on NVMe and pins swap buffers on the host", "[model_states][offload]") {
   // ZeRO-Infinity, P = 64e9 over 64 ranks (8 per node): per rank 1e9 params.
   // NVMe per rank: weights 2e9 + master 4e9 + moments 8e9 = 14e9; per node 112e9.
-  // Host per rank: fp32 gradients 4e9 + swap buffers: optimizer 4 x min(1e9 sub-group, 1e9) x 4 B = 16e9,
-  // parameters 5 x 1e8 x 2 B = 1e9. Per node 8 x 21e9 = 168e9, of which pinned 8 x 17e9 = 136e9.
+  // Host per rank: 16-bit gradient partition 2e9 + fp32 gradients 4e9 + swap buffers: optimizer
+  // 4 x min(1e9 sub-group, 1e9) x 4 B = 16e9, parameters 5 x 1e8 x 2 B = 1e9. Per node 8 x 23e9 = 184e9,
+  // of which pinned (the swap buffers only; pin_memory is off) 8 x 17e9 = 136e9.
   training_states t{};
   t.params = 64_Gparams;
   t.recipe = recipe_of(precision::mixed_bf16);
@@ -174,7 +230,7 @@ TEST_CASE("NVMe offload puts states on NVMe and pins swap buffers on the host", 
   t.gpus_per_node = 8;
   const model_state_estimate e = estimate_model_states(t);
   CHECK(e.nvme_per_node().count() == 112'000'000'000);
-  CHECK(e.host_per_node().count() == 168'000'000'000);
+  CHECK(e.host_per_node().count() == 184'000'000'000);
   CHECK(e.host_pinned_per_node().count() == 136'000'000'000);
   CHECK(e.gpu().count() == 0);
 }

@@ -55,6 +55,7 @@ struct estimate_args {
   bool fp32_grad_copy = false;
   std::string main_grads;
   std::string largest_layer;
+  std::int64_t grad_accum_steps = 1;
   // model
   std::string model;
   std::string hf_config;
@@ -98,7 +99,11 @@ void add_estimate(CLI::App& app, estimate_args& a) {
   app.add_flag("--pin-memory", a.pin_memory, "offloaded states in pinned host memory");
   app.add_flag("--fp32-grad-copy", a.fp32_grad_copy, "optimizer keeps an fp32 copy of 16-bit gradients (DeepSpeed, Megatron fp16)");
   app.add_option("--main-grads", a.main_grads, "gradient accumulation dtype, e.g. fp32 (Megatron main grads)");
-  app.add_option("--largest-layer-params", a.largest_layer, "parameters of the largest layer (ZeRO-3 gathers it whole)");
+  app.add_option("--largest-layer-params", a.largest_layer,
+                 "parameters of the largest layer (ZeRO-3 gathers it whole; ZeRO-1/2 CPU offload stages gradients by it)");
+  app.add_option("--grad-accum-steps", a.grad_accum_steps,
+                 "micro-batches per optimizer step (ZeRO-1/2 CPU offload keeps a 16-bit host accumulation buffer when > 1)")
+      ->capture_default_str();
 
   auto* model = app.add_option("--model", a.model, "preset: qwen2.5-1.5b, qwen2.5-7b, llama-3-70b, qwen2.5-vl-7b, llama-2-7b, gpt3-175b");
   auto* hf = app.add_option("--hf-config", a.hf_config, "a Hugging Face config.json (llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2)");
@@ -224,8 +229,9 @@ estimate_inputs to_inputs(const estimate_args& a) {
   t.zero.params = {parse_offload_device(a.offload_params), a.pin_memory};
   if (!a.largest_layer.empty())
     t.largest_layer = elements_of(parse_count(a.largest_layer, "the largest layer (--largest-layer-params)"));
-  else if (in.has_model && t.zero.stage == 3)
+  else if (in.has_model && needs_largest_layer(t.zero))
     t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
+  t.gradient_accumulation_steps = a.grad_accum_steps;
   validate(t);
 
   const bool activation_flags = a.seq_len != 0 || a.sp || a.cp != 1 || a.recompute_name != "none" || a.dropout != 0.0 ||
@@ -356,7 +362,8 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                  {"offload_optimizer", std::string(name(t.zero.optimizer.device))},
                  {"offload_params", std::string(name(t.zero.params.device))},
                  {"hpz_partition", t.zero.hpz_partition},
-                 {"largest_layer_params", t.largest_layer.count()}};
+                 {"largest_layer_params", t.largest_layer.count()},
+                 {"gradient_accumulation_steps", t.gradient_accumulation_steps}};
   if (in.has_model) {
     j["model"] = {{"params", in.counts.total.count()},
                   {"language_model_params", in.counts.language_model.count()},
@@ -371,6 +378,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                   {"gradients_bytes", (m.gradients.gpu + m.fp32_gradients.gpu).count()},
                   {"optimizer_states_bytes", (m.master_weights.gpu + m.optimizer_moments.gpu).count()},
                   {"gathered_layer_bytes", m.gathered_layer.gpu.count()},
+                  {"offload_staging_bytes", m.offload_staging.gpu.count()},
                   {"model_states_bytes", e.gpu().count()},
                   {"activations_bytes", act_bytes.count()},
                   {"total_bytes", (e.gpu() + act_bytes).count()}};
@@ -418,7 +426,9 @@ void print_estimate(std::ostream& out, const estimate_inputs& in, const model_st
   out << "  sharding     ZeRO stage " << t.zero.stage << " over " << e.shard_group << " ranks (dp " << t.dp << "), "
       << e.ranks_per_node << " ranks per node\n";
   out << "  offload      optimizer " << name(t.zero.optimizer.device) << ", parameters " << name(t.zero.params.device)
-      << (t.zero.optimizer.pin_memory ? " (pinned)" : "") << "\n";
+      << (t.zero.optimizer.pin_memory ? " (pinned)" : "")
+      << (t.gradient_accumulation_steps > 1 ? "; " + std::to_string(t.gradient_accumulation_steps) + " micro-batches per step" : "")
+      << "\n";
   if (act != nullptr) {
     const activation_config& c = in.act;
     out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype)
@@ -431,6 +441,9 @@ void print_estimate(std::ostream& out, const estimate_inputs& in, const model_st
                          : "  note         Adafactor without tensor shapes: its factored state is a lower bound\n");
   if (t.zero.stage == 3 && t.largest_layer.count() == 0)
     out << "  note         ZeRO-3 gathers each layer whole; pass --largest-layer-params or a model to count it\n";
+  if (t.zero.stage != 3 && needs_largest_layer(t.zero) && t.largest_layer.count() == 0)
+    out << "  note         CPU offload stages gradients in buffers of the largest layer; pass --largest-layer-params or a "
+           "model to count them\n";
 
   char head[160];
   std::snprintf(head, sizeof head, "  %-22s %24s %14s %14s\n", "term", "exact", "GB (1e9 B)", "GiB (2^30 B)");
