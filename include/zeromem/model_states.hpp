@@ -157,8 +157,6 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
     return rank < 0 ? largest_share(total, parts) : share_of_rank(total, parts, detail::remainder(rank, parts));
   };
   const bool optimizer_offloaded = z.optimizer.device != offload_device::none;
-  // CPU Adam keeps its gradients in host memory also when the states go to NVMe (ZeRO-Infinity).
-  const offload_device gradient_home = optimizer_offloaded ? offload_device::cpu : offload_device::none;
 
   // Working weights: replicated until stage 3 (ZeRO §5.1 P_os+g+p).
   const placement weights = detail::place(share(t.params * size_of(r.weights), z.stage >= 3, n), z.params.device, z.params.pin_memory);
@@ -180,10 +178,13 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
       r.fp32_master ? detail::place(share(t.params * fp32, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory)
                     : placement{};
 
-  // fp32 gradient partition: kept by the recipe (Megatron fp16 main grads, DeepSpeed's estimator) or by CPU Adam.
+  // fp32 gradient partition: kept by the recipe (Megatron fp16 main grads, DeepSpeed's estimator) or by the
+  // offloaded optimizer, on its device: CPU Adam's per-sub-group buffers in host RAM, or, with the optimizer on
+  // NVMe, swapped out with its states (stage3.py initialize_optimizer_states and partition_grads ->
+  // optimizer_swapper.swap_out_gradients; sub-groups below the swapper's minimum I/O size stay in host RAM).
   const placement fp32_gradients =
       (r.fp32_gradient_copy && r.gradients != dtype::fp32) || optimizer_offloaded
-          ? detail::place(share(t.params * fp32, z.stage >= 1, n), gradient_home, z.optimizer.pin_memory)
+          ? detail::place(share(t.params * fp32, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory)
           : placement{};
 
   // Optimizer states proper: sharded from stage 1.
