@@ -49,6 +49,10 @@ struct activation_config {
   /// PyTorch 1.x's mean.dim kept its input for backward (derivatives.yaml used self.sizes(); measured on 1.13);
   /// 2.x keeps only sizes (self.sym_sizes(), self.sym_numel()). Matters for HF's RMSNorm: x^2 in fp32.
   int torch_major = 2;
+  /// torch.autocast with fp32 weights (precision amp-bf16 / amp-fp16): activation_dtype is the autocast dtype,
+  /// the residual stream and the norms stay fp32, each linear casts its input and its weight (autocast's weight
+  /// cache), and the cast copies are what autograd saves (torch/csrc/autograd autocast, autocast_mode.cpp).
+  bool autocast = false;
 };
 
 struct pipeline_config {
@@ -72,6 +76,7 @@ struct layer_activations {
   bytes mlp_hidden;           // GELU: fc1 output and GELU output; SwiGLU: gate, SiLU(gate), up, product
   bytes mlp_residual_mask;
   bytes layer_input;          // full recompute keeps only this
+  bytes autocast_weights;     // autocast: the 16-bit copies of the layer's linear weights, saved by each linear
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -90,6 +95,7 @@ struct layer_activations {
     f("mlp_hidden", mlp_hidden);
     f("mlp_residual_mask", mlp_residual_mask);
     f("layer_input", layer_input);
+    f("autocast_weights", autocast_weights);
   }
   constexpr bytes total() const {
     bytes sum{};
@@ -144,27 +150,39 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   const auto norm_saved = [&]() -> std::int64_t {
-    if (c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm)
+    if (c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm) {
       // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
-      // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh).
-      return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), a_sbh, checked_product(4, sb));
+      // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh). Under
+      // autocast x is already fp32 and the normalised tensor stays fp32: 4sbh + 4sbh + 4sb.
+      const std::int64_t normalised = c.autocast ? checked_product(4, sbh) : a_sbh;
+      return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), normalised, checked_product(4, sb));
+    }
     const std::int64_t stats = c.impl == implementation::paper ? 0 : checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
     // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics:
-    // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere).
-    const std::int64_t stat_bytes = m.norm == norm_kind::rmsnorm ? 4 : stat;
-    return checked_sum(a_sbh, checked_product(stats, stat_bytes));
+    // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere;
+    // autocast runs layer_norm in fp32).
+    const std::int64_t stat_bytes = m.norm == norm_kind::rmsnorm || c.autocast ? 4 : stat;
+    return checked_sum(c.autocast ? checked_product(4, sbh) : a_sbh, checked_product(stats, stat_bytes));
   };
 
   // Each result is built whole (a return of all terms) rather than cleared and filled: clearing costs more
   // than the arithmetic.
   const bytes none{};
+  // Under autocast the residual stream is fp32 (fp32 embedding and weights; autocast leaves add and the norms'
+  // ops in fp32), so each norm keeps an fp32 input and every linear keeps its own 16-bit cast of it.
+  const std::int64_t residual_sbh = c.autocast ? checked_product(4, sbh) : a_sbh;
   if (c.recomputation == recompute::full)
     // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
     return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none,
-                             bytes_of(replicated(a_sbh))};
+                             bytes_of(replicated(residual_sbh)), none};
 
   const bytes norm = bytes_of(replicated(norm_saved()));
-  const bytes input = bytes_of(replicated(a_sbh));  // "QKV matrix multiplies: 2sbh" (§4.1); "first linear input: 2sbh"
+  // "QKV matrix multiplies: 2sbh" (§4.1); "first linear input: 2sbh". Under autocast each linear casts the fp32
+  // norm output itself and keeps its own copy: q, k and v (one for a fused qkv), gate and up (one for fc1).
+  const std::int64_t attention_casts = c.autocast && !m.fused_qkv ? 3 : 1;
+  const std::int64_t mlp_casts = c.autocast && m.mlp == mlp_kind::swiglu ? 2 : 1;
+  const bytes input = bytes_of(replicated(checked_product(attention_casts, a_sbh)));
+  const bytes mlp_input = bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
   const bool repeat = c.impl == implementation::hf_eager && c.attention == attention_kind::eager;
   // HF repeat_kv copies K and V to every head, except that with one kv head its expand + reshape is a
   // stride-0 view. Selective recompute keeps that view as the core's input; otherwise matmul keeps its
@@ -176,8 +194,10 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   bytes scores{}, scores_dropout{};
   if (c.attention == attention_kind::eager && c.recomputation == recompute::none) {
     const std::int64_t probs = checked_product(heads, s, s, b);  // a s^2 b / t elements
-    // "softmax: 2as^2b"; HF: softmax(dtype=float32) keeps its fp32 output, .to(bf16) the copy P @ V keeps.
-    scores = bytes_of(checked_product(c.impl == implementation::hf_eager ? 4 + a : a, probs));
+    // "softmax: 2as^2b"; HF Llama/Qwen2: softmax(dtype=float32) keeps its fp32 output, .to(bf16) the copy P @ V
+    // keeps (GPT-2's runs in the model dtype); autocast runs softmax in fp32 and P @ V keeps its 16-bit cast.
+    const bool fp32_softmax = c.autocast || (c.impl == implementation::hf_eager && m.eager_softmax_fp32);
+    scores = bytes_of(checked_product(fp32_softmax ? 4 + a : a, probs));
     if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
@@ -189,12 +209,21 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   const std::int64_t f =
       detail::quotient(m.moe.experts > 0 ? checked_product(checked_sum(m.moe.top_k, m.moe.shared_experts), m.moe.expert_ffn) : m.ffn,
                        c.tp);
-  // GELU: fc1 output kept by GELU, GELU output kept by fc2 ("8sbh + 8sbh" with f = 4h). SwiGLU: gate kept
-  // by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused: [gate | up] and the product.
-  const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? 2 : (c.impl == implementation::fused ? 3 : 4);
+  // GELU: fc1 output kept by GELU, GELU output kept by fc2 ("8sbh + 8sbh" with f = 4h); written as tensor ops
+  // (HF gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))) tanh's output, 0.5x and 1 + tanh are kept
+  // too. SwiGLU: gate kept by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused:
+  // [gate | up] and the product.
+  const std::int64_t gelu_tensors = m.gelu_tensor_ops && c.impl == implementation::hf_eager ? 5 : 2;
+  const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4);
   const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
-  return layer_activations{norm,   input,         query, key,   key,        scores,        scores_dropout, lse,
-                           output, residual_mask, norm,  input, mlp_hidden, residual_mask, none};
+  // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward.
+  const bytes weights = c.autocast ? bytes_of(checked_product(a, detail::ceil_div(
+                                                   detail::checked_sub(count_parameters(m, detail::assume_valid).layer.count(),
+                                                                       checked_product(2, detail::norm_params(m.norm, h))),
+                                                   c.tp)))
+                                   : none;
+  return layer_activations{norm,   input,         query, key,       key,        scores,        scores_dropout, lse,
+                           output, residual_mask, norm,  mlp_input, mlp_hidden, residual_mask, none,           weights};
 }
 constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c) {
   validate(c, m);
@@ -250,7 +279,15 @@ constexpr stage_activations first_stage_activations(const transformer_config& m,
   }
   if (p.pp == 1) {
     // Final norm input and output-layer input (2sbh each), fp32 logits 4sbv/t (Korthikanti §4.3: 4sbh/t (1 + v/h)).
-    output_layer = bytes_of(replicated(checked_product(2 * a, sbh)));
+    // HF's final RMSNorm keeps what a layer's norm keeps (see layer_activation_bytes); under autocast its input is
+    // the fp32 residual, and lm_head keeps a 16-bit cast of its input and of its weight (autocast's cache).
+    const std::int64_t residual = c.autocast ? checked_product(4, sbh) : checked_product(a, sbh);
+    const std::int64_t final_norm =
+        c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm
+            ? checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), residual, checked_product(4, sb))
+            : residual;
+    const std::int64_t head_weight_cast = c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden), c.tp)) : 0;
+    output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, checked_product(a, sbh))), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
   return stage_activations{per_layer,         layers_on_stage, inflight, layers, input_ids, embedding_dropout,

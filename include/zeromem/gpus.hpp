@@ -21,7 +21,7 @@ inline constexpr std::array<gpu_model, 6> gpu_models{{
     {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB (REFERENCES §6; read total_memory on your device for more precision)"},
     {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (REFERENCES §6)"},
     {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (REFERENCES §6)"},
-    {"h100-80gb", bytes_from(79.1L, size_unit::GiB),   "REFERENCES §6: about 79.1-79.2 GiB; the lower end"},
+    {"h100-80gb", bytes_of_checked(85'017'493'504),     "cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)"},
     {"h200",      bytes_from(139.0L, size_unit::GiB),  "about 139 GiB as lent to this project (device tool README); 141 GB nominal"},
     {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (REFERENCES §4, §6)"},
 }};

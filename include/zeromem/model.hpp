@@ -57,6 +57,12 @@ struct transformer_config {
   bool attention_out_bias = false;
   bool mlp_bias = false;
   bool fused_qkv = false;          // one h x 3h projection module (GPT-2, Megatron) instead of q, k, v
+  /// GELU written as tensor ops (transformers' NewGELUActivation, activation_function "gelu_new": tanh
+  /// approximation in Python, activations.py); each op saves its own inputs. false: one fused GELU kernel.
+  bool gelu_tensor_ops = false;
+  /// transformers' eager attention upcasts the softmax for Llama/Qwen2 (softmax(..., dtype=torch.float32)) and
+  /// runs it in the model's dtype for GPT-2 (modeling_gpt2.py eager_attention_forward).
+  bool eager_softmax_fp32 = true;
   bool tied_embeddings = false;
   moe_config moe{};
   vision_config vision{};

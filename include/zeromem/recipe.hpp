@@ -14,7 +14,9 @@ namespace zeromem {
 
 /// mixed_*: 16-bit weights and gradients, fp32 master weights in the optimizer (Micikevicius et al. 2018,
 /// "Mixed Precision Training", §3.1). bf16 / fp16: pure 16-bit, no master copy. fp32: everything fp32.
-enum class precision { mixed_bf16, mixed_fp16, bf16, fp16, fp32 };
+/// amp_*: torch.autocast (torch/amp/autocast_mode.py): fp32 weights, gradients and optimizer states, 16-bit
+/// compute; autocast casts each op's inputs, keeping a cache of the 16-bit weights for the forward pass.
+enum class precision { mixed_bf16, mixed_fp16, bf16, fp16, fp32, amp_bf16, amp_fp16 };
 
 struct precision_recipe {
   dtype weights = dtype::bf16;    // working copy used by forward and backward
@@ -24,6 +26,8 @@ struct precision_recipe {
   // (docs/source/api-guide/dist_optimizer.md: 20 = 2 + 2 + 16 bytes) and DeepSpeed's ZeRO estimator
   // ("18 = 2_grads_16bit + 4_grads_32bit + 4_params_32bit + 8_optimizer_states_32bit", stage_1_and_2.py).
   bool fp32_gradient_copy = false;
+  /// Weights stay in their dtype and torch.autocast runs the forward in 16 bits (amp_bf16, amp_fp16).
+  bool autocast = false;
 
   /// dtype in which the optimizer keeps its states: fp32 beside a master copy, else the weights' dtype
   /// (torch.optim keeps exp_avg / momentum_buffer in the parameter's dtype).
@@ -37,8 +41,15 @@ constexpr precision_recipe recipe_of(precision p) {
     case precision::bf16: return {dtype::bf16, dtype::bf16, false, false};
     case precision::fp16: return {dtype::fp16, dtype::fp16, false, false};
     case precision::fp32: return {dtype::fp32, dtype::fp32, false, false};
+    case precision::amp_bf16:
+    case precision::amp_fp16: return {dtype::fp32, dtype::fp32, false, false, true};
   }
   detail::fail("unknown precision");
+}
+
+/// The dtype activations are computed in: the autocast dtype under AMP, else the weights' dtype.
+constexpr dtype compute_dtype_of(precision p) {
+  return p == precision::amp_bf16 ? dtype::bf16 : p == precision::amp_fp16 ? dtype::fp16 : recipe_of(p).weights;
 }
 
 constexpr std::string_view name(precision p) {
@@ -48,12 +59,15 @@ constexpr std::string_view name(precision p) {
     case precision::bf16: return "bf16";
     case precision::fp16: return "fp16";
     case precision::fp32: return "fp32";
+    case precision::amp_bf16: return "amp-bf16";
+    case precision::amp_fp16: return "amp-fp16";
   }
   detail::fail("unknown precision");
 }
 
 inline precision parse_precision(std::string_view s) {
-  static constexpr precision all[] = {precision::mixed_bf16, precision::mixed_fp16, precision::bf16, precision::fp16, precision::fp32};
+  static constexpr precision all[] = {precision::mixed_bf16, precision::mixed_fp16, precision::bf16,    precision::fp16,
+                                      precision::fp32,       precision::amp_bf16,   precision::amp_fp16};
   return detail::parse_named(s, all, "precision");
 }
 

@@ -17,6 +17,7 @@
 #include "zeromem/kv_cache.hpp"
 #include "zeromem/vllm.hpp"
 #include "zeromem/job.hpp"
+#include "zeromem/step.hpp"
 #include "zeromem/scenarios.hpp"
 #include "zeromem/report.hpp"
 #include "zeromem/gpus.hpp"

@@ -74,8 +74,14 @@ struct estimate_args {
   double dropout = 0.0;
   std::string implementation_name = "eager";
   std::string device_name = "cuda";
-  std::string activation_dtype = "bf16";
+  std::string activation_dtype;  // default: the precision's compute dtype
   int torch_major = 2;
+  // the step model
+  std::string loss = "hf";
+  std::string optimizer_impl = "foreach";
+  std::string allocator = "default";
+  std::string cuda_context;
+  double reserve_fraction = 0.0;
   std::string gpu;
   bool explain = false;
   std::string svg;
@@ -84,7 +90,7 @@ struct estimate_args {
 
 void add_estimate(CLI::App& app, estimate_args& a) {
   app.add_option("--params", a.params, "parameter count: 7.5e9, 7.5B, 350M, 1T (or give a model)");
-  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32")->capture_default_str();
+  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
   app.add_option("--optimizer", a.optimizer_name, "adam | adamw | sgd | sgd-momentum | adam-8bit | adafactor | lion")
       ->capture_default_str();
   auto* stage = app.add_option("--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)");
@@ -136,8 +142,17 @@ void add_estimate(CLI::App& app, estimate_args& a) {
   app.add_option("--implementation", a.implementation_name, "paper | eager | fused | hf-eager (see docs/activations.md)")
       ->capture_default_str();
   app.add_option("--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
-  app.add_option("--activation-dtype", a.activation_dtype, "dtype of activations")->capture_default_str();
+  app.add_option("--activation-dtype", a.activation_dtype, "dtype of activations (default: the precision's compute dtype)");
   app.add_option("--torch-version", a.torch_major, "PyTorch major version, 1 or 2")->capture_default_str();
+  app.add_option("--loss", a.loss, "hf (transformers ForCausalLMLoss: full logits, fp32 upcast) | fused (chunked linear-cross-entropy)")
+      ->capture_default_str();
+  app.add_option("--optimizer-impl", a.optimizer_impl, "foreach (PyTorch's default on CUDA) | fused | forloop")->capture_default_str();
+  app.add_option("--allocator", a.allocator, "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
+      ->capture_default_str();
+  app.add_option("--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");
+  app.add_option("--reserve-fraction", a.reserve_fraction,
+                 "reserved above allocated at the peak, measured on your job (max_memory_reserved / max_memory_allocated - 1)")
+      ->capture_default_str();
   app.add_option("--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s: verdict against its capacity");
   app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
   app.add_option("--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
@@ -152,6 +167,7 @@ struct estimate_inputs {
   bool has_activations = false;
   activation_config act{};
   pipeline_config pipe{};
+  step_config step{};
 };
 
 bool hand_model_given(const estimate_args& a) {
@@ -244,7 +260,9 @@ estimate_inputs to_inputs(const estimate_args& a) {
     activation_config& c = in.act;
     c.seq_len = a.seq_len;
     c.micro_batch = a.micro_batch;
-    c.activation_dtype = parse_dtype(a.activation_dtype);
+    const precision prec = parse_precision(a.precision_name);
+    c.activation_dtype = a.activation_dtype.empty() ? compute_dtype_of(prec) : parse_dtype(a.activation_dtype);
+    c.autocast = t.recipe.autocast;
     c.tp = a.tp;
     c.sequence_parallel = a.sp;
     c.cp = a.cp;
@@ -258,6 +276,19 @@ estimate_inputs to_inputs(const estimate_args& a) {
     c.torch_major = a.torch_major;
     in.pipe = {a.pp, a.virtual_stages, a.microbatches};
     validate(c, in.model);
+    step_config& st = in.step;
+    st.loss = parse_loss(a.loss);
+    st.optimizer = parse_optimizer_impl(a.optimizer_impl);
+    st.allocator = parse_allocator(a.allocator);
+    if (!a.cuda_context.empty()) st.cuda_context = bytes_of(parse_size(a.cuda_context, "the CUDA context (--cuda-context)"));
+    st.reserve_fraction = a.reserve_fraction;
+    if (!a.fsdp.empty()) {
+      // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.
+      const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
+      if (f != fsdp_strategy::no_shard) st.fsdp_world = shard_group_of(t);
+      st.reshard_after_forward = f == fsdp_strategy::full_shard || f == fsdp_strategy::hybrid_shard;
+    }
+    validate(st);
   }
   return in;
 }
@@ -294,6 +325,116 @@ void print_dominant(std::ostream& out, const job_breakdown& job) {
   for (const named_bytes& d : dominant_terms(job))
     out << "    " << d.name << ": " << format_bytes(d.value, size_unit::GiB) << " ("
         << static_cast<int>(100.0 * (total.count() > 0 ? d.value / total : 0.0) + 0.5) << "% of the GPU total)\n";
+}
+
+step_estimate step_of(const estimate_inputs& in) { return estimate_step(in.model, in.states, in.act, in.step, in.pipe); }
+
+json step_terms_json(const step_terms& t) {
+  json terms = json::object();
+  t.for_each([&](const char* name, bytes b) { terms[std::string(name) + "_bytes"] = b.count(); });
+  return {{"peak_bytes", t.total().count()}, {"largest_term", std::string(t.largest())}, {"terms", terms}};
+}
+
+void add_step_json(json& j, const step_estimate& e) {
+  j["per_gpu"]["peak_bytes"] = e.peak.count();
+  j["per_gpu"]["peak_phase"] = std::string(name(e.peak_phase));
+  j["per_gpu"]["peak_term"] = std::string(e.phase(e.peak_phase).largest());
+  j["per_gpu"]["reserved_bytes"] = e.reserved.count();
+  j["per_gpu"]["cuda_context_bytes"] = e.cuda_context.count();
+  j["per_gpu"]["device_used_bytes"] = e.device_used().count();
+  j["phases"] = {{"forward", step_terms_json(e.forward)},
+                 {"backward", step_terms_json(e.backward)},
+                 {"optimizer_step", step_terms_json(e.optimizer_step)}};
+}
+
+// The step's peak first: what the GPU reaches, in which phase, set by which term, and the verdict.
+void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const std::string& gpu) {
+  const auto both = [](bytes b) { return format_bytes(b, size_unit::GiB) + " (" + format_bytes(b, size_unit::GB) + ")"; };
+  out << "  peak per GPU " << both(e.peak) << " in " << name(e.peak_phase) << ", set by "
+      << e.phase(e.peak_phase).largest() << "\n";
+  out << "  device used  " << both(e.device_used()) << " = reserved " << format_bytes(e.reserved, size_unit::GiB) << " + CUDA context "
+      << format_bytes(e.cuda_context, size_unit::GiB) << (in.step.reserve_fraction > 0.0 ? "" : " (fragmentation not included: --reserve-fraction)")
+      << "\n";
+  out << "  step         loss " << name(in.step.loss) << ", optimizer " << name(in.step.optimizer) << ", allocator " << name(in.step.allocator)
+      << (in.step.fsdp_world > 0 ? ", FSDP2 over " + std::to_string(in.step.fsdp_world) + " ranks" +
+                                       (in.step.reshard_after_forward ? "" : " (no reshard after forward)")
+                                 : std::string())
+      << "\n";
+  if (!gpu.empty()) {
+    const gpu_model& g = find_gpu(gpu);
+    const step_verdict v = verdict_of(e, g.capacity);
+    out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << g.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
+        << format_bytes(v.capacity, size_unit::GiB) << ", margin " << format_bytes(v.margin(), size_unit::GiB) << "\n";
+  }
+}
+
+void print_phases(std::ostream& out, const step_estimate& e) {
+  char head[160];
+  std::snprintf(head, sizeof head, "  %-22s %24s %14s %14s\n", "term", "exact", "GB (1e9 B)", "GiB (2^30 B)");
+  for (step_phase ph : {step_phase::forward, step_phase::backward, step_phase::optimizer_step}) {
+    const step_terms& t = e.phase(ph);
+    out << "\nPhase " << name(ph) << " at its high-water mark" << (ph == e.peak_phase ? " (the peak)" : "") << "\n" << head;
+    t.for_each([&](const char* term, bytes b) {
+      if (b.count() != 0) out << bytes_row(term, b) << "\n";
+    });
+    out << bytes_row("total", t.total()) << "\n";
+  }
+}
+
+// The smallest change that makes the step fit, tried from the least disruptive: each evaluates the same inputs
+// with one field changed.
+void explain_step(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const std::string& gpu) {
+  out << "\nExplain\n  the peak (" << name(e.peak_phase) << ") by term:\n";
+  const step_terms& t = e.phase(e.peak_phase);
+  t.for_each([&](const char* term, bytes b) {
+    if (b.count() != 0)
+      out << "    " << term << ": " << format_bytes(b, size_unit::GiB) << " ("
+          << static_cast<int>(100.0 * (b / e.peak) + 0.5) << "% of the peak)\n";
+  });
+  if (gpu.empty()) {
+    out << "  give --gpu for a verdict and the smallest change that makes it fit\n";
+    return;
+  }
+  const gpu_model& g = find_gpu(gpu);
+  const step_verdict v = verdict_of(e, g.capacity);
+  out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << g.name
+      << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << "\n";
+  if (v.fits()) return;
+  struct change {
+    std::string what;
+    estimate_inputs in;
+  };
+  std::vector<change> changes;
+  const auto with = [&](std::string what, auto&& edit) {
+    estimate_inputs c = in;
+    edit(c);
+    changes.push_back({std::move(what), std::move(c)});
+  };
+  if (in.step.optimizer == optimizer_impl::foreach_kernels) with("--optimizer-impl fused", [](estimate_inputs& c) { c.step.optimizer = optimizer_impl::fused; });
+  if (in.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.step.loss = loss_impl::fused; });
+  if (in.act.recomputation == recompute::none) with("--recompute selective", [](estimate_inputs& c) { c.act.recomputation = recompute::selective; });
+  if (in.act.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.act.recomputation = recompute::full; });
+  if (in.act.micro_batch > 1)
+    with("--micro-batch " + std::to_string(in.act.micro_batch / 2), [](estimate_inputs& c) { c.act.micro_batch /= 2; });
+  if (in.step.fsdp_world > 0 || in.states.zero.stage == 3)
+    with("--dp " + std::to_string(in.states.dp * 2) + " (twice the GPUs)", [](estimate_inputs& c) {
+      c.states.dp *= 2;
+      if (c.step.fsdp_world > 0) c.step.fsdp_world *= 2;
+      if (c.states.zero.shard_group > 0) c.states.zero.shard_group *= 2;
+    });
+  for (const change& c : changes) {
+    try {
+      const step_estimate changed = step_of(c.in);
+      const step_verdict cv = verdict_of(changed, g.capacity);
+      if (!cv.fits()) continue;
+      out << "  smallest change that fits: " << c.what << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin "
+          << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
+      return;
+    } catch (const std::invalid_argument&) {
+      continue;  // the change is not valid for this job (e.g. dp no longer divides)
+    }
+  }
+  out << "  no single change fits; try `zeromem plan` for combinations\n";
 }
 
 void explain_estimate(std::ostream& out, const estimate_inputs& in, const job_breakdown& job, const std::string& gpu) {
@@ -409,10 +550,11 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
 }
 
 void print_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e,
-                    const stage_activations* act) {
+                    const stage_activations* act, const step_estimate* step, const std::string& gpu) {
   const training_states& t = in.states;
   const model_state_terms& m = e.per_rank;
   out << "zeromem estimate\n";
+  if (step != nullptr) print_peak(out, in, *step, gpu);
   if (in.has_model) {
     out << "  model        " << format_count(in.counts.total.count()) << " parameters";
     if (in.counts.vision.count() > 0) out << " (vision tower " << format_count(in.counts.vision.count()) << ")";
@@ -482,8 +624,10 @@ void print_estimate(std::ostream& out, const estimate_inputs& in, const model_st
     if (p.nvme.count() != 0) out << bytes_row(term, p.nvme * e.ranks_per_node) << "\n";
   });
   out << bytes_row("total", e.nvme_per_node()) << "\n";
-  out << (act != nullptr ? "\nModel states and activations: buffers and framework overheads are not included.\n"
-                         : "\nModel states only (give a model and --seq-len for activations); buffers and framework "
+  if (step != nullptr) print_phases(out, *step);
+  out << (act != nullptr ? "\nThe per-GPU table sums model states and saved activations; the phases above add what a real step "
+                           "holds at each high-water mark.\n"
+                         : "\nModel states only (give a model and --seq-len for the step's peak); buffers and framework "
                            "overheads are not included.\n");
 }
 
@@ -655,7 +799,7 @@ void add_plan(CLI::App& app, plan_args& a) {
   app.add_option("--host-memory", a.host_memory, "host RAM per node, e.g. 1TB or 760GB (offload must fit in it)");
   app.add_option("--seq-len", a.seq_len, "tokens per sequence")->required();
   app.add_option("--global-batch", a.global_batch, "sequences per step (dp x micro-batch must divide it)");
-  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32")->capture_default_str();
+  app.add_option("--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
   app.add_option("--optimizer", a.optimizer_name, "adamw, adam, sgd, ...")->capture_default_str();
   app.add_option("--implementation", a.implementation_name, "paper | eager | fused | hf-eager")->capture_default_str();
   app.add_option("--attention", a.attention_name, "eager | flash")->capture_default_str();
@@ -897,17 +1041,33 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       stage_activations act{};
       if (in.has_activations) act = first_stage_activations(in.model, in.act, in.pipe);
       const stage_activations* a = in.has_activations ? &act : nullptr;
+      step_estimate step_value{};
+      if (in.has_activations) step_value = step_of(in);
+      const step_estimate* step = in.has_activations ? &step_value : nullptr;
       const bytes capacity = est.gpu.empty() ? bytes{} : find_gpu(est.gpu).capacity;
       const job_breakdown job = estimate_breakdown(e, a, capacity);
       if (!est.svg.empty())
         write_file(est.svg, svg_stacked_bars("zeromem estimate: per-GPU memory", {bar_of("most loaded GPU", job)}, capacity));
       if (est.json) {
         json j = estimate_json(in, e, a);
-        if (!est.gpu.empty()) j["verdict"] = {{"gpu", est.gpu}, {"capacity_bytes", capacity.count()}, {"fits", job.gpu_fits()}};
+        if (step != nullptr) add_step_json(j, *step);
+        if (!est.gpu.empty()) {
+          if (step != nullptr) {
+            const step_verdict v = verdict_of(*step, capacity);
+            j["verdict"] = {{"gpu", est.gpu}, {"capacity_bytes", capacity.count()}, {"needed_bytes", v.needed.count()},
+                            {"margin_bytes", v.margin().count()}, {"fits", v.fits()}, {"compares", "device_used_bytes"}};
+          } else {
+            j["verdict"] = {{"gpu", est.gpu}, {"capacity_bytes", capacity.count()}, {"needed_bytes", job.gpu_total().count()},
+                            {"margin_bytes", job.gpu_headroom().count()}, {"fits", job.gpu_fits()}, {"compares", "model_states_bytes"}};
+          }
+        }
         out << j.dump(2) << "\n";
       } else {
-        print_estimate(out, in, e, a);
-        if (est.explain) explain_estimate(out, in, job, est.gpu);
+        print_estimate(out, in, e, a, step, est.gpu);
+        if (est.explain) {
+          if (step != nullptr) explain_step(out, in, *step, est.gpu);
+          else explain_estimate(out, in, job, est.gpu);
+        }
       }
       return 0;
     }

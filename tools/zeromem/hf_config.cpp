@@ -117,6 +117,10 @@ transformer_config parse_hf_config(const std::string& text) {
     m.norm = norm_kind::layernorm;
     m.qkv_bias = m.attention_out_bias = m.mlp_bias = true;
     m.fused_qkv = true;  // GPT-2's c_attn is one Conv1D of n_embd x 3 n_embd
+    // transformers ACT2FN: "gelu_new" (GPT-2's default) is NewGELUActivation, the tanh formula as tensor ops.
+    const json* act = find(j, "activation_function");
+    m.eager_softmax_fp32 = false;
+    m.gelu_tensor_ops = act == nullptr || (act->is_string() && act->get<std::string>() == "gelu_new");
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
   } else {
     fail_config("unsupported model_type '" + type + "'; supported: llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");

@@ -1,0 +1,321 @@
+// The peak of one optimizer step on one GPU: forward (with the loss), backward walked layer by layer, and the
+// optimizer step, each with the resting states plus what is alive at its high-water mark. Checked against real
+// steps measured on an H100 (docs/validation.md, tests/data/calibration).
+//
+// What each phase holds, with the code that allocates it:
+//  - resting: weights and optimizer states; gradients are None between steps (zero_grad(set_to_none=True), the
+//    PyTorch 2.x default).
+//  - forward: the saved activations of every layer, then the loss. transformers' ForCausalLMLoss
+//    (loss/loss_utils.py) keeps the lm_head logits in the compute dtype, upcasts them with logits.float() and
+//    calls cross_entropy, whose log_softmax output (fp32) is saved for backward: c + 4 + 4 bytes per logit at
+//    the end of forward, 4 after it.
+//  - backward: starts with the loss: nll_loss's gradient and log_softmax's gradient (fp32 each) beside the saved
+//    log-softmax (12 bytes per logit). Then layer by layer: parameter gradients appear as the layer's
+//    activations are freed (a recomputed layer is alive whole with its gradients). It ends with every
+//    gradient alive and the gradient of the embedding output.
+//  - optimizer step: every gradient plus the optimizer's temporaries. torch.optim.AdamW with foreach (the
+//    default on CUDA) takes torch._foreach_sqrt of every exp_avg_sq at once (optim/adam.py _multi_tensor_adam):
+//    one parameter-sized buffer in the state dtype. forloop (_single_tensor_adam) holds sqrt and its quotient
+//    for one tensor at a time (2 x the largest tensor); fused (_fused_adamw_) allocates none.
+//  - FSDP2 (torch.distributed.fsdp fully_shard per decoder layer and on the root; _fsdp_param.py,
+//    _fsdp_collectives.py): sharded parameters and states rest; the root (embedding, final norm, lm_head) stays
+//    unsharded from its all-gather in forward to the end of backward; one layer is all-gathered ahead
+//    (backward prefetch); each layer's gradients are unsharded in the compute dtype, copied into a
+//    reduce-scatter input in the reduce dtype (the previous one still held) and kept as a shard.
+//    reshard_after_forward=False (SHARD_GRAD_OP) keeps every layer unsharded from forward to its backward.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "zeromem/activations.hpp"
+#include "zeromem/dtype.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/job.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/model_states.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+/// How the loss is computed. hf: transformers' ForCausalLMLoss (full logits, fp32 upcast, log_softmax).
+/// fused: a chunked linear-cross-entropy kernel (Liger-Kernel fused_linear_cross_entropy, Apple's Cut Cross
+/// Entropy) that never holds the full logits; it computes the gradients of the hidden states and of the lm_head
+/// weight during forward and keeps them for backward.
+enum class loss_impl { hf, fused };
+
+/// torch.optim's implementation of the update (optim/adam.py): foreach (default on CUDA), fused, forloop.
+enum class optimizer_impl { foreach_kernels, fused, forloop };
+
+/// PyTorch's CUDA caching allocator: default segments, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
+enum class allocator_mode { caching, expandable };
+
+enum class step_phase { forward, backward, optimizer_step };
+
+struct step_config {
+  loss_impl loss = loss_impl::hf;
+  optimizer_impl optimizer = optimizer_impl::foreach_kernels;
+  allocator_mode allocator = allocator_mode::caching;
+  /// FSDP2 ranks sharding the model (0: no FSDP2; the model states follow training_states.zero instead).
+  std::int64_t fsdp_world = 0;
+  /// FSDP2 reshard_after_forward: true for FULL_SHARD, false for SHARD_GRAD_OP.
+  bool reshard_after_forward = true;
+  /// Driver-side memory outside PyTorch's allocator: the CUDA context and modules. Default: measured on an H100
+  /// 80GB HBM3 with torch 2.11.0+cu130 and driver 580.159.04 (tests/data/calibration, cuda_context_bytes).
+  bytes cuda_context = bytes_of_checked(650'969'088);
+  /// The caching allocator's reserved bytes above the allocated peak, as a fraction of that peak (fragmentation,
+  /// separate pools for communication streams). zeromem does not model it: measure
+  /// torch.cuda.max_memory_reserved() / max_memory_allocated() - 1 on your job and pass it. Default 0.
+  double reserve_fraction = 0.0;
+};
+
+/// What is alive at one phase's high-water mark, by kind.
+struct step_terms {
+  bytes resting;          // weights, master weights and optimizer states (gradients are None between steps)
+  bytes gradients;        // parameter gradients (kept shards; FSDP2's unsharded gradients of the current layer)
+  bytes activations;      // tensors autograd saved for backward (checkpoints under full recompute)
+  bytes recomputed;       // the layer being recomputed, whole
+  bytes flowing;          // gradients of activations flowing through the layer being differentiated
+  bytes loss;             // logits, their fp32 upcast, the saved log-softmax and their gradients
+  bytes gathered;         // FSDP2 unsharded parameters and all-gather outputs
+  bytes communication;    // reduce-scatter inputs; DeepSpeed's reduce and prefetch buckets
+  bytes optimizer_temporaries;
+
+  template <class F>
+  constexpr void for_each(F&& f) const {
+    f("resting_states", resting);
+    f("gradients", gradients);
+    f("activations", activations);
+    f("recomputed_layer", recomputed);
+    f("flowing_gradients", flowing);
+    f("loss", loss);
+    f("gathered_parameters", gathered);
+    f("communication_buffers", communication);
+    f("optimizer_temporaries", optimizer_temporaries);
+  }
+  constexpr bytes total() const {
+    return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries;
+  }
+  /// The largest term above the resting states: what sets this phase's peak.
+  constexpr std::string_view largest() const {
+    std::string_view name = "resting_states";
+    bytes best{};
+    for_each([&](const char* n, bytes b) {
+      if (b > best && std::string_view(n) != "resting_states") {
+        best = b;
+        name = n;
+      }
+    });
+    return name;
+  }
+};
+
+constexpr step_terms max_of(const step_terms& a, const step_terms& b) { return a.total() >= b.total() ? a : b; }
+
+struct step_estimate {
+  step_terms forward{};
+  step_terms backward{};
+  step_terms optimizer_step{};
+  bytes peak{};
+  step_phase peak_phase = step_phase::forward;
+  bytes reserved{};       // the allocator's reserved bytes at the peak: peak x (1 + reserve_fraction)
+  bytes cuda_context{};
+
+  constexpr const step_terms& phase(step_phase p) const {
+    return p == step_phase::forward ? forward : p == step_phase::backward ? backward : optimizer_step;
+  }
+  /// What the driver reports as used at the peak: reserved + the CUDA context.
+  constexpr bytes device_used() const { return reserved + cuda_context; }
+};
+
+/// Whether a step fits a card whose driver reports `device_total` bytes (cudaMemGetInfo's total).
+struct step_verdict {
+  bytes capacity{};
+  bytes needed{};
+  constexpr bytes margin() const { return capacity - needed; }
+  constexpr bool fits() const { return needed <= capacity; }
+};
+
+constexpr step_verdict verdict_of(const step_estimate& e, bytes device_total) { return {device_total, e.device_used()}; }
+
+constexpr std::string_view name(step_phase p) {
+  return p == step_phase::forward ? "forward" : p == step_phase::backward ? "backward" : "optimizer_step";
+}
+constexpr std::string_view name(loss_impl l) { return l == loss_impl::hf ? "hf" : "fused"; }
+constexpr std::string_view name(optimizer_impl o) {
+  return o == optimizer_impl::foreach_kernels ? "foreach" : o == optimizer_impl::fused ? "fused" : "forloop";
+}
+constexpr std::string_view name(allocator_mode a) { return a == allocator_mode::caching ? "default" : "expandable"; }
+
+inline loss_impl parse_loss(std::string_view s) {
+  static constexpr loss_impl all[] = {loss_impl::hf, loss_impl::fused};
+  return detail::parse_named(s, all, "loss");
+}
+inline optimizer_impl parse_optimizer_impl(std::string_view s) {
+  static constexpr optimizer_impl all[] = {optimizer_impl::foreach_kernels, optimizer_impl::fused, optimizer_impl::forloop};
+  return detail::parse_named(s, all, "optimizer implementation");
+}
+inline allocator_mode parse_allocator(std::string_view s) {
+  static constexpr allocator_mode all[] = {allocator_mode::caching, allocator_mode::expandable};
+  return detail::parse_named(s, all, "allocator");
+}
+
+constexpr void validate(const step_config& s) {
+  if (s.fsdp_world < 0) detail::fail_value("the FSDP2 world size cannot be negative", static_cast<long double>(s.fsdp_world), "pass 0 without FSDP2");
+  if (s.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass --cuda-context such as 650MB");
+  if (!(s.reserve_fraction >= 0.0 && s.reserve_fraction < 10.0))
+    detail::fail_value("the allocator reserve fraction must be in [0, 10)", static_cast<long double>(s.reserve_fraction),
+                       "pass max_memory_reserved / max_memory_allocated - 1 measured on your job");
+}
+
+namespace detail {
+/// n elements of d, rounded up to whole bytes.
+constexpr bytes bytes_of_elements(std::int64_t n, dtype d) { return bytes_of(ceil_div(checked_product(n, bit_width(d)), 8)); }
+}  // namespace detail
+
+/// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
+constexpr step_estimate estimate_step(const transformer_config& m, const training_states& t_in, const activation_config& a,
+                                      const step_config& s, const pipeline_config& p = {}, const runtime_overheads& o = {}) {
+  validate(a, m);
+  validate(p, m);
+  validate(s);
+  using detail::bytes_of_elements, detail::checked_product;
+  const parameter_counts counts = count_parameters(m, detail::assume_valid);
+  training_states t = t_in;
+  t.params = parameters_per_rank(m, counts, a.tp, p.pp).most_loaded;
+  if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
+  validate(t);
+
+  const dtype compute = a.activation_dtype;
+  const stage_activations stage = first_stage_activations(m, a, p, detail::assume_valid);
+  const std::int64_t L = stage.layers_on_stage;
+  const std::int64_t s_local = detail::quotient(a.seq_len, a.cp), sb = checked_product(s_local, a.micro_batch);
+  const bytes hidden_grad = bytes_of_elements(checked_product(sb, m.hidden), compute);  // dL/d(hidden states), c sbh
+
+  // Activations: what every layer saves (a checkpoint under full recompute), and one layer computed whole.
+  const bytes saved = stage.total - stage.logits;            // the log-softmax is the loss term's
+  const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
+  activation_config whole = a;
+  whole.recomputation = recompute::none;
+  const bytes layer_whole = a.recomputation == recompute::none ? bytes{} : layer_activation_bytes(m, whole, detail::assume_valid).total();
+  const bytes recomputed = a.recomputation == recompute::none ? bytes{} : layer_whole - stage.per_layer.total();
+
+  // Parameters by group on this rank.
+  const elements layer_params = largest_share(counts.layer, a.tp);
+  const elements head_params = p.pp == 1 ? largest_share(counts.lm_head + counts.final_norm, a.tp) : elements{};
+  const elements root_params = p.pp == 1 ? largest_share(counts.embedding + counts.position_embedding + counts.vision + counts.lm_head +
+                                                             counts.final_norm, a.tp)
+                                         : largest_share(counts.embedding + counts.position_embedding + counts.vision, a.tp);
+
+  // Resting states and gradients of the whole rank, and of one layer.
+  bytes resting{}, grads_all{}, layer_grads_kept{}, head_grads{}, comm{};
+  bytes root_unsharded{}, layer_unsharded{}, layer_grads_unsharded{}, reduce_input{};
+  const bool fsdp = s.fsdp_world > 0;
+  const precision_recipe& r = t.recipe;
+  if (fsdp) {
+    // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
+    // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
+    const std::int64_t n = s.fsdp_world;
+    const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
+    const elements shard = elements_of(detail::ceil_div(t.params.count(), n));
+    precision_recipe states_recipe = r;
+    states_recipe.fp32_master = false;
+    states_recipe.weights = storage;
+    resting = shard * size_of(storage) + optimizer_state_bytes(t.optimizer, states_recipe, shard);
+    grads_all = shard * size_of(storage);
+    layer_grads_kept = elements_of(detail::ceil_div(layer_params.count(), n)) * size_of(storage);
+    head_grads = head_params * size_of(compute);             // the root's gradients stay unsharded until its post-backward
+    root_unsharded = root_params * size_of(compute);
+    layer_unsharded = layer_params * size_of(compute);
+    layer_grads_unsharded = layer_params * size_of(compute);
+    reduce_input = layer_params * size_of(storage);           // reduce_dtype: the gradients' dtype (fp32 when mixed)
+  } else {
+    const model_state_estimate e = estimate_model_states(t, -1, detail::assume_valid);
+    grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
+    resting = e.gpu() - grads_all;
+    const std::int64_t total_params = t.params.count();
+    const auto share = [&](elements part) { return bytes_of(detail::ceil_div(checked_product(grads_all.count(), part.count()), total_params)); };
+    layer_grads_kept = share(layer_params);
+    head_grads = share(head_params);
+    layer_grads_unsharded = layer_grads_kept;
+    if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
+  }
+
+  // The loss: n logits on this rank.
+  const std::int64_t logits = p.pp == 1 ? checked_product(sb, detail::ceil_div(m.vocab, a.tp)) : 0;
+  bytes loss_forward{}, loss_backward{}, loss_held{};
+  if (logits > 0 && s.loss == loss_impl::hf) {
+    const bytes c = bytes_of_elements(logits, compute), f32 = bytes_of_elements(logits, dtype::fp32);
+    loss_held = f32;                                                     // log_softmax output, saved
+    loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32;   // logits, logits.float(), log_softmax
+    loss_backward = f32 * 3;                                             // saved + nll_loss grad + log_softmax grad
+  } else if (logits > 0) {
+    // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
+    const elements head_weight = largest_share(m.tied_embeddings ? counts.embedding : counts.lm_head, a.tp);
+    loss_held = hidden_grad + head_weight * size_of(r.gradients);
+    loss_forward = loss_held;
+    loss_backward = loss_held;
+  }
+
+  // ---- forward: every saved activation, then the loss ----
+  const bytes gathered_forward = fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) : bytes{};
+  const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}};
+
+  // ---- backward ----
+  // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
+  const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
+  step_terms backward{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}};
+  // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
+  // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
+  // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
+  // under FSDP2, the previous layer's input still held), its activations are gone. Both are linear in i, so the
+  // ends of the walk hold the maximum.
+  const bytes other_saved = saved - per_layer_saved * L;  // embeddings, final norm, token ids: alive throughout
+  for (std::int64_t i : {L - 1, std::int64_t{0}}) {
+    const std::int64_t above = L - 1 - i;
+    const bytes kept = head_grads + layer_grads_kept * above;
+    const bytes below = per_layer_saved * i + other_saved;
+    const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
+    const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
+    const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
+    const step_terms before{resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
+                            bytes{}};
+    const bytes after_grads = fsdp ? kept + layer_grads_unsharded : kept + layer_grads_kept;
+    const step_terms after{resting, after_grads, below, bytes{}, hidden_grad * 2, bytes{}, gathered, comm + pending + (fsdp ? reduce_input : bytes{}),
+                           bytes{}};
+    backward = max_of(backward, max_of(before, after));
+  }
+  // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
+  const bytes grads_end = fsdp ? grads_all + root_params * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
+  backward = max_of(backward, step_terms{resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
+                                         comm + (fsdp ? reduce_input : bytes{}), bytes{}});
+
+  // ---- optimizer step ----
+  bytes temporaries{};
+  const bool adam = t.optimizer.kind == optimizer_kind::adam || t.optimizer.kind == optimizer_kind::adamw;
+  if (adam && t.zero.optimizer.device == offload_device::none) {
+    const dtype state = fsdp ? (r.fp32_master ? dtype::fp32 : r.weights) : r.optimizer_dtype();
+    const elements updated = fsdp ? elements_of(detail::ceil_div(t.params.count(), s.fsdp_world))
+                                  : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
+    if (s.optimizer == optimizer_impl::foreach_kernels)
+      temporaries = updated * size_of(state);  // torch._foreach_sqrt(exp_avg_sqs): one buffer per parameter at once
+    else if (s.optimizer == optimizer_impl::forloop)
+      temporaries = largest_share(counts.largest_layer, a.tp) * size_of(state) * 2;  // sqrt and its quotient, one tensor
+  }
+  const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries};
+
+  step_estimate out{forward, backward, optimizer_step, bytes{}, step_phase::forward, bytes{}, s.cuda_context};
+  out.peak = forward.total();
+  if (backward.total() > out.peak) {
+    out.peak = backward.total();
+    out.peak_phase = step_phase::backward;
+  }
+  if (optimizer_step.total() > out.peak) {
+    out.peak = optimizer_step.total();
+    out.peak_phase = step_phase::optimizer_step;
+  }
+  out.reserved = out.peak + bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
+  return out;
+}
+
+}  // namespace zeromem

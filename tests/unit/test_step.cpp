@@ -1,0 +1,180 @@
+// The step model's own terms, each against a derivation written out here (the measured steps are in
+// test_calibration.cpp).
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "catch.hpp"
+#include "zeromem/zeromem.hpp"
+
+using namespace zeromem;
+
+namespace {
+// Llama-2-7B: 6,738,415,616 parameters (its model card); 32 layers of 202,383,360; embedding and lm_head 32000 x 4096.
+transformer_config llama2() { return find_preset("llama-2-7b").config; }
+
+training_states pure_bf16() {
+  training_states t{};
+  t.recipe = recipe_of(precision::bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  return t;
+}
+
+activation_config sdpa(std::int64_t s, std::int64_t b, recompute r = recompute::none) {
+  activation_config a{};
+  a.seq_len = s;
+  a.micro_batch = b;
+  a.attention = attention_kind::flash;
+  a.impl = implementation::hf_eager;
+  a.recomputation = r;
+  return a;
+}
+}  // namespace
+
+TEST_CASE("step: ForCausalLMLoss holds 10 bytes per logit at the end of forward and 12 in backward", "[step]") {
+  // Qwen2.5-1.5B, s 2048, b 4: n = 2048 x 4 x 151936 = 1,244,659,712 logits. Forward: bf16 logits (2n) +
+  // logits.float() (4n) + log_softmax output (4n) = 12,446,597,120 B. Backward starts with the saved
+  // log_softmax (4n), nll_loss's gradient (4n) and log_softmax's gradient (4n) = 14,935,916,544 B, which is
+  // the backward peak here (measured: 8n of gradients and 4n attributed to cross_entropy at the peak).
+  const transformer_config qwen = find_preset("qwen2.5-1.5b").config;
+  const step_estimate e = estimate_step(qwen, pure_bf16(), sdpa(2048, 4), step_config{});
+  CHECK(e.forward.loss == bytes_of(12'446'597'120));
+  CHECK(e.backward.loss == bytes_of(14'935'916'544));
+  CHECK(e.peak_phase == step_phase::backward);
+  // Fused linear-cross-entropy never holds the logits: dL/dhidden (2 x 2048 x 4 x 1536 = 25,165,824 B) and the
+  // gradient of the tied lm_head weight (151936 x 1536 x 2 = 466,747,392 B) instead.
+  step_config fused{};
+  fused.loss = loss_impl::fused;
+  CHECK(estimate_step(qwen, pure_bf16(), sdpa(2048, 4), fused).forward.loss == bytes_of(25'165'824 + 466'747'392));
+}
+
+TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
+  // Pure bf16: states in bf16. foreach: one bf16 buffer per parameter, 6,738,415,616 x 2 = 13,476,831,232 B.
+  // forloop: sqrt and quotient of the largest tensor (the embedding, 131,072,000), 2 x 2 x 131,072,000 B.
+  step_config s{};
+  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
+  s.optimizer = optimizer_impl::forloop;
+  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(524'288'000));
+  s.optimizer = optimizer_impl::fused;
+  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(0));
+  // AMP keeps fp32 states: the foreach buffer doubles, 6,738,415,616 x 4 B.
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  activation_config a = sdpa(1024, 1);
+  a.autocast = true;
+  CHECK(estimate_step(llama2(), amp, a, step_config{}).optimizer_step.optimizer_temporaries == bytes_of(26'953'662'464));
+}
+
+TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
+  // Pure bf16 AdamW: weights 2 + moments 4 B/param rest (40,430,493,696 B); gradients 2 B/param
+  // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B).
+  const step_estimate e = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), step_config{});
+  CHECK(e.optimizer_step.resting == bytes_of(40'430'493'696));
+  CHECK(e.optimizer_step.gradients == bytes_of(13'476'831'232));
+  CHECK(e.optimizer_step.total() == bytes_of(67'384'156'160));
+  CHECK(e.peak == e.optimizer_step.total());
+  CHECK(e.peak_phase == step_phase::optimizer_step);
+  // The end of backward: every gradient and dL/d(embedding output), 2 x 2048 x 4096 = 16,777,216 B.
+  step_config fused{};
+  fused.optimizer = optimizer_impl::fused;
+  const step_estimate f = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), fused);
+  CHECK(f.peak_phase == step_phase::backward);
+  CHECK(f.backward.total() == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
+}
+
+TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one layer", "[step]") {
+  // 8 ranks, pure bf16: 6,738,415,616 / 8 = 842,301,952 parameters per rank; weights 2 + moments 4 B each.
+  step_config s{};
+  s.fsdp_world = 8;
+  training_states t = pure_bf16();
+  t.dp = 8;
+  const step_estimate e = estimate_step(llama2(), t, sdpa(2048, 1, recompute::full), s);
+  CHECK(e.forward.resting == bytes_of(842'301'952LL * 6));
+  // The root (embedding, final norm, lm_head: 2 x 131,072,000 + 4096) stays unsharded in bf16 through forward.
+  CHECK(e.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2));
+  // SHARD_GRAD_OP keeps all 32 layers unsharded (32 x 202,383,360 x 2 B) besides the root when backward starts.
+  s.reshard_after_forward = false;
+  const step_estimate g = estimate_step(llama2(), t, sdpa(2048, 1, recompute::full), s);
+  CHECK(g.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2 + 32 * 202'383'360LL * 2));
+}
+
+TEST_CASE("step: autocast keeps fp32 residuals, a cast per linear and the 16-bit weights", "[step][amp]") {
+  // One Llama-2-7B layer under autocast, s b = 1024: each linear's bf16 weight (202,383,360 - 2 x 4096 norm
+  // weights = 202,375,168 parameters, 2 B) and, for q, k, v, three bf16 casts of the fp32 norm output
+  // (3 x 2 x 1024 x 4096 = 25,165,824 B).
+  activation_config a = sdpa(1024, 1);
+  a.autocast = true;
+  const layer_activations l = layer_activation_bytes(llama2(), a);
+  CHECK(l.autocast_weights == bytes_of(404'750'336));
+  CHECK(l.attention_input == bytes_of(25'165'824));
+  CHECK(l.mlp_input == bytes_of(16'777'216));  // gate and up
+  // The norm keeps its fp32 input and fp32 normalised tensor (2 x 4 x 1024 x 4096) and rstd (4 x 1024).
+  CHECK(l.attention_norm == bytes_of(33'554'432 + 4096));
+  // Full recompute keeps the fp32 layer input.
+  a.recomputation = recompute::full;
+  CHECK(layer_activation_bytes(llama2(), a).layer_input == bytes_of(16'777'216));
+}
+
+TEST_CASE("step: GPT-2's gelu_new keeps five f-sized tensors and a model-dtype softmax", "[step]") {
+  // gelu_new as tensor ops: fc1 output, tanh output, 0.5 x, 1 + tanh and the GELU output: 5 x 2 x s b f.
+  transformer_config m = find_preset("gpt3-175b").config;
+  m.layers = 2;
+  m.gelu_tensor_ops = true;
+  m.eager_softmax_fp32 = false;
+  activation_config a = sdpa(128, 1);
+  a.attention = attention_kind::eager;
+  const layer_activations l = layer_activation_bytes(m, a);
+  CHECK(l.mlp_hidden == bytes_of(5LL * 2 * 128 * m.ffn));
+  CHECK(l.attention_scores == bytes_of(2LL * m.heads * 128 * 128));
+}
+
+TEST_CASE("step: the verdict compares reserved plus the CUDA context with the card", "[step]") {
+  step_config s{};
+  s.cuda_context = bytes_of(1'000);
+  s.reserve_fraction = 0.5;
+  const step_estimate e = estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s);
+  CHECK(e.reserved.count() == e.peak.count() + e.peak.count() / 2);
+  CHECK(e.device_used() == e.reserved + bytes_of(1'000));
+  CHECK(verdict_of(e, e.device_used()).fits());
+  CHECK(verdict_of(e, e.device_used()).margin() == bytes_of(0));
+  CHECK_FALSE(verdict_of(e, e.device_used() - bytes_of(1)).fits());
+}
+
+TEST_CASE("step: bad step settings throw with the fix named", "[step]") {
+  step_config s{};
+  s.fsdp_world = -1;
+  CHECK_THROWS_AS(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s), std::invalid_argument);
+  s = {};
+  s.reserve_fraction = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s), Catch::Contains("--reserve-fraction") ||
+                                                                                    Catch::Contains("measured on your job"));
+  s = {};
+  s.cuda_context = bytes_of(-1);
+  CHECK_THROWS_WITH(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s), Catch::Contains("--cuda-context"));
+  CHECK_THROWS_WITH(parse_optimizer_impl("adamw"), Catch::Contains("foreach"));
+}
+
+namespace {
+// A job checked by the compiler: Llama-2-7B, pure bf16, full recompute, fused AdamW on an H100.
+constexpr step_estimate compile_time_step() {
+  training_states t{};
+  t.recipe = recipe_of(precision::bf16);
+  activation_config a{};
+  a.seq_len = 2048;
+  a.attention = attention_kind::flash;
+  a.impl = implementation::hf_eager;
+  a.recomputation = recompute::full;
+  step_config s{};
+  s.optimizer = optimizer_impl::fused;
+  return estimate_step(model_presets[4].config, t, a, s);
+}
+}  // namespace
+
+TEST_CASE("step: the estimate is constexpr", "[step][static]") {
+  static_assert(model_presets[4].name == "llama-2-7b", "model_presets[4] is Llama-2-7B");
+  static_assert(gpu_models[3].name == "h100-80gb", "gpu_models[3] is the H100 80GB");
+  static_assert(verdict_of(compile_time_step(), gpu_models[3].capacity).fits(),
+                "Llama-2-7B with fused AdamW and full recompute fits an H100");
+  constexpr bytes peak = compile_time_step().peak;
+  CHECK(peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
+}
