@@ -99,6 +99,26 @@ void BM_TrainingEstimate(benchmark::State& state) {
 }
 BENCHMARK(BM_TrainingEstimate);
 
+// The full step estimate: every term of the forward, backward (walked layer by layer) and optimizer-step phases
+// of the same job, with the loss, AdamW's foreach buffer and DeepSpeed's buckets.
+void BM_StepEstimate(benchmark::State& state) {
+  transformer_config m = llama();
+  training_states t{};
+  t.zero.stage = 3;
+  t.dp = 8;
+  activation_config a{};
+  a.seq_len = 4096;
+  a.attention = attention_kind::flash;
+  a.impl = implementation::fused;
+  step_config s{};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(m);
+    benchmark::DoNotOptimize(a.seq_len);
+    benchmark::DoNotOptimize(estimate_step(m, t, a, s).peak);
+  }
+}
+BENCHMARK(BM_StepEstimate);
+
 void BM_TrainingEstimateRaw(benchmark::State& state) {
   raw_inputs in{};
   for (auto _ : state) {

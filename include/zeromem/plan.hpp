@@ -11,6 +11,7 @@
 #include "zeromem/activations.hpp"
 #include "zeromem/gpus.hpp"
 #include "zeromem/job.hpp"
+#include "zeromem/step.hpp"
 #include "zeromem/model.hpp"
 #include "zeromem/model_states.hpp"
 
@@ -30,6 +31,7 @@ struct plan_request {
   precision_recipe recipe = recipe_of(precision::mixed_bf16);
   optimizer_spec optimizer{};
   runtime_overheads overheads{};
+  step_config step{};              // loss, optimizer implementation, allocator and CUDA context of every configuration
   implementation impl = implementation::fused;   // a modern stack: fused norms, flash attention
   attention_kind attention = attention_kind::flash;
   std::size_t max_results = 10;
@@ -93,7 +95,8 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   a.attention = r.attention;
   a.impl = r.impl;
   const pipeline_config p{c.pp, 1, 0};
-  c.gpu = training_gpu_bytes(r.model, t, a, p, r.overheads);
+  // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context.
+  c.gpu = estimate_step(r.model, t, a, r.step, p, r.overheads).device_used();
   c.headroom = r.gpu_capacity - c.gpu;
   t.params = parameters_per_rank(r.model, c.tp, c.pp).most_loaded;
   if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(count_parameters(r.model).largest_layer, c.tp);

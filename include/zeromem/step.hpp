@@ -233,8 +233,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const model_state_estimate e = estimate_model_states(t, -1, detail::assume_valid);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
     resting = e.gpu() - grads_all;
-    const std::int64_t total_params = t.params.count();
-    const auto share = [&](elements part) { return bytes_of(detail::ceil_div(checked_product(grads_all.count(), part.count()), total_params)); };
+    // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters;
+    // long double because gradient bytes x parameters can pass 2^63.
+    const long double per_param = static_cast<long double>(grads_all.count()) / static_cast<long double>(t.params.count());
+    const auto share = [&](elements part) {
+      return bytes_of(static_cast<std::int64_t>(per_param * static_cast<long double>(part.count()) + 0.5L));
+    };
     layer_grads_kept = share(layer_params);
     head_grads = share(head_params);
     layer_grads_unsharded = layer_grads_kept;

@@ -870,8 +870,9 @@ int run_plan(const plan_args& a, std::ostream& out) {
       << " tokens per sequence\n";
   out << "  evaluated " << p.evaluated << " configurations; " << p.fitting << " fit\n";
   out << "  ranked by: " << p.objective << "\n";
-  out << "  per GPU: model states + activations (" << name(r.impl) << ", " << name(r.attention)
-      << " attention) + DeepSpeed buffers + a CUDA context\n\n";
+  out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
+      << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer)
+      << ") + DeepSpeed buffers + the CUDA context\n\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %4s %-5s %-14s %4s %4s %4s %6s %-9s %12s %12s %14s\n", "rank", "ZeRO", "offload", "dp", "tp", "pp",
                 "micro", "recompute", "per GPU", "headroom", "host per node");
