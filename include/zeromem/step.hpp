@@ -101,7 +101,7 @@ struct step_terms {
     std::string_view name = "resting_states";
     bytes best{};
     for_each([&](const char* n, bytes b) {
-      if (b > best && std::string_view(n) != "resting_states") {
+      if (b >= best && b.count() > 0 && std::string_view(n) != "resting_states") {  // a tie goes to the later, transient term
         best = b;
         name = n;
       }
