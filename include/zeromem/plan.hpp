@@ -77,6 +77,8 @@ inline bool better(const plan_config& a, const plan_config& b) {
 
 /// Evaluates one configuration of a plan request.
 inline plan_config evaluate(const plan_request& r, plan_config c) {
+  detail::require_positive(c.dp, "the data-parallel degree");
+  detail::require_positive(c.micro_batch, "the micro-batch size");
   training_states t{};
   t.recipe = r.recipe;
   t.optimizer = r.optimizer;
@@ -85,7 +87,12 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   t.zero.params.device = c.params_offload;
   t.dp = c.dp;
   t.gpus_per_node = r.gpus_per_node;
-  if (r.global_batch > 0) t.gradient_accumulation_steps = detail::quotient(r.global_batch, detail::checked_mul(c.dp, c.micro_batch));
+  if (r.global_batch > 0) {
+    if (!detail::divides(c.dp, r.global_batch) || !detail::divides(c.micro_batch, r.global_batch / c.dp))
+      detail::fail_value("dp x micro-batch must divide the global batch", static_cast<long double>(r.global_batch),
+                         "pick a global batch that is a multiple of dp x micro-batch");
+    t.gradient_accumulation_steps = r.global_batch / c.dp / c.micro_batch;
+  }
   activation_config a{};
   a.seq_len = r.seq_len;
   a.micro_batch = c.micro_batch;
@@ -129,6 +136,12 @@ inline plan_result plan(const plan_request& r) {
                                       {2, offload_device::cpu, offload_device::none},
                                       {3, offload_device::cpu, offload_device::none},
                                       {3, offload_device::cpu, offload_device::cpu}};
+  // Powers of two up to max_micro_batch, doubled only while that cannot pass it (nor 2^63).
+  std::vector<std::int64_t> micro_batches;
+  for (std::int64_t micro = 1;; micro *= 2) {
+    micro_batches.push_back(micro);
+    if (micro > r.max_micro_batch / 2) break;
+  }
   std::vector<plan_config> fitting;
   for (std::int64_t tp = 1; tp <= r.gpus_per_node && tp <= r.model.heads; tp *= 2) {
     if (r.model.heads % tp != 0 || r.model.ffn % tp != 0 || (r.model.kv_heads % tp != 0 && tp % r.model.kv_heads != 0)) continue;
@@ -137,8 +150,9 @@ inline plan_result plan(const plan_request& r) {
       const std::int64_t dp = gpus / (tp * pp);
       for (const zero_option& z : zero_options) {
         if (z.stage > 0 && dp == 1 && z.optimizer == offload_device::none) continue;  // stages 1-3 shard nothing at dp 1
-        for (std::int64_t micro = 1; micro <= r.max_micro_batch; micro *= 2) {
-          if (r.global_batch > 0 && r.global_batch % (dp * micro) != 0) continue;
+        for (const std::int64_t micro : micro_batches) {
+          // global_batch % (dp x micro) == 0 without forming dp x micro, which can pass 2^63.
+          if (r.global_batch > 0 && (!detail::divides(dp, r.global_batch) || !detail::divides(micro, r.global_batch / dp))) continue;
           for (recompute rc : {recompute::none, recompute::selective, recompute::full}) {
             plan_config c{};
             c.stage = z.stage;

@@ -1,5 +1,7 @@
 // The planner and explanations: every configuration it keeps fits, the ranking follows its stated objective,
 // and the numbers agree with the estimate functions they come from.
+#include <limits>
+
 #include "catch.hpp"
 #include "zeromem/plan.hpp"
 #include "zeromem/svg.hpp"
@@ -113,4 +115,43 @@ TEST_CASE("SVG charts carry their numbers and escape text", "[svg]") {
   const std::string line = svg_line("t", "micro-batch", {{"1", 2_GiB}, {"2", 4_GiB}}, 80_GiB);
   CHECK(line.find("4.00 GiB") != std::string::npos);
   CHECK_THROWS_WITH(svg_stacked_bars("t", {}, 80_GiB), Catch::Matchers::Contains("at least one bar"));
+}
+
+TEST_CASE("plan: dp x micro-batch past 2^63 is skipped, not a division by zero", "[plan][reliability]") {
+  // 2^62 GPUs with a global batch of 1: every dp > 1 fails the divisibility test without forming dp x micro.
+  plan_request r{};
+  r.model = find_preset("llama-2-7b").config;
+  r.gpu_capacity = find_gpu("h100-80gb").capacity;
+  r.gpus_per_node = 4'611'686'018'427'387'904LL;
+  r.seq_len = 128;
+  r.global_batch = 1;
+  CHECK(plan(r).evaluated == 0);
+}
+
+TEST_CASE("plan: the largest micro-batch may be INT64_MAX without the doubling overflowing", "[plan][reliability]") {
+  plan_request r{};
+  r.model = find_preset("llama-2-7b").config;
+  r.gpu_capacity = find_gpu("h100-80gb").capacity;
+  r.gpus_per_node = 1;
+  r.seq_len = 128;
+  r.global_batch = 1;
+  r.max_micro_batch = std::numeric_limits<std::int64_t>::max();
+  // dp 1, tp 1, pp 1, micro 1 only (the global batch is 1). At dp 1 stages 1-3 without offload shard nothing and
+  // are skipped, leaving 5 ZeRO options (stage 0; stages 1, 2, 3 with the optimizer offloaded; stage 3 with
+  // both offloaded) x 3 recompute settings.
+  const plan_result p = plan(r);
+  CHECK(p.evaluated == 5 * 3);
+}
+
+TEST_CASE("plan: evaluate rejects dp 0 and micro-batch 0 with the fix named", "[plan][reliability]") {
+  plan_request r{};
+  r.model = find_preset("llama-2-7b").config;
+  r.gpu_capacity = find_gpu("h100-80gb").capacity;
+  r.seq_len = 128;
+  plan_config c{};
+  c.dp = 0;
+  CHECK_THROWS_WITH(evaluate(r, c), Catch::Contains("data-parallel degree"));
+  c.dp = 1;
+  c.micro_batch = 0;
+  CHECK_THROWS_WITH(evaluate(r, c), Catch::Contains("micro-batch"));
 }
