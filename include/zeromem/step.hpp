@@ -168,18 +168,13 @@ constexpr void validate(const step_config& s) {
                        "pass max_memory_reserved / max_memory_allocated - 1 measured on your job");
 }
 
-namespace detail {
-/// n elements of d, rounded up to whole bytes.
-constexpr bytes bytes_of_elements(std::int64_t n, dtype d) { return bytes_of(ceil_div(checked_product(n, bit_width(d)), 8)); }
-}  // namespace detail
-
 /// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
 constexpr step_estimate estimate_step(const transformer_config& m, const training_states& t_in, const activation_config& a,
                                       const step_config& s, const pipeline_config& p = {}, const runtime_overheads& o = {}) {
   validate(a, m);
   validate(p, m);
   validate(s);
-  using detail::bytes_of_elements, detail::checked_product;
+  using detail::checked_product;
   const parameter_counts counts = count_parameters(m, detail::assume_valid);
   training_states t = t_in;
   t.params = parameters_per_rank(m, counts, a.tp, p.pp).most_loaded;
@@ -190,7 +185,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const stage_activations stage = first_stage_activations(m, a, p, detail::assume_valid);
   const std::int64_t L = stage.layers_on_stage;
   const std::int64_t s_local = detail::quotient(a.seq_len, a.cp), sb = checked_product(s_local, a.micro_batch);
-  const bytes hidden_grad = bytes_of_elements(checked_product(sb, m.hidden), compute);  // dL/d(hidden states), c sbh
+  const bytes hidden_grad = elements_of(checked_product(sb, m.hidden)) * size_of(compute);  // dL/d(hidden states), c sbh
 
   // Activations: what every layer saves (a checkpoint under full recompute), and one layer computed whole.
   const bytes saved = stage.total - stage.logits;            // the log-softmax is the loss term's
@@ -212,12 +207,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   bytes root_unsharded{}, layer_unsharded{}, layer_grads_unsharded{}, reduce_input{};
   const bool fsdp = s.fsdp_world > 0;
   const precision_recipe& r = t.recipe;
+  // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
+  // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
+  const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
+  const elements shard = fsdp ? elements_of(detail::ceil_div(t.params.count(), s.fsdp_world)) : elements{};
   if (fsdp) {
-    // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
-    // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
     const std::int64_t n = s.fsdp_world;
-    const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
-    const elements shard = elements_of(detail::ceil_div(t.params.count(), n));
     precision_recipe states_recipe = r;
     states_recipe.fp32_master = false;
     states_recipe.weights = storage;
@@ -241,7 +236,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     };
     layer_grads_kept = share(layer_params);
     head_grads = share(head_params);
-    layer_grads_unsharded = layer_grads_kept;
+    layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
   }
 
@@ -249,7 +244,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const std::int64_t logits = p.pp == 1 ? checked_product(sb, detail::ceil_div(m.vocab, a.tp)) : 0;
   bytes loss_forward{}, loss_backward{}, loss_held{};
   if (logits > 0 && s.loss == loss_impl::hf) {
-    const bytes c = bytes_of_elements(logits, compute), f32 = bytes_of_elements(logits, dtype::fp32);
+    const bytes c = elements_of(logits) * size_of(compute), f32 = elements_of(logits) * size_of(dtype::fp32);
     loss_held = f32;                                                     // log_softmax output, saved
     loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32;   // logits, logits.float(), log_softmax
     loss_backward = f32 * 3;                                             // saved + nll_loss grad + log_softmax grad
@@ -284,8 +279,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
     const step_terms before{resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
                             bytes{}};
-    const bytes after_grads = fsdp ? kept + layer_grads_unsharded : kept + layer_grads_kept;
-    const step_terms after{resting, after_grads, below, bytes{}, hidden_grad * 2, bytes{}, gathered, comm + pending + (fsdp ? reduce_input : bytes{}),
+    const step_terms after{resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered, comm + pending + (fsdp ? reduce_input : bytes{}),
                            bytes{}};
     backward = max_of(backward, max_of(before, after));
   }
@@ -298,9 +292,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   bytes temporaries{};
   const bool adam = t.optimizer.kind == optimizer_kind::adam || t.optimizer.kind == optimizer_kind::adamw;
   if (adam && t.zero.optimizer.device == offload_device::none) {
-    const dtype state = fsdp ? (r.fp32_master ? dtype::fp32 : r.weights) : r.optimizer_dtype();
-    const elements updated = fsdp ? elements_of(detail::ceil_div(t.params.count(), s.fsdp_world))
-                                  : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
+    const dtype state = fsdp ? storage : r.optimizer_dtype();
+    const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
     if (s.optimizer == optimizer_impl::foreach_kernels)
       temporaries = updated * size_of(state);  // torch._foreach_sqrt(exp_avg_sqs): one buffer per parameter at once
     else if (s.optimizer == optimizer_impl::forloop)
