@@ -112,18 +112,10 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   validate(m);
   detail::require_positive(c.seq_len, "the sequence length");
   detail::require_positive(c.micro_batch, "the micro-batch size");
-  detail::require_positive(c.tp, "the tensor-parallel degree");
+  validate_tensor_parallel(m, c.tp);
   detail::require_positive(c.cp, "the context-parallel degree");
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
     detail::fail_value("the dropout probability must be in [0, 1)", static_cast<long double>(c.dropout), "pass 0 for no dropout");
-  if (!detail::divides(c.tp, m.heads))
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(c.tp),
-                       "pick a tp that divides the heads");
-  if (!detail::divides(c.tp, m.kv_heads) && !detail::divides(m.kv_heads, c.tp))
-    detail::fail_value("tensor parallel must divide the key/value heads or be a multiple of them",
-                       static_cast<long double>(c.tp), "pick another tp");
-  if (!detail::divides(c.tp, m.ffn))
-    detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(c.tp), "pick another tp");
   if (!detail::divides(c.cp, c.seq_len))
     detail::fail_value("the sequence length must divide evenly over context-parallel ranks", static_cast<long double>(c.cp),
                        "pick a cp that divides the sequence length");

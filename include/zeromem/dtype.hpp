@@ -60,8 +60,8 @@ inline dtype parse_dtype(std::string_view s) {
       {"int8", dtype::int8},         {"int4", dtype::int4}};
   for (const auto& a : aliases)
     if (a.text == s) return a.value;
-  detail::fail("unknown dtype '" + std::string(s) +
-               "'; expected one of fp32, bf16, fp16, fp8_e4m3, fp8_e5m2, int8, int4");
+  detail::fail("unknown dtype " + detail::quoted(s) +
+               "; expected one of fp32, bf16, fp16, fp8_e4m3, fp8_e5m2, int8, int4");
 }
 
 /// Compile-time dtype tags: fp32_t::bits, fp32_t::size (a bytes_per_element), fp32_t::value (the enum).

@@ -19,6 +19,20 @@ inline constexpr bool always_false = false;
 
 [[noreturn]] inline void fail(const std::string& message) { throw std::invalid_argument("zeromem: " + message); }
 
+// Input echoed in a message, in quotes and bounded: at most `shown` characters of it (48; a file path 256), then
+// how long it was, with
+// control characters shown as '?', so an error is always one short line whatever was typed or read.
+inline std::string quoted(std::string_view text, std::size_t shown = 48) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size() && i < shown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
+  }
+  out += "'";
+  if (text.size() > shown) out += " (" + std::to_string(text.size()) + " characters, first " + std::to_string(shown) + " shown)";
+  return out;
+}
+
 [[noreturn]] inline void fail_value(const char* what, long double value, const char* fix) {
   std::string v = std::to_string(value);
   // to_string prints six decimals; trim them for whole numbers.
@@ -147,7 +161,7 @@ E parse_named(std::string_view text, const E (&values)[N], const char* what) {
     if (name(v) == text) return v;
     expected += (expected.empty() ? "" : ", ") + std::string(name(v));
   }
-  fail("unknown " + std::string(what) + " '" + std::string(text) + "'; expected one of " + expected);
+  fail("unknown " + std::string(what) + " " + quoted(text) + "; expected one of " + expected);
 }
 
 // A positive degree (data-parallel size, GPUs per node, ...): rejects zero and negatives by name.

@@ -30,11 +30,12 @@ inline std::string format_exact(bytes b) { return format_count(b.count()) + " B"
 
 /// The largest binary (or decimal) unit in which |b| is at least 1, so "13.97 GiB" rather than "14305.11 MiB".
 inline size_unit natural_unit(bytes b, bool binary = true) {
-  const std::int64_t n = b.count() < 0 ? -b.count() : b.count();
+  // The magnitude as unsigned: -INT64_MIN does not fit in int64.
+  const std::uint64_t n = b.count() < 0 ? 0 - static_cast<std::uint64_t>(b.count()) : static_cast<std::uint64_t>(b.count());
   const size_unit order_bin[] = {size_unit::TiB, size_unit::GiB, size_unit::MiB, size_unit::KiB};
   const size_unit order_dec[] = {size_unit::TB, size_unit::GB, size_unit::MB, size_unit::kB};
   for (size_unit u : binary ? order_bin : order_dec)
-    if (n >= bytes_in(u)) return u;
+    if (n >= static_cast<std::uint64_t>(bytes_in(u))) return u;
   return size_unit::B;
 }
 

@@ -30,7 +30,7 @@ inline constexpr std::array<gpu_model, 6> gpu_models{{
 inline const gpu_model& find_gpu(std::string_view name) {
   for (const gpu_model& g : gpu_models)
     if (g.name == name) return g;
-  detail::fail("unknown GPU '" + std::string(name) + "'; expected one of a100-40gb, a100-80gb, a800-80gb, h100-80gb, h200, l40s");
+  detail::fail("unknown GPU " + detail::quoted(name) + "; expected one of a100-40gb, a100-80gb, a800-80gb, h100-80gb, h200, l40s");
 }
 
 }  // namespace zeromem

@@ -39,6 +39,13 @@ struct runtime_overheads {
   bytes framework_extra{};
 };
 
+constexpr void validate(const runtime_overheads& o) {
+  if (o.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass your measurement, such as 650MB");
+  if (o.reduce_bucket_size < 0 || o.prefetch_bucket_size < 0 || o.max_live_parameters < 0)
+    detail::fail("DeepSpeed bucket sizes and max_live_parameters cannot be negative; pass DeepSpeed's element counts (5e8, 5e7, 1e9)");
+  if (o.framework_extra.count() < 0) detail::fail("framework extra bytes cannot be negative");
+}
+
 /// Upper bound of ZeRO-3 parameters gathered at once in a healthy run: 2 B x min(max_live_parameters, params).
 constexpr bytes zero3_live_parameter_bound(const runtime_overheads& o, elements params) {
   return (elements_of(o.max_live_parameters) < params ? elements_of(o.max_live_parameters) : params) * size_of(dtype::bf16);
@@ -46,6 +53,8 @@ constexpr bytes zero3_live_parameter_bound(const runtime_overheads& o, elements 
 
 /// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements).
 constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
+  if (stage < 0 || stage > 3) detail::fail_value("ZeRO stage must be 0, 1, 2 or 3", stage, "use stage 3 for full sharding");
+  validate(o);
   if (stage == 0) return bytes{};
   const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16) * (o.overlap_comm ? 2 : 1);
   return stage == 3 ? bucket + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16) : bucket;
@@ -105,6 +114,8 @@ struct job_breakdown {
   bytes unexplained_host{};       // a reported figure minus what is modelled, shown, never folded into a term
 
   void add(std::string role, std::string term, bytes gpu, bytes host = bytes{}, std::string note = {}) {
+    if (gpu.count() < 0 || host.count() < 0)
+      detail::fail("the memory term " + detail::quoted(role + " " + term) + " cannot be negative; pass the bytes it holds");
     terms.push_back({std::move(role), std::move(term), gpu, host, std::move(note)});
   }
   bytes gpu_total() const {
@@ -120,6 +131,9 @@ struct job_breakdown {
   bytes gpu_headroom() const { return gpu_capacity - gpu_total(); }
   bool gpu_fits() const { return gpu_total() <= gpu_capacity; }
   bytes host_limit() const {
+    if (!(host_threshold > 0.0 && host_threshold <= 1.0))
+      detail::fail_value("the host memory threshold must be in (0, 1]", static_cast<long double>(host_threshold),
+                         "pass Ray's memory_usage_threshold, such as 0.95");
     return bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(host_capacity.count()) * host_threshold));
   }
   bool host_fits() const { return host_capacity.count() == 0 || host_total() <= host_limit(); }

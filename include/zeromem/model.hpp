@@ -86,13 +86,34 @@ constexpr void validate(const transformer_config& m) {
   if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
   if (m.moe.experts < 0 || (m.moe.experts > 0 && (m.moe.top_k <= 0 || m.moe.top_k > m.moe.experts || m.moe.expert_ffn <= 0)))
     detail::fail("a mixture of experts needs experts > 0, 1 <= top_k <= experts and expert_ffn > 0");
+  if (m.moe.shared_experts < 0 || (m.moe.shared_experts > 0 && m.moe.experts == 0))
+    detail::fail_value("shared experts must be 0, or at least 1 next to routed experts", static_cast<long double>(m.moe.shared_experts),
+                       "set moe.experts, or pass 0 shared experts");
   if (m.vision.blocks < 0) detail::fail("the vision tower's block count cannot be negative");
   if (m.vision.blocks > 0) {
     detail::require_positive(m.vision.hidden, "the vision hidden size");
     detail::require_positive(m.vision.mlp_hidden, "the vision MLP size");
     detail::require_positive(m.vision.heads, "the vision heads");
     detail::require_positive(m.vision.out_hidden, "the vision merger's output size");
+    detail::require_positive(m.vision.in_channels, "the vision input channels");
+    detail::require_positive(m.vision.temporal_patch, "the vision temporal patch size");
+    detail::require_positive(m.vision.patch, "the vision patch size");
+    detail::require_positive(m.vision.spatial_merge, "the vision spatial merge size");
   }
+}
+
+/// Megatron-LM's tensor-parallel rules (arguments.py: num_attention_heads % tp == 0, and num_query_groups % tp == 0
+/// or, as vLLM replicates KV heads, tp a multiple of them; ColumnParallelLinear: ffn % tp == 0).
+constexpr void validate_tensor_parallel(const transformer_config& m, std::int64_t tp) {
+  detail::require_positive(tp, "the tensor-parallel degree");
+  if (!detail::divides(tp, m.heads))
+    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(tp),
+                       "pick a tp that divides the heads");
+  if (!detail::divides(tp, m.kv_heads) && !detail::divides(m.kv_heads, tp))
+    detail::fail_value("tensor parallel must divide the key/value heads or be a multiple of them", static_cast<long double>(tp),
+                       "pick another tp");
+  if (!detail::divides(tp, m.ffn))
+    detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(tp), "pick another tp");
 }
 
 /// Parameter counts. Per-layer figures are for one decoder layer; totals count every layer once.
@@ -236,7 +257,7 @@ struct stage_parameters {
 
 constexpr stage_parameters parameters_per_rank(const transformer_config& m, const parameter_counts& c, std::int64_t tp,
                                                std::int64_t pp) {
-  detail::require_positive(tp, "the tensor-parallel degree");
+  validate_tensor_parallel(m, tp);
   detail::require_positive(pp, "the pipeline-parallel degree");
   if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(pp), "lower pp");
   const elements layers = c.layer * detail::ceil_div(m.layers, pp);
@@ -318,7 +339,7 @@ inline const model_preset& find_preset(std::string_view name) {
     if (p.name == name) return p;
   std::string names;
   for (const model_preset& p : model_presets) names += (names.empty() ? "" : ", ") + std::string(p.name);
-  detail::fail("unknown model '" + std::string(name) + "'; expected one of " + names);
+  detail::fail("unknown model " + detail::quoted(name) + "; expected one of " + names);
 }
 
 }  // namespace zeromem

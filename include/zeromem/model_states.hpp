@@ -101,6 +101,9 @@ constexpr void validate(const training_states& t) {
   if (n > t.dp || !detail::divides(n, t.dp))
     detail::fail_value("the shard group must divide the data-parallel degree", static_cast<long double>(n),
                        "pick a shard group size that divides dp");
+  if (t.zero.stage > 0 && n > t.params.count())
+    detail::fail_value("the shard group has more ranks than there are parameters to shard", static_cast<long double>(n),
+                       "lower dp or the shard group; each rank must hold at least one parameter");
   if (t.zero.hpz_partition > n || !detail::divides(t.zero.hpz_partition, n))
     detail::fail_value("the hpZ partition size must divide the shard group", static_cast<long double>(t.zero.hpz_partition),
                        "use the GPUs per node, or 1 to turn hpZ off");

@@ -17,15 +17,16 @@ struct decimal {
 };
 
 // Reads [digits][.digits][e[+-]digits] from the front of s; commas and underscores between digits are skipped.
-inline decimal read_decimal(std::string_view& s, std::string_view original, const char* what) {
+inline decimal read_decimal(std::string_view& s, std::string_view original, const char* what,
+                            const char* examples = "7.5B, 350M or 7.5e9") {
   decimal d{};
   bool any = false, dot = false;
   std::size_t i = 0;
-  auto bad = [&]() { fail("cannot read " + std::string(what) + " '" + std::string(original) + "'; write it like 7.5B, 350M or 7.5e9"); };
+  auto bad = [&]() { fail("cannot read " + std::string(what) + " " + detail::quoted(original) + "; write it like " + examples); };
   for (; i < s.size(); ++i) {
     const char c = s[i];
     if (c >= '0' && c <= '9') {
-      if (d.digits > (i64_max - 9) / 10) fail_overflow(what);
+      if (d.digits > (i64_max - (c - '0')) / 10) fail_overflow(what);
       d.digits = d.digits * 10 + (c - '0');
       if (dot) --d.exponent;
       any = true;
@@ -62,7 +63,7 @@ inline std::int64_t whole_value(decimal d, std::int64_t scale, std::string_view 
   for (; d.exponent > 0; --d.exponent) v = checked_mul(v, 10, what);
   for (; d.exponent < 0; ++d.exponent) {
     if (v % 10 != 0)
-      fail(std::string(what) + " '" + std::string(original) + "' is not a whole number; write it exactly");
+      fail(std::string(what) + " " + detail::quoted(original) + " is not a whole number; write it exactly");
     v /= 10;
   }
   return v;
@@ -79,7 +80,7 @@ inline std::string_view trim(std::string_view s) {
 /// Throws std::invalid_argument for text that is not a non-negative whole number.
 inline std::int64_t parse_count(std::string_view text, const char* what = "a count") {
   std::string_view s = detail::trim(text);
-  if (!s.empty() && s.front() == '-') detail::fail(std::string(what) + " cannot be negative, got '" + std::string(text) + "'");
+  if (!s.empty() && s.front() == '-') detail::fail(std::string(what) + " cannot be negative, got " + detail::quoted(text));
   const detail::decimal d = detail::read_decimal(s, text, what);
   std::int64_t scale = 1;
   if (s.size() == 1) {
@@ -89,11 +90,50 @@ inline std::int64_t parse_count(std::string_view text, const char* what = "a cou
       case 'b': case 'B': case 'g': case 'G': scale = 1'000'000'000; break;
       case 't': case 'T': scale = 1'000'000'000'000; break;
       default:
-        detail::fail("unknown suffix in " + std::string(what) + " '" + std::string(text) + "'; use K, M, B or T");
+        detail::fail("unknown suffix in " + std::string(what) + " " + detail::quoted(text) + "; use K, M, B or T");
     }
   } else if (!s.empty()) {
-    detail::fail("cannot read " + std::string(what) + " '" + std::string(text) + "'; write it like 7.5B, 350M or 7.5e9");
+    detail::fail("cannot read " + std::string(what) + " " + detail::quoted(text) + "; write it like 7.5B, 350M or 7.5e9");
   }
+  return detail::whole_value(d, scale, text, what);
+}
+
+/// An integer flag or field within [lo, hi], written as plain decimal digits with an optional sign. Anything
+/// else (empty text, "3.5", "1e3", a value outside the range, however many digits) throws one message naming
+/// `what` and the range, so no value is ever clamped or read as "not given".
+inline std::int64_t parse_integer(std::string_view text, const char* what, std::int64_t lo, std::int64_t hi) {
+  const auto range = [&]() {
+    return std::string(what) + " must be an integer from " + std::to_string(lo) + " to " +
+           (hi == detail::i64_max ? std::string("9223372036854775807 (2^63 - 1)") : std::to_string(hi));
+  };
+  std::string_view s = detail::trim(text);
+  const bool negative = !s.empty() && s.front() == '-';
+  if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+  if (s.empty()) detail::fail(range() + ", got " + detail::quoted(text));
+  std::int64_t v = 0;  // accumulated negatively: -(2^63) is representable, 2^63 is not
+  for (char c : s) {
+    if (c < '0' || c > '9') detail::fail(range() + ", got " + detail::quoted(text));
+    const int digit = c - '0';
+    if (v < (detail::i64_min + digit) / 10) detail::fail(range() + ", got " + detail::quoted(text));
+    v = v * 10 - digit;
+  }
+  if (!negative && v == detail::i64_min) detail::fail(range() + ", got " + detail::quoted(text));
+  const std::int64_t value = negative ? v : -v;
+  if (value < lo || value > hi) detail::fail(range() + ", got " + detail::quoted(text));
+  return value;
+}
+
+/// A token count: 4096, 32K (= 32,768: context lengths count in powers of two, K = 2^10, M = 2^20), 1.5K.
+/// Throws std::invalid_argument for text that is not a whole number of tokens.
+inline std::int64_t parse_tokens(std::string_view text, const char* what = "a token count") {
+  std::string_view s = detail::trim(text);
+  if (!s.empty() && s.front() == '-') detail::fail(std::string(what) + " cannot be negative, got " + detail::quoted(text));
+  const detail::decimal d = detail::read_decimal(s, text, what, "4096, 32K (32,768) or 1M (1,048,576)");
+  std::int64_t scale = 1;
+  if (s == "k" || s == "K") scale = std::int64_t{1} << 10;
+  else if (s == "m" || s == "M") scale = std::int64_t{1} << 20;
+  else if (!s.empty())
+    detail::fail("cannot read " + std::string(what) + " " + detail::quoted(text) + "; write it like 4096, 32K (32,768) or 1M (1,048,576)");
   return detail::whole_value(d, scale, text, what);
 }
 
@@ -101,7 +141,7 @@ inline std::int64_t parse_count(std::string_view text, const char* what = "a cou
 /// required: "80" alone is ambiguous. Fractional sizes round to the nearest byte (79.35GiB).
 inline std::int64_t parse_size(std::string_view text, const char* what = "a size") {
   std::string_view s = detail::trim(text);
-  if (!s.empty() && s.front() == '-') detail::fail(std::string(what) + " cannot be negative, got '" + std::string(text) + "'");
+  if (!s.empty() && s.front() == '-') detail::fail(std::string(what) + " cannot be negative, got " + detail::quoted(text));
   detail::decimal d = detail::read_decimal(s, text, what);
   s = detail::trim(s);
   struct unit {

@@ -52,11 +52,20 @@ struct zero_config {
 
 /// Rejects what DeepSpeed rejects, with the fix. Same words as the compile-time checks below.
 constexpr void validate(const zero_config& z) {
+  for (offload_device d : {z.optimizer.device, z.params.device})
+    if (d != offload_device::none && d != offload_device::cpu && d != offload_device::nvme)
+      detail::fail_value("an offload device must be none, cpu or nvme", static_cast<long double>(static_cast<int>(d)),
+                         "use offload_device::none, ::cpu or ::nvme");
   if (z.stage < 0 || z.stage > 3)
     detail::fail_value("ZeRO stage must be 0, 1, 2 or 3", z.stage, "use stage 3 for full sharding");
   if (z.params.device != offload_device::none && z.stage != 3)
     detail::fail_value("parameter offload needs ZeRO stage 3", z.stage,
                        "set stage 3 or turn parameter offload off");
+  // DeepSpeed engine.py _do_optimizer_sanity_check: at stage 0 no ZeRO optimizer runs, so offload_optimizer is
+  // never read and the states stay on the GPU; accepting it would report host bytes that never exist.
+  if (z.optimizer.device != offload_device::none && z.stage == 0)
+    detail::fail("optimizer offload needs ZeRO stage 1, 2 or 3 (at stage 0 DeepSpeed ignores offload_optimizer); "
+                 "set a stage or turn optimizer offload off");
   if (z.optimizer.device == offload_device::nvme && z.stage != 3)
     detail::fail_value("optimizer offload to NVMe needs ZeRO stage 3 (ZeRO-Infinity)", z.stage,
                        "set stage 3 or offload the optimizer to cpu");
@@ -87,6 +96,9 @@ struct zero {
   static constexpr int stage = zero_stage<S>::value;
   static_assert(Params == offload_device::none || S == 3,
                 "zeromem: parameter offload needs ZeRO stage 3; set stage 3 or turn parameter offload off");
+  static_assert(Optimizer == offload_device::none || S != 0,
+                "zeromem: optimizer offload needs ZeRO stage 1, 2 or 3 (at stage 0 DeepSpeed ignores offload_optimizer); "
+                "set a stage or turn optimizer offload off");
   static_assert(Optimizer != offload_device::nvme || S == 3,
                 "zeromem: optimizer offload to NVMe needs ZeRO stage 3 (ZeRO-Infinity); set stage 3 or offload the "
                 "optimizer to cpu");
@@ -128,8 +140,8 @@ inline fsdp_strategy parse_fsdp_strategy(std::string_view s) {
   if (s == "FULL_SHARD") return fsdp_strategy::full_shard;
   if (s == "HYBRID_SHARD") return fsdp_strategy::hybrid_shard;
   if (s == "_HYBRID_SHARD_ZERO2") return fsdp_strategy::hybrid_shard_zero2;
-  detail::fail("unknown FSDP strategy '" + std::string(s) +
-               "'; expected one of NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, _HYBRID_SHARD_ZERO2");
+  detail::fail("unknown FSDP strategy " + detail::quoted(s) +
+               "; expected one of NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD, _HYBRID_SHARD_ZERO2");
 }
 
 }  // namespace zeromem

@@ -90,10 +90,13 @@ inline std::string svg_header(double w, double h, const std::string& title) {
 // The y axis in GiB: ticks at round steps up to `top`.
 inline std::string y_axis(double x0, double y0, double height, double top_gib) {
   std::string out;
-  double step = 1;
-  for (double s : {1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0})
-    if (top_gib / s <= 8) { step = s; break; }
-  for (double v = 0; v <= top_gib + 1e-9; v += step) {
+  // A round step (1, 2 or 5 x 10^k GiB) giving at most 8 intervals, whatever the size: the tick count is bounded.
+  double step = 0;
+  for (double base = 1; step == 0; base *= 10)
+    for (double m : {1.0, 2.0, 5.0})
+      if (step == 0 && top_gib / (m * base) <= 8) step = m * base;
+  for (int i = 0; i <= 9 && i * step <= top_gib + 1e-9 * top_gib; ++i) {
+    const double v = i * step;
     const double y = y0 - height * v / top_gib;
     out += "<line x1=\"" + fmt("%.1f", x0 - 4) + "\" y1=\"" + fmt("%.1f", y) + "\" x2=\"" + fmt("%.1f", x0) + "\" y2=\"" + fmt("%.1f", y) +
            "\" stroke=\"black\"/><text x=\"" + fmt("%.1f", x0 - 8) + "\" y=\"" + fmt("%.1f", y + 4) + "\" text-anchor=\"end\">" +

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 
 namespace zeromem::cli {
@@ -15,6 +14,14 @@ using json = nlohmann::json;
 
 [[noreturn]] void fail_config(const std::string& what) { detail::fail("config.json: " + what); }
 
+std::string one_line_of(const std::string& s) {
+  std::string out = detail::quoted(s);
+  return out.substr(1, out.find('\'', 1) - 1);
+}
+
+// A JSON value as it appears in an error: bounded, never the whole of a huge array or string.
+std::string shown(const json& v) { return detail::quoted(v.dump()); }
+
 const json* find(const json& j, const char* key) {
   const auto it = j.find(key);
   return it == j.end() || it->is_null() ? nullptr : &*it;
@@ -22,9 +29,9 @@ const json* find(const json& j, const char* key) {
 
 std::int64_t integer(const json& j, const char* key, const std::string& model_type) {
   const json* v = find(j, key);
-  if (v == nullptr) fail_config("missing field '" + std::string(key) + "' (needed for model_type '" + model_type + "')");
+  if (v == nullptr) fail_config("missing field " + detail::quoted(key) + " (needed for model_type " + detail::quoted(model_type) + ")");
   if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
-    fail_config("field '" + std::string(key) + "' must be a positive integer, got " + v->dump());
+    fail_config("field " + detail::quoted(key) + " must be a positive integer, got " + shown(*v));
   return v->get<std::int64_t>();
 }
 
@@ -35,8 +42,21 @@ std::int64_t integer_or(const json& j, const char* key, std::int64_t fallback, c
 bool boolean_or(const json& j, const char* key, bool fallback) {
   const json* v = find(j, key);
   if (v == nullptr) return fallback;
-  if (!v->is_boolean()) fail_config("field '" + std::string(key) + "' must be true or false, got " + v->dump());
+  if (!v->is_boolean()) fail_config("field " + detail::quoted(key) + " must be true or false, got " + shown(*v));
   return v->get<bool>();
+}
+
+// Qwen2-VL's vision MLP width: int(embed_dim * mlp_ratio) (transformers modeling_qwen2_vl.py Qwen2VLVisionBlock),
+// mlp_ratio a number (4 by default, Qwen2VLVisionConfig). int() truncates, so 1280 x 4.5 = 5760 exactly.
+std::int64_t mlp_hidden_of(const json& vision, std::int64_t embed_dim) {
+  const json* ratio = find(vision, "mlp_ratio");
+  if (ratio == nullptr) return detail::checked_mul(embed_dim, 4, "embed_dim x mlp_ratio");
+  if (!ratio->is_number() || !(ratio->get<double>() > 0.0))
+    fail_config("field 'mlp_ratio' must be a positive number, got " + shown(*ratio));
+  if (ratio->is_number_integer()) return detail::checked_mul(embed_dim, ratio->get<std::int64_t>(), "embed_dim x mlp_ratio");
+  const long double width = static_cast<long double>(embed_dim) * ratio->get<double>();
+  if (!(width >= 1.0L && width < 9.2e18L)) fail_config("embed_dim x mlp_ratio is out of range, got mlp_ratio " + shown(*ratio));
+  return static_cast<std::int64_t>(width);
 }
 
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
@@ -62,11 +82,18 @@ transformer_config llama_like(const json& j, const std::string& type, bool qwen)
 }  // namespace
 
 transformer_config parse_hf_config(const std::string& text) {
+  // Real config.json files nest 3 levels; a deeper document is refused while it is read, before it can exhaust the
+  // stack of a recursive dump or destructor.
+  constexpr int deepest = 32;
+  const json::parser_callback_t depth_limit = [](int depth, json::parse_event_t, json&) {
+    if (depth > deepest) fail_config("nested deeper than " + std::to_string(deepest) + " levels; is this a config.json?");
+    return true;
+  };
   json j;
   try {
-    j = json::parse(text);
+    j = json::parse(text, depth_limit);
   } catch (const json::exception& e) {
-    fail_config(std::string("not valid JSON (") + e.what() + ")");
+    fail_config("not valid JSON (" + one_line_of(e.what()) + ")");
   }
   if (!j.is_object()) fail_config("expected a JSON object");
   const json* type_field = find(j, "model_type");
@@ -84,7 +111,7 @@ transformer_config parse_hf_config(const std::string& text) {
     m = llama_like(t, type, true);
     if (find(j, "tie_word_embeddings") != nullptr) m.tied_embeddings = boolean_or(j, "tie_word_embeddings", false);
     const json* v = find(j, "vision_config");
-    if (v == nullptr || !v->is_object()) fail_config("missing object 'vision_config' (needed for model_type '" + type + "')");
+    if (v == nullptr || !v->is_object()) fail_config("missing object 'vision_config' (needed for model_type " + detail::quoted(type) + ")");
     const std::string vt = type + ".vision_config";
     m.vision.blocks = integer(*v, "depth", vt);
     m.vision.heads = integer(*v, "num_heads", vt);
@@ -98,9 +125,7 @@ transformer_config parse_hf_config(const std::string& text) {
       m.vision.out_hidden = integer_or(*v, "out_hidden_size", m.hidden, vt);
     } else {  // Qwen2-VL: embed_dim, mlp_ratio, fc1/fc2 MLP with LayerNorm
       m.vision.hidden = integer(*v, "embed_dim", vt);
-      const json* ratio = find(*v, "mlp_ratio");
-      const std::int64_t r = ratio != nullptr && ratio->is_number_integer() ? ratio->get<std::int64_t>() : 4;
-      m.vision.mlp_hidden = m.vision.hidden * r;
+      m.vision.mlp_hidden = mlp_hidden_of(*v, m.vision.hidden);
       m.vision.out_hidden = integer_or(*v, "hidden_size", m.hidden, vt);
       m.vision.gated_mlp = false;
       m.vision.norm = norm_kind::layernorm;
@@ -109,7 +134,8 @@ transformer_config parse_hf_config(const std::string& text) {
     m.hidden = integer(j, "n_embd", type);
     m.layers = integer(j, "n_layer", type);
     m.heads = m.kv_heads = integer(j, "n_head", type);
-    m.ffn = integer_or(j, "n_inner", 4 * m.hidden, type);
+    // GPT2MLP: intermediate_size = n_inner if set, else 4 * hidden_size (modeling_gpt2.py GPT2Block).
+    m.ffn = integer_or(j, "n_inner", detail::checked_mul(4, m.hidden, "4 x n_embd"), type);
     m.vocab = integer(j, "vocab_size", type);
     m.max_positions = integer(j, "n_positions", type);
     m.positions = position_kind::learned;
@@ -123,18 +149,31 @@ transformer_config parse_hf_config(const std::string& text) {
     m.gelu_tensor_ops = act == nullptr || (act->is_string() && act->get<std::string>() == "gelu_new");
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
   } else {
-    fail_config("unsupported model_type '" + type + "'; supported: llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");
   }
   validate(m);
   return m;
 }
 
 transformer_config read_hf_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) detail::fail("cannot read config.json file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_hf_config(text.str());
+  // The largest config.json on the Hugging Face Hub is a few hundred KB; anything past 16 MiB (or a device that
+  // never ends, such as /dev/zero) is refused after reading at most one byte more than that.
+  constexpr std::size_t largest = std::size_t{16} << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::fail("cannot read config.json file " + detail::quoted(path, 256));
+  std::string text(largest + 1, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  if (in.bad()) detail::fail("cannot read config.json file " + detail::quoted(path, 256));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > largest) detail::fail("config.json file " + detail::quoted(path, 256) + " is larger than 16 MiB; pass a model's config.json");
+  try {
+    return parse_hf_config(text);
+  } catch (const std::invalid_argument& e) {
+    // Name the file: "zeromem: config.json: X" becomes "zeromem: config.json 'path': X".
+    const std::string m = e.what(), prefix = "zeromem: config.json: ";
+    if (m.compare(0, prefix.size(), prefix) != 0) throw;
+    detail::fail("config.json " + detail::quoted(path, 256) + ": " + m.substr(prefix.size()));
+  }
 }
 
 }  // namespace zeromem::cli

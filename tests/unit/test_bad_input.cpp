@@ -1,0 +1,223 @@
+// Every bad input gets one clear error: each case is a reproducer of a crash, hang, undefined behaviour or
+// silent clamp found by a hostile run, named after what it guards.
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "cli.hpp"
+#include "hf_config.hpp"
+#include "zeromem/zeromem.hpp"
+
+namespace {
+struct result {
+  int code;
+  std::string out, err;
+};
+result run(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = zeromem::cli::run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+// Rejected cleanly: exit 2, one short line on stderr starting "zeromem: " and containing `names`, no stdout.
+void rejected(const std::vector<std::string>& args, const std::string& names) {
+  const result r = run(args);
+  std::string joined;
+  for (const auto& a : args) joined += (a.size() > 60 ? a.substr(0, 60) + "..." : a) + " ";
+  INFO("zeromem " << joined << "-> " << r.err);
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("zeromem: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.size() <= 500);
+  CHECK(r.err.find(names) != std::string::npos);
+}
+const std::string i64_max = "9223372036854775807";
+}  // namespace
+
+TEST_CASE("integers past int64 are rejected with the value typed, never clamped", "[bad-input]") {
+  rejected({"estimate", "--params", "7B", "--dp", "9223372036854775808"}, "'9223372036854775808'");
+  rejected({"estimate", "--params", "7B", "--dp", "-9223372036854775809"}, "'-9223372036854775809'");
+  rejected({"estimate", "--params", "7B", "--dp", "99999999999999999999999999"}, "--dp");
+  rejected({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--seq-len", "128", "--top", "-1"}, "--top");
+  rejected({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--seq-len", "128", "--top", "0"}, "from 1 to");
+}
+
+TEST_CASE("not-given sentinels cannot be typed: stage -5, seq-len 0, empty strings", "[bad-input]") {
+  rejected({"estimate", "--params", "7B", "--zero-stage", "-5"}, "from 0 to 3");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "0"}, "--seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", ""}, "--seq-len");
+  for (const char* flag : {"--dp", "--gpus-per-node", "--shard-group", "--hpz", "--grad-accum-steps", "--micro-batch", "--tp", "--cp",
+                           "--pp", "--virtual-stages", "--microbatches", "--hidden", "--layers", "--heads", "--torch-version"})
+    rejected({"estimate", "--params", "7B", flag, ""}, flag);
+  for (const char* flag : {"--model", "--hf-config", "--precision", "--optimizer", "--fsdp", "--gpu", "--svg", "--params"})
+    rejected({"estimate", flag, ""}, "cannot be empty");
+  rejected({"kv", "--model", "llama-2-7b", "--tokens", "10", "--sequences", "0"}, "--sequences");
+}
+
+TEST_CASE("token counts read K as 1024: a 32K context is 32,768 tokens", "[bad-input]") {
+  CHECK(zeromem::parse_tokens("32K") == 32'768);
+  CHECK(zeromem::parse_tokens("128k") == 131'072);
+  CHECK(zeromem::parse_tokens("1.5K") == 1'536);
+  CHECK(zeromem::parse_tokens("1M") == 1'048'576);
+  CHECK(zeromem::parse_tokens("4096") == 4'096);
+  CHECK_THROWS_WITH(zeromem::parse_tokens("1.3K"), Catch::Contains("not a whole number"));
+  CHECK_THROWS_WITH(zeromem::parse_tokens("32KB"), Catch::Contains("32K (32,768)"));
+  const result r = run({"kv", "--model", "llama-2-7b", "--tokens", "32K"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("1 x 32,768 tokens") != std::string::npos);
+}
+
+TEST_CASE("parse_integer accepts exactly [lo, hi], INT64_MIN and INT64_MAX included", "[bad-input]") {
+  CHECK(zeromem::parse_integer(i64_max, "x", 0, std::numeric_limits<std::int64_t>::max()) == std::numeric_limits<std::int64_t>::max());
+  CHECK(zeromem::parse_integer("-9223372036854775808", "x", std::numeric_limits<std::int64_t>::min(), 0) ==
+        std::numeric_limits<std::int64_t>::min());
+  CHECK(zeromem::parse_integer("+7", "x", 1, 8) == 7);
+  for (const char* bad : {"", " ", "-", "1e3", "3.0", "0x10", "9223372036854775808", "7 7", "9"})
+    CHECK_THROWS_WITH(zeromem::parse_integer(bad, "x", 1, 8), Catch::Contains("x must be an integer from 1 to 8"));
+}
+
+TEST_CASE("parse_size accepts every byte count up to INT64_MAX B", "[bad-input]") {
+  CHECK(zeromem::parse_size(i64_max + "B") == std::numeric_limits<std::int64_t>::max());
+  CHECK(zeromem::parse_size("9223372036854775800 B") == 9'223'372'036'854'775'800LL);
+  CHECK_THROWS_AS(zeromem::parse_size("9223372036854775808B"), std::overflow_error);
+}
+
+TEST_CASE("a shape flag next to --model or --hf-config is an error, not ignored", "[bad-input]") {
+  rejected({"estimate", "--model", "llama-2-7b", "--layers", "3", "--heads", "7"}, "--model excludes");
+  rejected({"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/gpt2.json", "--vocab", "3"}, "--hf-config excludes");
+  rejected({"kv", "--model", "llama-2-7b", "--layers", "3", "--tokens", "10"}, "--model excludes");
+}
+
+TEST_CASE("tensor parallelism must divide the heads whether or not activations are asked for", "[bad-input]") {
+  rejected({"estimate", "--model", "llama-2-7b", "--tp", "64"}, "attention heads");
+  rejected({"estimate", "--model", "llama-2-7b", "--tp", "1099511627776"}, "attention heads");
+  rejected({"kv", "--heads", "32", "--tp", "3", "--layers", "2", "--hidden", "4096", "--tokens", "10"}, "attention heads");
+  rejected({"kv", "--heads", "32", "--kv-heads", "5", "--layers", "2", "--hidden", "4096", "--tokens", "10"}, "key/value heads");
+  // Library: the same rule in parameters_per_rank and kv_heads_per_rank (vLLM's QKVParallelLinear divide()).
+  CHECK_THROWS_WITH(zeromem::parameters_per_rank(zeromem::preset_config("llama-2-7b"), 3, 1), Catch::Contains("attention heads"));
+  CHECK_THROWS_WITH(zeromem::kv_heads_per_rank(zeromem::attention_shape{32, 8, 128}, 3), Catch::Contains("key/value heads"));
+  CHECK(zeromem::kv_heads_per_rank(zeromem::attention_shape{32, 8, 128}, 16) == 1);  // tp a multiple of KV heads: replicated
+}
+
+TEST_CASE("more ranks sharing sharded states than parameters is an error", "[bad-input]") {
+  rejected({"estimate", "--params", "7B", "--dp", "100000000000", "--zero-stage", "3"}, "more ranks than there are parameters");
+  // Replicated (stage 0) is still fine: every rank holds the whole model.
+  CHECK(run({"estimate", "--params", "7", "--dp", "8"}).code == 0);
+}
+
+TEST_CASE("optimizer offload at ZeRO stage 0 is rejected: DeepSpeed never reads it there", "[bad-input]") {
+  rejected({"estimate", "--params", "7B", "--offload-optimizer", "cpu"}, "stage 1, 2 or 3");
+  zeromem::zero_config z{};
+  z.optimizer.device = zeromem::offload_device::cpu;
+  CHECK_THROWS_WITH(zeromem::validate(z), Catch::Contains("stage 1, 2 or 3"));
+  z.optimizer.device = static_cast<zeromem::offload_device>(7);
+  z.stage = 1;
+  CHECK_THROWS_WITH(zeromem::validate(z), Catch::Contains("none, cpu or nvme"));
+}
+
+TEST_CASE("ZeRO-3 over one rank says why it needs more than ZeRO-2", "[bad-input]") {
+  const result r2 = run({"estimate", "--model", "llama-2-7b", "--dp", "1", "--zero-stage", "2", "--json"});
+  const result r3 = run({"estimate", "--model", "llama-2-7b", "--dp", "1", "--zero-stage", "3"});
+  REQUIRE(r2.code == 0);
+  REQUIRE(r3.code == 0);
+  CHECK(r3.out.find("ZeRO-3 over 1 rank shards nothing but still gathers the largest layer") != std::string::npos);
+}
+
+TEST_CASE("flags that need others are errors, not ignored", "[bad-input]") {
+  rejected({"estimate", "--params", "7B", "--pin-memory"}, "--pin-memory");
+  rejected({"estimate", "--model", "llama-2-7b", "--micro-batch", "4"}, "need --seq-len");
+  rejected({"estimate", "--params", "7B", "--dropout", "nan"}, "--dropout");
+  rejected({"estimate", "--params", "7B", "--reserve-fraction", "inf"}, "--reserve-fraction");
+  rejected({"deepspeed", "zero2", "--params", "1B", "--additional-buffer-factor", "-1"}, "--additional-buffer-factor");
+}
+
+TEST_CASE("plan: --host-memory 0B, --top 0 and --svg with nothing fitting are errors", "[bad-input]") {
+  rejected({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--seq-len", "128", "--host-memory", "0B"}, "--host-memory");
+  rejected({"plan", "--model", "gpt3-175b", "--gpu", "l40s", "--gpus", "1", "--seq-len", "128", "--host-memory", "1GB", "--svg",
+            "/tmp/zeromem-never.svg"},
+           "nothing fits");
+}
+
+TEST_CASE("config.json: deep nesting, huge values and unbounded files give one short line", "[bad-input]") {
+  const std::string deep = "{\"model_type\":\"llama\",\"hidden_size\":" + std::string(60'000, '[') + std::string(60'000, ']') + "}";
+  CHECK_THROWS_WITH(zeromem::cli::parse_hf_config(deep), Catch::Contains("nested deeper than 32 levels"));
+  const std::string huge = "{\"model_type\":\"llama\",\"hidden_size\":\"" + std::string(30'000'000, 'x') + "\"}";
+  try {
+    zeromem::cli::parse_hf_config(huge);
+    FAIL("a string hidden_size was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).size() < 300);
+    CHECK(std::string(e.what()).find("30000002 characters") != std::string::npos);
+  }
+  rejected({"estimate", "--hf-config", "/dev/zero"}, "larger than 16 MiB");
+  rejected({"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad/missing-field.json"}, "missing-field.json");
+}
+
+TEST_CASE("config.json arithmetic is overflow-checked: gpt2 4 x n_embd, qwen2_vl embed_dim x mlp_ratio", "[bad-input]") {
+  CHECK_THROWS_AS(zeromem::cli::parse_hf_config(R"({"model_type":"gpt2","n_embd":4611686018427387905,"n_layer":2,"n_head":1,
+                                                    "vocab_size":10,"n_positions":5})"),
+                  std::overflow_error);
+  const std::string vl = R"({"model_type":"qwen2_vl","hidden_size":1536,"intermediate_size":8960,"num_hidden_layers":28,
+    "num_attention_heads":12,"num_key_value_heads":2,"vocab_size":151936,
+    "vision_config":{"depth":32,"embed_dim":EMBED,"num_heads":16,"mlp_ratio":RATIO}})";
+  const auto with = [&](const std::string& embed, const std::string& ratio) {
+    std::string s = vl;
+    s.replace(s.find("EMBED"), 5, embed);
+    s.replace(s.find("RATIO"), 5, ratio);
+    return s;
+  };
+  CHECK_THROWS_AS(zeromem::cli::parse_hf_config(with("4611686018427387905", "4")), std::overflow_error);
+  CHECK_THROWS_WITH(zeromem::cli::parse_hf_config(with("1280", "1e300")), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(zeromem::cli::parse_hf_config(with("1280", "-2")), Catch::Contains("positive number"));
+  // transformers Qwen2VLVisionBlock: mlp_hidden_dim = int(embed_dim * mlp_ratio) = int(1280 * 4.5) = 5760.
+  CHECK(zeromem::cli::parse_hf_config(with("1280", "4.5")).vision.mlp_hidden == 5760);
+  CHECK(zeromem::cli::parse_hf_config(with("1280", "4")).vision.mlp_hidden == 5120);
+}
+
+TEST_CASE("SVG axes stay bounded for any size", "[bad-input]") {
+  using namespace zeromem;
+  const std::string big = svg_stacked_bars("t", {{"a", {{"x", bytes_of(std::numeric_limits<std::int64_t>::max())}}}}, bytes{});
+  CHECK(big.size() < 10'000);
+  const result r = run({"estimate", "--params", "500T", "--svg", "/tmp/zeromem-500t.svg"});
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("library values are exceptions, not numbers, for impossible inputs", "[bad-input]") {
+  using namespace zeromem;
+  transformer_config vl = preset_config("qwen2.5-vl-7b");
+  for (std::int64_t vision_config::*field : {&vision_config::patch, &vision_config::spatial_merge, &vision_config::in_channels,
+                                             &vision_config::temporal_patch}) {
+    transformer_config m = vl;
+    m.vision.*field = field == &vision_config::spatial_merge ? 0 : -3;
+    CHECK_THROWS_AS(count_parameters(m), std::invalid_argument);
+  }
+  transformer_config moe = preset_config("llama-2-7b");
+  moe.moe.shared_experts = -1;
+  CHECK_THROWS_WITH(count_parameters(moe), Catch::Contains("shared experts"));
+  step_config s{};
+  s.cuda_context = bytes_of(-1);
+  CHECK_THROWS_AS(validate(s), std::invalid_argument);
+  runtime_overheads o{};
+  o.cuda_context = bytes_of(-1);
+  CHECK_THROWS_AS(deepspeed_buffers(1, o), std::invalid_argument);
+  CHECK_THROWS_WITH(deepspeed_buffers(7, runtime_overheads{}), Catch::Contains("ZeRO stage must be 0, 1, 2 or 3"));
+  job_breakdown job{};
+  CHECK_THROWS_WITH(job.add("actor", "weights", bytes_of(-5)), Catch::Contains("cannot be negative"));
+  job.host_capacity = bytes_of(1'000'000);
+  for (double threshold : {std::nan(""), 1e30, 0.0, -1.0}) {
+    job.host_threshold = threshold;
+    CHECK_THROWS_WITH(job.host_limit(), Catch::Contains("threshold must be in (0, 1]"));
+  }
+  CHECK(format_auto(bytes_of(std::numeric_limits<std::int64_t>::min())) == "-8388608.00 TiB");
+}
+
+TEST_CASE("error text never echoes unbounded input", "[bad-input]") {
+  const std::string long_arg(100'000, 'x');
+  rejected({"estimate", "--params", "7B", long_arg}, "characters");
+  rejected({"estimate", "--params", long_arg}, "100000 characters");
+  rejected({"estimate", "--model", long_arg}, "100000 characters");
+  rejected({"estimate", "--params", "7B", "--precision", std::string("mixed\x01\nbf16")}, "'mixed??bf16'");
+}

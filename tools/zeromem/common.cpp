@@ -1,0 +1,192 @@
+#include "common.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <ostream>
+#include <stdexcept>
+
+#include "hf_config.hpp"
+
+namespace zeromem::cli {
+namespace {
+
+// Runs a library parser as a CLI11 transform: its message becomes "--flag: message", and the text it accepted is
+// replaced by the plain number CLI11 then stores.
+CLI::Validator checked(std::function<std::string(const std::string&)> parse) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        try {
+          text = parse(text);
+          return {};
+        } catch (const std::exception& e) {
+          std::string m = e.what();
+          const std::string prefix = "zeromem: ";
+          return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+        }
+      },
+      "");
+}
+
+std::string range_text(std::int64_t lo, std::int64_t hi) {
+  return "from " + std::to_string(lo) + " to " + (hi == detail::i64_max ? std::string("2^63 - 1") : std::to_string(hi));
+}
+
+}  // namespace
+
+CLI::Option* integer_option(CLI::App& app, const std::string& flag, std::int64_t& target, const std::string& help, std::int64_t lo,
+                            std::int64_t hi) {
+  return app.add_option(flag, target, help)->transform(checked([lo, hi](const std::string& s) {
+    return std::to_string(parse_integer(s, "the value", lo, hi));
+  }));
+}
+
+CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t& target, const std::string& help, std::int64_t lo,
+                           std::int64_t hi) {
+  return app.add_option(flag, target, help)->transform(checked([lo, hi](const std::string& s) {
+    const std::int64_t n = parse_tokens(s, "the token count");
+    if (n < lo || n > hi) detail::fail("the token count must be " + range_text(lo, hi) + ", got " + detail::quoted(s));
+    return std::to_string(n);
+  }));
+}
+
+CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target, const std::string& help, double lo, double hi,
+                         bool hi_inclusive) {
+  return app.add_option(flag, target, help)->transform(checked([lo, hi, hi_inclusive](const std::string& s) {
+    char* end = nullptr;
+    const double v = s.empty() ? std::nan("") : std::strtod(s.c_str(), &end);
+    const bool whole = !s.empty() && end == s.c_str() + s.size();
+    if (!whole || !std::isfinite(v) || v < lo || (hi_inclusive ? v > hi : v >= hi)) {
+      char range[96];
+      std::snprintf(range, sizeof range, "a number in [%g, %g%s", lo, hi, hi_inclusive ? "]" : ")");
+      detail::fail(std::string("the value must be ") + range + ", got " + detail::quoted(s));
+    }
+    return s;
+  }));
+}
+
+CLI::Option* text_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help) {
+  return app.add_option(flag, target, help)->transform(checked([](const std::string& s) {
+    if (s.empty()) detail::fail("the value cannot be empty; leave the flag out for its default");
+    return s;
+  }));
+}
+
+void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
+  auto* preset = text_option(app, "--model", f.preset, "preset: " + [] {
+    std::string names;
+    for (const model_preset& p : model_presets) names += (names.empty() ? "" : ", ") + std::string(p.name);
+    return names;
+  }());
+  CLI::Option* hf =
+      text_option(app, "--hf-config", f.hf_config, "a Hugging Face config.json (llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2)");
+  preset->excludes(hf);
+  std::vector<CLI::Option*> shape{
+      integer_option(app, "--hidden", f.hidden, attention_only ? "hidden size (with --layers --heads [--kv-heads])"
+                                                               : "hidden size (with --layers --heads --ffn --vocab)"),
+      integer_option(app, "--layers", f.layers, "decoder layers"),
+      integer_option(app, "--heads", f.heads, "attention heads"),
+      integer_option(app, "--kv-heads", f.kv_heads, "key/value heads (default: heads)"),
+      integer_option(app, "--head-dim", f.head_dim, "head dimension (default: hidden / heads)")};
+  if (!attention_only) {
+    shape.push_back(integer_option(app, "--ffn", f.ffn, "MLP intermediate size"));
+    shape.push_back(integer_option(app, "--vocab", f.vocab, "vocabulary size"));
+    shape.push_back(text_option(app, "--mlp", f.mlp, "gelu | swiglu")->capture_default_str());
+    shape.push_back(text_option(app, "--norm", f.norm, "layernorm | rmsnorm")->capture_default_str());
+    shape.push_back(integer_option(app, "--max-positions", f.max_positions, "learned position embeddings of this many positions"));
+    shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
+    shape.push_back(app.add_flag("--qkv-bias", f.qkv_bias, "q, k, v projections with bias"));
+  }
+  for (CLI::Option* s : shape) {
+    preset->excludes(s);
+    hf->excludes(s);
+  }
+}
+
+transformer_config model_of(const model_flags& f) {
+  if (!f.preset.empty()) return find_preset(f.preset).config;
+  if (!f.hf_config.empty()) return read_hf_config(f.hf_config);
+  if (f.hidden == 0 || f.layers == 0 || f.heads == 0 || f.ffn == 0 || f.vocab == 0)
+    detail::fail("a model given by flags needs --hidden, --layers, --heads, --ffn and --vocab");
+  transformer_config m{};
+  m.hidden = f.hidden;
+  m.layers = f.layers;
+  m.heads = f.heads;
+  m.kv_heads = f.kv_heads != 0 ? f.kv_heads : f.heads;
+  m.head_dim = f.head_dim;
+  m.ffn = f.ffn;
+  m.vocab = f.vocab;
+  if (f.mlp == "gelu") m.mlp = mlp_kind::gelu;
+  else if (f.mlp == "swiglu") m.mlp = mlp_kind::swiglu;
+  else detail::fail("unknown --mlp " + detail::quoted(f.mlp) + "; expected gelu or swiglu");
+  if (f.norm == "layernorm") m.norm = norm_kind::layernorm;
+  else if (f.norm == "rmsnorm") m.norm = norm_kind::rmsnorm;
+  else detail::fail("unknown --norm " + detail::quoted(f.norm) + "; expected layernorm or rmsnorm");
+  if (f.max_positions != 0) {
+    m.positions = position_kind::learned;
+    m.max_positions = f.max_positions;
+  }
+  m.tied_embeddings = f.tied;
+  // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).
+  m.qkv_bias = f.qkv_bias || m.mlp == mlp_kind::gelu;
+  m.attention_out_bias = m.mlp_bias = m.mlp == mlp_kind::gelu;
+  validate(m);
+  return m;
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  constexpr std::size_t longest = 400;  // CLI11 echoes unknown arguments whole
+  if (s.size() > longest) s = s.substr(0, longest) + "... (" + std::to_string(s.size()) + " characters)";
+  return s;
+}
+
+std::string bytes_row(const std::string& label, bytes b) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "  %-30s %26s %14s %14s", label.c_str(), format_exact(b).c_str(),
+                format_bytes(b, size_unit::GB, 3).c_str(), format_bytes(b, size_unit::GiB, 3).c_str());
+  return buf;
+}
+
+std::string table_head(const std::string& first_column) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "  %-30s %26s %14s %14s\n", first_column.c_str(), "exact", "GB (1e9 B)", "GiB (2^30 B)");
+  return buf;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !(f << text)) detail::fail("cannot write " + detail::quoted(path, 256));
+}
+
+json breakdown_json(const job_breakdown& job) {
+  json terms = json::array();
+  for (const memory_term& t : job.terms)
+    terms.push_back({{"role", t.role}, {"term", t.term}, {"gpu_bytes", t.gpu.count()}, {"host_bytes", t.host.count()}});
+  return {{"per_gpu", {{"total_bytes", job.gpu_total().count()}, {"capacity_bytes", job.gpu_capacity.count()},
+                       {"headroom_bytes", job.gpu_headroom().count()}, {"fits", job.gpu_fits()}}},
+          {"per_node_host",
+           {{"total_bytes", job.host_total().count()}, {"capacity_bytes", job.host_capacity.count()},
+            {"limit_bytes", job.host_capacity.count() != 0 ? job.host_limit().count() : 0},
+            {"unexplained_bytes", job.unexplained_host.count()}, {"fits", job.host_fits()}}},
+          {"terms", terms}};
+}
+
+svg_bar bar_of(const std::string& label, const job_breakdown& job) {
+  svg_bar b{label, {}};
+  for (const memory_term& t : job.terms)
+    if (t.gpu.count() != 0) b.segments.push_back({t.role + ": " + t.term, t.gpu});
+  return b;
+}
+
+void print_dominant(std::ostream& out, const job_breakdown& job) {
+  const bytes total = job.gpu_total();
+  for (const named_bytes& d : dominant_terms(job))
+    out << "    " << d.name << ": " << format_bytes(d.value, size_unit::GiB) << " ("
+        << static_cast<int>(100.0 * (total.count() > 0 ? d.value / total : 0.0) + 0.5) << "% of the GPU total)\n";
+}
+
+}  // namespace zeromem::cli

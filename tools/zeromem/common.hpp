@@ -1,0 +1,76 @@
+// What every subcommand shares: validated options (one error text for every flag), the model flags, table rows
+// and file output. Every option is checked when it is parsed: no value is clamped, and an empty or out-of-range
+// value is an error naming the flag and its range, never "not given".
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+
+#include "zeromem/zeromem.hpp"
+
+namespace zeromem::cli {
+
+using json = nlohmann::ordered_json;
+
+/// A subcommand: its CLI11 app and what runs when it was chosen.
+struct command {
+  CLI::App* app = nullptr;
+  std::function<int(std::ostream&)> run;
+};
+
+command add_estimate_command(CLI::App& parent);
+command add_kv_command(CLI::App& parent);
+command add_scenario_command(CLI::App& parent);
+command add_plan_command(CLI::App& parent);
+command add_deepspeed_command(CLI::App& parent);
+
+// ---- options ----------------------------------------------------------------------------------------
+/// An integer flag in [lo, hi], plain decimal digits.
+CLI::Option* integer_option(CLI::App& app, const std::string& flag, std::int64_t& target, const std::string& help,
+                            std::int64_t lo = 1, std::int64_t hi = detail::i64_max);
+/// A token count in [lo, hi]: 4096, 32K (32,768), 1M (1,048,576).
+CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t& target, const std::string& help,
+                           std::int64_t lo = 1, std::int64_t hi = detail::i64_max);
+/// A finite real number in [lo, hi) (or [lo, hi] when hi_inclusive).
+CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target, const std::string& help, double lo, double hi,
+                         bool hi_inclusive);
+/// A non-empty string.
+CLI::Option* text_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help);
+
+// ---- the model, from a preset, a config.json or flags ---------------------------------------------------
+struct model_flags {
+  std::string preset;
+  std::string hf_config;
+  std::int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_positions = 0;
+  std::string mlp = "swiglu";
+  std::string norm = "rmsnorm";
+  bool tied = false;
+  bool qkv_bias = false;
+  bool given() const { return !preset.empty() || !hf_config.empty() || shape_given(); }
+  bool shape_given() const {
+    return hidden != 0 || layers != 0 || heads != 0 || kv_heads != 0 || head_dim != 0 || ffn != 0 || vocab != 0;
+  }
+};
+/// --model, --hf-config and the shape flags; `attention_only` (kv) adds just the attention shape flags. A shape flag
+/// next to --model or --hf-config is an error: the preset's own value would silently win.
+void add_model_flags(CLI::App& app, model_flags& f, bool attention_only);
+/// The model the flags describe (a preset, a config.json, or a full set of shape flags).
+transformer_config model_of(const model_flags& f);
+
+// ---- output -------------------------------------------------------------------------------------------
+/// One line of text: CLI11 and exceptions may carry newlines; bounded so one error is one short line.
+std::string one_line(std::string s);
+/// "  label   exact B   GB   GiB" with fixed columns; `table_head` names them.
+std::string bytes_row(const std::string& label, bytes b);
+std::string table_head(const std::string& first_column = "term");
+void write_file(const std::string& path, const std::string& text);
+json breakdown_json(const job_breakdown& job);
+svg_bar bar_of(const std::string& label, const job_breakdown& job);
+void print_dominant(std::ostream& out, const job_breakdown& job);
+
+}  // namespace zeromem::cli

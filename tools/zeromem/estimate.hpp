@@ -1,0 +1,74 @@
+// `zeromem estimate`: the flags, the job they describe, and its report.
+#pragma once
+
+#include "common.hpp"
+
+namespace zeromem::cli {
+
+struct estimate_args {
+  // model states
+  std::string params;
+  std::string precision_name = "mixed-bf16";
+  std::string optimizer_name = "adamw";
+  std::int64_t zero_stage = -1;  // -1: not given (the flag accepts 0 to 3 only)
+  std::string fsdp;
+  std::int64_t dp = 1;
+  std::int64_t gpus_per_node = 8;
+  std::int64_t shard_group = 0;  // 0: not given (the flag accepts 1 and up)
+  std::int64_t hpz = 1;
+  std::string offload_optimizer = "none";
+  std::string offload_params = "none";
+  bool pin_memory = false;
+  bool fp32_grad_copy = false;
+  std::string main_grads;
+  std::string largest_layer;
+  std::int64_t grad_accum_steps = 1;
+  model_flags model;
+  // activations
+  std::int64_t seq_len = 0;  // 0: not given
+  std::int64_t micro_batch = 1;
+  std::int64_t tp = 1, cp = 1, pp = 1, virtual_stages = 1, microbatches = 0;
+  bool sp = false;
+  std::string recompute_name = "none";
+  std::string attention_name = "eager";
+  double dropout = 0.0;
+  std::string implementation_name = "eager";
+  std::string device_name = "cuda";
+  std::string activation_dtype;  // default: the precision's compute dtype
+  std::int64_t torch_major = 2;
+  // the step model
+  std::string loss = "hf";
+  std::string optimizer_impl = "foreach";
+  std::string allocator = "default";
+  std::string cuda_context;
+  double reserve_fraction = 0.0;
+  std::string gpu;
+  bool explain = false;
+  std::string svg;
+  bool json = false;
+};
+
+/// The job the flags describe, as the library's types. Every printed number is computed from this.
+struct estimate_inputs {
+  training_states states{};
+  bool has_model = false;
+  transformer_config model{};
+  parameter_counts counts{};
+  bool has_activations = false;
+  activation_config act{};
+  pipeline_config pipe{};
+  step_config step{};
+};
+
+void add_estimate_flags(CLI::App& app, estimate_args& a);
+/// Validates the flags together and builds the job; throws std::invalid_argument naming the flag.
+estimate_inputs to_inputs(const estimate_args& a);
+int run_estimate(const estimate_args& a, std::ostream& out);
+/// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
+void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
+                    const stage_activations* act, const step_estimate* step);
+/// --explain: the terms of the peak, the verdict, and the smallest single change that makes the job fit.
+void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
+                      const std::string& gpu);
+
+}  // namespace zeromem::cli

@@ -1,0 +1,162 @@
+// `zeromem estimate`: its flags, and the one job they describe (estimate_inputs).
+#include "estimate.hpp"
+
+namespace zeromem::cli {
+
+void add_estimate_flags(CLI::App& app, estimate_args& a) {
+  text_option(app, "--params", a.params, "parameter count: 7.5e9, 7.5B, 350M, 1T (or give a model)");
+  text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
+  text_option(app, "--optimizer", a.optimizer_name, "adam | adamw | sgd | sgd-momentum | adam-8bit | adafactor | lion")->capture_default_str();
+  auto* stage = integer_option(app, "--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)", 0, 3);
+  auto* fsdp = text_option(app, "--fsdp", a.fsdp, "FSDP strategy: NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2");
+  stage->excludes(fsdp);
+  integer_option(app, "--dp", a.dp, "data-parallel degree")->capture_default_str();
+  integer_option(app, "--gpus-per-node", a.gpus_per_node, "GPUs (ranks) per node")->capture_default_str();
+  integer_option(app, "--shard-group", a.shard_group, "ranks sharing one copy of sharded states (default: dp)");
+  integer_option(app, "--hpz", a.hpz, "ZeRO++ hpZ secondary partition size (1 = off)")->capture_default_str();
+  text_option(app, "--offload-optimizer", a.offload_optimizer, "none | cpu | nvme (ZeRO stage 1-3)")->capture_default_str();
+  text_option(app, "--offload-params", a.offload_params, "none | cpu | nvme (ZeRO stage 3 only)")->capture_default_str();
+  app.add_flag("--pin-memory", a.pin_memory, "offloaded states in pinned host memory");
+  app.add_flag("--fp32-grad-copy", a.fp32_grad_copy, "optimizer keeps an fp32 copy of 16-bit gradients (DeepSpeed, Megatron fp16)");
+  text_option(app, "--main-grads", a.main_grads, "gradient accumulation dtype, e.g. fp32 (Megatron main grads)");
+  text_option(app, "--largest-layer-params", a.largest_layer,
+              "parameters of the largest layer (ZeRO-3 gathers it whole; ZeRO-1/2 CPU offload stages gradients by it)");
+  integer_option(app, "--grad-accum-steps", a.grad_accum_steps,
+                 "micro-batches per optimizer step (ZeRO-1/2 CPU offload keeps a 16-bit host accumulation buffer when > 1)")
+      ->capture_default_str();
+  add_model_flags(app, a.model, false);
+
+  tokens_option(app, "--seq-len", a.seq_len, "tokens per sequence: 4096, 32K (= 32,768); turns on the step's peak");
+  integer_option(app, "--micro-batch", a.micro_batch, "sequences per micro-batch")->capture_default_str();
+  integer_option(app, "--tp", a.tp, "tensor-parallel degree")->capture_default_str();
+  app.add_flag("--sp", a.sp, "sequence parallelism (with --tp)");
+  integer_option(app, "--cp", a.cp, "context-parallel degree")->capture_default_str();
+  integer_option(app, "--pp", a.pp, "pipeline-parallel degree")->capture_default_str();
+  integer_option(app, "--virtual-stages", a.virtual_stages, "interleaved pipeline model chunks per rank")->capture_default_str();
+  integer_option(app, "--microbatches", a.microbatches, "micro-batches per step (default: at least pp)");
+  text_option(app, "--recompute", a.recompute_name, "none | selective | full")->capture_default_str();
+  text_option(app, "--attention", a.attention_name, "eager | flash")->capture_default_str();
+  real_option(app, "--dropout", a.dropout, "dropout probability (0: none)", 0.0, 1.0, false)->capture_default_str();
+  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf-eager (see docs/activations.md)")
+      ->capture_default_str();
+  text_option(app, "--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
+  text_option(app, "--activation-dtype", a.activation_dtype, "dtype of activations (default: the precision's compute dtype)");
+  integer_option(app, "--torch-version", a.torch_major, "PyTorch major version, 1 or 2", 1, 2)->capture_default_str();
+  text_option(app, "--loss", a.loss, "hf (transformers ForCausalLMLoss: full logits, fp32 upcast) | fused (chunked linear-cross-entropy)")
+      ->capture_default_str();
+  text_option(app, "--optimizer-impl", a.optimizer_impl, "foreach (PyTorch's default on CUDA) | fused | forloop")->capture_default_str();
+  text_option(app, "--allocator", a.allocator, "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
+      ->capture_default_str();
+  text_option(app, "--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");
+  real_option(app, "--reserve-fraction", a.reserve_fraction,
+              "reserved above allocated at the peak, measured on your job (max_memory_reserved / max_memory_allocated - 1)", 0.0, 10.0, false)
+      ->capture_default_str();
+  text_option(app, "--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s: verdict against its capacity");
+  app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
+  text_option(app, "--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
+  app.add_flag("--json", a.json, "print JSON with exact byte counts");
+}
+
+namespace {
+
+void set_model_states(const estimate_args& a, estimate_inputs& in) {
+  training_states& t = in.states;
+  if (in.has_model) {
+    in.counts = count_parameters(in.model);
+    // Model states are those of the most loaded tensor/pipeline-parallel rank.
+    t.params = parameters_per_rank(in.model, in.counts, a.tp, a.pp).most_loaded;
+  } else {
+    if (a.tp != 1 || a.pp != 1) detail::fail("--tp and --pp split a model's layers; give the model (--model, --hf-config or --hidden ...)");
+    t.params = elements_of(parse_count(a.params, "the parameter count (--params)"));
+  }
+  t.recipe = recipe_of(parse_precision(a.precision_name));
+  t.recipe.fp32_gradient_copy = a.fp32_grad_copy;
+  if (!a.main_grads.empty()) t.recipe.gradients = parse_dtype(a.main_grads);
+  t.optimizer.kind = parse_optimizer(a.optimizer_name);
+  if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
+    // The model's own tensor shapes, split like the parameters over tensor and pipeline ranks.
+    const elements factored = adafactor_second_moment_elements(in.model);
+    t.optimizer.adafactor_factored =
+        elements_of(detail::ceil_div(detail::checked_mul(factored.count(), t.params.count()), in.counts.total.count()));
+  }
+  t.dp = a.dp;
+  t.gpus_per_node = a.gpus_per_node;
+  if (!a.fsdp.empty()) {
+    const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
+    const bool hybrid = f == fsdp_strategy::hybrid_shard || f == fsdp_strategy::hybrid_shard_zero2;
+    t.zero = fsdp_config(f, a.shard_group > 0 ? a.shard_group : a.gpus_per_node);
+    if (!hybrid) t.zero.shard_group = a.shard_group;
+  } else {
+    t.zero.stage = a.zero_stage < 0 ? 0 : static_cast<int>(a.zero_stage);
+    t.zero.shard_group = a.shard_group;
+  }
+  t.zero.hpz_partition = a.hpz;
+  t.zero.optimizer = {parse_offload_device(a.offload_optimizer), a.pin_memory};
+  t.zero.params = {parse_offload_device(a.offload_params), a.pin_memory};
+  if (a.pin_memory && t.zero.optimizer.device == offload_device::none && t.zero.params.device == offload_device::none)
+    detail::fail("--pin-memory pins offloaded states; add --offload-optimizer or --offload-params, or drop it");
+  if (!a.largest_layer.empty())
+    t.largest_layer = elements_of(parse_count(a.largest_layer, "the largest layer (--largest-layer-params)"));
+  else if (in.has_model && needs_largest_layer(t.zero))
+    t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
+  t.gradient_accumulation_steps = a.grad_accum_steps;
+  validate(t);
+}
+
+void set_step(const estimate_args& a, estimate_inputs& in) {
+  in.has_activations = true;
+  activation_config& c = in.act;
+  c.seq_len = a.seq_len;
+  c.micro_batch = a.micro_batch;
+  c.activation_dtype =
+      a.activation_dtype.empty() ? compute_dtype_of(parse_precision(a.precision_name)) : parse_dtype(a.activation_dtype);
+  c.autocast = in.states.recipe.autocast;
+  c.tp = a.tp;
+  c.sequence_parallel = a.sp;
+  c.cp = a.cp;
+  c.recomputation = parse_recompute(a.recompute_name);
+  c.attention = parse_attention(a.attention_name);
+  c.dropout = a.dropout;
+  c.impl = parse_implementation(a.implementation_name);
+  if (a.device_name == "cuda") c.device = device_kind::cuda;
+  else if (a.device_name == "cpu") c.device = device_kind::cpu;
+  else detail::fail("unknown --device " + detail::quoted(a.device_name) + "; expected cuda or cpu");
+  c.torch_major = static_cast<int>(a.torch_major);
+  in.pipe = {a.pp, a.virtual_stages, a.microbatches};
+  validate(c, in.model);
+  validate(in.pipe, in.model);
+  step_config& st = in.step;
+  st.loss = parse_loss(a.loss);
+  st.optimizer = parse_optimizer_impl(a.optimizer_impl);
+  st.allocator = parse_allocator(a.allocator);
+  if (!a.cuda_context.empty()) st.cuda_context = bytes_of(parse_size(a.cuda_context, "the CUDA context (--cuda-context)"));
+  st.reserve_fraction = a.reserve_fraction;
+  if (!a.fsdp.empty()) {
+    // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.
+    const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
+    if (f != fsdp_strategy::no_shard) st.fsdp_world = shard_group_of(in.states);
+    st.reshard_after_forward = f == fsdp_strategy::full_shard || f == fsdp_strategy::hybrid_shard;
+  }
+  validate(st);
+}
+
+}  // namespace
+
+estimate_inputs to_inputs(const estimate_args& a) {
+  estimate_inputs in{};
+  in.has_model = a.model.given();
+  if (in.has_model && !a.params.empty()) detail::fail("give either --params or a model (--model, --hf-config, --hidden ...), not both");
+  if (!in.has_model && a.params.empty()) detail::fail("give --params (such as 7.5B) or a model (--model, --hf-config, --hidden ...)");
+  if (in.has_model) in.model = model_of(a.model);
+  set_model_states(a, in);
+
+  const bool activation_flags = a.seq_len != 0 || a.sp || a.cp != 1 || a.recompute_name != "none" || a.dropout != 0.0 ||
+                                a.attention_name != "eager" || a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0;
+  if (activation_flags && !in.has_model)
+    detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
+  if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");
+  if (a.seq_len != 0) set_step(a, in);
+  return in;
+}
+
+}  // namespace zeromem::cli

@@ -1,0 +1,219 @@
+// `zeromem estimate`: runs the job the flags describe and prints it as text or JSON; --explain.
+#include <memory>
+#include <ostream>
+#include <sstream>
+#include <vector>
+
+#include "estimate.hpp"
+
+namespace zeromem::cli {
+namespace {
+
+step_estimate step_of(const estimate_inputs& in) { return estimate_step(in.model, in.states, in.act, in.step, in.pipe); }
+
+// The smallest change that makes the step fit, tried from the least disruptive: each evaluates the whole job
+// with one field changed, never a rebuilt subset of it.
+void explain_step(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const std::string& gpu) {
+  out << "\nExplain\n  the peak (" << name(e.peak_phase) << ") by term:\n";
+  e.phase(e.peak_phase).for_each([&](const char* term, bytes b) {
+    if (b.count() != 0)
+      out << "    " << term << ": " << format_bytes(b, size_unit::GiB) << " (" << static_cast<int>(100.0 * (b / e.peak) + 0.5)
+          << "% of the peak)\n";
+  });
+  if (gpu.empty()) {
+    out << "  give --gpu for a verdict and the smallest change that makes it fit\n";
+    return;
+  }
+  const gpu_model& g = find_gpu(gpu);
+  const step_verdict v = verdict_of(e, g.capacity);
+  out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << g.name
+      << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << "\n";
+  if (v.fits()) return;
+  struct change {
+    std::string what;
+    estimate_inputs in;
+  };
+  std::vector<change> changes;
+  const auto with = [&](std::string what, auto&& edit) {
+    estimate_inputs c = in;
+    edit(c);
+    changes.push_back({std::move(what), std::move(c)});
+  };
+  if (in.step.optimizer == optimizer_impl::foreach_kernels)
+    with("--optimizer-impl fused", [](estimate_inputs& c) { c.step.optimizer = optimizer_impl::fused; });
+  if (in.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.step.loss = loss_impl::fused; });
+  if (in.act.recomputation == recompute::none)
+    with("--recompute selective", [](estimate_inputs& c) { c.act.recomputation = recompute::selective; });
+  if (in.act.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.act.recomputation = recompute::full; });
+  if (in.act.micro_batch > 1)
+    with("--micro-batch " + std::to_string(in.act.micro_batch / 2), [](estimate_inputs& c) { c.act.micro_batch /= 2; });
+  // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
+  const bool sharded_over_dp = in.states.zero.stage > 0 && shard_group_of(in.states) == in.states.dp;
+  if (sharded_over_dp && in.states.dp <= detail::i64_max / 2)
+    with("--dp " + std::to_string(in.states.dp * 2) + " (twice the GPUs)", [](estimate_inputs& c) {
+      c.states.dp *= 2;
+      if (c.step.fsdp_world > 0) c.step.fsdp_world *= 2;
+      if (c.states.zero.shard_group > 0) c.states.zero.shard_group *= 2;
+    });
+  for (const change& c : changes) {
+    try {
+      const step_verdict cv = verdict_of(step_of(c.in), g.capacity);
+      if (!cv.fits()) continue;
+      out << "  smallest change that fits: " << c.what << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin "
+          << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
+      return;
+    } catch (const std::invalid_argument&) {
+      continue;  // the change is not valid for this job (e.g. dp no longer divides)
+    }
+  }
+  out << "  no single change fits; try `zeromem plan` for combinations\n";
+}
+
+json placement_json(const placement& p) {
+  return {{"gpu_bytes", p.gpu.count()}, {"host_bytes", p.host.count()}, {"host_pinned_bytes", p.host_pinned.count()},
+          {"nvme_bytes", p.nvme.count()}};
+}
+
+json step_terms_json(const step_terms& t) {
+  json terms = json::object();
+  t.for_each([&](const char* name, bytes b) { terms[std::string(name) + "_bytes"] = b.count(); });
+  return {{"peak_bytes", t.total().count()}, {"largest_term", std::string(t.largest())}, {"terms", terms}};
+}
+
+json estimate_json(const estimate_inputs& in, const model_state_estimate& e, const stage_activations* act, const step_estimate* step) {
+  const training_states& t = in.states;
+  const model_state_terms& m = e.per_rank;
+  json j;
+  j["inputs"] = {{"params_per_rank", t.params.count()}, {"weights_dtype", std::string(name(t.recipe.weights))},
+                 {"gradients_dtype", std::string(name(t.recipe.gradients))}, {"fp32_master", t.recipe.fp32_master},
+                 {"fp32_gradient_copy", t.recipe.fp32_gradient_copy}, {"optimizer", std::string(name(t.optimizer.kind))},
+                 {"zero_stage", t.zero.stage}, {"dp", t.dp}, {"shard_group", e.shard_group}, {"gpus_per_node", t.gpus_per_node},
+                 {"ranks_per_node", e.ranks_per_node}, {"offload_optimizer", std::string(name(t.zero.optimizer.device))},
+                 {"offload_params", std::string(name(t.zero.params.device))}, {"hpz_partition", t.zero.hpz_partition},
+                 {"largest_layer_params", t.largest_layer.count()}, {"gradient_accumulation_steps", t.gradient_accumulation_steps}};
+  if (in.has_model)
+    j["model"] = {{"params", in.counts.total.count()}, {"language_model_params", in.counts.language_model.count()},
+                  {"vision_params", in.counts.vision.count()}, {"params_per_layer", in.counts.layer.count()},
+                  {"embedding_params", in.counts.embedding.count()}, {"lm_head_params", in.counts.lm_head.count()},
+                  {"largest_layer_params", in.counts.largest_layer.count()}};
+  const bytes act_bytes = act != nullptr ? act->total : bytes{};
+  j["per_gpu"] = {{"weights_bytes", (m.weights.gpu + m.hpz_secondary.gpu).count()},
+                  {"gradients_bytes", (m.gradients.gpu + m.fp32_gradients.gpu).count()},
+                  {"optimizer_states_bytes", (m.master_weights.gpu + m.optimizer_moments.gpu).count()},
+                  {"gathered_layer_bytes", m.gathered_layer.gpu.count()}, {"offload_staging_bytes", m.offload_staging.gpu.count()},
+                  {"model_states_bytes", e.gpu().count()}, {"activations_bytes", act_bytes.count()},
+                  {"total_bytes", (e.gpu() + act_bytes).count()}};
+  if (act != nullptr) {
+    json terms = json::object();
+    act->per_layer.for_each([&](const char* term, bytes b) { terms[term] = b.count(); });
+    j["activations"] = {{"per_layer_bytes", act->per_layer.total().count()}, {"per_layer_terms", terms},
+                        {"layers_on_stage", act->layers_on_stage}, {"microbatches_in_flight", act->microbatches_in_flight},
+                        {"layers_bytes", act->layers.count()}, {"input_ids_bytes", act->input_ids.count()},
+                        {"embedding_dropout_bytes", act->embedding_dropout.count()}, {"output_layer_bytes", act->output_layer.count()},
+                        {"logits_bytes", act->logits.count()}, {"total_bytes", act->total.count()}};
+  }
+  j["per_rank_host"] = {{"total_bytes", e.host_per_rank().count()}, {"pinned_bytes", e.total_per_rank().host_pinned.count()}};
+  j["per_node_host"] = {{"ranks", e.ranks_per_node}, {"total_bytes", e.host_per_node().count()},
+                        {"pinned_bytes", e.host_pinned_per_node().count()}};
+  j["per_node_nvme"] = {{"total_bytes", e.nvme_per_node().count()}};
+  json terms = json::object();
+  m.for_each([&](const char* term, const placement& p) { terms[term] = placement_json(p); });
+  j["terms_per_rank"] = terms;
+  if (step != nullptr) {
+    j["per_gpu"]["peak_bytes"] = step->peak.count();
+    j["per_gpu"]["peak_phase"] = std::string(name(step->peak_phase));
+    j["per_gpu"]["peak_term"] = std::string(step->phase(step->peak_phase).largest());
+    j["per_gpu"]["reserved_bytes"] = step->reserved.count();
+    j["per_gpu"]["cuda_context_bytes"] = step->cuda_context.count();
+    j["per_gpu"]["device_used_bytes"] = step->device_used().count();
+    j["phases"] = {{"forward", step_terms_json(step->forward)}, {"backward", step_terms_json(step->backward)},
+                   {"optimizer_step", step_terms_json(step->optimizer_step)}};
+  }
+  return j;
+}
+
+// The model-states verdict (no --seq-len): the same needed bytes JSON and --explain report.
+step_verdict states_verdict(const model_state_estimate& e, bytes capacity) {
+  step_verdict v{};
+  v.needed = e.gpu();
+  v.capacity = capacity;
+  return v;
+}
+
+}  // namespace
+
+void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
+                      const std::string& gpu) {
+  if (step != nullptr) return explain_step(out, in, *step, gpu);
+  const job_breakdown job = [&] {
+    job_breakdown j{};
+    e.per_rank.for_each([&](const char* term, const placement& p) {
+      if (p.gpu.count() != 0) j.add("model", term, p.gpu);
+    });
+    return j;
+  }();
+  out << "\nExplain\n  dominant terms per GPU:\n";
+  print_dominant(out, job);
+  if (gpu.empty()) {
+    out << "  give --gpu for a verdict and the smallest change that makes it fit\n";
+    return;
+  }
+  const gpu_model& g = find_gpu(gpu);
+  const step_verdict v = states_verdict(e, g.capacity);
+  out << "  verdict: model states " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB)
+      << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << " (give a model and --seq-len for the step's peak)\n";
+}
+
+int run_estimate(const estimate_args& a, std::ostream& out) {
+  const estimate_inputs in = to_inputs(a);
+  const model_state_estimate e = estimate_model_states(in.states);
+  stage_activations act{};
+  step_estimate step{};
+  if (in.has_activations) {
+    act = first_stage_activations(in.model, in.act, in.pipe);
+    step = step_of(in);
+  }
+  const stage_activations* act_ptr = in.has_activations ? &act : nullptr;
+  const step_estimate* step_ptr = in.has_activations ? &step : nullptr;
+  const bytes capacity = a.gpu.empty() ? bytes{} : find_gpu(a.gpu).capacity;
+  if (!a.svg.empty()) {
+    job_breakdown job{};
+    job.gpu_capacity = capacity;
+    e.per_rank.for_each([&](const char* term, const placement& p) {
+      if (p.gpu.count() != 0) job.add("model", term, p.gpu);
+    });
+    if (act_ptr != nullptr) {
+      job.add("model", "activations", act.layers + act.input_ids + act.embedding_dropout + act.output_layer);
+      if (act.logits.count() != 0) job.add("model", "fp32 logits", act.logits);
+    }
+    write_file(a.svg, svg_stacked_bars("zeromem estimate: per-GPU memory", {bar_of("most loaded GPU", job)}, capacity));
+  }
+  if (!a.json) {
+    print_estimate(out, a, in, e, act_ptr, step_ptr);
+    if (a.explain) explain_estimate(out, in, e, step_ptr, a.gpu);
+    return 0;
+  }
+  json j = estimate_json(in, e, act_ptr, step_ptr);
+  if (!a.gpu.empty()) {
+    const step_verdict v = step_ptr != nullptr ? verdict_of(step, capacity) : states_verdict(e, capacity);
+    j["verdict"] = {{"gpu", a.gpu}, {"capacity_bytes", capacity.count()}, {"needed_bytes", v.needed.count()},
+                    {"margin_bytes", v.margin().count()}, {"fits", v.fits()},
+                    {"compares", step_ptr != nullptr ? "device_used_bytes" : "model_states_bytes"}};
+  }
+  if (a.explain) {
+    std::ostringstream text;
+    explain_estimate(text, in, e, step_ptr, a.gpu);
+    j["explain"] = text.str().substr(1);  // the same lines --explain prints, without the leading blank line
+  }
+  out << j.dump(2) << "\n";
+  return 0;
+}
+
+command add_estimate_command(CLI::App& parent) {
+  auto args = std::make_shared<estimate_args>();
+  CLI::App* app = parent.add_subcommand("estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job");
+  add_estimate_flags(*app, *args);
+  return {app, [args](std::ostream& out) { return run_estimate(*args, out); }};
+}
+
+}  // namespace zeromem::cli

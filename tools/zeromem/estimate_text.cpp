@@ -1,0 +1,136 @@
+// `zeromem estimate` as text: the step's peak and verdict first, then the tables, then --explain.
+#include <ostream>
+
+#include "estimate.hpp"
+
+namespace zeromem::cli {
+namespace {
+
+std::string both_units(bytes b) { return format_bytes(b, size_unit::GiB) + " (" + format_bytes(b, size_unit::GB) + ")"; }
+
+std::string ranks(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
+
+// The step's peak first: what the GPU reaches, in which phase, set by which term, and the verdict.
+void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const std::string& gpu) {
+  out << "  peak per GPU " << both_units(e.peak) << " in " << name(e.peak_phase) << ", set by " << e.phase(e.peak_phase).largest() << "\n";
+  out << "  device used  " << both_units(e.device_used()) << " = reserved " << format_bytes(e.reserved, size_unit::GiB)
+      << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
+      << (in.step.reserve_fraction > 0.0 ? "" : " (fragmentation not included: --reserve-fraction)") << "\n";
+  out << "  step         loss " << name(in.step.loss) << ", optimizer " << name(in.step.optimizer) << ", allocator " << name(in.step.allocator)
+      << (in.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.step.fsdp_world) + (in.step.reshard_after_forward ? "" : " (no reshard after forward)")
+                                 : std::string())
+      << "\n";
+  if (!gpu.empty()) {
+    const gpu_model& g = find_gpu(gpu);
+    const step_verdict v = verdict_of(e, g.capacity);
+    out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << g.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
+        << format_bytes(v.capacity, size_unit::GiB) << ", margin " << format_bytes(v.margin(), size_unit::GiB) << "\n";
+  }
+}
+
+void print_phases(std::ostream& out, const step_estimate& e) {
+  for (step_phase ph : {step_phase::forward, step_phase::backward, step_phase::optimizer_step}) {
+    const step_terms& t = e.phase(ph);
+    out << "\nPhase " << name(ph) << " at its high-water mark" << (ph == e.peak_phase ? " (the peak)" : "") << "\n" << table_head();
+    t.for_each([&](const char* term, bytes b) {
+      if (b.count() != 0) out << bytes_row(term, b) << "\n";
+    });
+    out << bytes_row("total", t.total()) << "\n";
+  }
+}
+
+void print_sharding(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e) {
+  const training_states& t = in.states;
+  out << "  sharding     ";
+  if (!a.fsdp.empty()) out << "FSDP " << a.fsdp << " (ZeRO stage " << t.zero.stage << " equivalent)";
+  else out << "ZeRO stage " << t.zero.stage;
+  if (t.zero.stage > 0) out << ", states sharded over " << ranks(e.shard_group);
+  if (e.shard_group < t.dp) out << ", replicated " << t.dp / e.shard_group << " times";
+  out << " (dp " << t.dp << "), " << ranks(e.ranks_per_node) << " per node\n";
+  if (t.zero.stage == 3 && e.shard_group == 1)
+    out << "  note         ZeRO-3 over 1 rank shards nothing but still gathers the largest layer ("
+        << format_bytes(e.per_rank.gathered_layer.gpu, size_unit::GiB) << "), so it needs more than ZeRO-2 here\n";
+}
+
+void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e) {
+  const training_states& t = in.states;
+  if (in.has_model) {
+    out << "  model        " << format_count(in.counts.total.count()) << " parameters";
+    if (in.counts.vision.count() > 0) out << " (vision tower " << format_count(in.counts.vision.count()) << ")";
+    out << "; largest layer " << format_count(in.counts.largest_layer.count()) << "\n";
+  }
+  out << "  per rank     " << format_count(t.params.count()) << " parameters\n";
+  out << "  recipe       weights " << name(t.recipe.weights) << ", gradients " << name(t.recipe.gradients)
+      << (t.recipe.fp32_master ? ", fp32 master weights" : ", no master copy") << (t.recipe.fp32_gradient_copy ? ", fp32 gradient copy" : "")
+      << "; optimizer " << name(t.optimizer.kind) << " (states in " << name(t.recipe.optimizer_dtype()) << ")\n";
+  print_sharding(out, a, in, e);
+  out << "  offload      optimizer " << name(t.zero.optimizer.device) << ", parameters " << name(t.zero.params.device)
+      << (t.zero.optimizer.pin_memory ? " (pinned)" : "")
+      << (t.gradient_accumulation_steps > 1 ? "; " + std::to_string(t.gradient_accumulation_steps) + " micro-batches per step" : "") << "\n";
+  if (in.has_activations) {
+    const activation_config& c = in.act;
+    out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype) << ", tp " << c.tp
+        << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.pipe.pp << ", recompute " << name(c.recomputation)
+        << ", attention " << name(c.attention) << ", dropout " << c.dropout << ", profile " << name(c.impl) << "\n";
+  }
+  if (t.optimizer.kind == optimizer_kind::adafactor)
+    out << (in.has_model ? "  note         Adafactor's factored state from the model's tensor shapes, split in proportion to the parameters\n"
+                         : "  note         Adafactor without tensor shapes: its factored state is a lower bound\n");
+  if (t.zero.stage == 3 && t.largest_layer.count() == 0)
+    out << "  note         ZeRO-3 gathers each layer whole; pass --largest-layer-params or a model to count it\n";
+  if (t.zero.stage != 3 && needs_largest_layer(t.zero) && t.largest_layer.count() == 0)
+    out << "  note         CPU offload stages gradients in buffers of the largest layer; pass --largest-layer-params or a model to count them\n";
+}
+
+void print_activations(std::ostream& out, const stage_activations& act) {
+  out << "\nActivations of the first pipeline stage (" << act.layers_on_stage << " layers x " << act.microbatches_in_flight
+      << " micro-batches in flight)\n"
+      << table_head();
+  act.per_layer.for_each([&](const char* term, bytes b) {
+    if (b.count() != 0) out << bytes_row(std::string("1 layer: ") + term, b) << "\n";
+  });
+  out << bytes_row("1 layer: total", act.per_layer.total()) << "\n";
+  out << bytes_row("all layers in flight", act.layers) << "\n";
+  if (act.input_ids.count() != 0) out << bytes_row("input token ids", act.input_ids) << "\n";
+  if (act.embedding_dropout.count() != 0) out << bytes_row("embedding dropout", act.embedding_dropout) << "\n";
+  if (act.output_layer.count() != 0) out << bytes_row("output layer inputs", act.output_layer) << "\n";
+  if (act.logits.count() != 0) out << bytes_row("fp32 logits", act.logits) << "\n";
+  out << bytes_row("total", act.total) << "\n";
+}
+
+}  // namespace
+
+void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
+                    const stage_activations* act, const step_estimate* step) {
+  const model_state_terms& m = e.per_rank;
+  out << "zeromem estimate\n";
+  if (step != nullptr) print_peak(out, in, *step, a.gpu);
+  print_inputs(out, a, in, e);
+  out << "\nPer GPU (most loaded rank)\n" << table_head();
+  m.for_each([&](const char* term, const placement& p) {
+    if (p.gpu.count() != 0) out << bytes_row(term, p.gpu) << "\n";
+  });
+  if (act != nullptr) out << bytes_row("activations", act->total) << "\n";
+  out << bytes_row("total", e.gpu() + (act != nullptr ? act->total : bytes{})) << "\n";
+  if (act != nullptr) print_activations(out, *act);
+
+  out << "\nPer node host RAM (" << ranks(e.ranks_per_node) << " x per-rank bytes)\n" << table_head();
+  m.for_each([&](const char* term, const placement& p) {
+    if (p.host.count() != 0) out << bytes_row(term, p.host * e.ranks_per_node) << "\n";
+  });
+  out << bytes_row("total", e.host_per_node()) << "\n";
+  out << bytes_row("of which pinned", e.host_pinned_per_node()) << "\n";
+
+  out << "\nPer node NVMe\n" << table_head();
+  m.for_each([&](const char* term, const placement& p) {
+    if (p.nvme.count() != 0) out << bytes_row(term, p.nvme * e.ranks_per_node) << "\n";
+  });
+  out << bytes_row("total", e.nvme_per_node()) << "\n";
+  if (step != nullptr) print_phases(out, *step);
+  out << (act != nullptr ? "\nThe per-GPU table sums model states and saved activations; the phases above add what a real step "
+                           "holds at each high-water mark.\n"
+                         : "\nModel states only (give a model and --seq-len for the step's peak); buffers and framework "
+                           "overheads are not included.\n");
+}
+
+}  // namespace zeromem::cli

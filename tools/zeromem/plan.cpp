@@ -1,0 +1,145 @@
+// `zeromem plan`: the configurations of one training job that fit, ranked.
+#include <cstdio>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "common.hpp"
+
+namespace zeromem::cli {
+namespace {
+
+struct plan_args {
+  model_flags model;
+  std::string gpu;
+  std::int64_t gpus = 8;
+  std::int64_t nodes = 1;
+  std::string host_memory;
+  std::int64_t seq_len = 0;
+  std::int64_t global_batch = 0;
+  std::string precision_name = "mixed-bf16";
+  std::string optimizer_name = "adamw";
+  std::string implementation_name = "fused";
+  std::string attention_name = "flash";
+  std::string min_headroom = "0GiB";
+  std::int64_t max_micro_batch = 16;
+  std::int64_t top = 10;
+  std::string svg;
+  bool json = false;
+};
+
+void add_plan_flags(CLI::App& app, plan_args& a) {
+  add_model_flags(app, a.model, false);
+  text_option(app, "--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s")->required();
+  integer_option(app, "--gpus", a.gpus, "GPUs per node")->capture_default_str();
+  integer_option(app, "--nodes", a.nodes, "nodes")->capture_default_str();
+  text_option(app, "--host-memory", a.host_memory, "host RAM per node, e.g. 1TB or 760GB (offload must fit in it; default: not checked)");
+  tokens_option(app, "--seq-len", a.seq_len, "tokens per sequence: 4096, 32K (= 32,768)")->required();
+  integer_option(app, "--global-batch", a.global_batch, "sequences per step (dp x micro-batch must divide it)");
+  text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
+  text_option(app, "--optimizer", a.optimizer_name, "adamw, adam, sgd, ...")->capture_default_str();
+  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf-eager")->capture_default_str();
+  text_option(app, "--attention", a.attention_name, "eager | flash")->capture_default_str();
+  text_option(app, "--min-headroom", a.min_headroom, "keep at least this much free per GPU, e.g. 4GiB")->capture_default_str();
+  integer_option(app, "--max-micro-batch", a.max_micro_batch, "largest micro-batch tried (powers of 2)")->capture_default_str();
+  integer_option(app, "--top", a.top, "configurations to print")->capture_default_str();
+  text_option(app, "--svg", a.svg, "write memory against micro-batch for the best configuration to this file");
+  app.add_flag("--json", a.json, "print JSON with a configs array");
+}
+
+json plan_config_json(const plan_config& c) {
+  return {{"zero_stage", c.stage}, {"offload_optimizer", std::string(name(c.optimizer_offload))},
+          {"offload_params", std::string(name(c.params_offload))}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
+          {"sequence_parallel", c.tp > 1}, {"micro_batch", c.micro_batch}, {"recompute", std::string(name(c.recomputation))},
+          {"per_gpu_bytes", c.gpu.count()}, {"headroom_bytes", c.headroom.count()},
+          {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}};
+}
+
+plan_request request_of(const plan_args& a) {
+  if (!a.model.given()) detail::fail("plan needs a model: --model PRESET, --hf-config FILE or --hidden ...");
+  plan_request r{};
+  r.model = model_of(a.model);
+  r.gpu_capacity = find_gpu(a.gpu).capacity;
+  r.gpus_per_node = a.gpus;
+  r.nodes = a.nodes;
+  if (!a.host_memory.empty()) {
+    r.host_memory = bytes_of(parse_size(a.host_memory, "the host memory (--host-memory)"));
+    if (r.host_memory.count() == 0) detail::fail("--host-memory must be more than 0 B; leave it out to not check host RAM");
+  }
+  r.seq_len = a.seq_len;
+  r.global_batch = a.global_batch;
+  r.recipe = recipe_of(parse_precision(a.precision_name));
+  r.optimizer.kind = parse_optimizer(a.optimizer_name);
+  r.impl = parse_implementation(a.implementation_name);
+  r.attention = parse_attention(a.attention_name);
+  r.min_headroom = bytes_of(parse_size(a.min_headroom, "the minimum headroom (--min-headroom)"));
+  r.max_micro_batch = a.max_micro_batch;
+  r.max_results = static_cast<std::size_t>(a.top);
+  return r;
+}
+
+void write_svg(const plan_args& a, const plan_request& r, const plan_result& p) {
+  if (p.configs.empty()) detail::fail("nothing fits, so there is no best configuration to chart in " + detail::quoted(a.svg, 256));
+  std::vector<svg_point> points;
+  for (std::int64_t mb = 1; points.size() < 16; mb *= 2) {  // 2^15 sequences per micro-batch is past any GPU
+    plan_config c = p.configs.front();
+    c.micro_batch = mb;
+    points.push_back({std::to_string(mb), evaluate(r, c).gpu});
+    if (mb > r.max_micro_batch / 2) break;  // the next doubling passes the largest micro-batch tried
+  }
+  const plan_config& best = p.configs.front();
+  write_file(a.svg, svg_line("zeromem plan: per-GPU memory of the best configuration (ZeRO " + std::to_string(best.stage) + ", dp " +
+                                 std::to_string(best.dp) + ", tp " + std::to_string(best.tp) + ", pp " + std::to_string(best.pp) +
+                                 ", recompute " + std::string(name(best.recomputation)) + ")",
+                             "micro-batch", points, r.gpu_capacity));
+}
+
+int run_plan(const plan_args& a, std::ostream& out) {
+  const plan_request r = request_of(a);
+  const gpu_model& g = find_gpu(a.gpu);
+  const plan_result p = plan(r);
+  if (!a.svg.empty()) write_svg(a, r, p);
+  if (a.json) {
+    json j{{"gpu", std::string(g.name)}, {"capacity_bytes", g.capacity.count()}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
+           {"objective", p.objective}, {"evaluated", p.evaluated}, {"fitting", p.fitting}};
+    j["configs"] = json::array();
+    for (const plan_config& c : p.configs) j["configs"].push_back(plan_config_json(c));
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "zeromem plan: " << format_count(count_parameters(r.model).total.count()) << " parameters on " << r.nodes << " x " << r.gpus_per_node
+      << " " << g.name << " (" << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len << " tokens per sequence\n";
+  out << "  evaluated " << p.evaluated << " configurations; " << p.fitting << " fit" << (p.fitting > static_cast<std::int64_t>(p.configs.size()) ? "; the best " + std::to_string(p.configs.size()) + " shown" : "") << "\n";
+  out << "  ranked by: " << p.objective << "\n";
+  out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
+      << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %4s %-5s %-14s %4s %4s %4s %6s %-9s %12s %12s %14s\n", "rank", "ZeRO", "offload", "dp", "tp", "pp",
+                "micro", "recompute", "per GPU", "headroom", "host per node");
+  out << line;
+  int rank = 1;
+  for (const plan_config& c : p.configs) {
+    const std::string offload = c.params_offload != offload_device::none      ? "params+optim"
+                                : c.optimizer_offload != offload_device::none ? "optimizer"
+                                                                              : "none";
+    std::snprintf(line, sizeof line, "  %4d %-5d %-14s %4lld %4lld %4lld %6lld %-9s %12s %12s %14s\n", rank++, c.stage, offload.c_str(),
+                  static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp),
+                  static_cast<long long>(c.micro_batch), std::string(name(c.recomputation)).c_str(),
+                  format_bytes(c.gpu, size_unit::GiB).c_str(), format_bytes(c.headroom, size_unit::GiB).c_str(),
+                  format_bytes(c.offloaded_per_node, size_unit::GB).c_str());
+    out << line;
+  }
+  if (p.configs.empty()) out << "  nothing fits: add GPUs, shorten sequences, or allow more host memory\n";
+  return 0;
+}
+
+}  // namespace
+
+command add_plan_command(CLI::App& parent) {
+  auto a = std::make_shared<plan_args>();
+  CLI::App* app = parent.add_subcommand("plan", "search parallelism, ZeRO stage, offload, micro-batch and recompute for configurations that fit");
+  add_plan_flags(*app, *a);
+  return {app, [a](std::ostream& out) { return run_plan(*a, out); }};
+}
+
+}  // namespace zeromem::cli
