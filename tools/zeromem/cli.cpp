@@ -3,6 +3,7 @@
 #include "cli.hpp"
 
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 
 #include "common.hpp"
@@ -41,8 +42,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return 2;
   }
   try {
+    // Output is held until the command finishes, so a command that fails half-way prints only its error.
+    std::ostringstream held;
     for (const command& c : commands)
-      if (app.got_subcommand(c.app)) return c.run(out);
+      if (app.got_subcommand(c.app)) {
+        const int code = c.run(held);
+        out << held.str();
+        return code;
+      }
     return 2;  // unreachable: require_subcommand(1)
   } catch (const std::exception& e) {  // invalid_argument and overflow_error carry "zeromem: ..." already
     err << one_line(e.what()) << "\n";

@@ -44,7 +44,7 @@ CLI::Option* integer_option(CLI::App& app, const std::string& flag, std::int64_t
 
 CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t& target, const std::string& help, std::int64_t lo,
                            std::int64_t hi) {
-  return app.add_option(flag, target, help)->transform(checked([lo, hi](const std::string& s) {
+  return app.add_option(flag, target, help)->type_name("TOKENS")->transform(checked([lo, hi](const std::string& s) {
     const std::int64_t n = parse_tokens(s, "the token count");
     if (n < lo || n > hi) detail::fail("the token count must be " + range_text(lo, hi) + ", got " + detail::quoted(s));
     return std::to_string(n);

@@ -98,6 +98,11 @@ int run_plan(const plan_args& a, std::ostream& out) {
   const plan_request r = request_of(a);
   const gpu_model& g = find_gpu(a.gpu);
   const plan_result p = plan(r);
+  if (p.evaluated == 0)
+    detail::fail(r.global_batch > 0 ? "no configuration to evaluate: dp x micro-batch must divide --global-batch " +
+                                          std::to_string(r.global_batch) + ", with dp = GPUs / (tp x pp); use a global batch that is a "
+                                          "multiple of the data-parallel ranks, or fewer GPUs"
+                                    : "no configuration to evaluate: no tensor x pipeline split of the model fits the GPUs; check --gpus");
   if (!a.svg.empty()) write_svg(a, r, p);
   if (a.json) {
     json j{{"gpu", std::string(g.name)}, {"capacity_bytes", g.capacity.count()}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},

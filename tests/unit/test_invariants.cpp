@@ -1,0 +1,151 @@
+// Invariants of every printed number, over generated jobs run through the program (fixed seed): more data-parallel
+// ranks never raise the peak, recomputation orders it, totals are the sums of their terms, and the JSON, the text
+// and --explain report the same numbers for one job.
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "cli.hpp"
+#include "zeromem/format.hpp"
+
+namespace {
+struct result {
+  int code;
+  std::string out, err;
+};
+result run(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = zeromem::cli::run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+nlohmann::json run_json(std::vector<std::string> args) {
+  args.push_back("--json");
+  const result r = run(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out);
+}
+std::string joined(const std::vector<std::string>& args) {
+  std::string s = "zeromem";
+  for (const auto& a : args) s += " " + a;
+  return s;
+}
+
+// A job as flags: a preset, a sharding, a sequence length, a micro-batch, a recomputation and the step's options.
+struct job_generator {
+  std::mt19937_64 rng{20261123};
+  template <class T>
+  const T& pick(const std::vector<T>& v) {
+    return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
+  }
+  std::vector<std::string> job(const std::string& recompute, std::int64_t dp) {
+    std::vector<std::string> a{"estimate", "--model", pick<std::string>({"qwen2.5-1.5b", "qwen2.5-7b", "llama-2-7b", "llama-3-70b"}),
+                               "--seq-len", pick<std::string>({"512", "2048", "4K"}), "--micro-batch", pick<std::string>({"1", "2", "4"}),
+                               "--recompute", recompute, "--dp", std::to_string(dp), "--gpus-per-node", "8"};
+    const std::string sharding = pick<std::string>({"zero1", "zero2", "zero3", "FULL_SHARD", "SHARD_GRAD_OP"});
+    if (sharding.rfind("zero", 0) == 0) a.insert(a.end(), {"--zero-stage", sharding.substr(4)});
+    else a.insert(a.end(), {"--fsdp", sharding});
+    a.insert(a.end(), {"--precision", pick<std::string>({"mixed-bf16", "bf16", "amp-bf16"}), "--loss", pick<std::string>({"hf", "fused"}),
+                       "--optimizer-impl", pick<std::string>({"foreach", "fused", "forloop"}), "--attention",
+                       pick<std::string>({"eager", "flash"}), "--gpu", pick<std::string>({"a100-80gb", "h100-80gb", "l40s"})});
+    return a;
+  }
+  std::string recompute() { return pick<std::string>({"none", "selective", "full"}); }
+  std::int64_t dp() { return std::int64_t{1} << std::uniform_int_distribution<int>(0, 5)(rng); }
+};
+}  // namespace
+
+TEST_CASE("doubling the data-parallel ranks never raises the step's peak", "[invariants]") {
+  job_generator g;
+  for (int i = 0; i < 40; ++i) {
+    const std::string rc = g.recompute();
+    const std::int64_t dp = g.dp();
+    std::vector<std::string> a = g.job(rc, dp);
+    const auto before = run_json(a);
+    for (std::size_t k = 0; k < a.size(); ++k)
+      if (a[k] == "--dp") a[k + 1] = std::to_string(dp * 2);
+    const auto after = run_json(a);
+    INFO(joined(a));
+    CHECK(after["per_gpu"]["peak_bytes"].get<std::int64_t>() <= before["per_gpu"]["peak_bytes"].get<std::int64_t>());
+    CHECK(after["per_gpu"]["model_states_bytes"].get<std::int64_t>() <= before["per_gpu"]["model_states_bytes"].get<std::int64_t>());
+  }
+}
+
+TEST_CASE("recomputation orders the peak: full <= selective <= none", "[invariants]") {
+  job_generator g;
+  for (int i = 0; i < 40; ++i) {
+    const std::int64_t dp = g.dp();
+    job_generator same = g;  // the same job three times, only --recompute differs
+    std::int64_t peak[3] = {};
+    const char* order[] = {"none", "selective", "full"};
+    for (int r = 0; r < 3; ++r) {
+      job_generator copy = same;
+      const auto a = copy.job(order[r], dp);
+      INFO(joined(a));
+      peak[r] = run_json(a)["per_gpu"]["peak_bytes"].get<std::int64_t>();
+    }
+    g.job("none", dp);  // advance the generator past this job
+    CHECK(peak[2] <= peak[1]);
+    CHECK(peak[1] <= peak[0]);
+  }
+}
+
+TEST_CASE("totals are the sums of their terms, in every phase and table", "[invariants]") {
+  job_generator g;
+  for (int i = 0; i < 60; ++i) {
+    const auto a = g.job(g.recompute(), g.dp());
+    INFO(joined(a));
+    const auto j = run_json(a);
+    const auto& gpu = j["per_gpu"];
+    const std::int64_t states = gpu["weights_bytes"].get<std::int64_t>() + gpu["gradients_bytes"].get<std::int64_t>() +
+                                gpu["optimizer_states_bytes"].get<std::int64_t>() + gpu["gathered_layer_bytes"].get<std::int64_t>() +
+                                gpu["offload_staging_bytes"].get<std::int64_t>();
+    CHECK(states == gpu["model_states_bytes"].get<std::int64_t>());
+    CHECK(gpu["total_bytes"].get<std::int64_t>() == states + gpu["activations_bytes"].get<std::int64_t>());
+    std::int64_t highest = 0;
+    for (const char* phase : {"forward", "backward", "optimizer_step"}) {
+      std::int64_t sum = 0;
+      for (const auto& term : j["phases"][phase]["terms"].items()) sum += term.value().get<std::int64_t>();
+      CHECK(sum == j["phases"][phase]["peak_bytes"].get<std::int64_t>());
+      highest = std::max(highest, sum);
+    }
+    CHECK(gpu["peak_bytes"].get<std::int64_t>() == highest);
+    CHECK(gpu["device_used_bytes"].get<std::int64_t>() ==
+          gpu["reserved_bytes"].get<std::int64_t>() + gpu["cuda_context_bytes"].get<std::int64_t>());
+    CHECK(j["verdict"]["needed_bytes"].get<std::int64_t>() == gpu["device_used_bytes"].get<std::int64_t>());
+    CHECK(j["verdict"]["fits"].get<bool>() == (j["verdict"]["margin_bytes"].get<std::int64_t>() >= 0));
+  }
+}
+
+TEST_CASE("JSON, text and --explain print the same numbers for one job", "[invariants]") {
+  job_generator g;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<std::string> a = g.job(g.recompute(), g.dp());
+    a.push_back("--explain");
+    INFO(joined(a));
+    const auto j = run_json(a);
+    const result text = run(a);
+    REQUIRE(text.code == 0);
+    using zeromem::bytes_of;
+    using zeromem::format_bytes;
+    using zeromem::format_exact;
+    using zeromem::size_unit;
+    // Every exact byte count of the tables and phases appears in the text.
+    CHECK(text.out.find(format_exact(bytes_of(j["per_gpu"]["total_bytes"].get<std::int64_t>()))) != std::string::npos);
+    for (const char* phase : {"forward", "backward", "optimizer_step"})
+      CHECK(text.out.find(format_exact(bytes_of(j["phases"][phase]["peak_bytes"].get<std::int64_t>()))) != std::string::npos);
+    // The peak and the verdict: the header, --explain and JSON agree.
+    const std::string peak = format_bytes(bytes_of(j["per_gpu"]["peak_bytes"].get<std::int64_t>()), size_unit::GiB);
+    const std::string needed = format_bytes(bytes_of(j["verdict"]["needed_bytes"].get<std::int64_t>()), size_unit::GiB);
+    CHECK(text.out.find("peak per GPU " + peak) != std::string::npos);
+    CHECK(text.out.find("verdict      " + std::string(j["verdict"]["fits"].get<bool>() ? "fits " : "DOES NOT FIT ")) != std::string::npos);
+    CHECK(text.out.find("  verdict: " + needed + " of ") != std::string::npos);
+    CHECK(text.out.find(j["verdict"]["fits"].get<bool>() ? "-> fits" : "-> OUT OF MEMORY") != std::string::npos);
+    // --explain --json carries the same explanation as the text.
+    CHECK(text.out.find(j["explain"].get<std::string>()) != std::string::npos);
+  }
+}
