@@ -80,6 +80,9 @@ struct training_states {
   /// Micro-batches per optimizer step (DeepSpeed gradient_accumulation_steps). With ZeRO-1/2 and the optimizer
   /// offloaded to the CPU, more than 1 adds a 16-bit host buffer per parameter of the rank's partition.
   std::int64_t gradient_accumulation_steps = 1;
+  /// Ranks of one data-parallel replica: tp x pp x cp. Each is a process on a node with its own host buffers, so
+  /// a node holds min(dp x model_parallel, gpus_per_node) ranks (Megatron-LM/DeepSpeed world = dp x tp x pp x cp).
+  std::int64_t model_parallel = 1;
 };
 
 /// Whether the largest layer changes the estimate: ZeRO-3 gathers it whole; ZeRO-1/2 CPU offload sizes its
@@ -89,13 +92,17 @@ constexpr bool needs_largest_layer(const zero_config& z) {
 }
 
 constexpr std::int64_t shard_group_of(const training_states& t) { return t.zero.shard_group > 0 ? t.zero.shard_group : t.dp; }
-constexpr std::int64_t ranks_per_node(const training_states& t) { return t.dp < t.gpus_per_node ? t.dp : t.gpus_per_node; }
+constexpr std::int64_t ranks_per_node(const training_states& t) {
+  const std::int64_t world = t.dp > detail::i64_max / t.model_parallel ? detail::i64_max : t.dp * t.model_parallel;
+  return world < t.gpus_per_node ? world : t.gpus_per_node;
+}
 
 constexpr void validate(const training_states& t) {
   if (t.params.count() <= 0) detail::fail_value("the parameter count must be positive", static_cast<long double>(t.params.count()), "pass --params such as 7.5B");
   detail::require_positive(t.dp, "the data-parallel degree");
   detail::require_positive(t.gpus_per_node, "GPUs per node");
   detail::require_positive(t.gradient_accumulation_steps, "gradient accumulation steps");
+  detail::require_positive(t.model_parallel, "the model-parallel ranks (tp x pp x cp)");
   validate(t.zero);
   const std::int64_t n = shard_group_of(t);
   if (n > t.dp || !detail::divides(n, t.dp))

@@ -93,7 +93,9 @@ struct zero_stage {
 /// A ZeRO configuration fixed at compile time; invalid combinations do not compile.
 template <int S, offload_device Params = offload_device::none, offload_device Optimizer = offload_device::none>
 struct zero {
-  static constexpr int stage = zero_stage<S>::value;
+  // In the class body, so that every use of zero<S> (config() included) checks the stage, not only ::stage.
+  static_assert(S >= 0 && S <= 3, "zeromem: ZeRO stage must be 0, 1, 2 or 3; use zero<3> for full sharding");
+  static constexpr int stage = S;
   static_assert(Params == offload_device::none || S == 3,
                 "zeromem: parameter offload needs ZeRO stage 3; set stage 3 or turn parameter offload off");
   static_assert(Optimizer == offload_device::none || S != 0,

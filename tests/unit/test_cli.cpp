@@ -282,3 +282,19 @@ TEST_CASE("explain names the dominant terms and the smallest change", "[cli][exp
   const result s = run({"scenario", "orz-1.5b-ppo", "--explain"});
   CHECK(s.out.find("vLLM KV cache: 64.27 GiB -> 36.") != std::string::npos);  // the fix shrinks the KV cache
 }
+
+TEST_CASE("host RAM per node counts every rank on the node: tensor and pipeline ranks too", "[cli][host]") {
+  // Llama-3-70B, ZeRO-3, optimizer offloaded to the CPU, one node of 8 GPUs. Per parameter on the host at stage 3
+  // with CPU offload: fp32 master 4 + Adam moments 8 + fp32 gradient partition 4 + 16-bit gradient partition 2 = 18 B.
+  // dp 8: each rank holds 70,553,706,496 / 8 = 8,819,213,312 parameters' states, 8 ranks per node.
+  // tp 8, dp 1: each tensor-parallel rank holds the same 8,819,213,312 parameters, and a node still holds 8 ranks.
+  const std::int64_t expected = 18LL * 8'819'213'312LL * 8;  // 1,269,966,716,928 B
+  const auto dp8 = run_json({"estimate", "--model", "llama-3-70b", "--zero-stage", "3", "--offload-optimizer", "cpu", "--dp", "8"});
+  const auto tp8 = run_json({"estimate", "--model", "llama-3-70b", "--zero-stage", "3", "--offload-optimizer", "cpu", "--dp", "1", "--tp", "8"});
+  const auto pp2 = run_json({"estimate", "--model", "llama-3-70b", "--zero-stage", "3", "--offload-optimizer", "cpu", "--dp", "2", "--tp", "2",
+                             "--pp", "2"});
+  CHECK(dp8["per_node_host"]["total_bytes"] == expected);
+  CHECK(tp8["per_node_host"]["total_bytes"] == expected);
+  CHECK(tp8["per_node_host"]["ranks"] == 8);
+  CHECK(pp2["per_node_host"]["ranks"] == 8);
+}

@@ -100,6 +100,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   else if (in.has_model && needs_largest_layer(t.zero))
     t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
   t.gradient_accumulation_steps = a.grad_accum_steps;
+  t.model_parallel = detail::checked_product(a.tp, a.pp, a.cp);
   validate(t);
 }
 
