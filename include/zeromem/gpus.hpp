@@ -18,19 +18,26 @@ struct gpu_model {
 
 // clang-format off
 inline constexpr std::array<gpu_model, 6> gpu_models{{
-    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB (REFERENCES §6; read total_memory on your device for more precision)"},
-    {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (REFERENCES §6)"},
-    {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (REFERENCES §6)"},
+    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB (docs/references.md §6; read total_memory on your device for more precision)"},
+    {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)"},
+    {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)"},
     {"h100-80gb", bytes_of_checked(85'017'493'504),     "cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)"},
-    {"h200",      bytes_from(139.0L, size_unit::GiB),  "about 139 GiB as lent to this project (device tool README); 141 GB nominal"},
-    {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (REFERENCES §4, §6)"},
+    {"h200",      bytes_from(139.0L, size_unit::GiB),  "about 139 GiB usable (an H200 as PyTorch reports it); 141 GB nominal"},
+    {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (docs/references.md §4, §6)"},
 }};
 // clang-format on
 
+/// A catalogued GPU by name, case-insensitively ("H100-80GB" is h100-80gb).
 inline const gpu_model& find_gpu(std::string_view name) {
-  for (const gpu_model& g : gpu_models)
-    if (g.name == name) return g;
-  detail::fail("unknown GPU " + detail::quoted(name) + "; expected one of a100-40gb, a100-80gb, a800-80gb, h100-80gb, h200, l40s");
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  std::string names;
+  for (const gpu_model& g : gpu_models) {
+    bool same = g.name.size() == name.size();
+    for (std::size_t i = 0; same && i < name.size(); ++i) same = lower(name[i]) == g.name[i];
+    if (same) return g;
+    names += (names.empty() ? "" : ", ") + std::string(g.name);
+  }
+  detail::fail("unknown GPU " + detail::quoted(name) + "; expected one of " + names + ", or give the capacity (--gpu-memory 24GiB)");
 }
 
 }  // namespace zeromem

@@ -24,12 +24,12 @@ struct runtime_overheads {
   /// lazy module loading reports 723-800 MiB (PyTorch forum threads 73021, 81330): set it to your measurement.
   bytes cuda_context = bytes_of_checked(322'122'547);  // 0.30 GiB, rounded to the byte
   /// DeepSpeed's reduce bucket (reduce_bucket_size elements of 16-bit gradients, default 5e8) counted once, or
-  /// twice with overlap_comm (docs config-json.md; REFERENCES §2). Stage 3 adds the prefetch bucket (5e7).
+  /// twice with overlap_comm (docs config-json.md; docs/references.md §2). Stage 3 adds the prefetch bucket (5e7).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t prefetch_bucket_size = 50'000'000;
   bool overlap_comm = true;
   /// ZeRO-3 stage3_max_live_parameters (default 1e9): DeepSpeed releases gathered parameters to stay below it,
-  /// so 2 B x min(max_live, parameters) bounds a healthy gathered working set (REFERENCES §2).
+  /// so 2 B x min(max_live, parameters) bounds a healthy gathered working set (docs/references.md §2).
   std::int64_t max_live_parameters = 1'000'000'000;
   /// PyTorch's caching allocator reserves more than is allocated (fragmentation). A fraction of the allocated
   /// bytes, added as its own term by add_allocator_reserve. Default 0: measure memory_reserved / memory_allocated
@@ -110,7 +110,7 @@ struct job_breakdown {
   std::vector<memory_term> terms;
   bytes gpu_capacity{};
   bytes host_capacity{};
-  double host_threshold = 0.95;   // Ray's memory_usage_threshold (REFERENCES §5)
+  double host_threshold = 0.95;   // Ray's memory_usage_threshold (docs/references.md §5)
   bytes unexplained_host{};       // a reported figure minus what is modelled, shown, never folded into a term
 
   void add(std::string role, std::string term, bytes gpu, bytes host = bytes{}, std::string note = {}) {

@@ -311,7 +311,7 @@ constexpr transformer_config gpt3_175b() {
 }
 }  // namespace detail
 
-// Configs are the Hugging Face config.json values (REFERENCES §7); totals are the publishers' figures.
+// Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 inline constexpr std::array<model_preset, 6> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},

@@ -1,5 +1,5 @@
 // What a vLLM engine takes from a GPU under gpu_memory_utilization, which has meant three things across
-// versions (REFERENCES §4), and what sleep mode and swap space put in host RAM.
+// versions (docs/references.md §4), and what sleep mode and swap space put in host RAM.
 #pragma once
 
 #include <cstdint>

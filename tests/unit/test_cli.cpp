@@ -298,3 +298,28 @@ TEST_CASE("host RAM per node counts every rank on the node: tensor and pipeline 
   CHECK(tp8["per_node_host"]["ranks"] == 8);
   CHECK(pp2["per_node_host"]["ranks"] == 8);
 }
+
+TEST_CASE("the verdict is printed whenever a GPU is named, for any card", "[cli][verdict]") {
+  // Model states only: 7e9 x 16 B = 112,000,000,000 B = 104.31 GiB against 79.35 GiB.
+  const result r = run({"estimate", "--params", "7B", "--gpu", "A100-80GB"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("verdict      model states DO NOT FIT a100-80gb: 104.31 GiB of 79.35 GiB") != std::string::npos);
+  // Any capacity: --gpu-memory, in the JSON verdict too.
+  const auto j = run_json({"estimate", "--params", "1B", "--gpu-memory", "24GiB"});
+  CHECK(j["verdict"]["capacity_bytes"] == 24LL << 30);
+  CHECK(j["verdict"]["needed_bytes"] == 16'000'000'000LL);
+  CHECK(j["verdict"]["fits"] == true);
+  const result p = run({"plan", "--model", "qwen2.5-1.5b", "--gpu-memory", "24GiB", "--seq-len", "2K", "--gpus", "2", "--top", "1"});
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("on 1 x 2 GPUs (the GPU, 24.00 GiB each), 2048 tokens per sequence") != std::string::npos);
+  check_rejected({{"estimate", "--params", "7B", "--gpu", "h100-80gb", "--gpu-memory", "80GiB"},
+                  {"estimate", "--params", "7B", "--gpu-memory", "0B"},
+                  {"plan", "--model", "qwen2.5-1.5b", "--seq-len", "2K"}});
+}
+
+TEST_CASE("a --params count without a suffix below a million is read as written, with a note", "[cli]") {
+  const result r = run({"estimate", "--params", "7"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("--params 7 is 7 parameters; write 7B for billions or 7M for millions") != std::string::npos);
+  CHECK(run({"estimate", "--params", "7B"}).out.find("note         --params") == std::string::npos);
+}

@@ -1,4 +1,4 @@
-// KV cache and vLLM engine sizing against REFERENCES §4 and derivations written out here.
+// KV cache and vLLM engine sizing against docs/references.md §4 and derivations written out here.
 #include <cstdio>
 #include <string>
 

@@ -37,7 +37,7 @@ TEST_CASE("Qwen2.5-1.5B component by component", "[model]") {
 }
 
 TEST_CASE("Qwen2.5-VL-7B vision tower", "[model][published]") {
-  // REFERENCES §7: 676,550,144 = 32 blocks x 19,702,200 + Conv3d 3x2x14x14x1280 = 1,505,280
+  // docs/references.md §7: 676,550,144 = 32 blocks x 19,702,200 + Conv3d 3x2x14x14x1280 = 1,505,280
   // + merger 1280 + (5120x5120 + 5120) + (5120x3584 + 3584) = 44,574,464.
   const parameter_counts c = count_parameters(find_preset("qwen2.5-vl-7b").config);
   CHECK(c.vision.count() == 676'550'144);

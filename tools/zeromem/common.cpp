@@ -135,6 +135,25 @@ transformer_config model_of(const model_flags& f) {
   return m;
 }
 
+void add_device_flags(CLI::App& app, std::string& gpu, std::string& gpu_memory, const std::string& why) {
+  std::string names;
+  for (const gpu_model& g : gpu_models) names += (names.empty() ? "" : " | ") + std::string(g.name);
+  auto* g = text_option(app, "--gpu", gpu, names + ": " + why);
+  auto* m = text_option(app, "--gpu-memory", gpu_memory, "any GPU by its capacity as PyTorch reports it (total_memory), e.g. 23.55GiB: " + why);
+  g->excludes(m);
+}
+
+device_choice device_of(const std::string& gpu, const std::string& gpu_memory) {
+  if (!gpu.empty()) {
+    const gpu_model& g = find_gpu(gpu);
+    return {std::string(g.name), g.capacity};
+  }
+  if (gpu_memory.empty()) return {};
+  const bytes capacity = bytes_of(parse_size(gpu_memory, "the GPU memory (--gpu-memory)"));
+  if (capacity.count() == 0) detail::fail("--gpu-memory must be more than 0 B");
+  return {"the GPU", capacity};
+}
+
 std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';

@@ -62,6 +62,17 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only);
 /// The model the flags describe (a preset, a config.json, or a full set of shape flags).
 transformer_config model_of(const model_flags& f);
 
+// ---- the device a verdict is against ----------------------------------------------------------------------
+/// A catalogued GPU (--gpu, any case) or a capacity (--gpu-memory 24GiB); neither: no verdict.
+struct device_choice {
+  std::string name;
+  bytes capacity{};
+  bool given() const { return capacity.count() > 0; }
+};
+/// Adds --gpu and --gpu-memory (one excludes the other).
+void add_device_flags(CLI::App& app, std::string& gpu, std::string& gpu_memory, const std::string& why);
+device_choice device_of(const std::string& gpu, const std::string& gpu_memory);
+
 // ---- output -------------------------------------------------------------------------------------------
 /// One line of text: CLI11 and exceptions may carry newlines; bounded so one error is one short line.
 std::string one_line(std::string s);

@@ -43,6 +43,7 @@ struct estimate_args {
   std::string cuda_context;
   double reserve_fraction = 0.0;
   std::string gpu;
+  std::string gpu_memory;
   bool explain = false;
   std::string svg;
   bool json = false;
@@ -66,9 +67,9 @@ estimate_inputs to_inputs(const estimate_args& a);
 int run_estimate(const estimate_args& a, std::ostream& out);
 /// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
-                    const stage_activations* act, const step_estimate* step);
+                    const stage_activations* act, const step_estimate* step, const device_choice& device);
 /// --explain: the terms of the peak, the verdict, and the smallest single change that makes the job fit.
 void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
-                      const std::string& gpu);
+                      const device_choice& device);
 
 }  // namespace zeromem::cli

@@ -51,7 +51,7 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   real_option(app, "--reserve-fraction", a.reserve_fraction,
               "reserved above allocated at the peak, measured on your job (max_memory_reserved / max_memory_allocated - 1)", 0.0, 10.0, false)
       ->capture_default_str();
-  text_option(app, "--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s: verdict against its capacity");
+  add_device_flags(app, a.gpu, a.gpu_memory, "the verdict against its capacity");
   app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
   text_option(app, "--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
   app.add_flag("--json", a.json, "print JSON with exact byte counts");

@@ -13,20 +13,19 @@ step_estimate step_of(const estimate_inputs& in) { return estimate_step(in.model
 
 // The smallest change that makes the step fit, tried from the least disruptive: each evaluates the whole job
 // with one field changed, never a rebuilt subset of it.
-void explain_step(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const std::string& gpu) {
+void explain_step(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
   out << "\nExplain\n  the peak (" << name(e.peak_phase) << ") by term:\n";
   e.phase(e.peak_phase).for_each([&](const char* term, bytes b) {
     if (b.count() != 0)
       out << "    " << term << ": " << format_bytes(b, size_unit::GiB) << " (" << static_cast<int>(100.0 * (b / e.peak) + 0.5)
           << "% of the peak)\n";
   });
-  if (gpu.empty()) {
-    out << "  give --gpu for a verdict and the smallest change that makes it fit\n";
+  if (!device.given()) {
+    out << "  give --gpu or --gpu-memory for a verdict and the smallest change that makes it fit\n";
     return;
   }
-  const gpu_model& g = find_gpu(gpu);
-  const step_verdict v = verdict_of(e, g.capacity);
-  out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << g.name
+  const step_verdict v = verdict_of(e, device.capacity);
+  out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << device.name
       << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << "\n";
   if (v.fits()) return;
   struct change {
@@ -57,7 +56,7 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
     });
   for (const change& c : changes) {
     try {
-      const step_verdict cv = verdict_of(step_of(c.in), g.capacity);
+      const step_verdict cv = verdict_of(step_of(c.in), device.capacity);
       if (!cv.fits()) continue;
       out << "  smallest change that fits: " << c.what << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin "
           << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
@@ -143,8 +142,8 @@ step_verdict states_verdict(const model_state_estimate& e, bytes capacity) {
 }  // namespace
 
 void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
-                      const std::string& gpu) {
-  if (step != nullptr) return explain_step(out, in, *step, gpu);
+                      const device_choice& device) {
+  if (step != nullptr) return explain_step(out, in, *step, device);
   const job_breakdown job = [&] {
     job_breakdown j{};
     e.per_rank.for_each([&](const char* term, const placement& p) {
@@ -154,12 +153,11 @@ void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_
   }();
   out << "\nExplain\n  dominant terms per GPU:\n";
   print_dominant(out, job);
-  if (gpu.empty()) {
-    out << "  give --gpu for a verdict and the smallest change that makes it fit\n";
+  if (!device.given()) {
+    out << "  give --gpu or --gpu-memory for a verdict\n";
     return;
   }
-  const gpu_model& g = find_gpu(gpu);
-  const step_verdict v = states_verdict(e, g.capacity);
+  const step_verdict v = states_verdict(e, device.capacity);
   out << "  verdict: model states " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB)
       << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << " (give a model and --seq-len for the step's peak)\n";
 }
@@ -175,7 +173,8 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   }
   const stage_activations* act_ptr = in.has_activations ? &act : nullptr;
   const step_estimate* step_ptr = in.has_activations ? &step : nullptr;
-  const bytes capacity = a.gpu.empty() ? bytes{} : find_gpu(a.gpu).capacity;
+  const device_choice device = device_of(a.gpu, a.gpu_memory);
+  const bytes capacity = device.capacity;
   if (!a.svg.empty()) {
     job_breakdown job{};
     job.gpu_capacity = capacity;
@@ -189,20 +188,20 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
     write_file(a.svg, svg_stacked_bars("zeromem estimate: per-GPU memory", {bar_of("most loaded GPU", job)}, capacity));
   }
   if (!a.json) {
-    print_estimate(out, a, in, e, act_ptr, step_ptr);
-    if (a.explain) explain_estimate(out, in, e, step_ptr, a.gpu);
+    print_estimate(out, a, in, e, act_ptr, step_ptr, device);
+    if (a.explain) explain_estimate(out, in, e, step_ptr, device);
     return 0;
   }
   json j = estimate_json(in, e, act_ptr, step_ptr);
-  if (!a.gpu.empty()) {
+  if (device.given()) {
     const step_verdict v = step_ptr != nullptr ? verdict_of(step, capacity) : states_verdict(e, capacity);
-    j["verdict"] = {{"gpu", a.gpu}, {"capacity_bytes", capacity.count()}, {"needed_bytes", v.needed.count()},
+    j["verdict"] = {{"gpu", device.name}, {"capacity_bytes", capacity.count()}, {"needed_bytes", v.needed.count()},
                     {"margin_bytes", v.margin().count()}, {"fits", v.fits()},
                     {"compares", step_ptr != nullptr ? "device_used_bytes" : "model_states_bytes"}};
   }
   if (a.explain) {
     std::ostringstream text;
-    explain_estimate(text, in, e, step_ptr, a.gpu);
+    explain_estimate(text, in, e, step_ptr, device);
     j["explain"] = text.str().substr(1);  // the same lines --explain prints, without the leading blank line
   }
   out << j.dump(2) << "\n";

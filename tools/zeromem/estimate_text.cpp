@@ -11,7 +11,7 @@ std::string both_units(bytes b) { return format_bytes(b, size_unit::GiB) + " (" 
 std::string ranks(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
 // The step's peak first: what the GPU reaches, in which phase, set by which term, and the verdict.
-void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const std::string& gpu) {
+void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
   out << "  peak per GPU " << both_units(e.peak) << " in " << name(e.peak_phase) << ", set by " << e.phase(e.peak_phase).largest() << "\n";
   out << "  device used  " << both_units(e.device_used()) << " = reserved " << format_bytes(e.reserved, size_unit::GiB)
       << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
@@ -20,10 +20,9 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
       << (in.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.step.fsdp_world) + (in.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())
       << "\n";
-  if (!gpu.empty()) {
-    const gpu_model& g = find_gpu(gpu);
-    const step_verdict v = verdict_of(e, g.capacity);
-    out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << g.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
+  if (device.given()) {
+    const step_verdict v = verdict_of(e, device.capacity);
+    out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << device.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
         << format_bytes(v.capacity, size_unit::GiB) << ", margin " << format_bytes(v.margin(), size_unit::GiB) << "\n";
   }
 }
@@ -60,6 +59,9 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     out << "; largest layer " << format_count(in.counts.largest_layer.count()) << "\n";
   }
   out << "  per rank     " << format_count(t.params.count()) << " parameters\n";
+  if (!in.has_model && t.params.count() < 1'000'000 && a.params.find_first_of("kKmMbBgGtTeE") == std::string::npos)
+    out << "  note         --params " << a.params << " is " << format_count(t.params.count())
+        << " parameters; write " << a.params << "B for billions or " << a.params << "M for millions\n";
   out << "  recipe       weights " << name(t.recipe.weights) << ", gradients " << name(t.recipe.gradients)
       << (t.recipe.fp32_master ? ", fp32 master weights" : ", no master copy") << (t.recipe.fp32_gradient_copy ? ", fp32 gradient copy" : "")
       << "; optimizer " << name(t.optimizer.kind) << " (states in " << name(t.recipe.optimizer_dtype()) << ")\n";
@@ -101,10 +103,14 @@ void print_activations(std::ostream& out, const stage_activations& act) {
 }  // namespace
 
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
-                    const stage_activations* act, const step_estimate* step) {
+                    const stage_activations* act, const step_estimate* step, const device_choice& device) {
   const model_state_terms& m = e.per_rank;
   out << "zeromem estimate\n";
-  if (step != nullptr) print_peak(out, in, *step, a.gpu);
+  if (step != nullptr) print_peak(out, in, *step, device);
+  if (step == nullptr && device.given())
+    out << "  verdict      model states " << (e.gpu() <= device.capacity ? "fit " : "DO NOT FIT ") << device.name << ": "
+        << format_bytes(e.gpu(), size_unit::GiB) << " of " << format_bytes(device.capacity, size_unit::GiB) << ", margin "
+        << format_bytes(device.capacity - e.gpu(), size_unit::GiB) << " (activations and the step's transients need a model and --seq-len)\n";
   print_inputs(out, a, in, e);
   out << "\nPer GPU (most loaded rank)\n" << table_head();
   m.for_each([&](const char* term, const placement& p) {

@@ -12,6 +12,7 @@ namespace {
 struct plan_args {
   model_flags model;
   std::string gpu;
+  std::string gpu_memory;
   std::int64_t gpus = 8;
   std::int64_t nodes = 1;
   std::string host_memory;
@@ -30,7 +31,7 @@ struct plan_args {
 
 void add_plan_flags(CLI::App& app, plan_args& a) {
   add_model_flags(app, a.model, false);
-  text_option(app, "--gpu", a.gpu, "a100-40gb | a100-80gb | a800-80gb | h100-80gb | h200 | l40s")->required();
+  add_device_flags(app, a.gpu, a.gpu_memory, "the capacity every configuration must fit (one of the two is required)");
   integer_option(app, "--gpus", a.gpus, "GPUs per node")->capture_default_str();
   integer_option(app, "--nodes", a.nodes, "nodes")->capture_default_str();
   text_option(app, "--host-memory", a.host_memory, "host RAM per node, e.g. 1TB or 760GB (offload must fit in it; default: not checked)");
@@ -59,7 +60,9 @@ plan_request request_of(const plan_args& a) {
   if (!a.model.given()) detail::fail("plan needs a model: --model PRESET, --hf-config FILE or --hidden ...");
   plan_request r{};
   r.model = model_of(a.model);
-  r.gpu_capacity = find_gpu(a.gpu).capacity;
+  const device_choice device = device_of(a.gpu, a.gpu_memory);
+  if (!device.given()) detail::fail("plan needs the GPU: --gpu NAME or --gpu-memory SIZE");
+  r.gpu_capacity = device.capacity;
   r.gpus_per_node = a.gpus;
   r.nodes = a.nodes;
   if (!a.host_memory.empty()) {
@@ -96,7 +99,7 @@ void write_svg(const plan_args& a, const plan_request& r, const plan_result& p) 
 
 int run_plan(const plan_args& a, std::ostream& out) {
   const plan_request r = request_of(a);
-  const gpu_model& g = find_gpu(a.gpu);
+  const device_choice g = device_of(a.gpu, a.gpu_memory);
   const plan_result p = plan(r);
   if (p.evaluated == 0)
     detail::fail(r.global_batch > 0 ? "no configuration to evaluate: dp x micro-batch must divide --global-batch " +
@@ -105,7 +108,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
                                     : "no configuration to evaluate: no tensor x pipeline split of the model fits the GPUs; check --gpus");
   if (!a.svg.empty()) write_svg(a, r, p);
   if (a.json) {
-    json j{{"gpu", std::string(g.name)}, {"capacity_bytes", g.capacity.count()}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
+    json j{{"gpu", g.name}, {"capacity_bytes", g.capacity.count()}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
            {"objective", p.objective}, {"evaluated", p.evaluated}, {"fitting", p.fitting}};
     j["configs"] = json::array();
     for (const plan_config& c : p.configs) j["configs"].push_back(plan_config_json(c));
@@ -113,7 +116,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
     return 0;
   }
   out << "zeromem plan: " << format_count(count_parameters(r.model).total.count()) << " parameters on " << r.nodes << " x " << r.gpus_per_node
-      << " " << g.name << " (" << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len << " tokens per sequence\n";
+      << " GPUs (" << g.name << ", " << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len << " tokens per sequence\n";
   out << "  evaluated " << p.evaluated << " configurations; " << p.fitting << " fit" << (p.fitting > static_cast<std::int64_t>(p.configs.size()) ? "; the best " + std::to_string(p.configs.size()) + " shown" : "") << "\n";
   out << "  ranked by: " << p.objective << "\n";
   out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
