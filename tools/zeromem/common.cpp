@@ -163,16 +163,18 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// Exact bytes, then the size in the largest decimal and binary units it reaches, so small terms read "32.77 kB"
+// rather than "0.000 GB".
 std::string bytes_row(const std::string& label, bytes b) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "  %-30s %26s %14s %14s", label.c_str(), format_exact(b).c_str(),
-                format_bytes(b, size_unit::GB, 3).c_str(), format_bytes(b, size_unit::GiB, 3).c_str());
+  std::snprintf(buf, sizeof buf, "  %-30s %26s %14s %14s", label.c_str(), format_exact(b).c_str(), format_auto(b, false, 3).c_str(),
+                format_auto(b, true, 3).c_str());
   return buf;
 }
 
 std::string table_head(const std::string& first_column) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "  %-30s %26s %14s %14s\n", first_column.c_str(), "exact", "GB (1e9 B)", "GiB (2^30 B)");
+  std::snprintf(buf, sizeof buf, "  %-30s %26s %14s %14s\n", first_column.c_str(), "exact", "decimal", "binary");
   return buf;
 }
 

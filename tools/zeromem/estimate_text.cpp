@@ -8,6 +8,22 @@ namespace {
 
 std::string both_units(bytes b) { return format_bytes(b, size_unit::GiB) + " (" + format_bytes(b, size_unit::GB) + ")"; }
 
+// What the optimizer keeps, in words that match optimizer_state_bytes (recipe.hpp).
+std::string states_of(const training_states& t) {
+  const std::string d(name(t.recipe.optimizer_dtype()));
+  switch (t.optimizer.kind) {
+    case optimizer_kind::adam:
+    case optimizer_kind::adamw: return "two moments in " + d;
+    case optimizer_kind::sgd: return "no state";
+    case optimizer_kind::sgd_momentum:
+    case optimizer_kind::lion: return "one momentum in " + d;
+    case optimizer_kind::adam_8bit: return "two 8-bit moments with an fp32 scale per 2048 values";
+    case optimizer_kind::adafactor:
+      return std::string("factored second moment in fp32") + (t.optimizer.adafactor_momentum ? ", momentum in " + d : "");
+  }
+  return d;
+}
+
 std::string ranks(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
 // The step's peak first: what the GPU reaches, in which phase, set by which term, and the verdict.
@@ -64,7 +80,7 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
         << " parameters; write " << a.params << "B for billions or " << a.params << "M for millions\n";
   out << "  recipe       weights " << name(t.recipe.weights) << ", gradients " << name(t.recipe.gradients)
       << (t.recipe.fp32_master ? ", fp32 master weights" : ", no master copy") << (t.recipe.fp32_gradient_copy ? ", fp32 gradient copy" : "")
-      << "; optimizer " << name(t.optimizer.kind) << " (states in " << name(t.recipe.optimizer_dtype()) << ")\n";
+      << "; optimizer " << name(t.optimizer.kind) << " (" << states_of(t) << ")\n";
   print_sharding(out, a, in, e);
   out << "  offload      optimizer " << name(t.zero.optimizer.device) << ", parameters " << name(t.zero.params.device)
       << (t.zero.optimizer.pin_memory ? " (pinned)" : "")
