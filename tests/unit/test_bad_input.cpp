@@ -7,20 +7,14 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "cli.hpp"
+#include "cli_runner.hpp"
 #include "hf_config.hpp"
 #include "zeromem/zeromem.hpp"
 
 namespace {
-struct result {
-  int code;
-  std::string out, err;
-};
-result run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = zeromem::cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using result = zeromem::test::cli_result;
+using zeromem::test::run_cli;
+result run(const std::vector<std::string>& args) { return run_cli(args); }
 // Rejected cleanly: exit 2, one short line on stderr starting "zeromem: " and containing `names`, no stdout.
 void rejected(const std::vector<std::string>& args, const std::string& names) {
   const result r = run(args);

@@ -9,26 +9,14 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "cli.hpp"
+#include "cli_runner.hpp"
 #include "zeromem/format.hpp"
 
 namespace {
-struct result {
-  int code;
-  std::string out, err;
-};
-result run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = zeromem::cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
-nlohmann::json run_json(std::vector<std::string> args) {
-  args.push_back("--json");
-  const result r = run(args);
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  return nlohmann::json::parse(r.out);
-}
+using result = zeromem::test::cli_result;
+using zeromem::test::run_cli;
+result run(const std::vector<std::string>& args) { return run_cli(args); }
+nlohmann::json run_json(const std::vector<std::string>& args) { return zeromem::test::run_cli_json(args); }
 std::string joined(const std::vector<std::string>& args) {
   std::string s = "zeromem";
   for (const auto& a : args) s += " " + a;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 
 #include "zeromem/zeromem.hpp"
@@ -22,6 +23,16 @@ struct command {
   CLI::App* app = nullptr;
   std::function<int(std::ostream&)> run;
 };
+
+/// A subcommand whose flags fill an Args (owned by the command) and whose run function reads them.
+template <class Args>
+command make_command(CLI::App& parent, const std::string& name, const std::string& help, void (*add_flags)(CLI::App&, Args&),
+                     int (*run)(const Args&, std::ostream&)) {
+  auto args = std::make_shared<Args>();
+  CLI::App* app = parent.add_subcommand(name, help);
+  add_flags(*app, *args);
+  return {app, [args, run](std::ostream& out) { return run(*args, out); }};
+}
 
 command add_estimate_command(CLI::App& parent);
 command add_kv_command(CLI::App& parent);

@@ -97,10 +97,7 @@ int run_deepspeed(const deepspeed_args& a, std::ostream& out) {
 }  // namespace
 
 command add_deepspeed_command(CLI::App& parent) {
-  auto a = std::make_shared<deepspeed_args>();
-  CLI::App* app = parent.add_subcommand("deepspeed", "DeepSpeed's own estimate_zero{2,3}_model_states_mem_needs table");
-  add_deepspeed_flags(*app, *a);
-  return {app, [a](std::ostream& out) { return run_deepspeed(*a, out); }};
+  return make_command<deepspeed_args>(parent, "deepspeed", "DeepSpeed's own estimate_zero{2,3}_model_states_mem_needs table", add_deepspeed_flags, run_deepspeed);
 }
 
 }  // namespace zeromem::cli

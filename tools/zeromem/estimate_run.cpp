@@ -209,10 +209,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
 }
 
 command add_estimate_command(CLI::App& parent) {
-  auto args = std::make_shared<estimate_args>();
-  CLI::App* app = parent.add_subcommand("estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job");
-  add_estimate_flags(*app, *args);
-  return {app, [args](std::ostream& out) { return run_estimate(*args, out); }};
+  return make_command<estimate_args>(parent, "estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job", add_estimate_flags, run_estimate);
 }
 
 }  // namespace zeromem::cli

@@ -81,10 +81,7 @@ int run_kv(const kv_args& a, std::ostream& out) {
 }  // namespace
 
 command add_kv_command(CLI::App& parent) {
-  auto args = std::make_shared<kv_args>();
-  CLI::App* app = parent.add_subcommand("kv", "KV cache bytes per token, per block and for whole sequences");
-  add_kv_flags(*app, *args);
-  return {app, [args](std::ostream& out) { return run_kv(*args, out); }};
+  return make_command<kv_args>(parent, "kv", "KV cache bytes per token, per block and for whole sequences", add_kv_flags, run_kv);
 }
 
 }  // namespace zeromem::cli

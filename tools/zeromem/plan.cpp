@@ -144,10 +144,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
 }  // namespace
 
 command add_plan_command(CLI::App& parent) {
-  auto a = std::make_shared<plan_args>();
-  CLI::App* app = parent.add_subcommand("plan", "search parallelism, ZeRO stage, offload, micro-batch and recompute for configurations that fit");
-  add_plan_flags(*app, *a);
-  return {app, [a](std::ostream& out) { return run_plan(*a, out); }};
+  return make_command<plan_args>(parent, "plan", "search parallelism, ZeRO stage, offload, micro-batch and recompute for configurations that fit", add_plan_flags, run_plan);
 }
 
 }  // namespace zeromem::cli
