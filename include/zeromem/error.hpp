@@ -20,8 +20,7 @@ inline constexpr bool always_false = false;
 [[noreturn]] inline void fail(const std::string& message) { throw std::invalid_argument("zeromem: " + message); }
 
 // Input echoed in a message, in quotes and bounded: at most `shown` characters of it (48; a file path 256), then
-// how long it was, with
-// control characters shown as '?', so an error is always one short line whatever was typed or read.
+// how long it was, with control characters shown as '?', so an error is one short line whatever was typed or read.
 inline std::string quoted(std::string_view text, std::size_t shown = 48) {
   std::string out = "'";
   for (std::size_t i = 0; i < text.size() && i < shown; ++i) {
@@ -153,15 +152,28 @@ constexpr std::int64_t to_i64(I n) {
   return static_cast<std::int64_t>(n);
 }
 
+// The names of a catalogue for a message or help text: "a, b, c".
+template <class Range, class NameOf>
+std::string join_names(const Range& items, const char* separator, NameOf name_of) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + std::string(name_of(item));
+  return out;
+}
+
+// Tensor parallelism over key/value heads: vLLM's QKVParallelLinear and Megatron-LM's num_query_groups both divide
+// one by the other (replicating heads when tp exceeds them).
+constexpr void require_kv_heads_split(std::int64_t kv_heads, std::int64_t tp) {
+  if (!divides(tp, kv_heads) && !divides(kv_heads, tp))
+    fail_value("tensor parallel must divide the key/value heads or be a multiple of them", static_cast<long double>(tp),
+               "pick another tp");
+}
+
 // Parses an enum from its name(): the value whose name(v) equals text, or a clear error listing the names.
 template <class E, std::size_t N>
 E parse_named(std::string_view text, const E (&values)[N], const char* what) {
-  std::string expected;
-  for (E v : values) {
+  for (E v : values)
     if (name(v) == text) return v;
-    expected += (expected.empty() ? "" : ", ") + std::string(name(v));
-  }
-  fail("unknown " + std::string(what) + " " + quoted(text) + "; expected one of " + expected);
+  fail("unknown " + std::string(what) + " " + quoted(text) + "; expected one of " + join_names(values, ", ", [](E v) { return name(v); }));
 }
 
 // A positive degree (data-parallel size, GPUs per node, ...): rejects zero and negatives by name.

@@ -30,14 +30,13 @@ inline constexpr std::array<gpu_model, 6> gpu_models{{
 /// A catalogued GPU by name, case-insensitively ("H100-80GB" is h100-80gb).
 inline const gpu_model& find_gpu(std::string_view name) {
   const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  std::string names;
   for (const gpu_model& g : gpu_models) {
     bool same = g.name.size() == name.size();
     for (std::size_t i = 0; same && i < name.size(); ++i) same = lower(name[i]) == g.name[i];
     if (same) return g;
-    names += (names.empty() ? "" : ", ") + std::string(g.name);
   }
-  detail::fail("unknown GPU " + detail::quoted(name) + "; expected one of " + names + ", or give the capacity (--gpu-memory 24GiB)");
+  detail::fail("unknown GPU " + detail::quoted(name) + "; expected one of " +
+               detail::join_names(gpu_models, ", ", [](const gpu_model& g) { return g.name; }) + ", or give the capacity (--gpu-memory 24GiB)");
 }
 
 }  // namespace zeromem

@@ -44,9 +44,7 @@ constexpr void validate(const kv_cache_config& c) {
 /// QKVParallelLinear divide()s one by the other, so one must divide the other.
 constexpr std::int64_t kv_heads_per_rank(const attention_shape& a, std::int64_t tp) {
   detail::require_positive(tp, "the tensor-parallel degree");
-  if (!detail::divides(tp, a.kv_heads) && !detail::divides(a.kv_heads, tp))
-    detail::fail_value("tensor parallel must divide the key/value heads or be a multiple of them", static_cast<long double>(tp),
-                       "pick another tp");
+  detail::require_kv_heads_split(a.kv_heads, tp);
   const std::int64_t k = a.kv_heads / tp;
   return k > 1 ? k : 1;
 }

@@ -109,9 +109,7 @@ constexpr void validate_tensor_parallel(const transformer_config& m, std::int64_
   if (!detail::divides(tp, m.heads))
     detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(tp),
                        "pick a tp that divides the heads");
-  if (!detail::divides(tp, m.kv_heads) && !detail::divides(m.kv_heads, tp))
-    detail::fail_value("tensor parallel must divide the key/value heads or be a multiple of them", static_cast<long double>(tp),
-                       "pick another tp");
+  detail::require_kv_heads_split(m.kv_heads, tp);
   if (!detail::divides(tp, m.ffn))
     detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(tp), "pick another tp");
 }
@@ -337,9 +335,8 @@ constexpr transformer_config preset_config(std::string_view name) {
 inline const model_preset& find_preset(std::string_view name) {
   for (const model_preset& p : model_presets)
     if (p.name == name) return p;
-  std::string names;
-  for (const model_preset& p : model_presets) names += (names.empty() ? "" : ", ") + std::string(p.name);
-  detail::fail("unknown model " + detail::quoted(name) + "; expected one of " + names);
+  detail::fail("unknown model " + detail::quoted(name) + "; expected one of " +
+               detail::join_names(model_presets, ", ", [](const model_preset& p) { return p.name; }));
 }
 
 }  // namespace zeromem

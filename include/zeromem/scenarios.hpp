@@ -341,9 +341,8 @@ inline scenario find_scenario(const std::string& name) {
   if (name == "openrlhf-70b-ppo") return openrlhf_70b_ppo();
   if (name == "openrlhf-zero2-vs-zero3") return openrlhf_zero2_vs_zero3();
   if (name == "easyr1-vl-7b-grpo") return easyr1_vl_7b_grpo();
-  std::string names;
-  for (const std::string& n : scenario_names()) names += (names.empty() ? "" : ", ") + n;
-  detail::fail("unknown scenario " + detail::quoted(name) + "; expected one of " + names);
+  detail::fail("unknown scenario " + detail::quoted(name) + "; expected one of " +
+               detail::join_names(scenario_names(), ", ", [](const std::string& n) { return n; }));
 }
 
 }  // namespace zeromem

@@ -74,11 +74,8 @@ CLI::Option* text_option(CLI::App& app, const std::string& flag, std::string& ta
 }
 
 void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
-  auto* preset = text_option(app, "--model", f.preset, "preset: " + [] {
-    std::string names;
-    for (const model_preset& p : model_presets) names += (names.empty() ? "" : ", ") + std::string(p.name);
-    return names;
-  }());
+  auto* preset = text_option(app, "--model", f.preset,
+                             "preset: " + detail::join_names(model_presets, ", ", [](const model_preset& p) { return p.name; }));
   CLI::Option* hf =
       text_option(app, "--hf-config", f.hf_config, "a Hugging Face config.json (llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2)");
   preset->excludes(hf);
@@ -136,8 +133,7 @@ transformer_config model_of(const model_flags& f) {
 }
 
 void add_device_flags(CLI::App& app, std::string& gpu, std::string& gpu_memory, const std::string& why) {
-  std::string names;
-  for (const gpu_model& g : gpu_models) names += (names.empty() ? "" : " | ") + std::string(g.name);
+  const std::string names = detail::join_names(gpu_models, " | ", [](const gpu_model& g) { return g.name; });
   auto* g = text_option(app, "--gpu", gpu, names + ": " + why);
   auto* m = text_option(app, "--gpu-memory", gpu_memory, "any GPU by its capacity as PyTorch reports it (total_memory), e.g. 23.55GiB: " + why);
   g->excludes(m);

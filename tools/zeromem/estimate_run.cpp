@@ -131,6 +131,15 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
   return j;
 }
 
+// The per-GPU model-state terms as a breakdown (for --explain's dominant terms and --svg).
+job_breakdown states_job(const model_state_estimate& e) {
+  job_breakdown job{};
+  e.per_rank.for_each([&](const char* term, const placement& p) {
+    if (p.gpu.count() != 0) job.add("model", term, p.gpu);
+  });
+  return job;
+}
+
 // The model-states verdict (no --seq-len): the same needed bytes JSON and --explain report.
 step_verdict states_verdict(const model_state_estimate& e, bytes capacity) {
   step_verdict v{};
@@ -144,13 +153,7 @@ step_verdict states_verdict(const model_state_estimate& e, bytes capacity) {
 void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
                       const device_choice& device) {
   if (step != nullptr) return explain_step(out, in, *step, device);
-  const job_breakdown job = [&] {
-    job_breakdown j{};
-    e.per_rank.for_each([&](const char* term, const placement& p) {
-      if (p.gpu.count() != 0) j.add("model", term, p.gpu);
-    });
-    return j;
-  }();
+  const job_breakdown job = states_job(e);
   out << "\nExplain\n  dominant terms per GPU:\n";
   print_dominant(out, job);
   if (!device.given()) {
@@ -176,11 +179,8 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   const device_choice device = device_of(a.gpu, a.gpu_memory);
   const bytes capacity = device.capacity;
   if (!a.svg.empty()) {
-    job_breakdown job{};
+    job_breakdown job = states_job(e);
     job.gpu_capacity = capacity;
-    e.per_rank.for_each([&](const char* term, const placement& p) {
-      if (p.gpu.count() != 0) job.add("model", term, p.gpu);
-    });
     if (act_ptr != nullptr) {
       job.add("model", "activations", act.layers + act.input_ids + act.embedding_dropout + act.output_layer);
       if (act.logits.count() != 0) job.add("model", "fp32 logits", act.logits);

@@ -14,11 +14,6 @@ using json = nlohmann::json;
 
 [[noreturn]] void fail_config(const std::string& what) { detail::fail("config.json: " + what); }
 
-std::string one_line_of(const std::string& s) {
-  std::string out = detail::quoted(s);
-  return out.substr(1, out.find('\'', 1) - 1);
-}
-
 // A JSON value as it appears in an error: bounded, never the whole of a huge array or string.
 std::string shown(const json& v) { return detail::quoted(v.dump()); }
 
@@ -93,7 +88,7 @@ transformer_config parse_hf_config(const std::string& text) {
   try {
     j = json::parse(text, depth_limit);
   } catch (const json::exception& e) {
-    fail_config("not valid JSON (" + one_line_of(e.what()) + ")");
+    fail_config("not valid JSON: " + detail::quoted(e.what(), 160));
   }
   if (!j.is_object()) fail_config("expected a JSON object");
   const json* type_field = find(j, "model_type");

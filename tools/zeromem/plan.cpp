@@ -56,12 +56,11 @@ json plan_config_json(const plan_config& c) {
           {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}};
 }
 
-plan_request request_of(const plan_args& a) {
+plan_request request_of(const plan_args& a, const device_choice& device) {
   if (!a.model.given()) detail::fail("plan needs a model: --model PRESET, --hf-config FILE or --hidden ...");
+  if (!device.given()) detail::fail("plan needs the GPU: --gpu NAME or --gpu-memory SIZE");
   plan_request r{};
   r.model = model_of(a.model);
-  const device_choice device = device_of(a.gpu, a.gpu_memory);
-  if (!device.given()) detail::fail("plan needs the GPU: --gpu NAME or --gpu-memory SIZE");
   r.gpu_capacity = device.capacity;
   r.gpus_per_node = a.gpus;
   r.nodes = a.nodes;
@@ -98,8 +97,8 @@ void write_svg(const plan_args& a, const plan_request& r, const plan_result& p) 
 }
 
 int run_plan(const plan_args& a, std::ostream& out) {
-  const plan_request r = request_of(a);
   const device_choice g = device_of(a.gpu, a.gpu_memory);
+  const plan_request r = request_of(a, g);
   const plan_result p = plan(r);
   if (p.evaluated == 0)
     detail::fail(r.global_batch > 0 ? "no configuration to evaluate: dp x micro-batch must divide --global-batch " +

@@ -70,9 +70,7 @@ int run_scenario(const scenario_args& a, std::ostream& out) {
 command add_scenario_command(CLI::App& parent) {
   auto a = std::make_shared<scenario_args>();
   CLI::App* app = parent.add_subcommand("scenario", "a reported out-of-memory case, rebuilt and explained");
-  std::string names;
-  for (const std::string& n : scenario_names()) names += (names.empty() ? "" : " | ") + n;
-  app->add_option("name", a->name, names)->required();
+  app->add_option("name", a->name, detail::join_names(scenario_names(), " | ", [](const std::string& n) { return n; }))->required();
   app->add_flag("--json", a->json, "print JSON: a cases array with label, fits, per_gpu and per_node_host");
   app->add_flag("--explain", a->explain, "the dominant terms of each failing case and what the fix changes");
   text_option(*app, "--svg", a->svg, "write a stacked bar per case to this file");
