@@ -26,9 +26,10 @@ enum class attention_kind { eager, flash };
 ///  eager:    the same op sequence as PyTorch eager runs it: norms also keep their statistics.
 ///  fused:    Megatron-Core / Transformer Engine kernels: fused norms (input + fp32 statistics) and a fused
 ///            SwiGLU that keeps [gate | up] and its output (megatron/core/fusions/fused_bias_swiglu.py).
-///  hf_eager: Hugging Face eager Llama/Qwen2 blocks: RMSNorm upcast to fp32, softmax in fp32, K and V repeated
-///            to all heads for GQA (modeling_llama.py LlamaRMSNorm, eager_attention_forward, repeat_kv).
-enum class implementation { paper, eager, fused, hf_eager };
+///  hf:       transformers' modeling code (the default): RMSNorm upcast to fp32; with eager attention also softmax
+///            in fp32 and K and V repeated to all heads for GQA (modeling_llama.py LlamaRMSNorm,
+///            eager_attention_forward, repeat_kv).
+enum class implementation { paper, eager, fused, hf };
 
 /// Where the kernels run. PyTorch's CPU kernels store dropout masks and LayerNorm statistics in the
 /// activation dtype; CUDA's fused dropout stores a 1-byte mask and LayerNorm keeps fp32 statistics.
@@ -42,9 +43,9 @@ struct activation_config {
   bool sequence_parallel = false;
   std::int64_t cp = 1;
   recompute recomputation = recompute::none;
-  attention_kind attention = attention_kind::eager;
+  attention_kind attention = attention_kind::flash;  // SDPA/FlashAttention, transformers' default since 4.36
   double dropout = 0.0;  // 0: no dropout, no masks
-  implementation impl = implementation::paper;
+  implementation impl = implementation::hf;           // the kernels transformers' modeling code runs
   device_kind device = device_kind::cuda;
   /// PyTorch 1.x's mean.dim kept its input for backward (derivatives.yaml used self.sizes(); measured on 1.13);
   /// 2.x keeps only sizes (self.sym_sizes(), self.sym_numel()). Matters for HF's RMSNorm: x^2 in fp32.
@@ -142,7 +143,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   const auto norm_saved = [&]() -> std::int64_t {
-    if (c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm) {
+    if (c.impl == implementation::hf && m.norm == norm_kind::rmsnorm) {
       // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
       // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh). Under
       // autocast x is already fp32 and the normalised tensor stays fp32: 4sbh + 4sbh + 4sb.
@@ -175,7 +176,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   const std::int64_t mlp_casts = c.autocast && m.mlp == mlp_kind::swiglu ? 2 : 1;
   const bytes input = bytes_of(replicated(checked_product(attention_casts, a_sbh)));
   const bytes mlp_input = bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
-  const bool repeat = c.impl == implementation::hf_eager && c.attention == attention_kind::eager;
+  const bool repeat = c.impl == implementation::hf && c.attention == attention_kind::eager;
   // HF repeat_kv copies K and V to every head, except that with one kv head its expand + reshape is a
   // stride-0 view. Selective recompute keeps that view as the core's input; otherwise matmul keeps its
   // batch-folded copy, itself a view only when b = 1.
@@ -188,7 +189,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
     const std::int64_t probs = checked_product(heads, s, s, b);  // a s^2 b / t elements
     // "softmax: 2as^2b"; HF Llama/Qwen2: softmax(dtype=float32) keeps its fp32 output, .to(bf16) the copy P @ V
     // keeps (GPT-2's runs in the model dtype); autocast runs softmax in fp32 and P @ V keeps its 16-bit cast.
-    const bool fp32_softmax = c.autocast || (c.impl == implementation::hf_eager && m.eager_softmax_fp32);
+    const bool fp32_softmax = c.autocast || (c.impl == implementation::hf && m.eager_softmax_fp32);
     scores = bytes_of(checked_product(fp32_softmax ? 4 + a : a, probs));
     if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
@@ -205,7 +206,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   // (HF gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))) tanh's output, 0.5x and 1 + tanh are kept
   // too. SwiGLU: gate kept by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused:
   // [gate | up] and the product.
-  const std::int64_t gelu_tensors = m.gelu_tensor_ops && c.impl == implementation::hf_eager ? 5 : 2;
+  const std::int64_t gelu_tensors = m.gelu_tensor_ops && c.impl == implementation::hf ? 5 : 2;
   const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4);
   const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward.
@@ -275,7 +276,7 @@ constexpr stage_activations first_stage_activations(const transformer_config& m,
     // the fp32 residual, and lm_head keeps a 16-bit cast of its input and of its weight (autocast's cache).
     const std::int64_t residual = c.autocast ? checked_product(4, sbh) : checked_product(a, sbh);
     const std::int64_t final_norm =
-        c.impl == implementation::hf_eager && m.norm == norm_kind::rmsnorm
+        c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
             ? checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), residual, checked_product(4, sb))
             : residual;
     const std::int64_t head_weight_cast = c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden), c.tp)) : 0;
@@ -306,7 +307,7 @@ constexpr std::string_view name(implementation i) {
     case implementation::paper: return "paper";
     case implementation::eager: return "eager";
     case implementation::fused: return "fused";
-    case implementation::hf_eager: return "hf-eager";
+    case implementation::hf: return "hf";
   }
   detail::fail("unknown implementation");
 }
@@ -320,7 +321,7 @@ inline attention_kind parse_attention(std::string_view s) {
   return detail::parse_named(s, all, "attention");
 }
 inline implementation parse_implementation(std::string_view s) {
-  static constexpr implementation all[] = {implementation::paper, implementation::eager, implementation::fused, implementation::hf_eager};
+  static constexpr implementation all[] = {implementation::paper, implementation::eager, implementation::fused, implementation::hf};
   return detail::parse_named(s, all, "implementation");
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,10 +33,14 @@ struct plan_request {
   optimizer_spec optimizer{};
   runtime_overheads overheads{};
   step_config step{};              // loss, optimizer implementation, allocator and CUDA context of every configuration
-  implementation impl = implementation::fused;   // a modern stack: fused norms, flash attention
-  attention_kind attention = attention_kind::flash;
+  implementation impl = activation_config{}.impl;        // the library's defaults: transformers' kernels,
+  attention_kind attention = activation_config{}.attention;  // SDPA/flash attention
   std::size_t max_results = 10;
-  bytes min_headroom{};            // a configuration fits only with at least this much left; 0 by default
+  /// A configuration fits only with at least max(min_headroom, min_headroom_fraction x capacity) left. The 5%
+  /// default is the step model's stated accuracy (peaks within 3% of measured steps, 5% held out;
+  /// docs/validation.md), so the top pick still fits when the estimate errs by that much.
+  bytes min_headroom{};
+  double min_headroom_fraction = 0.05;
   std::int64_t max_micro_batch = 16;
 };
 
@@ -112,6 +117,16 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   return c;
 }
 
+/// What a configuration of `r` must leave free per GPU: max(min_headroom, min_headroom_fraction x capacity).
+inline bytes required_headroom_of(const plan_request& r) {
+  if (r.min_headroom.count() < 0) detail::fail("the minimum headroom cannot be negative");
+  if (!(r.min_headroom_fraction >= 0.0 && r.min_headroom_fraction < 1.0))
+    detail::fail_value("the minimum headroom fraction must be in [0, 1)", static_cast<long double>(r.min_headroom_fraction),
+                       "pass a fraction of the capacity such as 0.05");
+  const double share = std::ceil(r.min_headroom_fraction * static_cast<double>(r.gpu_capacity.count()));
+  return std::max(r.min_headroom, bytes_of(static_cast<std::int64_t>(share)));
+}
+
 /// Sweeps the configurations of `r` and returns those that fit, ranked by plan_objective.
 inline plan_result plan(const plan_request& r) {
   validate(r.model);
@@ -121,7 +136,7 @@ inline plan_result plan(const plan_request& r) {
   if (r.gpu_capacity.count() <= 0) detail::fail("the GPU capacity must be positive; pass --gpu");
   if (r.global_batch < 0) detail::fail("the global batch cannot be negative; pass 0 for any");
   detail::require_positive(r.max_micro_batch, "the largest micro-batch");
-  if (r.min_headroom.count() < 0) detail::fail("the minimum headroom cannot be negative");
+  const bytes required_headroom = required_headroom_of(r);
   const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
   plan_result out{};
   out.objective = plan_objective;
@@ -151,9 +166,13 @@ inline plan_result plan(const plan_request& r) {
       const std::int64_t dp = gpus / (tp * pp);
       for (const zero_option& z : zero_options) {
         if (z.stage > 0 && dp == 1 && z.optimizer == offload_device::none) continue;  // stages 1-3 shard nothing at dp 1
+        // At dp 1 ZeRO-1 and ZeRO-2 run one engine (DeepSpeed stage_1_and_2.py) with no collectives; stage 2 frees
+        // each gradient once it is reduced (offloaded), so stage 1 never holds less and is not a choice of its own.
+        if (z.stage == 1 && dp == 1) continue;
         for (const std::int64_t micro : micro_batches) {
           // global_batch % (dp x micro) == 0 without forming dp x micro, which can pass 2^63.
           if (r.global_batch > 0 && (!detail::divides(dp, r.global_batch) || !detail::divides(micro, r.global_batch / dp))) continue;
+          bytes cheaper = bytes_of(-1);  // per GPU at the previous (cheaper) recompute level
           for (recompute rc : {recompute::none, recompute::selective, recompute::full}) {
             plan_config c{};
             c.stage = z.stage;
@@ -166,8 +185,13 @@ inline plan_result plan(const plan_request& r) {
             c.recomputation = rc;
             c = evaluate(r, c);
             ++out.evaluated;
+            // More recomputation that saves nothing (selective under flash attention: no s^2 terms to drop) is
+            // the same memory for more compute, not a choice of its own.
+            const bool saves = c.gpu != cheaper;
+            cheaper = c.gpu;
+            if (!saves) continue;
             const bool host_ok = r.host_memory.count() == 0 || c.offloaded_per_node <= r.host_memory;
-            if (c.headroom >= r.min_headroom && host_ok) fitting.push_back(c);
+            if (c.headroom >= required_headroom && host_ok) fitting.push_back(c);
           }
         }
       }

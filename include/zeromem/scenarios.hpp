@@ -71,7 +71,7 @@ inline job_breakdown openrlhf_70b_actor(std::int64_t nodes, bool deepspeed_016, 
   a.micro_batch = micro_batch;
   a.recomputation = recompute::full;  // gradient checkpointing
   a.attention = attention_kind::flash;
-  a.impl = implementation::hf_eager;
+  a.impl = implementation::hf;
   add_activations(job, "actor", m, a);
   job.add("actor", "CUDA context", o.cuda_context);
   return job;
@@ -269,7 +269,7 @@ inline logic_rl_costs logic_rl_costs_for(std::int64_t vocab_bytes) {
   activation_config a{};
   a.seq_len = 1;  // per token (flash attention: no s^2 terms, so everything is linear in tokens)
   a.attention = attention_kind::flash;
-  a.impl = implementation::hf_eager;
+  a.impl = implementation::hf;
   a.recomputation = recompute::full;
   const bytes checkpoints = layer_activation_bytes(m, a).total() * m.layers;  // layer inputs, 2h each
   a.recomputation = recompute::none;

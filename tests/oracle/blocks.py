@@ -5,7 +5,7 @@ Two block types:
           eager softmax attention in the activation dtype, GELU MLP, dropout on probabilities and both residual
           branches. zeromem profile: --implementation eager.
   llama - Hugging Face's eager Llama/Qwen2 block (modeling_llama.py): RMSNorm upcast to fp32, RoPE, GQA with
-          repeat_kv, softmax in fp32, SwiGLU MLP, optional qkv bias. zeromem profile: --implementation hf-eager.
+          repeat_kv, softmax in fp32, SwiGLU MLP, optional qkv bias. zeromem profile: --implementation hf.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.

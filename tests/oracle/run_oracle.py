@@ -20,9 +20,9 @@ def zeromem(binary, kind, cfg, layers, vocab):
             "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--recompute", cfg["recompute"]]
     if kind == "gpt":
         args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"]),
-                 "--dropout", str(cfg["dropout"]), "--implementation", "eager"]
+                 "--dropout", str(cfg["dropout"]), "--implementation", "eager", "--attention", "eager"]
     else:
-        args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf-eager"]
+        args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
         if cfg["qkv_bias"]:
             args.append("--qkv-bias")
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout

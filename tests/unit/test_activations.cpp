@@ -16,6 +16,7 @@ activation_config gpt3_paper() {
   c.tp = 8;
   c.dropout = 0.1;  // the paper's block has dropout
   c.impl = implementation::paper;
+  c.attention = attention_kind::eager;  // the paper's block materialises the s^2 scores
   return c;
 }
 std::int64_t per_layer(const transformer_config& m, const activation_config& c) {
@@ -42,7 +43,7 @@ TEST_CASE("no parallelism: sbh(34 + 5as/h)", "[activations]") {
   m.hidden = 2048; m.layers = 4; m.heads = 16; m.kv_heads = 16; m.ffn = 8192; m.vocab = 1000;
   m.mlp = mlp_kind::gelu; m.norm = norm_kind::layernorm;
   activation_config c{};
-  c.seq_len = 1024; c.micro_batch = 2; c.dropout = 0.1; c.impl = implementation::paper;
+  c.seq_len = 1024; c.micro_batch = 2; c.dropout = 0.1; c.impl = implementation::paper; c.attention = attention_kind::eager;
   CHECK(per_layer(m, c) == 74LL * 4'194'304);
   c.dropout = 0.0;  // no masks (2 x 1 sbh) and P @ V keeps the softmax output itself: 32 sbh + 2as^2b
   CHECK(per_layer(m, c) == 32LL * 4'194'304 + 2LL * 16 * 1024 * 1024 * 2);
@@ -114,7 +115,7 @@ TEST_CASE("Hugging Face eager profile", "[activations]") {
   // PyTorch 1.x also keeps x^2 (4sbh). Softmax in fp32 (4 B) plus its bf16 copy (2 B) per score; K and V
   // repeated to 28 heads.
   activation_config c{};
-  c.seq_len = 1024; c.impl = implementation::hf_eager;
+  c.seq_len = 1024; c.impl = implementation::hf; c.attention = attention_kind::eager;
   const transformer_config& m = find_preset("qwen2.5-7b").config;
   const std::int64_t sbh = 1024LL * 3584;
   layer_activations l = layer_activation_bytes(m, c);
@@ -131,7 +132,7 @@ TEST_CASE("CPU kernels keep masks and LayerNorm statistics in the activation dty
   m.hidden = 64; m.layers = 1; m.heads = 4; m.kv_heads = 4; m.ffn = 256; m.vocab = 10;
   m.mlp = mlp_kind::gelu; m.norm = norm_kind::layernorm;
   activation_config c{};
-  c.seq_len = 8; c.dropout = 0.1; c.impl = implementation::eager; c.activation_dtype = dtype::fp32;
+  c.seq_len = 8; c.dropout = 0.1; c.impl = implementation::eager; c.attention = attention_kind::eager; c.activation_dtype = dtype::fp32;
   c.device = device_kind::cpu;
   const layer_activations cpu = layer_activation_bytes(m, c);
   CHECK(cpu.attention_residual_mask.count() == 4 * 8 * 64);       // fp32 noise, not a 1-byte mask

@@ -34,7 +34,7 @@ std::vector<std::string> flags_of(const json& c) {
                              "--micro-batch", std::to_string(c["micro_batch"].get<long long>()),
                              "--precision",  precision,
                              "--attention",  c.value("attention", "sdpa") == "sdpa" ? "flash" : "eager",
-                             "--implementation", "hf-eager",
+                             "--implementation", "hf",
                              "--gpu",        "h100-80gb",
                              "--json"};
   if (c["checkpointing"].get<bool>()) a.insert(a.end(), {"--recompute", "full"});

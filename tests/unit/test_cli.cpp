@@ -7,6 +7,7 @@
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
+#include "zeromem/plan.hpp"
 #include "zeromem/version.hpp"
 
 namespace {
@@ -157,7 +158,7 @@ TEST_CASE("help and version exit 0", "[cli]") {
 TEST_CASE("estimate with a model preset adds parameters and activations", "[cli][model]") {
   // GPT-3, tp 8, sp, pp 8, selective recompute: Korthikanti's 34sbh/t per layer = 106,954,752 B.
   const auto j = run_json({"estimate", "--model", "gpt3-175b", "--seq-len", "2048", "--tp", "8", "--sp", "--pp", "8",
-                           "--recompute", "selective", "--dropout", "0.1", "--implementation", "paper"});
+                           "--recompute", "selective", "--dropout", "0.1", "--implementation", "paper", "--attention", "eager"});
   CHECK(j["model"]["params"] == 174'604'259'328LL);
   CHECK(j["model"]["largest_layer_params"] == 617'558'016);  // the 50257 x 12288 embedding
   CHECK(j["activations"]["per_layer_bytes"] == 106'954'752);
@@ -195,7 +196,7 @@ TEST_CASE("model and activation flags: bad input exits 2 with one line", "[cli][
       {"estimate", "--model", "llama-2-7b", "--recompute", "full"},
       {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--recompute", "some"},
       {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--tp", "3"},
-      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--cp", "2"},
+      {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--cp", "2", "--attention", "eager"},
       {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--dropout", "1.5"},
       {"estimate", "--model", "llama-2-7b", "--seq-len", "-4"},
       {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--implementation", "magic"},
@@ -311,4 +312,34 @@ TEST_CASE("a --params count without a suffix below a million is read as written,
   REQUIRE(r.code == 0);
   CHECK(r.out.find("--params 7 is 7 parameters; write 7B for billions or 7M for millions") != std::string::npos);
   CHECK(run({"estimate", "--params", "7B"}).out.find("note         --params") == std::string::npos);
+}
+
+TEST_CASE("one default for attention and kernels: estimate, plan and the library agree", "[cli][first-contact]") {
+  // Transformers runs SDPA (flash) attention by default since 4.36: that is every command's default.
+  using namespace zeromem;
+  constexpr activation_config library{};
+  CHECK(library.attention == attention_kind::flash);
+  CHECK(library.impl == implementation::hf);
+  CHECK(plan_request{}.attention == library.attention);
+  CHECK(plan_request{}.impl == library.impl);
+  const std::vector<std::string> job{"estimate", "--model", "qwen2.5-7b", "--zero-stage", "2", "--dp", "8", "--seq-len", "4096"};
+  const auto j = run_json(job);
+  CHECK(j["activations"]["attention"] == "flash");
+  CHECK(j["activations"]["implementation"] == "hf");
+  std::vector<std::string> explicit_job = job;
+  explicit_job.insert(explicit_job.end(), {"--attention", "flash", "--implementation", "hf"});
+  CHECK(run_json(explicit_job) == j);
+  // plan evaluates the same job to the same byte: ZeRO-2, dp 8, micro-batch 1, no recompute.
+  const auto p = run_json({"plan", "--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--seq-len", "4096", "--min-headroom", "0B",
+                           "--top", "1000"});
+  int found = 0;
+  for (const auto& c : p["configs"])
+    if (c["zero_stage"] == 2 && c["dp"] == 8 && c["offload_optimizer"] == "none" && c["micro_batch"] == 1 && c["recompute"] == "none") {
+      CHECK(c["per_gpu_bytes"] == j["per_gpu"]["device_used_bytes"]);
+      ++found;
+    }
+  CHECK(found == 1);
+  const auto text = run_cli({"plan", "--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--seq-len", "4096"});
+  CHECK(text.out.find("activations hf, flash attention") != std::string::npos);
+  CHECK(text.out.find("fits: at least 3.97 GiB left per GPU (--min-headroom 5%)") != std::string::npos);
 }

@@ -25,7 +25,7 @@ activation_config sdpa(std::int64_t s, std::int64_t b, recompute r = recompute::
   a.seq_len = s;
   a.micro_batch = b;
   a.attention = attention_kind::flash;
-  a.impl = implementation::hf_eager;
+  a.impl = implementation::hf;
   a.recomputation = r;
   return a;
 }
@@ -162,7 +162,7 @@ constexpr step_estimate compile_time_step() {
   activation_config a{};
   a.seq_len = 2048;
   a.attention = attention_kind::flash;
-  a.impl = implementation::hf_eager;
+  a.impl = implementation::hf;
   a.recomputation = recompute::full;
   step_config s{};
   s.optimizer = optimizer_impl::fused;

@@ -51,17 +51,30 @@ CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t&
   }));
 }
 
+double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive) {
+  char* end = nullptr;
+  const double v = s.empty() ? std::nan("") : std::strtod(s.c_str(), &end);
+  const bool whole = !s.empty() && end == s.c_str() + s.size();
+  if (!whole || !std::isfinite(v) || v < lo || (hi_inclusive ? v > hi : v >= hi)) {
+    char range[96];
+    std::snprintf(range, sizeof range, "a number in [%g, %g%s", lo, hi, hi_inclusive ? "]" : ")");
+    detail::fail(std::string("the value must be ") + range + ", got " + detail::quoted(s));
+  }
+  return v;
+}
+
 CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target, const std::string& help, double lo, double hi,
                          bool hi_inclusive) {
   return app.add_option(flag, target, help)->transform(checked([lo, hi, hi_inclusive](const std::string& s) {
-    char* end = nullptr;
-    const double v = s.empty() ? std::nan("") : std::strtod(s.c_str(), &end);
-    const bool whole = !s.empty() && end == s.c_str() + s.size();
-    if (!whole || !std::isfinite(v) || v < lo || (hi_inclusive ? v > hi : v >= hi)) {
-      char range[96];
-      std::snprintf(range, sizeof range, "a number in [%g, %g%s", lo, hi, hi_inclusive ? "]" : ")");
-      detail::fail(std::string("the value must be ") + range + ", got " + detail::quoted(s));
-    }
+    parse_real(s, lo, hi, hi_inclusive);
+    return s;
+  }));
+}
+
+CLI::Option* share_or_size_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help) {
+  return app.add_option(flag, target, help)->transform(checked([](const std::string& s) {
+    if (!s.empty() && s.back() == '%') parse_real(s.substr(0, s.size() - 1), 0.0, 100.0, false);
+    else parse_size(s, "the value");
     return s;
   }));
 }

@@ -50,6 +50,10 @@ CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t&
 /// A finite real number in [lo, hi) (or [lo, hi] when hi_inclusive).
 CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target, const std::string& help, double lo, double hi,
                          bool hi_inclusive);
+/// The finite real number `s` in [lo, hi) (or [lo, hi]); throws "the value must be a number in ..." otherwise.
+double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive);
+/// A share of something in percent ("5%", [0, 100)) or a size ("4GiB"), kept as text for the command to read.
+CLI::Option* share_or_size_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help);
 /// A non-empty string.
 CLI::Option* text_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help);
 

@@ -30,9 +30,9 @@ struct estimate_args {
   std::int64_t tp = 1, cp = 1, pp = 1, virtual_stages = 1, microbatches = 0;
   bool sp = false;
   std::string recompute_name = "none";
-  std::string attention_name = "eager";
+  std::string attention_name{name(activation_config{}.attention)};  // the library's default
   double dropout = 0.0;
-  std::string implementation_name = "eager";
+  std::string implementation_name{name(activation_config{}.impl)};
   std::string device_name = "cuda";
   std::string activation_dtype;  // default: the precision's compute dtype
   std::int64_t torch_major = 2;

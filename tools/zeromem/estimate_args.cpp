@@ -37,7 +37,7 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--recompute", a.recompute_name, "none | selective | full")->capture_default_str();
   text_option(app, "--attention", a.attention_name, "eager | flash")->capture_default_str();
   real_option(app, "--dropout", a.dropout, "dropout probability (0: none)", 0.0, 1.0, false)->capture_default_str();
-  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf-eager (see docs/activations.md)")
+  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf (see docs/activations.md)")
       ->capture_default_str();
   text_option(app, "--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
   text_option(app, "--activation-dtype", a.activation_dtype, "dtype of activations (default: the precision's compute dtype)");
@@ -151,8 +151,10 @@ estimate_inputs to_inputs(const estimate_args& a) {
   if (in.has_model) in.model = model_of(a.model);
   set_model_states(a, in);
 
+  constexpr activation_config defaults{};
   const bool activation_flags = a.seq_len != 0 || a.sp || a.cp != 1 || a.recompute_name != "none" || a.dropout != 0.0 ||
-                                a.attention_name != "eager" || a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0;
+                                a.attention_name != name(defaults.attention) || a.implementation_name != name(defaults.impl) ||
+                                a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0;
   if (activation_flags && !in.has_model)
     detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");

@@ -105,7 +105,9 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
   if (act != nullptr) {
     json terms = json::object();
     act->per_layer.for_each([&](const char* term, bytes b) { terms[term] = b.count(); });
-    j["activations"] = {{"per_layer_bytes", act->per_layer.total().count()}, {"per_layer_terms", terms},
+    j["activations"] = {{"attention", std::string(name(in.act.attention))}, {"implementation", std::string(name(in.act.impl))},
+                        {"recompute", std::string(name(in.act.recomputation))},
+                        {"per_layer_bytes", act->per_layer.total().count()}, {"per_layer_terms", terms},
                         {"layers_on_stage", act->layers_on_stage}, {"microbatches_in_flight", act->microbatches_in_flight},
                         {"layers_bytes", act->layers.count()}, {"input_ids_bytes", act->input_ids.count()},
                         {"embedding_dropout_bytes", act->embedding_dropout.count()}, {"output_layer_bytes", act->output_layer.count()},

@@ -20,9 +20,9 @@ struct plan_args {
   std::int64_t global_batch = 0;
   std::string precision_name = "mixed-bf16";
   std::string optimizer_name = "adamw";
-  std::string implementation_name = "fused";
-  std::string attention_name = "flash";
-  std::string min_headroom = "0GiB";
+  std::string implementation_name{name(activation_config{}.impl)};
+  std::string attention_name{name(activation_config{}.attention)};  // the library's default
+  std::string min_headroom = "5%";
   std::int64_t max_micro_batch = 16;
   std::int64_t top = 10;
   std::string svg;
@@ -39,9 +39,11 @@ void add_plan_flags(CLI::App& app, plan_args& a) {
   integer_option(app, "--global-batch", a.global_batch, "sequences per step (dp x micro-batch must divide it)");
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
   text_option(app, "--optimizer", a.optimizer_name, "adamw, adam, sgd, ...")->capture_default_str();
-  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf-eager")->capture_default_str();
+  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf")->capture_default_str();
   text_option(app, "--attention", a.attention_name, "eager | flash")->capture_default_str();
-  text_option(app, "--min-headroom", a.min_headroom, "keep at least this much free per GPU, e.g. 4GiB")->capture_default_str();
+  share_or_size_option(app, "--min-headroom", a.min_headroom,
+              "keep at least this much free per GPU: a share of its capacity (5%, the step model's stated accuracy) or a size (4GiB, 0B)")
+      ->capture_default_str();
   integer_option(app, "--max-micro-batch", a.max_micro_batch, "largest micro-batch tried (powers of 2)")->capture_default_str();
   integer_option(app, "--top", a.top, "configurations to print")->capture_default_str();
   text_option(app, "--svg", a.svg, "write memory against micro-batch for the best configuration to this file");
@@ -74,7 +76,12 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   r.optimizer.kind = parse_optimizer(a.optimizer_name);
   r.impl = parse_implementation(a.implementation_name);
   r.attention = parse_attention(a.attention_name);
-  r.min_headroom = bytes_of(parse_size(a.min_headroom, "the minimum headroom (--min-headroom)"));
+  if (a.min_headroom.back() == '%') {  // checked when parsed: a share in [0, 100) or a size
+    r.min_headroom_fraction = parse_real(a.min_headroom.substr(0, a.min_headroom.size() - 1), 0.0, 100.0, false) / 100.0;
+  } else {
+    r.min_headroom = bytes_of(parse_size(a.min_headroom, "the minimum headroom (--min-headroom)"));
+    r.min_headroom_fraction = 0.0;
+  }
   r.max_micro_batch = a.max_micro_batch;
   r.max_results = static_cast<std::size_t>(a.top);
   return r;
@@ -108,7 +115,8 @@ int run_plan(const plan_args& a, std::ostream& out) {
   if (!a.svg.empty()) write_svg(a, r, p);
   if (a.json) {
     json j{{"gpu", g.name}, {"capacity_bytes", g.capacity.count()}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
-           {"objective", p.objective}, {"evaluated", p.evaluated}, {"fitting", p.fitting}};
+           {"min_headroom_bytes", required_headroom_of(r).count()}, {"objective", p.objective}, {"evaluated", p.evaluated},
+           {"fitting", p.fitting}};
     j["configs"] = json::array();
     for (const plan_config& c : p.configs) j["configs"].push_back(plan_config_json(c));
     out << j.dump(2) << "\n";
@@ -117,6 +125,8 @@ int run_plan(const plan_args& a, std::ostream& out) {
   out << "zeromem plan: " << format_count(count_parameters(r.model).total.count()) << " parameters on " << r.nodes << " x " << r.gpus_per_node
       << " GPUs (" << g.name << ", " << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len << " tokens per sequence\n";
   out << "  evaluated " << p.evaluated << " configurations; " << p.fitting << " fit" << (p.fitting > static_cast<std::int64_t>(p.configs.size()) ? "; the best " + std::to_string(p.configs.size()) + " shown" : "") << "\n";
+  out << "  fits: at least " << format_auto(required_headroom_of(r)) << " left per GPU (--min-headroom " << a.min_headroom
+      << ")\n";
   out << "  ranked by: " << p.objective << "\n";
   out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
       << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context\n\n";

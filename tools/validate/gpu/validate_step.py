@@ -36,7 +36,7 @@ def zeromem_prediction(binary, case):
         args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(s),
                  "--implementation", "eager"]
     else:
-        args += ["--kv-heads", str(kv), "--implementation", "hf-eager"]
+        args += ["--kv-heads", str(kv), "--implementation", "hf"]
     return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
 
 
