@@ -4,7 +4,7 @@
 # Warnings are errors in all three. Ends with one line: "zeromem: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh || exit 1
+./scripts/install-deps.sh test || exit 1
 
 jobs=$(nproc)
 passed=0
@@ -14,7 +14,7 @@ run_config() {
   local name=$1; shift
   local dir="build/test-$name"
   echo "== $name: configure and build ($dir) =="
-  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DZEROMEM_REQUIRE_ORACLE=ON "$@" > "$dir.configure.log" 2>&1; then
+  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DZEROMEM_REQUIRE_ORACLE=ON -DZEROMEM_REQUIRE_RENDERER=ON "$@" > "$dir.configure.log" 2>&1; then
     cat "$dir.configure.log"; status=1; failed=$((failed + 1)); return
   fi
   if ! cmake --build "$dir" -j "$jobs" > "$dir.build.log" 2>&1; then

@@ -124,14 +124,17 @@ inline std::string svg_stacked_bars(const std::string& title, const std::vector<
     for (const svg_segment& s : b.segments) {
       if (s.value.count() < 0) detail::fail("a chart segment cannot be negative");
       total += s.value;
-      if (std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
+      if (s.value.count() > 0 && std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
     }
     top = std::max(top, to_gib(total));
   }
   top = top <= 0 ? 1 : top * 1.1;
   const double bar_w = 80, gap = 70, x0 = 70, y0 = 440, height = 360;
   const double legend_x = x0 + static_cast<double>(bars.size()) * (bar_w + gap) + 20;
-  const double width = std::max(640.0, legend_x + 330);
+  std::size_t longest = 0;
+  for (const std::string& n : names) longest = std::max(longest, n.size());
+  // 7 px per character bounds 12 px sans-serif text (rendered by librsvg: tests/cli/check_svg.py), so no label is cut.
+  const double width = std::max(640.0, legend_x + 18 + 7 * static_cast<double>(longest) + 10);
   const double total_height = std::max(520.0, 70 + 18 * static_cast<double>(names.size()));
   std::string out = detail::svg_header(width, total_height, title) + detail::y_axis(x0, y0, height, top);
   for (std::size_t i = 0; i < bars.size(); ++i) {

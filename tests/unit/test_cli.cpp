@@ -1,6 +1,7 @@
 // The zeromem program, run in-process: published values through the CLI, JSON shape, and bad input.
 #include <nlohmann/json.hpp>
 
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -342,4 +343,31 @@ TEST_CASE("one default for attention and kernels: estimate, plan and the library
   const auto text = run_cli({"plan", "--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--seq-len", "4096"});
   CHECK(text.out.find("activations hf, flash attention") != std::string::npos);
   CHECK(text.out.find("fits: at least 3.97 GiB left per GPU (--min-headroom 5%)") != std::string::npos);
+}
+
+TEST_CASE("zeromem --help lists every command with one example, and every example runs", "[cli][first-contact]") {
+  const result help = run_cli({"--help"});
+  REQUIRE(help.code == 0);
+  std::istringstream lines(help.out);
+  std::vector<std::vector<std::string>> examples;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("  zeromem ", 0) == 0) {
+      std::istringstream words(line.substr(10));
+      examples.push_back({std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()});
+    }
+  REQUIRE(examples.size() == 5);
+  for (const char* command : {"estimate", "kv", "scenario", "plan", "deepspeed"}) {
+    INFO(command);
+    int shown = 0;
+    for (const auto& e : examples) shown += e.front() == command;
+    CHECK(shown == 1);
+    const result own = run_cli({command, "--help"});
+    CHECK(own.out.find("Example:\n  zeromem " + std::string(command)) != std::string::npos);
+  }
+  for (const auto& e : examples) {
+    const result r = run_cli(e);
+    INFO(e.front() << ": " << r.err);
+    CHECK(r.code == 0);
+    CHECK(!r.out.empty());
+  }
 }

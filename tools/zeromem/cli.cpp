@@ -17,6 +17,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.set_version_flag("--version", std::string(version_string));
   const std::vector<command> commands{add_estimate_command(app), add_kv_command(app), add_scenario_command(app), add_plan_command(app),
                                       add_deepspeed_command(app)};
+  std::string examples = "Examples (one per command):";
+  for (const command& c : commands) examples += "\n  " + c.example;
+  app.footer(examples + "\n\nUnits: GB = 10^9 B, GiB = 2^30 B. Sources: docs/references.md. Bad input exits 2 with one line on stderr.");
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes arguments in reverse order
     app.parse(reversed);

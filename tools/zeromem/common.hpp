@@ -18,20 +18,23 @@ namespace zeromem::cli {
 
 using json = nlohmann::ordered_json;
 
-/// A subcommand: its CLI11 app and what runs when it was chosen.
+/// A subcommand: its CLI11 app, one example invocation (shown by `zeromem --help` and its own --help), and what
+/// runs when it was chosen.
 struct command {
   CLI::App* app = nullptr;
+  std::string example;
   std::function<int(std::ostream&)> run;
 };
 
 /// A subcommand whose flags fill an Args (owned by the command) and whose run function reads them.
 template <class Args>
-command make_command(CLI::App& parent, const std::string& name, const std::string& help, void (*add_flags)(CLI::App&, Args&),
-                     int (*run)(const Args&, std::ostream&)) {
+command make_command(CLI::App& parent, const std::string& name, const std::string& help, const std::string& example,
+                     void (*add_flags)(CLI::App&, Args&), int (*run)(const Args&, std::ostream&)) {
   auto args = std::make_shared<Args>();
   CLI::App* app = parent.add_subcommand(name, help);
+  app->footer("Example:\n  " + example);
   add_flags(*app, *args);
-  return {app, [args, run](std::ostream& out) { return run(*args, out); }};
+  return {app, example, [args, run](std::ostream& out) { return run(*args, out); }};
 }
 
 command add_estimate_command(CLI::App& parent);

@@ -150,6 +150,24 @@ step_verdict states_verdict(const model_state_estimate& e, bytes capacity) {
   return v;
 }
 
+// One bar per phase of the step, stacked by what is alive at its high-water mark, plus the CUDA context (and the
+// allocator's reserve at the peak): the tallest bar is what the verdict compares with the capacity.
+std::string step_svg(const step_estimate& step, bytes capacity) {
+  std::vector<svg_bar> bars;
+  for (const step_phase p : {step_phase::forward, step_phase::backward, step_phase::optimizer_step}) {
+    svg_bar bar{std::string(name(p)) + (p == step.peak_phase ? " (the peak)" : ""), {}};
+    step.phase(p).for_each([&](const char* term, bytes b) { bar.segments.push_back({term, b}); });
+    if (p == step.peak_phase) bar.segments.push_back({"reserved above allocated (--reserve-fraction)", step.reserved - step.peak});
+    bar.segments.push_back({"CUDA context", step.cuda_context});
+    bars.push_back(std::move(bar));
+  }
+  return svg_stacked_bars("zeromem estimate: per-GPU memory at each phase of the step", bars, capacity);
+}
+
+std::string states_svg(const model_state_estimate& e, bytes capacity) {
+  return svg_stacked_bars("zeromem estimate: per-GPU model states", {bar_of("most loaded GPU", states_job(e))}, capacity);
+}
+
 }  // namespace
 
 void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
@@ -180,15 +198,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   const step_estimate* step_ptr = in.has_activations ? &step : nullptr;
   const device_choice device = device_of(a.gpu, a.gpu_memory);
   const bytes capacity = device.capacity;
-  if (!a.svg.empty()) {
-    job_breakdown job = states_job(e);
-    job.gpu_capacity = capacity;
-    if (act_ptr != nullptr) {
-      job.add("model", "activations", act.layers + act.input_ids + act.embedding_dropout + act.output_layer);
-      if (act.logits.count() != 0) job.add("model", "fp32 logits", act.logits);
-    }
-    write_file(a.svg, svg_stacked_bars("zeromem estimate: per-GPU memory", {bar_of("most loaded GPU", job)}, capacity));
-  }
+  if (!a.svg.empty()) write_file(a.svg, step_ptr != nullptr ? step_svg(step, capacity) : states_svg(e, capacity));
   if (!a.json) {
     print_estimate(out, a, in, e, act_ptr, step_ptr, device);
     if (a.explain) explain_estimate(out, in, e, step_ptr, device);
@@ -211,7 +221,8 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
 }
 
 command add_estimate_command(CLI::App& parent) {
-  return make_command<estimate_args>(parent, "estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job", add_estimate_flags, run_estimate);
+  return make_command<estimate_args>(parent, "estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job", 
+                                     "zeromem estimate --model qwen2.5-7b --zero-stage 2 --dp 8 --seq-len 4096 --gpu a100-80gb", add_estimate_flags, run_estimate);
 }
 
 }  // namespace zeromem::cli

@@ -65,16 +65,19 @@ int run_scenario(const scenario_args& a, std::ostream& out) {
   return 0;
 }
 
+
+void add_scenario_flags(CLI::App& app, scenario_args& a) {
+  app.add_option("name", a.name, detail::join_names(scenario_names(), " | ", [](const std::string& n) { return n; }))->required();
+  app.add_flag("--json", a.json, "print JSON: a cases array with label, fits, per_gpu and per_node_host");
+  app.add_flag("--explain", a.explain, "the dominant terms of each failing case and what the fix changes");
+  text_option(app, "--svg", a.svg, "write a stacked bar per case to this file");
+}
+
 }  // namespace
 
 command add_scenario_command(CLI::App& parent) {
-  auto a = std::make_shared<scenario_args>();
-  CLI::App* app = parent.add_subcommand("scenario", "a reported out-of-memory case, rebuilt and explained");
-  app->add_option("name", a->name, detail::join_names(scenario_names(), " | ", [](const std::string& n) { return n; }))->required();
-  app->add_flag("--json", a->json, "print JSON: a cases array with label, fits, per_gpu and per_node_host");
-  app->add_flag("--explain", a->explain, "the dominant terms of each failing case and what the fix changes");
-  text_option(*app, "--svg", a->svg, "write a stacked bar per case to this file");
-  return {app, [a](std::ostream& out) { return run_scenario(*a, out); }};
+  return make_command<scenario_args>(parent, "scenario", "a reported out-of-memory case, rebuilt and explained",
+                                     "zeromem scenario openrlhf-70b-ppo --explain", add_scenario_flags, run_scenario);
 }
 
 }  // namespace zeromem::cli
