@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "zeromem/error.hpp"
+#include "zeromem/parse.hpp"
 
 namespace zeromem {
 
@@ -97,8 +98,13 @@ constexpr elements elements_of(I n) {
 template <class F, std::enable_if_t<std::is_floating_point_v<F>, int> = 0>
 elements elements_of(F) {
   static_assert(detail::always_false<F>,
-                "zeromem: element counts are whole numbers; pass an integer, or use 7.5_Gparams / parse_count(\"7.5B\")");
+                "zeromem: element counts are whole numbers; pass an integer, or use 7.5_Gparams / parse_elements(\"7.5B\")");
   return {};
+}
+
+/// An element count written as people write it ("7.5B", "350M", "7,615,616,512"; parse_count's rules), typed.
+inline elements parse_elements(std::string_view text, const char* what = "an element count") {
+  return elements_of_checked(parse_count(text, what));
 }
 
 /// A number of bytes. Signed, so that differences such as headroom can go below zero.
@@ -154,9 +160,12 @@ constexpr bytes bytes_of(I n) {
 template <class F, std::enable_if_t<std::is_floating_point_v<F>, int> = 0>
 bytes bytes_of(F) {
   static_assert(detail::always_false<F>,
-                "zeromem: byte counts are whole numbers; pass an integer, or a literal such as 79.35_GiB");
+                "zeromem: byte counts are whole numbers; pass an integer, or a literal such as 79.35_GiB / parse_bytes(\"79.35GiB\")");
   return {};
 }
+
+/// A size written as people write it ("80GB", "79.35 GiB"; parse_size's rules), typed.
+inline bytes parse_bytes(std::string_view text, const char* what = "a size") { return bytes_of_checked(parse_size(text, what)); }
 
 /// Bytes per element: a non-negative whole number of bits per element (int4 is 0.5 B, Adam states 12 B).
 class bytes_per_element {

@@ -7,6 +7,10 @@ int main() {
   using namespace zeromem::literals;
 #ifdef ZEROMEM_COMPILE_FAIL
   bytes b = 3.0; (void)b;
+#else
+  const bytes a = 79.35_GiB;
+  const bytes b = parse_bytes("79.35GiB");
+  if (a != b) return 1;
 #endif
   return 0;
 }

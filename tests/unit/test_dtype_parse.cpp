@@ -64,3 +64,14 @@ TEST_CASE("sizes need a unit and parse exactly", "[parse]") {
   CHECK_THROWS_WITH(parse_size("80"), Catch::Matchers::Contains("give a unit"));
   CHECK_THROWS_WITH(parse_size("80 gigs"), Catch::Matchers::Contains("give a unit"));
 }
+
+TEST_CASE("parse_elements and parse_bytes give typed quantities, as the compiler's messages suggest", "[parse][first-contact]") {
+  using namespace zeromem::literals;
+  const zeromem::elements p = zeromem::parse_elements("7.5B");
+  CHECK(p.count() == 7'500'000'000);
+  CHECK(zeromem::parse_elements("7,615,616,512") == 7'615'616'512_params);
+  const zeromem::bytes b = zeromem::parse_bytes("79.35 GiB");
+  CHECK(b.count() == 85'201'413'734);  // 79.35 x 2^30 = 85,201,413,734.4, to the nearest byte
+  CHECK_THROWS_WITH(zeromem::parse_elements("-1"), Catch::Matchers::Contains("cannot be negative"));
+  CHECK_THROWS_WITH(zeromem::parse_bytes("80"), Catch::Matchers::Contains("unit"));
+}
