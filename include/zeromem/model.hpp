@@ -295,6 +295,12 @@ constexpr transformer_config llama(std::int64_t h, std::int64_t layers, std::int
   m.hidden = h; m.layers = layers; m.heads = heads; m.kv_heads = kv; m.ffn = ffn; m.vocab = vocab;
   return m;
 }
+constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
+                                     std::int64_t experts, std::int64_t top_k, std::int64_t vocab) {
+  transformer_config m = llama(h, layers, heads, kv, expert_ffn, vocab);
+  m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn;  // MixtralSparseMoeBlock: gate h -> E, no bias
+  return m;
+}
 constexpr transformer_config qwen25_vl_7b() {
   transformer_config m = qwen2_text(3584, 28, 28, 4, 18944, 152064, false);
   m.vision.blocks = 32; m.vision.hidden = 1280; m.vision.mlp_hidden = 3420; m.vision.heads = 16; m.vision.out_hidden = 3584;
@@ -310,13 +316,24 @@ constexpr transformer_config gpt3_175b() {
 }  // namespace detail
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
-inline constexpr std::array<model_preset, 6> model_presets{{
+// Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
+inline constexpr std::array<model_preset, 11> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
      "Qwen/Qwen2.5-7B(-Instruct-1M) config.json; Qwen2.5 model card (7.61B)"},
+    {"llama-3-8b", detail::llama(4096, 32, 32, 8, 14336, 128256), 8'030'261'248, 1,
+     "meta-llama/Meta-Llama-3-8B config.json; total_size 16,060,522,496 B"},
+    {"llama-3.1-8b", detail::llama(4096, 32, 32, 8, 14336, 128256), 8'030'261'248, 1,
+     "meta-llama/Llama-3.1-8B config.json (Llama 3 shapes, longer RoPE); total_size 16,060,522,496 B"},
     {"llama-3-70b", detail::llama(8192, 80, 64, 8, 28672, 128256), 70'553'706'496, 1,
      "meta-llama/Meta-Llama-3-70B config.json; 70.55B on its model page"},
+    {"llama-3.1-70b", detail::llama(8192, 80, 64, 8, 28672, 128256), 70'553'706'496, 1,
+     "meta-llama/Llama-3.1-70B config.json (Llama 3 shapes, longer RoPE); 70.55B on its model page"},
+    {"mistral-7b", detail::llama(4096, 32, 32, 8, 14336, 32000), 7'241'732'096, 1,
+     "mistralai/Mistral-7B-v0.1 config.json; total_size 14,483,464,192 B"},
+    {"mixtral-8x7b", detail::mixtral(4096, 32, 32, 8, 14336, 8, 2, 32000), 46'702'792'704, 1,
+     "mistralai/Mixtral-8x7B-v0.1 config.json; total_size 93,405,585,408 B (46.7B)"},
     {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
     {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
      "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},

@@ -371,3 +371,26 @@ TEST_CASE("zeromem --help lists every command with one example, and every exampl
     CHECK(!r.out.empty());
   }
 }
+
+TEST_CASE("Llama 3, Mistral and Mixtral presets, and a mixture of experts from flags", "[cli][model][first-contact]") {
+  // The checkpoints' total_size / 2 B (bf16): Llama-3(.1)-8B 16,060,522,496 B, Llama-3.1-70B as Llama-3-70B,
+  // Mistral-7B-v0.1 14,483,464,192 B, Mixtral-8x7B-v0.1 93,405,585,408 B.
+  const std::pair<const char*, long long> published[] = {{"llama-3-8b", 8'030'261'248LL},    {"llama-3.1-8b", 8'030'261'248LL},
+                                                         {"llama-3.1-70b", 70'553'706'496LL}, {"mistral-7b", 7'241'732'096LL},
+                                                         {"mixtral-8x7b", 46'702'792'704LL}};
+  for (const auto& [name, params] : published) {
+    INFO(name);
+    const auto j = run_json({"estimate", "--model", name, "--zero-stage", "3", "--dp", "8", "--seq-len", "4096", "--gpu", "h100-80gb"});
+    CHECK(j["model"]["params"] == params);
+    CHECK(j["per_gpu"]["peak_bytes"].get<long long>() > 0);
+  }
+  const auto flags = run_json({"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--kv-heads", "8", "--ffn", "14336",
+                               "--vocab", "32000", "--experts", "8", "--experts-per-token", "2"});
+  CHECK(flags["model"]["params"] == 46'702'792'704LL);
+  const result half = run_cli({"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "14336", "--vocab", "32000",
+                               "--experts", "8"});
+  CHECK(half.code == 2);
+  CHECK(half.err.find("--experts-per-token") != std::string::npos);
+  const result both = run_cli({"estimate", "--model", "mixtral-8x7b", "--experts", "4"});
+  CHECK(both.code == 2);
+}

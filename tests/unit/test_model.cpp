@@ -90,6 +90,22 @@ TEST_CASE("Hugging Face config.json fixtures", "[model][hf]") {
   CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-vl-7b.json")).total.count() == 8'292'166'656);
   CHECK(count_parameters(cli::read_hf_config(dir + "mistral-7b.json")).total.count() == 7'241'732'096);  // Mistral-7B-v0.1
   CHECK(count_parameters(cli::read_hf_config(dir + "gpt2.json")).total.count() == 124'439'808);         // GPT-2 small
+  // Mixtral-8x7B-v0.1: model.safetensors.index.json total_size 93,405,585,408 B of bf16 = 46,702,792,704 parameters.
+  const transformer_config mixtral = cli::read_hf_config(dir + "mixtral-8x7b.json");
+  CHECK(count_parameters(mixtral).total.count() == 46'702'792'704);
+  CHECK(mixtral.moe.experts == 8);
+  CHECK(mixtral.moe.top_k == 2);
+}
+
+TEST_CASE("Mixtral's parameters, written out", "[model][published]") {
+  // Per layer: attention q, o 4096^2 each + k, v 4096 x 1024 each = 41,943,040; 8 experts x 3 x 4096 x 14336
+  // = 1,409,286,144; router 4096 x 8 = 32,768; two RMSNorms 8,192 -> 1,451,270,144. x 32 layers
+  // = 46,440,644,608; + embedding and lm_head 2 x 32000 x 4096 = 262,144,000; + final norm 4,096.
+  const parameter_counts c = count_parameters(preset_config("mixtral-8x7b"));
+  CHECK(c.layer.count() == 1'451'270'144);
+  CHECK(c.total.count() == 46'440'644'608 + 262'144'000 + 4'096);
+  // Active per token (2 of 8 experts): 46,702,792,704 - 32 x 6 x 176,160,768 = 12,879,925,248, Mistral AI's "12.9B".
+  CHECK(c.total.count() - 32LL * 6 * 3 * 4096 * 14336 == 12'879'925'248);
 }
 
 TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][errors]") {

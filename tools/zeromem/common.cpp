@@ -107,6 +107,10 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(integer_option(app, "--max-positions", f.max_positions, "learned position embeddings of this many positions"));
     shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
     shape.push_back(app.add_flag("--qkv-bias", f.qkv_bias, "q, k, v projections with bias"));
+    shape.push_back(integer_option(app, "--experts", f.experts, "mixture of experts: routed experts per layer (Mixtral: 8)"));
+    shape.push_back(integer_option(app, "--experts-per-token", f.experts_per_token, "experts each token is routed to (Mixtral: 2)"));
+    shape.push_back(integer_option(app, "--expert-ffn", f.expert_ffn, "each expert's MLP intermediate size (default: --ffn)"));
+    shape.push_back(integer_option(app, "--shared-experts", f.shared_experts, "always-active experts next to the routed ones"));
   }
   for (CLI::Option* s : shape) {
     preset->excludes(s);
@@ -141,6 +145,14 @@ transformer_config model_of(const model_flags& f) {
   // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).
   m.qkv_bias = f.qkv_bias || m.mlp == mlp_kind::gelu;
   m.attention_out_bias = m.mlp_bias = m.mlp == mlp_kind::gelu;
+  if (f.moe_given()) {
+    if (f.experts == 0 || f.experts_per_token == 0)
+      detail::fail("a mixture of experts needs --experts and --experts-per-token (Mixtral: --experts 8 --experts-per-token 2)");
+    m.moe.experts = f.experts;
+    m.moe.top_k = f.experts_per_token;
+    m.moe.expert_ffn = f.expert_ffn != 0 ? f.expert_ffn : f.ffn;
+    m.moe.shared_experts = f.shared_experts;
+  }
   validate(m);
   return m;
 }

@@ -1,5 +1,5 @@
-// Field names and defaults follow transformers' configuration classes: LlamaConfig, MistralConfig, Qwen2Config,
-// Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), GPT2Config.
+// Field names and defaults follow transformers' configuration classes: LlamaConfig, MistralConfig, MixtralConfig,
+// Qwen2Config, Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), GPT2Config.
 #include "hf_config.hpp"
 
 #include <nlohmann/json.hpp>
@@ -98,6 +98,13 @@ transformer_config parse_hf_config(const std::string& text) {
   transformer_config m{};
   if (type == "llama" || type == "mistral") {
     m = llama_like(j, type, false);
+  } else if (type == "mixtral") {
+    // MixtralConfig: num_local_experts (default 8) experts of intermediate_size, num_experts_per_tok (default 2) of
+    // them per token; MixtralSparseMoeBlock's router (gate) is a Linear(hidden, experts) without bias.
+    m = llama_like(j, type, false);
+    m.moe.experts = integer_or(j, "num_local_experts", 8, type);
+    m.moe.top_k = integer_or(j, "num_experts_per_tok", 2, type);
+    m.moe.expert_ffn = m.ffn;
   } else if (type == "qwen2") {
     m = llama_like(j, type, true);
   } else if (type == "qwen2_5_vl" || type == "qwen2_vl") {
@@ -144,7 +151,7 @@ transformer_config parse_hf_config(const std::string& text) {
     m.gelu_tensor_ops = act == nullptr || (act->is_string() && act->get<std::string>() == "gelu_new");
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");
   }
   validate(m);
   return m;
