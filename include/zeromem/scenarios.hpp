@@ -88,11 +88,11 @@ inline scenario openrlhf_70b_ppo() {
   s.cases.push_back({"DeepSpeed 0.16.x, 8 nodes (more nodes: reported not to help)", false, openrlhf_70b_actor(8, true)});
   s.cases.push_back({"DeepSpeed 0.15.0, 4 nodes (reported fix)", true, openrlhf_70b_actor(4, false)});
   const bytes leak = count_parameters(find_preset("llama-3-70b").config).total * size_of(dtype::bf16);
-  s.findings = {"the defect keeps the whole 16-bit model, " + detail::gb(leak) + ", on every GPU during backward: more than an 80 GB "
-                "GPU holds, and a number that does not shrink with more nodes",
+  s.findings = {"the defect keeps the whole 16-bit model, " + detail::gib(leak) + ", on every GPU during backward: more than the " +
+                    detail::gib(s.cases[0].job.gpu_capacity) + " an A800 80GB holds, and a number that does not shrink with more nodes",
                 "healthy ZeRO-3 releases gathered parameters to stay under stage3_max_live_parameters: at most " +
-                    detail::gb(zero3_live_parameter_bound(runtime_overheads{}, count_parameters(find_preset("llama-3-70b").config).total)) +
-                    " at once; it needs " + detail::gb(s.cases[2].job.gpu_total()) + " per GPU on 4 nodes"};
+                    detail::gib(zero3_live_parameter_bound(runtime_overheads{}, count_parameters(find_preset("llama-3-70b").config).total)) +
+                    " at once; it needs " + detail::gib(s.cases[2].job.gpu_total()) + " per GPU on 4 nodes"};
   return s;
 }
 
@@ -126,7 +126,7 @@ inline scenario openrlhf_zero2_vs_zero3() {
     }
   }
   const bytes floor2 = count_parameters(find_preset("llama-2-7b").config).total * size_of(dtype::bf16) * 3;
-  s.findings = {"ZeRO-2 falls towards a floor of three replicated 16-bit models (actor, reference, reward): " + detail::gb(floor2) +
+  s.findings = {"ZeRO-2 falls towards a floor of three replicated 16-bit models (actor, reference, reward): " + detail::gib(floor2) +
                 " per GPU however many GPUs; ZeRO-3 keeps falling as 1/N",
                 "this scenario has no failure report of its own: the verdicts are zeromem's, shown for the trend"};
   return s;

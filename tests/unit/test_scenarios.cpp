@@ -1,5 +1,7 @@
 // The five reported scenarios: verdicts agree with the reports, and the numbers behind them are checked
 // against derivations written out here.
+#include <sstream>
+
 #include "catch.hpp"
 #include "zeromem/report.hpp"
 #include "zeromem/scenarios.hpp"
@@ -141,4 +143,32 @@ TEST_CASE("runtime overheads are explicit terms", "[job]") {
   // ZeRO-3's healthy gathered bound: 2 B x min(1e9, P): 2 GB for a 70B model, 2 B x P for a 300M one.
   CHECK(zero3_live_parameter_bound(runtime_overheads{}, 70_Gparams) == 2_GB);
   CHECK(zero3_live_parameter_bound(runtime_overheads{}, 300_Mparams) == 600_MB);
+}
+
+TEST_CASE("a scenario's report keeps one unit per table: GiB per GPU, GB per node's host RAM", "[scenario][first-contact]") {
+  for (const std::string& name : scenario_names()) {
+    INFO(name);
+    const std::string text = render_scenario(find_scenario(name));
+    std::istringstream lines(text);
+    enum { none, gpu, host } table = none;
+    int gpu_rows = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("  per GPU (GiB = 2^30 B)", 0) == 0) { table = gpu; continue; }
+      if (line.rfind("  per node host RAM (GB = 10^9 B)", 0) == 0) { table = host; continue; }
+      if (line.rfind("    ", 0) != 0) { table = none; continue; }
+      if (line.find("(source: ") != std::string::npos) continue;
+      INFO(line);
+      if (table == gpu) {
+        ++gpu_rows;
+        CHECK(line.find(" GiB") != std::string::npos);
+        CHECK(line.find(" GB") == std::string::npos);
+      }
+      if (table == host && line.find(" GB") != std::string::npos) CHECK(line.find("GiB") == std::string::npos);
+    }
+    CHECK(gpu_rows > 0);
+  }
+  // Findings about a GPU speak its table's unit: the 70B defect's 141,107,412,992 B is 131.42 GiB, as in the table.
+  const scenario s = openrlhf_70b_ppo();
+  CHECK(s.findings.front().find("131.42 GiB") != std::string::npos);
+  CHECK(render_scenario(s).find("131.42 GiB") != std::string::npos);
 }
