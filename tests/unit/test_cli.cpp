@@ -394,3 +394,17 @@ TEST_CASE("Llama 3, Mistral and Mixtral presets, and a mixture of experts from f
   const result both = run_cli({"estimate", "--model", "mixtral-8x7b", "--experts", "4"});
   CHECK(both.code == 2);
 }
+
+TEST_CASE("estimate leads with the verdict when a GPU is named: needed, capacity, margin and what decides", "[cli][first-contact]") {
+  const auto second_line = [](const std::string& text) {
+    const std::size_t a = text.find('\n') + 1;
+    return text.substr(a, text.find('\n', a) - a);
+  };
+  const result step = run_cli({"estimate", "--model", "llama-3-8b", "--seq-len", "8192", "--micro-batch", "2", "--gpu", "h100-80gb"});
+  REQUIRE(step.code == 0);
+  CHECK(second_line(step.out).rfind("  verdict      DOES NOT FIT h100-80gb: ", 0) == 0);
+  CHECK(second_line(step.out).find("; the peak is in backward, set by activations") != std::string::npos);
+  const result states = run_cli({"estimate", "--params", "70B", "--zero-stage", "3", "--dp", "8", "--gpu", "a100-80gb"});
+  REQUIRE(states.code == 0);
+  CHECK(second_line(states.out).rfind("  verdict      model states DO NOT FIT a100-80gb: ", 0) == 0);
+}

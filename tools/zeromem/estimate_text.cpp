@@ -26,9 +26,17 @@ std::string states_of(const training_states& t) {
 
 std::string ranks(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
-// The step's peak first: what the GPU reaches, in which phase, set by which term, and the verdict.
+// The verdict first when a GPU is named (needed vs capacity, margin, the phase and term that decide), then the
+// step's peak: what the GPU reaches, in which phase, set by which term.
 void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
-  out << "  peak per GPU " << both_units(e.peak) << " in " << name(e.peak_phase) << ", set by " << e.phase(e.peak_phase).largest() << "\n";
+  const std::string decides = std::string(name(e.peak_phase)) + ", set by " + std::string(e.phase(e.peak_phase).largest());
+  if (device.given()) {
+    const step_verdict v = verdict_of(e, device.capacity);
+    out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << device.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
+        << format_bytes(v.capacity, size_unit::GiB) << ", margin " << format_bytes(v.margin(), size_unit::GiB) << "; the peak is in " << decides
+        << "\n";
+  }
+  out << "  peak per GPU " << both_units(e.peak) << " in " << decides << "\n";
   out << "  device used  " << both_units(e.device_used()) << " = reserved " << format_bytes(e.reserved, size_unit::GiB)
       << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
       << (in.step.reserve_fraction > 0.0 ? "" : " (fragmentation not included: --reserve-fraction)") << "\n";
@@ -36,11 +44,6 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
       << (in.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.step.fsdp_world) + (in.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())
       << "\n";
-  if (device.given()) {
-    const step_verdict v = verdict_of(e, device.capacity);
-    out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << device.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
-        << format_bytes(v.capacity, size_unit::GiB) << ", margin " << format_bytes(v.margin(), size_unit::GiB) << "\n";
-  }
 }
 
 void print_phases(std::ostream& out, const step_estimate& e) {
