@@ -18,11 +18,11 @@ struct gpu_model {
 
 // clang-format off
 inline constexpr std::array<gpu_model, 6> gpu_models{{
-    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB (docs/references.md §6; read total_memory on your device for more precision)"},
+    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB, not read to the byte (docs/references.md §6); pass --gpu-memory with your total_memory"},
     {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)"},
     {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)"},
-    {"h100-80gb", bytes_of_checked(85'017'493'504),     "cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)"},
-    {"h200",      bytes_from(139.0L, size_unit::GiB),  "about 139 GiB usable (an H200 as PyTorch reports it); 141 GB nominal"},
+    {"h100-80gb", bytes_of_checked(85'017'493'504),     "measured: cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)"},
+    {"h200",      bytes_from(139.0L, size_unit::GiB),  "approximate: about 139 GiB as PyTorch reports an H200 (141 GB nominal), not read to the byte (docs/references.md §6)"},
     {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (docs/references.md §4, §6)"},
 }};
 // clang-format on

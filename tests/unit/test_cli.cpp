@@ -408,3 +408,13 @@ TEST_CASE("estimate leads with the verdict when a GPU is named: needed, capacity
   REQUIRE(states.code == 0);
   CHECK(second_line(states.out).rfind("  verdict      model states DO NOT FIT a100-80gb: ", 0) == 0);
 }
+
+TEST_CASE("the verdict says how the GPU's capacity was obtained", "[cli][first-contact]") {
+  const auto h100 = run_json({"estimate", "--params", "7B", "--gpu", "H100-80GB"});
+  CHECK(h100["verdict"]["capacity_bytes"] == 85'017'493'504LL);
+  CHECK(h100["verdict"]["capacity_source"].get<std::string>().rfind("measured: cudaMemGetInfo total", 0) == 0);
+  const auto a100 = run_json({"estimate", "--params", "7B", "--gpu", "a100-40gb"});
+  CHECK(a100["verdict"]["capacity_source"].get<std::string>().rfind("nominal 40 GiB", 0) == 0);
+  const auto own = run_json({"plan", "--model", "qwen2.5-1.5b", "--gpu-memory", "23.55GiB", "--gpus", "1", "--seq-len", "1024"});
+  CHECK(own["capacity_source"] == "--gpu-memory 23.55GiB");
+}

@@ -167,12 +167,12 @@ void add_device_flags(CLI::App& app, std::string& gpu, std::string& gpu_memory, 
 device_choice device_of(const std::string& gpu, const std::string& gpu_memory) {
   if (!gpu.empty()) {
     const gpu_model& g = find_gpu(gpu);
-    return {std::string(g.name), g.capacity};
+    return {std::string(g.name), g.capacity, std::string(g.source)};
   }
   if (gpu_memory.empty()) return {};
   const bytes capacity = bytes_of(parse_size(gpu_memory, "the GPU memory (--gpu-memory)"));
   if (capacity.count() == 0) detail::fail("--gpu-memory must be more than 0 B");
-  return {"the GPU", capacity};
+  return {"the GPU", capacity, "--gpu-memory " + gpu_memory};
 }
 
 std::string one_line(std::string s) {

@@ -87,6 +87,7 @@ transformer_config model_of(const model_flags& f);
 struct device_choice {
   std::string name;
   bytes capacity{};
+  std::string source;  // how the capacity was obtained
   bool given() const { return capacity.count() > 0; }
 };
 /// Adds --gpu and --gpu-memory (one excludes the other).

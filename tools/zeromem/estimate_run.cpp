@@ -207,7 +207,8 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   json j = estimate_json(in, e, act_ptr, step_ptr);
   if (device.given()) {
     const step_verdict v = step_ptr != nullptr ? verdict_of(step, capacity) : states_verdict(e, capacity);
-    j["verdict"] = {{"gpu", device.name}, {"capacity_bytes", capacity.count()}, {"needed_bytes", v.needed.count()},
+    j["verdict"] = {{"gpu", device.name}, {"capacity_bytes", capacity.count()}, {"capacity_source", device.source},
+                    {"needed_bytes", v.needed.count()},
                     {"margin_bytes", v.margin().count()}, {"fits", v.fits()},
                     {"compares", step_ptr != nullptr ? "device_used_bytes" : "model_states_bytes"}};
   }

@@ -114,7 +114,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
                                     : "no configuration to evaluate: no tensor x pipeline split of the model fits the GPUs; check --gpus");
   if (!a.svg.empty()) write_svg(a, r, p);
   if (a.json) {
-    json j{{"gpu", g.name}, {"capacity_bytes", g.capacity.count()}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
+    json j{{"gpu", g.name}, {"capacity_bytes", g.capacity.count()}, {"capacity_source", g.source}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
            {"min_headroom_bytes", required_headroom_of(r).count()}, {"objective", p.objective}, {"evaluated", p.evaluated},
            {"fitting", p.fitting}};
     j["configs"] = json::array();
