@@ -35,9 +35,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   integer_option(app, "--virtual-stages", a.virtual_stages, "interleaved pipeline model chunks per rank")->capture_default_str();
   integer_option(app, "--microbatches", a.microbatches, "micro-batches per step (default: at least pp)");
   text_option(app, "--recompute", a.recompute_name, "none | selective | full")->capture_default_str();
-  text_option(app, "--attention", a.attention_name, "eager | flash")->capture_default_str();
+  text_option(app, "--attention", a.attention_name, "flash (SDPA/FlashAttention, transformers' default) | eager (s^2 scores kept)")->capture_default_str();
   real_option(app, "--dropout", a.dropout, "dropout probability (0: none)", 0.0, 1.0, false)->capture_default_str();
-  text_option(app, "--implementation", a.implementation_name, "paper | eager | fused | hf (see docs/activations.md)")
+  text_option(app, "--implementation", a.implementation_name, "hf (transformers' modeling code) | eager | fused | paper (docs/activations.md)")
       ->capture_default_str();
   text_option(app, "--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
   text_option(app, "--activation-dtype", a.activation_dtype, "dtype of activations (default: the precision's compute dtype)");
