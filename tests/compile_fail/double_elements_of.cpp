@@ -1,5 +1,6 @@
-// expect: zeromem: element counts are whole numbers; pass an integer, or use 7.5_Gparams / parse_elements("7.5B")
-// Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above. Without it, the
+// expect: zeromem: element counts are whole numbers; pass an integer, or use 7.5_Gparams / parse_elements(
+// Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above (cut before the
+// quoted "7.5B", which clang prints escaped). Without it, the
 // fixes the message names compile, typed as what they replace.
 #include "zeromem/zeromem.hpp"
 
