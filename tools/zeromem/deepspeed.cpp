@@ -97,7 +97,7 @@ int run_deepspeed(const deepspeed_args& a, std::ostream& out) {
 }  // namespace
 
 command add_deepspeed_command(CLI::App& parent) {
-  return make_command<deepspeed_args>(parent, "deepspeed", "DeepSpeed's own estimate_zero{2,3}_model_states_mem_needs table", 
+  return make_command<deepspeed_args>(parent, "deepspeed", "DeepSpeed's own estimate_zero{2,3}_model_states_mem_needs table",
                                      "zeromem deepspeed zero3 --params 2783959040 --largest-layer-params 65798144", add_deepspeed_flags, run_deepspeed);
 }
 

@@ -222,7 +222,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
 }
 
 command add_estimate_command(CLI::App& parent) {
-  return make_command<estimate_args>(parent, "estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job", 
+  return make_command<estimate_args>(parent, "estimate", "the step's peak per GPU, per node's host RAM and NVMe of one training job",
                                      "zeromem estimate --model qwen2.5-7b --zero-stage 2 --dp 8 --seq-len 4096 --gpu a100-80gb", add_estimate_flags, run_estimate);
 }
 

@@ -81,7 +81,7 @@ int run_kv(const kv_args& a, std::ostream& out) {
 }  // namespace
 
 command add_kv_command(CLI::App& parent) {
-  return make_command<kv_args>(parent, "kv", "KV cache bytes per token, per block and for whole sequences", 
+  return make_command<kv_args>(parent, "kv", "KV cache bytes per token, per block and for whole sequences",
                                      "zeromem kv --model llama-2-7b --tokens 32K --dtype fp16", add_kv_flags, run_kv);
 }
 

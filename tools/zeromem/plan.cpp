@@ -153,7 +153,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
 }  // namespace
 
 command add_plan_command(CLI::App& parent) {
-  return make_command<plan_args>(parent, "plan", "search parallelism, ZeRO stage, offload, micro-batch and recompute for configurations that fit", 
+  return make_command<plan_args>(parent, "plan", "search parallelism, ZeRO stage, offload, micro-batch and recompute for configurations that fit",
                                      "zeromem plan --model llama-3-70b --gpu a100-80gb --gpus 8 --nodes 4 --seq-len 4096", add_plan_flags, run_plan);
 }
 
