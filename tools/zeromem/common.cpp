@@ -170,7 +170,7 @@ device_choice device_of(const std::string& gpu, const std::string& gpu_memory) {
     return {std::string(g.name), g.capacity, std::string(g.source)};
   }
   if (gpu_memory.empty()) return {};
-  const bytes capacity = bytes_of(parse_size(gpu_memory, "the GPU memory (--gpu-memory)"));
+  const bytes capacity = parse_bytes(gpu_memory, "the GPU memory (--gpu-memory)");
   if (capacity.count() == 0) detail::fail("--gpu-memory must be more than 0 B");
   return {"the GPU", capacity, "--gpu-memory " + gpu_memory};
 }

@@ -67,7 +67,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
     t.params = parameters_per_rank(in.model, in.counts, a.tp, a.pp).most_loaded;
   } else {
     if (a.tp != 1 || a.pp != 1) detail::fail("--tp and --pp split a model's layers; give the model (--model, --hf-config or --hidden ...)");
-    t.params = elements_of(parse_count(a.params, "the parameter count (--params)"));
+    t.params = parse_elements(a.params, "the parameter count (--params)");
   }
   t.recipe = recipe_of(parse_precision(a.precision_name));
   t.recipe.fp32_gradient_copy = a.fp32_grad_copy;
@@ -96,7 +96,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   if (a.pin_memory && t.zero.optimizer.device == offload_device::none && t.zero.params.device == offload_device::none)
     detail::fail("--pin-memory pins offloaded states; add --offload-optimizer or --offload-params, or drop it");
   if (!a.largest_layer.empty())
-    t.largest_layer = elements_of(parse_count(a.largest_layer, "the largest layer (--largest-layer-params)"));
+    t.largest_layer = parse_elements(a.largest_layer, "the largest layer (--largest-layer-params)");
   else if (in.has_model && needs_largest_layer(t.zero))
     t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
   t.gradient_accumulation_steps = a.grad_accum_steps;
@@ -130,7 +130,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.loss = parse_loss(a.loss);
   st.optimizer = parse_optimizer_impl(a.optimizer_impl);
   st.allocator = parse_allocator(a.allocator);
-  if (!a.cuda_context.empty()) st.cuda_context = bytes_of(parse_size(a.cuda_context, "the CUDA context (--cuda-context)"));
+  if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   st.reserve_fraction = a.reserve_fraction;
   if (!a.fsdp.empty()) {
     // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.

@@ -67,7 +67,7 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   r.gpus_per_node = a.gpus;
   r.nodes = a.nodes;
   if (!a.host_memory.empty()) {
-    r.host_memory = bytes_of(parse_size(a.host_memory, "the host memory (--host-memory)"));
+    r.host_memory = parse_bytes(a.host_memory, "the host memory (--host-memory)");
     if (r.host_memory.count() == 0) detail::fail("--host-memory must be more than 0 B; leave it out to not check host RAM");
   }
   r.seq_len = a.seq_len;
@@ -79,7 +79,7 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   if (a.min_headroom.back() == '%') {  // checked when parsed: a share in [0, 100) or a size
     r.min_headroom_fraction = parse_real(a.min_headroom.substr(0, a.min_headroom.size() - 1), 0.0, 100.0, false) / 100.0;
   } else {
-    r.min_headroom = bytes_of(parse_size(a.min_headroom, "the minimum headroom (--min-headroom)"));
+    r.min_headroom = parse_bytes(a.min_headroom, "the minimum headroom (--min-headroom)");
     r.min_headroom_fraction = 0.0;
   }
   r.max_micro_batch = a.max_micro_batch;
