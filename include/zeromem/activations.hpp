@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "zeromem/adapters.hpp"
 #include "zeromem/dtype.hpp"
 #include "zeromem/error.hpp"
 #include "zeromem/model.hpp"
@@ -78,6 +79,7 @@ struct layer_activations {
   bytes mlp_residual_mask;
   bytes layer_input;          // full recompute keeps only this
   bytes autocast_weights;     // autocast: the 16-bit copies of the layer's linear weights, saved by each linear
+  bytes lora;                 // LoRA: each adapter's rank-r intermediate, and its dropout mask and dropped input
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -97,6 +99,7 @@ struct layer_activations {
     f("mlp_residual_mask", mlp_residual_mask);
     f("layer_input", layer_input);
     f("autocast_weights", autocast_weights);
+    f("lora", lora);
   }
   constexpr bytes total() const {
     bytes sum{};
@@ -128,9 +131,19 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
 }
 
 /// Activation bytes one decoder layer keeps for backward on one rank.
-constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, detail::assume_valid_t) {
+///
+/// A frozen layer (LoRA freezes the base) keeps less: autograd saves what each input's gradient formula needs
+/// only when that input requires grad (tools/autograd/gen_variable_type.py saves a variable under
+/// should_compute_output when one derivative uses it), so a linear whose weight is frozen keeps no input and the
+/// norms' weight multiply keeps nothing. An adapted linear's lora_A keeps its input (the base linear's, shared)
+/// or, with LoRA dropout, the mask and the dropped copy; lora_B keeps the rank-r intermediate (PEFT
+/// tuners/lora/layer.py Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling). The residual stream is
+/// taken to require grad in every layer, as PEFT's enable_input_require_grads makes it under checkpointing.
+constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, detail::assume_valid_t,
+                                                   const adaptation& adapt = {}) {
   using detail::checked_product, detail::checked_sum;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
+  const bool frozen = adapt.lora_enabled();
   const bool cpu = c.device == device_kind::cpu;
   const std::int64_t mask = cpu ? a : 1;                 // CPU: input * noise keeps noise in the input's dtype
   const std::int64_t stat = cpu ? a : 4;                 // CPU LayerNorm mean/rstd in the input's dtype
@@ -147,7 +160,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
       // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
       // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh). Under
       // autocast x is already fp32 and the normalised tensor stays fp32: 4sbh + 4sbh + 4sb.
-      const std::int64_t normalised = c.autocast ? checked_product(4, sbh) : a_sbh;
+      const std::int64_t normalised = frozen ? 0 : c.autocast ? checked_product(4, sbh) : a_sbh;  // kept for the weight's gradient
       return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), normalised, checked_product(4, sb));
     }
     const std::int64_t stats = c.impl == implementation::paper ? 0 : checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
@@ -167,13 +180,45 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   if (c.recomputation == recompute::full)
     // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
     return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none,
-                             bytes_of(replicated(residual_sbh)), none};
+                             bytes_of(replicated(residual_sbh)), none, none};
 
   const bytes norm = bytes_of(replicated(norm_saved()));
+  // LoRA on a frozen layer: which linears keep their input (lora_A without dropout), and what the adapters add.
+  // Inputs of column-parallel linears (q, k, v, gate, up, fc1) are whole on each rank; of row-parallel ones
+  // (o, down, fc2) split over tp.
+  std::int64_t attention_keepers = 0, output_keepers = 0, mlp_keepers = 0, hidden_keepers = 0, lora_bytes = 0;
+  if (frozen) {
+    const bool drop = adapt.lora.dropout > 0.0;
+    const std::int64_t routed = m.moe.experts > 0 ? checked_sum(m.moe.top_k, m.moe.shared_experts) : 1;  // MLPs a token passes
+    for_each_linear(m, [&](const linear_shape& l) {
+      const adapted_linear ad = adapt_of(m, l, adapt.lora);
+      if (l.vision || ad.params == 0) return;
+      const bool mlp_module = l.role == lora_module::gate_proj || l.role == lora_module::up_proj || l.role == lora_module::fc1 ||
+                              l.role == lora_module::down_proj || l.role == lora_module::fc2;
+      const bool row_parallel = l.role == lora_module::o_proj || l.role == lora_module::down_proj || l.role == lora_module::fc2;
+      const std::int64_t tokens = checked_product(sb, mlp_module ? routed : 1);
+      lora_bytes = checked_sum(lora_bytes, checked_product(a, tokens, ad.intermediates));  // kept by lora_B
+      const std::int64_t in = row_parallel ? detail::ceil_div(l.in, c.tp) : l.in;
+      if (drop) {  // lora_A keeps the dropped copy; dropout its mask
+        const std::int64_t n = checked_product(tokens, in);
+        lora_bytes = checked_sum(lora_bytes, row_parallel ? checked_product(mask + a, n) : replicated(checked_product(mask + a, n)));
+        return;
+      }
+      if (l.role == lora_module::o_proj) ++output_keepers;
+      else if (l.role == lora_module::down_proj || l.role == lora_module::fc2) ++hidden_keepers;
+      else if (mlp_module) ++mlp_keepers;
+      else ++attention_keepers;
+    });
+  }
   // "QKV matrix multiplies: 2sbh" (§4.1); "first linear input: 2sbh". Under autocast each linear casts the fp32
   // norm output itself and keeps its own copy: q, k and v (one for a fused qkv), gate and up (one for fc1).
-  const std::int64_t attention_casts = c.autocast && !m.fused_qkv ? 3 : 1;
-  const std::int64_t mlp_casts = c.autocast && m.mlp == mlp_kind::swiglu ? 2 : 1;
+  // Frozen, only the adapted ones keep it (one shared copy, or one cast each under autocast).
+  const auto keepers = [&](std::int64_t unfrozen_casts, std::int64_t adapted) -> std::int64_t {
+    if (!frozen) return c.autocast ? unfrozen_casts : 1;
+    return adapted == 0 ? 0 : c.autocast ? adapted : 1;
+  };
+  const std::int64_t attention_casts = keepers(m.fused_qkv ? 1 : 3, attention_keepers);
+  const std::int64_t mlp_casts = keepers(m.mlp == mlp_kind::swiglu ? 2 : 1, mlp_keepers);
   const bytes input = bytes_of(replicated(checked_product(attention_casts, a_sbh)));
   const bytes mlp_input = bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
   const bool repeat = c.impl == implementation::hf && c.attention == attention_kind::eager;
@@ -196,7 +241,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   }
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
   const bytes lse = c.attention == attention_kind::flash ? bytes_of(checked_product(4, heads, s, b)) : none;
-  const bytes output = bytes_of(checked_product(a, sb, heads, d));  // "output projection: 2sbh"
+  const bytes output = bytes_of(checked_product(a, sb, heads, d, keepers(1, output_keepers)));  // "output projection: 2sbh"
   // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
   const bytes residual_mask = dropout ? bytes_of(replicated(checked_product(mask, sbh))) : none;
   const std::int64_t f =
@@ -207,7 +252,9 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   // too. SwiGLU: gate kept by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused:
   // [gate | up] and the product.
   const std::int64_t gelu_tensors = m.gelu_tensor_ops && c.impl == implementation::hf ? 5 : 2;
-  const std::int64_t hidden_tensors = m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4);
+  // The last of them (SwiGLU's product, the GELU output) is the down/fc2 input: frozen, kept only when adapted.
+  const std::int64_t hidden_tensors = (m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4)) - 1 +
+                                      keepers(1, hidden_keepers);
   const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward.
   const bytes weights = c.autocast ? bytes_of(checked_product(a, detail::ceil_div(
@@ -216,11 +263,13 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
                                                    c.tp)))
                                    : none;
   return layer_activations{norm,   input,         query, key,       key,        scores,        scores_dropout, lse,
-                           output, residual_mask, norm,  mlp_input, mlp_hidden, residual_mask, none,           weights};
+                           output, residual_mask, norm,  mlp_input, mlp_hidden, residual_mask, none,           weights,
+                           bytes_of(lora_bytes)};
 }
-constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c) {
+constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {}) {
   validate(c, m);
-  return layer_activation_bytes(m, c, detail::assume_valid);
+  validate(adapt, m);
+  return layer_activation_bytes(m, c, detail::assume_valid, adapt);
 }
 
 /// The activations a pipeline stage holds at its peak.
@@ -246,9 +295,9 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
 }
 
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
-                                                    const pipeline_config& p, detail::assume_valid_t) {
+                                                    const pipeline_config& p, detail::assume_valid_t, const adaptation& adapt = {}) {
   using detail::checked_product, detail::checked_sum;
-  const layer_activations per_layer = layer_activation_bytes(m, c, detail::assume_valid);
+  const layer_activations per_layer = layer_activation_bytes(m, c, detail::assume_valid, adapt);
   const std::int64_t layers_on_stage = detail::ceil_div(m.layers, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
   const std::int64_t inflight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
@@ -274,23 +323,26 @@ constexpr stage_activations first_stage_activations(const transformer_config& m,
     // Final norm input and output-layer input (2sbh each), fp32 logits 4sbv/t (Korthikanti §4.3: 4sbh/t (1 + v/h)).
     // HF's final RMSNorm keeps what a layer's norm keeps (see layer_activation_bytes); under autocast its input is
     // the fp32 residual, and lm_head keeps a 16-bit cast of its input and of its weight (autocast's cache).
+    // Frozen (LoRA; a frozen tied embedding), the final norm's weight multiply and lm_head keep no input.
+    const bool frozen_norm = adapt.lora_enabled(), frozen_head = frozen_norm || (adapt.freeze_embeddings && m.tied_embeddings);
     const std::int64_t residual = c.autocast ? checked_product(4, sbh) : checked_product(a, sbh);
     const std::int64_t final_norm =
         c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
-            ? checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), residual, checked_product(4, sb))
+            ? checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), frozen_norm ? 0 : residual, checked_product(4, sb))
             : residual;
     const std::int64_t head_weight_cast = c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden), c.tp)) : 0;
-    output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, checked_product(a, sbh))), head_weight_cast));
+    output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, frozen_head ? 0 : checked_product(a, sbh))), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
   return stage_activations{per_layer,         layers_on_stage, inflight, layers, input_ids, embedding_dropout,
                            output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits};
 }
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
-                                                    const pipeline_config& p = {}) {
+                                                    const pipeline_config& p = {}, const adaptation& adapt = {}) {
   validate(c, m);
   validate(p, m);
-  return first_stage_activations(m, c, p, detail::assume_valid);
+  validate(adapt, m);
+  return first_stage_activations(m, c, p, detail::assume_valid, adapt);
 }
 
 constexpr std::string_view name(recompute r) {

@@ -11,8 +11,10 @@
 
 #include <cstdint>
 
+#include "zeromem/adapters.hpp"
 #include "zeromem/dtype.hpp"
 #include "zeromem/error.hpp"
+#include "zeromem/model.hpp"
 #include "zeromem/recipe.hpp"
 #include "zeromem/sharding.hpp"
 #include "zeromem/units.hpp"
@@ -43,6 +45,7 @@ struct model_state_terms {
   placement gathered_layer;     // ZeRO-3: the largest layer gathered whole, weights and gradients
   placement swap_buffers;       // pinned host buffers for NVMe offload
   placement offload_staging;    // ZeRO-1/2 CPU offload: 16-bit gradient staging and accumulation buffers
+  placement frozen_weights;     // parameters that do not train (LoRA's base, a frozen tower): weights only
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -55,10 +58,11 @@ struct model_state_terms {
     f("gathered_layer", gathered_layer);
     f("swap_buffers", swap_buffers);
     f("offload_staging", offload_staging);
+    f("frozen_weights", frozen_weights);
   }
   constexpr placement sum() const {
     return weights + gradients + master_weights + fp32_gradients + optimizer_moments + hpz_secondary +
-           gathered_layer + swap_buffers + offload_staging;
+           gathered_layer + swap_buffers + offload_staging + frozen_weights;
   }
   /// One device's bytes over all terms, e.g. sum(&placement::gpu).
   constexpr bytes sum(bytes placement::*device) const {
@@ -83,7 +87,23 @@ struct training_states {
   /// Ranks of one data-parallel replica: tp x pp x cp. Each is a process on a node with its own host buffers, so
   /// a node holds min(dp x model_parallel, gpus_per_node) ranks (Megatron-LM/DeepSpeed world = dp x tp x pp x cp).
   std::int64_t model_parallel = 1;
+  /// Which parameters train: LoRA adapters, frozen components, a quantized base, a paged optimizer. The model-aware
+  /// entry points (states_on_rank, estimate_step, training_gpu_bytes, plan) turn it into params, frozen and
+  /// frozen_weights; estimate_model_states reads the adapters' dtype and the paged optimizer from it.
+  adaptation adapt{};
+  /// Parameters of this rank that do not train, not counted in params: weights only (no gradients, no optimizer
+  /// states), frozen_weights bytes as stored (the weights' dtype, or quantized), sharded like the weights.
+  elements frozen{};
+  bytes frozen_weights{};
 };
+
+/// The recipe the trainable parameters follow. PEFT keeps 16-bit adapters in the adapter dtype (fp32 by default)
+/// beside a 16-bit frozen base; a recipe with an fp32 master copy keeps its 16-bit working copy of them instead.
+constexpr precision_recipe trainable_recipe(const training_states& t) {
+  precision_recipe r = t.recipe;
+  if (t.adapt.lora_enabled() && !r.fp32_master) r.weights = r.gradients = t.adapt.lora.adapter_dtype;
+  return r;
+}
 
 /// Whether the largest layer changes the estimate: ZeRO-3 gathers it whole; ZeRO-1/2 CPU offload sizes its
 /// gradient staging buffers by it.
@@ -114,7 +134,12 @@ constexpr void validate(const training_states& t) {
   if (t.zero.hpz_partition > n || !detail::divides(t.zero.hpz_partition, n))
     detail::fail_value("the hpZ partition size must divide the shard group", static_cast<long double>(t.zero.hpz_partition),
                        "use the GPUs per node, or 1 to turn hpZ off");
-  if (t.largest_layer > t.params) detail::fail("the largest layer cannot exceed the parameter count; check --largest-layer-params");
+  if (t.largest_layer > t.params + t.frozen) detail::fail("the largest layer cannot exceed the parameter count; check --largest-layer-params");
+  if (t.frozen_weights.count() < 0) detail::fail("frozen weight bytes cannot be negative");
+  if ((t.frozen.count() > 0) != (t.frozen_weights.count() > 0))
+    detail::fail("frozen parameters and their bytes go together; set both frozen and frozen_weights, or neither");
+  if (t.adapt.paged_optimizer && t.zero.optimizer.device != offload_device::none)
+    detail::fail("a paged optimizer and optimizer offload both move the optimizer states; drop --paged-optimizer or --offload-optimizer");
 }
 
 /// Model-state bytes on one rank, and per node.
@@ -133,7 +158,9 @@ struct model_state_estimate {
   constexpr bytes nvme_per_node() const { return nvme_per_rank() * ranks_per_node; }
 
   // The ZeRO paper's three groups, on whatever device they live.
-  constexpr bytes weights_bytes() const { return per_rank.weights.total() + per_rank.hpz_secondary.total(); }
+  constexpr bytes weights_bytes() const {
+    return per_rank.weights.total() + per_rank.hpz_secondary.total() + per_rank.frozen_weights.total();
+  }
   constexpr bytes gradients_bytes() const { return per_rank.gradients.total() + per_rank.fp32_gradients.total(); }
   constexpr bytes optimizer_states_bytes() const {
     return per_rank.master_weights.total() + per_rank.optimizer_moments.total();
@@ -160,7 +187,7 @@ constexpr placement on_host_pinned(bytes b) { return {bytes{}, b, b, bytes{}}; }
 constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank, detail::assume_valid_t) {
   const std::int64_t n = shard_group_of(t);
   const zero_config& z = t.zero;
-  const precision_recipe& r = t.recipe;
+  const precision_recipe r = trainable_recipe(t);
   const bytes_per_element fp32 = size_of(dtype::fp32);
   const auto share = [&](bytes total, bool sharded, std::int64_t parts) {
     if (!sharded) return total;
@@ -197,9 +224,19 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
           ? detail::place(share(t.params * fp32, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory)
           : placement{};
 
-  // Optimizer states proper: sharded from stage 1.
-  const bytes moments = optimizer_state_bytes(t.optimizer, r, t.params);
-  const placement optimizer_moments = detail::place(share(moments, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
+  // Optimizer states proper: sharded from stage 1. A bitsandbytes paged optimizer keeps 32-bit states in CUDA
+  // unified memory (bitsandbytes optim/optimizer.py get_state_buffer -> F.get_paged), which the driver evicts to
+  // host RAM when the GPU runs short (QLoRA §3 "Paged Optimizers"): they are counted in host RAM, where they
+  // are guaranteed room, and need none on the GPU.
+  precision_recipe state_recipe = r;
+  if (t.adapt.paged_optimizer) state_recipe.fp32_master = true;  // 32-bit states whatever the parameters' dtype
+  const bytes moments = optimizer_state_bytes(t.optimizer, state_recipe, t.params);
+  const placement optimizer_moments =
+      t.adapt.paged_optimizer ? detail::place(share(moments, z.stage >= 1, n), offload_device::cpu, false)
+                              : detail::place(share(moments, z.stage >= 1, n), z.optimizer.device, z.optimizer.pin_memory);
+
+  // Frozen weights: only the weights, sharded and offloaded as the weights are.
+  const placement frozen_weights = detail::place(share(t.frozen_weights, z.stage >= 3, n), z.params.device, z.params.pin_memory);
 
   // ZeRO++ hpZ: a secondary copy of the 16-bit weights sharded within hpz_partition ranks (arXiv 2306.10209 §3.2).
   const placement hpz_secondary =
@@ -249,12 +286,52 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
   // Built whole at the end rather than cleared and filled: clearing the ~300-byte result first costs more than
   // the arithmetic.
   return model_state_estimate{model_state_terms{weights, gradients, master_weights, fp32_gradients, optimizer_moments,
-                                                hpz_secondary, gathered_layer, detail::on_host_pinned(swap), offload_staging},
+                                                hpz_secondary, gathered_layer, detail::on_host_pinned(swap), offload_staging,
+                                                frozen_weights},
                               ranks_per_node(t), n};
 }
 constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {
   validate(t);
   return estimate_model_states(t, rank, detail::assume_valid);
+}
+
+/// The training states of model m's most loaded tensor/pipeline-parallel rank (the stage parameters_per_rank picks):
+/// what trains in params, what is frozen in frozen and frozen_weights, as t.adapt says.
+constexpr training_states states_on_rank(const transformer_config& m, const parameter_counts& c, training_states t, std::int64_t tp,
+                                         std::int64_t pp) {
+  const stage_parameters all = parameters_per_rank(m, c, tp, pp);
+  if (!t.adapt.any()) {
+    t.params = all.most_loaded;
+    t.frozen = elements{};
+    t.frozen_weights = bytes{};
+    return t;
+  }
+  const parameter_split s = split_parameters(m, c, t.adapt, t.recipe.weights);
+  const std::int64_t layers = detail::ceil_div(m.layers, pp);
+  const bool first = pp == 1 || all.first_stage >= all.last_stage;
+  elements trainable = s.layer_trainable * layers, frozen = s.layer_frozen * layers;
+  bytes frozen_bytes = s.layer_frozen_bytes * layers;
+  if (first) {
+    trainable += s.embedding_trainable + s.vision_trainable;
+    frozen += s.embedding_frozen + s.vision_frozen;
+    frozen_bytes += s.embedding_frozen_bytes + s.vision_frozen_bytes;
+  }
+  if (pp == 1 || !first) {
+    trainable += s.head_trainable;
+    frozen += s.head_frozen;
+    frozen_bytes += s.head_frozen_bytes;
+    if (m.tied_embeddings && pp > 1) {  // the last stage keeps its own copy of the tied embedding as the output layer
+      trainable += s.embedding_trainable;
+      frozen += s.embedding_frozen;
+      frozen_bytes += s.embedding_frozen_bytes;
+    }
+  }
+  t.params = largest_share(trainable, tp);
+  t.frozen = largest_share(frozen, tp);
+  t.frozen_weights = bytes_of(detail::ceil_div(frozen_bytes.count(), tp));
+  if (t.params.count() == 0)
+    detail::fail("nothing trains on the most loaded rank; add LoRA targets on its layers or unfreeze a component");
+  return t;
 }
 
 }  // namespace zeromem

@@ -110,7 +110,7 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context.
   c.gpu = estimate_step(r.model, t, a, r.step, p, r.overheads).device_used();
   c.headroom = r.gpu_capacity - c.gpu;
-  t.params = parameters_per_rank(r.model, c.tp, c.pp).most_loaded;
+  t = states_on_rank(r.model, count_parameters(r.model), t, c.tp, c.pp);
   t.model_parallel = detail::checked_mul(c.tp, c.pp);
   if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(count_parameters(r.model).largest_layer, c.tp);
   c.offloaded_per_node = estimate_model_states(t).host_per_node();

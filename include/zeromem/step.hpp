@@ -80,6 +80,7 @@ struct step_terms {
   bytes gathered;         // FSDP2 unsharded parameters and all-gather outputs
   bytes communication;    // reduce-scatter inputs; DeepSpeed's reduce and prefetch buckets
   bytes optimizer_temporaries;
+  bytes dequantized;      // a quantized frozen weight dequantized to 16 bits for the matmul being computed
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -92,9 +93,11 @@ struct step_terms {
     f("gathered_parameters", gathered);
     f("communication_buffers", communication);
     f("optimizer_temporaries", optimizer_temporaries);
+    f("dequantized_weight", dequantized);
   }
   constexpr bytes total() const {
-    return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries;
+    return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries +
+           dequantized;
   }
   /// The largest term above the resting states: what sets this phase's peak.
   constexpr std::string_view largest() const {
@@ -176,13 +179,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(s);
   using detail::checked_product;
   const parameter_counts counts = count_parameters(m, detail::assume_valid);
-  training_states t = t_in;
-  t.params = parameters_per_rank(m, counts, a.tp, p.pp).most_loaded;
+  training_states t = states_on_rank(m, counts, t_in, a.tp, p.pp);  // what trains and what is frozen on this rank
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
   validate(t);
+  const parameter_split split = split_parameters(m, counts, t.adapt, t.recipe.weights);
 
   const dtype compute = a.activation_dtype;
-  const stage_activations stage = first_stage_activations(m, a, p, detail::assume_valid);
+  const stage_activations stage = first_stage_activations(m, a, p, detail::assume_valid, t.adapt);
   const std::int64_t L = stage.layers_on_stage;
   const std::int64_t s_local = detail::quotient(a.seq_len, a.cp), sb = checked_product(s_local, a.micro_batch);
   const bytes hidden_grad = elements_of(checked_product(sb, m.hidden)) * size_of(compute);  // dL/d(hidden states), c sbh
@@ -192,21 +195,24 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
   activation_config whole = a;
   whole.recomputation = recompute::none;
-  const bytes layer_whole = a.recomputation == recompute::none ? bytes{} : layer_activation_bytes(m, whole, detail::assume_valid).total();
+  const bytes layer_whole = a.recomputation == recompute::none ? bytes{} : layer_activation_bytes(m, whole, detail::assume_valid, t.adapt).total();
   const bytes recomputed = a.recomputation == recompute::none ? bytes{} : layer_whole - stage.per_layer.total();
 
-  // Parameters by group on this rank.
+  // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
   const elements layer_params = largest_share(counts.layer, a.tp);
-  const elements head_params = p.pp == 1 ? largest_share(counts.lm_head + counts.final_norm, a.tp) : elements{};
+  const elements layer_trainable = largest_share(split.layer_trainable, a.tp);
+  const elements head_trainable = p.pp == 1 ? largest_share(split.head_trainable, a.tp) : elements{};
   const elements root_params = p.pp == 1 ? largest_share(counts.embedding + counts.position_embedding + counts.vision + counts.lm_head +
                                                              counts.final_norm, a.tp)
                                          : largest_share(counts.embedding + counts.position_embedding + counts.vision, a.tp);
+  const elements root_trainable =
+      largest_share(split.embedding_trainable + split.vision_trainable + (p.pp == 1 ? split.head_trainable : elements{}), a.tp);
 
   // Resting states and gradients of the whole rank, and of one layer.
   bytes resting{}, grads_all{}, layer_grads_kept{}, head_grads{}, comm{};
   bytes root_unsharded{}, layer_unsharded{}, layer_grads_unsharded{}, reduce_input{};
   const bool fsdp = s.fsdp_world > 0;
-  const precision_recipe& r = t.recipe;
+  const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
   const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
@@ -216,14 +222,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     precision_recipe states_recipe = r;
     states_recipe.fp32_master = false;
     states_recipe.weights = storage;
-    resting = shard * size_of(storage) + optimizer_state_bytes(t.optimizer, states_recipe, shard);
+    resting = shard * size_of(storage) + optimizer_state_bytes(t.optimizer, states_recipe, shard) +
+              bytes_of(detail::ceil_div(t.frozen_weights.count(), n));  // frozen parameters: their shard only
     grads_all = shard * size_of(storage);
-    layer_grads_kept = elements_of(detail::ceil_div(layer_params.count(), n)) * size_of(storage);
-    head_grads = head_params * size_of(compute);             // the root's gradients stay unsharded until its post-backward
+    layer_grads_kept = elements_of(detail::ceil_div(layer_trainable.count(), n)) * size_of(storage);
+    head_grads = head_trainable * size_of(compute);           // the root's gradients stay unsharded until its post-backward
     root_unsharded = root_params * size_of(compute);
     layer_unsharded = layer_params * size_of(compute);
-    layer_grads_unsharded = layer_params * size_of(compute);
-    reduce_input = layer_params * size_of(storage);           // reduce_dtype: the gradients' dtype (fp32 when mixed)
+    layer_grads_unsharded = layer_trainable * size_of(compute);
+    reduce_input = layer_trainable * size_of(storage);        // reduce_dtype: the gradients' dtype (fp32 when mixed)
   } else {
     const model_state_estimate e = estimate_model_states(t, -1, detail::assume_valid);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
@@ -234,11 +241,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const auto share = [&](elements part) {
       return bytes_of(static_cast<std::int64_t>(per_param * static_cast<long double>(part.count()) + 0.5L));
     };
-    layer_grads_kept = share(layer_params);
-    head_grads = share(head_params);
+    layer_grads_kept = share(layer_trainable);
+    head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
   }
+
+  // QLoRA: the frozen weight of the matmul being differentiated, dequantized to 16 bits.
+  const bytes dequantized = bytes_of(detail::ceil_div(split.dequantized_weight.count(), a.tp));
 
   // The loss: n logits on this rank.
   const std::int64_t logits = p.pp == 1 ? checked_product(sb, detail::ceil_div(m.vocab, a.tp)) : 0;
@@ -250,7 +260,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     loss_backward = f32 * 3;                                             // saved + nll_loss grad + log_softmax grad
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
-    const elements head_weight = largest_share(m.tied_embeddings ? counts.embedding : counts.lm_head, a.tp);
+    const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
+    const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? counts.embedding : counts.lm_head, a.tp) : elements{};
     loss_held = hidden_grad + head_weight * size_of(r.gradients);
     loss_forward = loss_held;
     loss_backward = loss_held;
@@ -258,12 +269,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
 
   // ---- forward: every saved activation, then the loss ----
   const bytes gathered_forward = fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) : bytes{};
-  const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}};
+  const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}};
 
   // ---- backward ----
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
-  step_terms backward{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}};
+  step_terms backward{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}};
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
@@ -278,28 +289,29 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
     const step_terms before{resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
-                            bytes{}};
+                            bytes{}, dequantized};
     const step_terms after{resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered, comm + pending + (fsdp ? reduce_input : bytes{}),
-                           bytes{}};
+                           bytes{}, bytes{}};
     backward = max_of(backward, max_of(before, after));
   }
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
-  const bytes grads_end = fsdp ? grads_all + root_params * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
+  const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
   backward = max_of(backward, step_terms{resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
-                                         comm + (fsdp ? reduce_input : bytes{}), bytes{}});
+                                         comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}});
 
   // ---- optimizer step ----
   bytes temporaries{};
   const bool adam = t.optimizer.kind == optimizer_kind::adam || t.optimizer.kind == optimizer_kind::adamw;
-  if (adam && t.zero.optimizer.device == offload_device::none) {
+  // A paged optimizer runs bitsandbytes' own fused update (no foreach temporaries).
+  if (adam && t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
     const dtype state = fsdp ? storage : r.optimizer_dtype();
     const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
     if (s.optimizer == optimizer_impl::foreach_kernels)
       temporaries = updated * size_of(state);  // torch._foreach_sqrt(exp_avg_sqs): one buffer per parameter at once
     else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest_share(counts.largest_layer, a.tp) * size_of(state) * 2;  // sqrt and its quotient, one tensor
+      temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * 2;  // sqrt and its quotient, one tensor
   }
-  const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries};
+  const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}};
 
   step_estimate out{forward, backward, optimizer_step, bytes{}, step_phase::forward, bytes{}, s.cuda_context};
   out.peak = forward.total();

@@ -71,6 +71,7 @@ class elements {
   friend constexpr elements operator+(elements a, elements b) {
     return elements(raw_tag{}, detail::checked_add(a.count(), b.count(), "an element sum"));
   }
+  constexpr elements& operator+=(elements o) { return *this = *this + o; }
 
   friend constexpr bool operator==(elements a, elements b) { return a.count() == b.count(); }
   friend constexpr bool operator!=(elements a, elements b) { return a.count() != b.count(); }

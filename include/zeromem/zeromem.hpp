@@ -13,6 +13,7 @@
 #include "zeromem/model_states.hpp"
 #include "zeromem/deepspeed.hpp"
 #include "zeromem/model.hpp"
+#include "zeromem/adapters.hpp"
 #include "zeromem/activations.hpp"
 #include "zeromem/kv_cache.hpp"
 #include "zeromem/vllm.hpp"

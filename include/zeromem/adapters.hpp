@@ -1,0 +1,320 @@
+// Which parameters train: LoRA adapters (PEFT's LoraConfig), frozen components, and a frozen base stored
+// quantized (QLoRA's NF4, LLM.int8()). One walk over the model's linear modules feeds the adapter counts and the
+// quantized storage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "zeromem/dtype.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+/// The linear modules LoRA can adapt, by their Hugging Face names. PEFT matches target_modules against the last
+/// component of each module's name (peft/tuners/tuners_utils.py check_target_module_exists), so one name adapts
+/// every module so called: gate_proj adapts every expert's and the vision tower's gated MLP too. On a fused qkv
+/// projection (GPT-2's c_attn), q_proj/k_proj/v_proj adapt its slices as loralib's MergedLinear does (the LoRA
+/// paper's code, loralib/layers.py enable_lora); qkv adapts the fused module whole.
+enum class lora_module : std::uint16_t {
+  none = 0,  // linears matched only by all-linear: the MoE router, the vision merger
+  q_proj = 1 << 0,
+  k_proj = 1 << 1,
+  v_proj = 1 << 2,
+  o_proj = 1 << 3,
+  gate_proj = 1 << 4,
+  up_proj = 1 << 5,
+  down_proj = 1 << 6,
+  fc1 = 1 << 7,
+  fc2 = 1 << 8,
+  qkv = 1 << 9,
+  proj = 1 << 10,       // the vision tower's attention output
+  all_linear = 1 << 15  // PEFT's "all-linear": every nn.Linear but the output layer (tuners_utils.py _maybe_include_all_linear_layers)
+};
+
+constexpr std::uint16_t bit(lora_module m) { return static_cast<std::uint16_t>(m); }
+
+/// How the frozen base is stored. nf4: QLoRA's 4-bit NormalFloat, blocks of 64 (Dettmers et al. 2023,
+/// arXiv 2305.14314 §3; bitsandbytes functional.quantize_4bit). int8: LLM.int8() (Dettmers et al. 2022,
+/// arXiv 2208.07339 §3.2; bitsandbytes Int8Params: int8 weight and one fp32 scale per output row).
+enum class quantization { none, nf4, int8 };
+
+struct lora_config {
+  std::int64_t rank = 0;        // 0: no LoRA
+  std::uint16_t targets = 0;    // lora_module bits
+  double dropout = 0.0;         // LoraConfig.lora_dropout
+  /// PEFT keeps 16-bit adapters in fp32 (get_peft_model(autocast_adapter_dtype=True), PEFT >= 0.12,
+  /// tuners_utils.py _cast_adapter_dtype) unless the recipe keeps an fp32 master copy of 16-bit weights.
+  dtype adapter_dtype = dtype::fp32;
+};
+
+/// Which parameters train. With LoRA, PEFT freezes every base parameter (mark_only_lora_as_trainable).
+struct adaptation {
+  lora_config lora{};
+  quantization quantize = quantization::none;
+  bool double_quant = true;       // QLoRA §3 double quantization (BitsAndBytesConfig bnb_4bit_use_double_quant)
+  bool paged_optimizer = false;   // bitsandbytes paged 32-bit optimizer: fp32 states in CUDA unified memory
+  bool freeze_vision = false;     // the vision tower does not train
+  bool freeze_embeddings = false; // the token (and position) embeddings do not train
+
+  constexpr bool lora_enabled() const { return lora.rank > 0; }
+  constexpr bool any() const { return lora_enabled() || freeze_vision || freeze_embeddings || paged_optimizer; }
+};
+
+constexpr std::string_view name(quantization q) { return q == quantization::none ? "none" : q == quantization::nf4 ? "nf4" : "int8"; }
+inline quantization parse_quantization(std::string_view s) {
+  static constexpr quantization all[] = {quantization::none, quantization::nf4, quantization::int8};
+  return detail::parse_named(s, all, "quantization");
+}
+
+namespace detail {
+struct lora_name {
+  std::string_view text;
+  lora_module module;
+};
+inline constexpr lora_name lora_names[] = {
+    {"q_proj", lora_module::q_proj},       {"k_proj", lora_module::k_proj}, {"v_proj", lora_module::v_proj},
+    {"o_proj", lora_module::o_proj},       {"gate_proj", lora_module::gate_proj}, {"up_proj", lora_module::up_proj},
+    {"down_proj", lora_module::down_proj}, {"fc1", lora_module::fc1},       {"fc2", lora_module::fc2},
+    {"qkv", lora_module::qkv},             {"proj", lora_module::proj},     {"all-linear", lora_module::all_linear}};
+}  // namespace detail
+
+/// "q_proj,v_proj" -> the target bits. Unknown names throw, naming the accepted ones.
+inline std::uint16_t parse_lora_targets(std::string_view list) {
+  std::uint16_t bits = 0;
+  while (true) {
+    const std::size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    bool found = false;
+    for (const detail::lora_name& n : detail::lora_names)
+      if (n.text == item) {
+        bits = static_cast<std::uint16_t>(bits | bit(n.module));
+        found = true;
+      }
+    if (!found)
+      detail::fail("unknown LoRA target " + detail::quoted(item) + "; expected a comma-separated list of " +
+                   detail::join_names(detail::lora_names, ", ", [](const detail::lora_name& n) { return n.text; }));
+    if (comma == std::string_view::npos) return bits;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+/// One kind of linear module: in x out weight (plus bias), `count` of them per decoder layer (vision: in the tower).
+struct linear_shape {
+  lora_module role;
+  std::int64_t in, out, count;
+  bool bias;
+  bool vision;
+};
+
+/// Every linear module of the architecture, in the layout count_parameters counts (model.hpp).
+template <class F>
+constexpr void for_each_linear(const transformer_config& m, F&& f) {
+  using detail::checked_product, detail::checked_sum;
+  const std::int64_t h = m.hidden, d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
+  if (m.fused_qkv) f(linear_shape{lora_module::qkv, h, checked_sum(q_out, kv_out, kv_out), 1, m.qkv_bias, false});
+  else {
+    f(linear_shape{lora_module::q_proj, h, q_out, 1, m.qkv_bias, false});
+    f(linear_shape{lora_module::k_proj, h, kv_out, 1, m.qkv_bias, false});
+    f(linear_shape{lora_module::v_proj, h, kv_out, 1, m.qkv_bias, false});
+  }
+  f(linear_shape{lora_module::o_proj, q_out, h, 1, m.attention_out_bias, false});
+  const bool moe = m.moe.experts > 0;
+  const std::int64_t mlps = moe ? checked_sum(m.moe.experts, m.moe.shared_experts) : 1, ffn = moe ? m.moe.expert_ffn : m.ffn;
+  if (m.mlp == mlp_kind::swiglu) {
+    f(linear_shape{lora_module::gate_proj, h, ffn, mlps, m.mlp_bias, false});
+    f(linear_shape{lora_module::up_proj, h, ffn, mlps, m.mlp_bias, false});
+    f(linear_shape{lora_module::down_proj, ffn, h, mlps, m.mlp_bias, false});
+  } else {
+    f(linear_shape{lora_module::fc1, h, ffn, mlps, m.mlp_bias, false});
+    f(linear_shape{lora_module::fc2, ffn, h, mlps, m.mlp_bias, false});
+  }
+  if (moe) f(linear_shape{lora_module::none, h, m.moe.experts, 1, m.moe.router_bias, false});
+  if (m.vision.blocks > 0) {
+    const vision_config& v = m.vision;
+    const std::int64_t c = v.hidden, merged = checked_product(c, v.spatial_merge, v.spatial_merge);
+    f(linear_shape{lora_module::qkv, c, checked_product(3, c), v.blocks, v.biases, true});
+    f(linear_shape{lora_module::proj, c, c, v.blocks, v.biases, true});
+    if (v.gated_mlp) {
+      f(linear_shape{lora_module::gate_proj, c, v.mlp_hidden, v.blocks, v.biases, true});
+      f(linear_shape{lora_module::up_proj, c, v.mlp_hidden, v.blocks, v.biases, true});
+      f(linear_shape{lora_module::down_proj, v.mlp_hidden, c, v.blocks, v.biases, true});
+    } else {
+      f(linear_shape{lora_module::fc1, c, v.mlp_hidden, v.blocks, v.biases, true});
+      f(linear_shape{lora_module::fc2, v.mlp_hidden, c, v.blocks, v.biases, true});
+    }
+    f(linear_shape{lora_module::none, merged, merged, 1, true, true});
+    f(linear_shape{lora_module::none, merged, v.out_hidden, 1, true, true});
+  }
+}
+
+/// Adapter parameters of one adapted module: lora_A (in -> r) and lora_B (r -> out), no bias (PEFT
+/// tuners/lora/layer.py update_layer; Hu et al. 2021, arXiv 2106.09685 §4.1: W0 + BA, B in R^{d x r}, A in R^{r x k}).
+/// On a fused qkv module the targeted q/k/v slices are adapted each: r (in + slice).
+struct adapted_linear {
+  std::int64_t params = 0;       // adapter parameters of one module
+  std::int64_t intermediates = 0;  // rank-r outputs of lora_A per token (r per adapted module or slice)
+};
+
+constexpr adapted_linear adapt_of(const transformer_config& m, const linear_shape& l, const lora_config& c) {
+  using detail::checked_product, detail::checked_sum;
+  if (c.rank <= 0) return {};
+  const std::int64_t r = c.rank;
+  if (c.targets & bit(lora_module::all_linear)) return {checked_product(r, checked_sum(l.in, l.out)), r};
+  if (l.role == lora_module::qkv && !l.vision && !(c.targets & bit(lora_module::qkv))) {
+    const std::int64_t d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
+    const lora_module slices[] = {lora_module::q_proj, lora_module::k_proj, lora_module::v_proj};
+    const std::int64_t outs[] = {q_out, kv_out, kv_out};
+    adapted_linear a{};
+    for (int i = 0; i < 3; ++i)
+      if (c.targets & bit(slices[i])) {
+        a.params = checked_sum(a.params, checked_product(r, checked_sum(l.in, outs[i])));
+        a.intermediates = checked_sum(a.intermediates, r);
+      }
+    return a;
+  }
+  if (l.role != lora_module::none && (c.targets & bit(l.role))) return {checked_product(r, checked_sum(l.in, l.out)), r};
+  return {};
+}
+
+/// Adapter parameter counts (PEFT's print_trainable_parameters counts these as the trainable parameters).
+struct lora_counts {
+  elements per_layer{};   // one decoder layer
+  elements vision{};      // the whole vision tower
+  elements total{};
+  elements largest_tensor{};  // the largest lora_A or lora_B matrix
+};
+
+constexpr void validate(const lora_config& c, const transformer_config& m) {
+  if (c.rank < 0) detail::fail_value("the LoRA rank cannot be negative", static_cast<long double>(c.rank), "pass --lora-rank such as 16");
+  if (c.rank == 0) {
+    if (c.targets != 0) detail::fail("LoRA targets need a rank; add --lora-rank such as 16");
+    return;
+  }
+  if (c.targets == 0) detail::fail("LoRA needs target modules; pass --lora-targets such as q_proj,v_proj");
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0))
+    detail::fail_value("the LoRA dropout must be in [0, 1)", static_cast<long double>(c.dropout), "pass 0 for none");
+  if (c.adapter_dtype == dtype::int8 || c.adapter_dtype == dtype::int4 || c.adapter_dtype == dtype::fp8_e4m3 || c.adapter_dtype == dtype::fp8_e5m2)
+    detail::fail("LoRA adapters train in fp32, bf16 or fp16; pass one of those as the adapter dtype");
+  // Every named target must exist in this architecture (PEFT raises "Target modules ... not found in the base model").
+  std::uint16_t present = bit(lora_module::all_linear);
+  for_each_linear(m, [&](const linear_shape& l) { present = static_cast<std::uint16_t>(present | bit(l.role)); });
+  if (m.fused_qkv) present = static_cast<std::uint16_t>(present | bit(lora_module::q_proj) | bit(lora_module::k_proj) | bit(lora_module::v_proj));
+  for (const detail::lora_name& n : detail::lora_names)
+    if ((c.targets & bit(n.module)) && !(present & bit(n.module)))
+      detail::fail("the model has no " + std::string(n.text) + " module to adapt; target modules it has (" +
+                   std::string(m.mlp == mlp_kind::swiglu ? "gate_proj, up_proj, down_proj" : "fc1, fc2") + ", o_proj, " +
+                   (m.fused_qkv ? "qkv" : "q_proj, k_proj, v_proj") + ") or all-linear");
+}
+
+constexpr lora_counts count_lora_parameters(const transformer_config& m, const lora_config& c) {
+  validate(m);
+  validate(c, m);
+  lora_counts out{};
+  for_each_linear(m, [&](const linear_shape& l) {
+    const adapted_linear a = adapt_of(m, l, c);
+    if (a.params == 0) return;
+    const elements n = elements_of(detail::checked_mul(a.params, l.count));
+    (l.vision ? out.vision : out.per_layer) += n;
+    const std::int64_t largest = detail::max_of(detail::checked_mul(c.rank, l.in), detail::checked_mul(c.rank, l.out));
+    if (elements_of(largest) > out.largest_tensor) out.largest_tensor = elements_of(largest);
+  });
+  out.total = out.per_layer * m.layers + out.vision;
+  return out;
+}
+
+/// Bytes of one quantized weight matrix of `out` x `in` elements.
+///  nf4: two 4-bit values per byte and one absmax per block of 64 (32/64 = 0.5 bit per parameter in fp32), or with
+///  double quantization an 8-bit absmax per block plus an fp32 constant per 256 of them: 8/64 + 32/(64 x 256)
+///  = 0.127 bit (QLoRA §3 "Double Quantization"; bitsandbytes quantize_4bit(blocksize=64) and, with
+///  compress_statistics, quantize_blockwise(absmax, blocksize=256)). The per-tensor offset and code scalars
+///  (under 100 B per matrix) are left out.
+///  int8: one byte per weight and one fp32 row scale per output row (LLM.int8() §3.2 vector-wise quantization;
+///  bitsandbytes Int8Params CB and SCB).
+constexpr bytes quantized_weight_bytes(std::int64_t in, std::int64_t out, quantization q, bool double_quant) {
+  using detail::ceil_div, detail::checked_product, detail::checked_sum;
+  const std::int64_t n = checked_product(in, out);
+  switch (q) {
+    case quantization::none: break;
+    case quantization::nf4: {
+      const std::int64_t blocks = ceil_div(n, 64);
+      const std::int64_t constants = double_quant ? checked_sum(blocks, checked_product(4, ceil_div(blocks, 256))) : checked_product(4, blocks);
+      return bytes_of(checked_sum(ceil_div(n, 2), constants));
+    }
+    case quantization::int8: return bytes_of(checked_sum(n, checked_product(4, out)));
+  }
+  detail::fail("quantized_weight_bytes needs nf4 or int8");
+}
+
+/// The model's parameters by the groups that train or freeze together, with the bytes the frozen ones occupy.
+/// Decoder-layer figures are for one layer.
+struct parameter_split {
+  elements layer_trainable{}, embedding_trainable{}, vision_trainable{}, head_trainable{};
+  elements layer_frozen{}, embedding_frozen{}, vision_frozen{}, head_frozen{};
+  bytes layer_frozen_bytes{}, embedding_frozen_bytes{}, vision_frozen_bytes{}, head_frozen_bytes{};
+  lora_counts adapters{};
+  /// The largest tensor that trains (the forloop optimizer's temporaries follow it).
+  elements largest_trainable{};
+  /// The largest frozen linear weight dequantized to 16 bits for its matmul (bitsandbytes MatMul4Bit forward and
+  /// backward: F.dequantize_4bit(B).to(A.dtype); MatMul8bitLt backward: CB.to(dtype) * SCB / 127); 0 unquantized.
+  bytes dequantized_weight{};
+
+  constexpr elements trainable() const { return layer_trainable + embedding_trainable + vision_trainable + head_trainable; }
+};
+
+constexpr void validate(const adaptation& a, const transformer_config& m) {
+  validate(a.lora, m);
+  if (a.quantize != quantization::none && !a.lora_enabled())
+    detail::fail("a quantized base cannot train; add LoRA adapters (--lora-rank and --lora-targets) or drop --quantize");
+  if (a.freeze_vision && m.vision.blocks == 0) detail::fail("--freeze vision: the model has no vision tower");
+}
+
+/// Splits the model's parameters into what trains and what is frozen (stored in `weights`, or quantized).
+constexpr parameter_split split_parameters(const transformer_config& m, const parameter_counts& c, const adaptation& a, dtype weights) {
+  validate(a, m);
+  using detail::checked_product;
+  parameter_split s{};
+  const bytes_per_element w = size_of(weights);
+  const bool lora = a.lora_enabled();
+  if (lora) {
+    s.adapters = count_lora_parameters(m, a.lora);
+    s.layer_trainable = s.adapters.per_layer;
+    s.vision_trainable = s.adapters.vision;
+    s.largest_trainable = s.adapters.largest_tensor;
+    // Every base parameter is frozen; the linear weights are stored quantized when asked, the rest (norms, biases,
+    // embeddings, lm_head, the patch embedding) in the weights' dtype (transformers' bitsandbytes integration
+    // keeps the output layer unquantized: get_keys_to_not_convert).
+    s.layer_frozen = c.layer;
+    s.vision_frozen = c.vision;
+    s.layer_frozen_bytes = c.layer * w;
+    s.vision_frozen_bytes = c.vision * w;
+    if (a.quantize != quantization::none) {
+      bytes largest{};
+      for_each_linear(m, [&](const linear_shape& l) {
+        const elements n = elements_of(checked_product(l.in, l.out));
+        const bytes saved = (n * w - quantized_weight_bytes(l.in, l.out, a.quantize, a.double_quant)) * l.count;
+        (l.vision ? s.vision_frozen_bytes : s.layer_frozen_bytes) -= saved;
+        if (n * size_of(dtype::bf16) > largest) largest = n * size_of(dtype::bf16);
+      });
+      s.dequantized_weight = largest;
+    }
+  } else {
+    s.layer_trainable = c.layer;
+    s.largest_trainable = c.largest_layer;
+    (a.freeze_vision ? s.vision_frozen : s.vision_trainable) = c.vision;
+    s.vision_frozen_bytes = a.freeze_vision ? c.vision * w : bytes{};
+  }
+  const elements embeddings = c.embedding + c.position_embedding;
+  const bool freeze_embeddings = lora || a.freeze_embeddings;
+  (freeze_embeddings ? s.embedding_frozen : s.embedding_trainable) = embeddings;
+  s.embedding_frozen_bytes = freeze_embeddings ? embeddings * w : bytes{};
+  const elements head = c.final_norm + c.lm_head;  // a tied output layer is the embedding's
+  (lora ? s.head_frozen : s.head_trainable) = head;
+  s.head_frozen_bytes = lora ? head * w : bytes{};
+  return s;
+}
+
+}  // namespace zeromem
