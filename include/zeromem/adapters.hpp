@@ -262,7 +262,11 @@ struct parameter_split {
   /// backward: F.dequantize_4bit(B).to(A.dtype); MatMul8bitLt backward: CB.to(dtype) * SCB / 127); 0 unquantized.
   bytes dequantized_weight{};
 
-  constexpr elements trainable() const { return layer_trainable + embedding_trainable + vision_trainable + head_trainable; }
+  /// Over the whole model of `layers` decoder layers.
+  constexpr elements trainable(std::int64_t layers) const {
+    return layer_trainable * layers + embedding_trainable + vision_trainable + head_trainable;
+  }
+  constexpr elements frozen(std::int64_t layers) const { return layer_frozen * layers + embedding_frozen + vision_frozen + head_frozen; }
 };
 
 constexpr void validate(const adaptation& a, const transformer_config& m) {

@@ -24,6 +24,15 @@ struct estimate_args {
   std::string largest_layer;
   std::int64_t grad_accum_steps = 1;
   model_flags model;
+  // what trains
+  std::int64_t lora_rank = 0;  // 0: not given
+  std::string lora_targets;
+  double lora_dropout = 0.0;
+  std::string lora_dtype{name(lora_config{}.adapter_dtype)};
+  std::string quantize{name(adaptation{}.quantize)};
+  bool no_double_quant = false;
+  bool paged_optimizer = false;
+  std::string freeze;
   // activations
   std::int64_t seq_len = 0;  // 0: not given
   std::int64_t micro_batch = 1;

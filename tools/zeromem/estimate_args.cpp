@@ -25,6 +25,16 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
                  "micro-batches per optimizer step (ZeRO-1/2 CPU offload keeps a 16-bit host accumulation buffer when > 1)")
       ->capture_default_str();
   add_model_flags(app, a.model, false);
+  integer_option(app, "--lora-rank", a.lora_rank, "LoRA rank r (PEFT LoraConfig.r); the base model is frozen", 1, 1 << 20);
+  text_option(app, "--lora-targets", a.lora_targets,
+              "modules to adapt, comma-separated Hugging Face names: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,fc1,fc2,"
+              "qkv,proj or all-linear");
+  real_option(app, "--lora-dropout", a.lora_dropout, "LoRA dropout probability (0: none)", 0.0, 1.0, false)->capture_default_str();
+  text_option(app, "--lora-dtype", a.lora_dtype, "dtype of the adapters (PEFT keeps them in fp32 beside a 16-bit base)")->capture_default_str();
+  text_option(app, "--quantize", a.quantize, "the frozen base: none | nf4 (QLoRA, 4-bit NormalFloat) | int8 (LLM.int8())")->capture_default_str();
+  app.add_flag("--no-double-quant", a.no_double_quant, "NF4 without double quantization (fp32 absmax per 64 weights)");
+  app.add_flag("--paged-optimizer", a.paged_optimizer, "bitsandbytes paged 32-bit optimizer: states in unified memory, evicted to host RAM");
+  text_option(app, "--freeze", a.freeze, "components that do not train, comma-separated: vision, embeddings, all-but-adapters (with LoRA)");
 
   tokens_option(app, "--seq-len", a.seq_len, "tokens per sequence: 4096, 32K (= 32,768); turns on the step's peak");
   integer_option(app, "--micro-batch", a.micro_batch, "sequences per micro-batch")->capture_default_str();
@@ -59,20 +69,52 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
 
 namespace {
 
+adaptation adaptation_of(const estimate_args& a) {
+  adaptation d{};
+  d.lora.rank = a.lora_rank;
+  if (!a.lora_targets.empty()) d.lora.targets = parse_lora_targets(a.lora_targets);
+  d.lora.dropout = a.lora_dropout;
+  d.lora.adapter_dtype = parse_dtype(a.lora_dtype);
+  d.quantize = parse_quantization(a.quantize);
+  d.double_quant = !a.no_double_quant;
+  d.paged_optimizer = a.paged_optimizer;
+  if (a.no_double_quant && d.quantize != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
+  if (a.lora_dropout != 0.0 && a.lora_rank == 0) detail::fail("--lora-dropout needs LoRA; add --lora-rank and --lora-targets");
+  std::string_view list = a.freeze;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    if (item == "vision") d.freeze_vision = true;
+    else if (item == "embeddings") d.freeze_embeddings = true;
+    else if (item == "all-but-adapters") {
+      if (a.lora_rank == 0) detail::fail("--freeze all-but-adapters needs adapters; add --lora-rank and --lora-targets");
+    } else
+      detail::fail("unknown --freeze component " + detail::quoted(item) + "; expected vision, embeddings or all-but-adapters");
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return d;
+}
+
 void set_model_states(const estimate_args& a, estimate_inputs& in) {
   training_states& t = in.states;
+  t.adapt = adaptation_of(a);
+  t.recipe = recipe_of(parse_precision(a.precision_name));
   if (in.has_model) {
     in.counts = count_parameters(in.model);
-    // Model states are those of the most loaded tensor/pipeline-parallel rank.
-    t.params = parameters_per_rank(in.model, in.counts, a.tp, a.pp).most_loaded;
   } else {
     if (a.tp != 1 || a.pp != 1) detail::fail("--tp and --pp split a model's layers; give the model (--model, --hf-config or --hidden ...)");
+    if (t.adapt.lora_enabled() || t.adapt.freeze_vision || t.adapt.freeze_embeddings || t.adapt.quantize != quantization::none)
+      detail::fail("LoRA, --freeze and --quantize need the model's shapes; give --model, --hf-config or --hidden ...");
     t.params = parse_elements(a.params, "the parameter count (--params)");
   }
-  t.recipe = recipe_of(parse_precision(a.precision_name));
   t.recipe.fp32_gradient_copy = a.fp32_grad_copy;
   if (!a.main_grads.empty()) t.recipe.gradients = parse_dtype(a.main_grads);
+  // Model states are those of the most loaded tensor/pipeline-parallel rank: what trains there and what is frozen.
+  if (in.has_model) t = states_on_rank(in.model, in.counts, t, a.tp, a.pp);
   t.optimizer.kind = parse_optimizer(a.optimizer_name);
+  if (t.optimizer.kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
+    detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
     // The model's own tensor shapes, split like the parameters over tensor and pipeline ranks.
     const elements factored = adafactor_second_moment_elements(in.model);

@@ -90,13 +90,31 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                  {"ranks_per_node", e.ranks_per_node}, {"offload_optimizer", std::string(name(t.zero.optimizer.device))},
                  {"offload_params", std::string(name(t.zero.params.device))}, {"hpz_partition", t.zero.hpz_partition},
                  {"largest_layer_params", t.largest_layer.count()}, {"gradient_accumulation_steps", t.gradient_accumulation_steps}};
-  if (in.has_model)
+  j["inputs"]["frozen_params_per_rank"] = t.frozen.count();
+  j["inputs"]["frozen_weights_bytes_per_rank"] = t.frozen_weights.count();
+  if (in.has_model) {
+    const parameter_split split = split_parameters(in.model, in.counts, t.adapt, t.recipe.weights);
     j["model"] = {{"params", in.counts.total.count()}, {"language_model_params", in.counts.language_model.count()},
                   {"vision_params", in.counts.vision.count()}, {"params_per_layer", in.counts.layer.count()},
                   {"embedding_params", in.counts.embedding.count()}, {"lm_head_params", in.counts.lm_head.count()},
-                  {"largest_layer_params", in.counts.largest_layer.count()}};
+                  {"largest_layer_params", in.counts.largest_layer.count()},
+                  {"trainable_params", split.trainable(in.model.layers).count()},
+                  {"frozen_params", split.frozen(in.model.layers).count()},
+                  {"adapter_params", split.adapters.total.count()}};
+    // PEFT's print_trainable_parameters counts the adapters among all parameters.
+    j["model"]["all_params_with_adapters"] = (in.counts.total + split.adapters.total).count();
+    const adaptation& d = t.adapt;
+    j["adaptation"] = {{"lora_rank", d.lora.rank}, {"lora_dropout", d.lora.dropout},
+                       {"adapter_dtype", std::string(name(trainable_recipe(t).weights))},
+                       {"quantize", std::string(name(d.quantize))}, {"double_quant", d.quantize == quantization::nf4 && d.double_quant},
+                       {"paged_optimizer", d.paged_optimizer}, {"freeze_vision", d.freeze_vision},
+                       {"freeze_embeddings", d.freeze_embeddings || d.lora_enabled()},
+                       {"adapter_params_per_layer", split.adapters.per_layer.count()},
+                       {"dequantized_weight_bytes", split.dequantized_weight.count()}};
+  }
   const bytes act_bytes = act != nullptr ? act->total : bytes{};
-  j["per_gpu"] = {{"weights_bytes", (m.weights.gpu + m.hpz_secondary.gpu).count()},
+  j["per_gpu"] = {{"weights_bytes", (m.weights.gpu + m.hpz_secondary.gpu + m.frozen_weights.gpu).count()},
+                  {"frozen_weights_bytes", m.frozen_weights.gpu.count()},
                   {"gradients_bytes", (m.gradients.gpu + m.fp32_gradients.gpu).count()},
                   {"optimizer_states_bytes", (m.master_weights.gpu + m.optimizer_moments.gpu).count()},
                   {"gathered_layer_bytes", m.gathered_layer.gpu.count()}, {"offload_staging_bytes", m.offload_staging.gpu.count()},
@@ -191,7 +209,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   stage_activations act{};
   step_estimate step{};
   if (in.has_activations) {
-    act = first_stage_activations(in.model, in.act, in.pipe);
+    act = first_stage_activations(in.model, in.act, in.pipe, in.states.adapt);
     step = step_of(in);
   }
   const stage_activations* act_ptr = in.has_activations ? &act : nullptr;

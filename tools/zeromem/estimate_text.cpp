@@ -1,5 +1,6 @@
 // `zeromem estimate` as text: the step's peak and verdict first, then the tables, then --explain.
 #include <ostream>
+#include <sstream>
 
 #include "estimate.hpp"
 
@@ -22,6 +23,12 @@ std::string states_of(const training_states& t) {
       return std::string("factored second moment in fp32") + (t.optimizer.adafactor_momentum ? ", momentum in " + d : "");
   }
   return d;
+}
+
+std::string a_dropout(double p) {
+  std::ostringstream s;
+  s << p;
+  return s.str();
 }
 
 std::string ranks(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
@@ -77,7 +84,19 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     if (in.counts.vision.count() > 0) out << " (vision tower " << format_count(in.counts.vision.count()) << ")";
     out << "; largest layer " << format_count(in.counts.largest_layer.count()) << "\n";
   }
-  out << "  per rank     " << format_count(t.params.count()) << " parameters\n";
+  if (t.frozen.count() == 0) out << "  per rank     " << format_count(t.params.count()) << " parameters\n";
+  else {
+    out << "  per rank     " << format_count(t.params.count()) << " parameters train, " << format_count(t.frozen.count())
+        << " frozen (" << format_bytes(t.frozen_weights, size_unit::GiB) << " as stored)\n";
+    const adaptation& d = t.adapt;
+    if (d.lora_enabled())
+      out << "  adapters     LoRA rank " << d.lora.rank << " on " << a.lora_targets << ", "
+          << name(trainable_recipe(t).weights) << (d.lora.dropout > 0.0 ? ", dropout " + a_dropout(d.lora.dropout) : std::string())
+          << "; base " << (d.quantize == quantization::none ? std::string(name(t.recipe.weights))
+                                                           : std::string(name(d.quantize)) + (d.quantize == quantization::nf4 && d.double_quant ? " with double quantization" : ""))
+          << "\n";
+  }
+  if (t.adapt.paged_optimizer) out << "  note         paged optimizer: its fp32 states are counted in host RAM, which backs them\n";
   if (!in.has_model && t.params.count() < 1'000'000 && a.params.find_first_of("kKmMbBgGtTeE") == std::string::npos)
     out << "  note         --params " << a.params << " is " << format_count(t.params.count())
         << " parameters; write " << a.params << "B for billions or " << a.params << "M for millions\n";
