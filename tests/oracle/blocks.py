@@ -153,17 +153,45 @@ def rope_tables(b, s, d, dtype):
     return cos, sin
 
 
+# zeromem's LoRA target names for the blocks' linear modules (Hugging Face module names).
+HF_NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",
+            "down": "down_proj", "fc1": "fc1", "fc2": "fc2"}
+
+
+def add_lora(block, lora, dtype):
+    """Freezes the block and adapts the named linears as PEFT's lora.Linear does (tuners/lora/layer.py):
+    result = base(x) + lora_B(lora_A(dropout(x))) * scaling. Returns the adapters' parameters."""
+    for p in block.parameters():
+        p.requires_grad_(False)
+    params = []
+    for attr in lora["targets"]:
+        base = getattr(block, attr)
+        a = torch.nn.Linear(base.in_features, lora["rank"], bias=False).to(dtype)
+        b = torch.nn.Linear(lora["rank"], base.out_features, bias=False).to(dtype)
+        p_drop = lora["dropout"]
+
+        def forward(x, base=base, a=a, b=b, p_drop=p_drop):
+            dropped = F.dropout(x, p_drop, True) if p_drop > 0 else x
+            return F.linear(x, base.weight, base.bias) + b(a(dropped)) * 2.0
+
+        base.forward = forward
+        params += list(a.parameters()) + list(b.parameters())
+    return params
+
+
 def measure_layer(kind, cfg, dtype=torch.bfloat16):
-    """Bytes one layer keeps for backward, and its parameter count."""
+    """Bytes one layer keeps for backward, and its parameter count (without adapters)."""
     b, s, h = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"]
     torch.manual_seed(cfg.get("seed", 0))
     if kind == "gpt":
         block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
     else:
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"]).to(dtype)
+    params = sum(p.numel() for p in block.parameters())
+    adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
     mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
-    constants = [mask] + list(block.parameters())
+    constants = [mask] + list(block.parameters()) + adapters
     recompute = cfg.get("recompute", "none")
     selective = recompute == "selective"
     if kind == "gpt":
@@ -176,7 +204,6 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     fn = (lambda: checkpoint(layer, x, use_reentrant=True)) if recompute == "full" else (lambda: layer(x))
     saved, out = saved_bytes(fn, constants)
     out.float().sum().backward()  # the graph is complete: backward runs with what was saved
-    params = sum(p.numel() for p in block.parameters())
     return saved, params
 
 

@@ -1,5 +1,5 @@
-"""The PyTorch oracle: random GPT-style and Llama-style configurations, each measured with autograd's saved
-tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
+"""The PyTorch oracle: random GPT-style and Llama-style configurations, a third of them frozen with LoRA adapters,
+each measured with autograd's saved tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
 per-layer activation bytes within 1%.
 
 usage: python3 run_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
@@ -25,6 +25,10 @@ def zeromem(binary, kind, cfg, layers, vocab):
         args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
         if cfg["qkv_bias"]:
             args.append("--qkv-bias")
+    if cfg.get("lora"):
+        lora = cfg["lora"]
+        args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
+                 "--lora-targets", ",".join(blocks.HF_NAMES[t] for t in lora["targets"])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -43,6 +47,11 @@ def random_config(rng, kind):
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["ffn"] = rng.randint(8, 512)
         cfg["qkv_bias"] = rng.random() < 0.5
+    # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
+    if rng.random() < 0.35:
+        names = ["q", "k", "v", "o"] + (["fc1", "fc2"] if kind == "gpt" else ["gate", "up", "down"])
+        targets = [n for n in names if rng.random() < 0.5] or [rng.choice(names)]
+        cfg["lora"] = {"rank": rng.choice([1, 2, 4, 8, 16]), "targets": targets, "dropout": rng.choice([0.0, 0.0, 0.1])}
     return cfg
 
 
