@@ -300,6 +300,7 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
 constexpr training_states states_on_rank(const transformer_config& m, const parameter_counts& c, training_states t, std::int64_t tp,
                                          std::int64_t pp) {
   const stage_parameters all = parameters_per_rank(m, c, tp, pp);
+  validate(t.adapt, m);
   if (!t.adapt.any()) {
     t.params = all.most_loaded;
     t.frozen = elements{};

@@ -42,7 +42,15 @@ struct plan_request {
   bytes min_headroom{};
   double min_headroom_fraction = 0.05;
   std::int64_t max_micro_batch = 16;
+  /// Also try LoRA adapters on a frozen base, and (tp = pp = 1, parameters on the GPU) QLoRA's NF4 base, with
+  /// these adapters; ranked after full training (plan_objective).
+  bool allow_lora = false;
+  lora_config lora{16, bit(lora_module::all_linear), 0.0, dtype::fp32};
 };
+
+/// What a configuration trains: every parameter, LoRA adapters on a frozen base, or adapters on an NF4 base.
+enum class plan_training { full, lora, qlora };
+constexpr std::string_view name(plan_training t) { return t == plan_training::full ? "full" : t == plan_training::lora ? "lora" : "qlora"; }
 
 /// One configuration, evaluated.
 struct plan_config {
@@ -52,6 +60,7 @@ struct plan_config {
   std::int64_t dp = 1, tp = 1, pp = 1;
   std::int64_t micro_batch = 1;
   recompute recomputation = recompute::none;
+  plan_training training = plan_training::full;
   bytes gpu{};                // per GPU: model states + activations + buffers + context
   bytes headroom{};
   bytes offloaded_per_node{}; // host RAM the offload takes on one node
@@ -65,12 +74,13 @@ struct plan_result {
 };
 
 inline constexpr const char* plan_objective =
-    "fewest offloaded bytes, then the least recomputation, then the fewest pipeline and tensor-parallel ranks, "
+    "full training before LoRA before QLoRA (with --allow-lora), then the fewest offloaded bytes, then the least recomputation, then the fewest pipeline and tensor-parallel ranks, "
     "then the largest micro-batch, then the most headroom";
 
 namespace detail {
 inline int recompute_rank(recompute r) { return r == recompute::none ? 0 : r == recompute::selective ? 1 : 2; }
 inline bool better(const plan_config& a, const plan_config& b) {
+  if (a.training != b.training) return a.training < b.training;
   if (a.offloaded_per_node != b.offloaded_per_node) return a.offloaded_per_node < b.offloaded_per_node;
   if (a.recomputation != b.recomputation) return recompute_rank(a.recomputation) < recompute_rank(b.recomputation);
   if (a.pp != b.pp) return a.pp < b.pp;
@@ -92,6 +102,10 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   t.zero.params.device = c.params_offload;
   t.dp = c.dp;
   t.gpus_per_node = r.gpus_per_node;
+  if (c.training != plan_training::full) {
+    t.adapt.lora = r.lora;
+    if (c.training == plan_training::qlora) t.adapt.quantize = quantization::nf4;
+  }
   if (r.global_batch > 0) {
     if (!detail::divides(c.dp, r.global_batch) || !detail::divides(c.micro_batch, r.global_batch / c.dp))
       detail::fail_value("dp x micro-batch must divide the global batch", static_cast<long double>(r.global_batch),
@@ -137,6 +151,9 @@ inline plan_result plan(const plan_request& r) {
   if (r.global_batch < 0) detail::fail("the global batch cannot be negative; pass 0 for any");
   detail::require_positive(r.max_micro_batch, "the largest micro-batch");
   const bytes required_headroom = required_headroom_of(r);
+  if (r.allow_lora) validate(r.lora, r.model);
+  std::vector<plan_training> trainings{plan_training::full};
+  if (r.allow_lora) trainings.insert(trainings.end(), {plan_training::lora, plan_training::qlora});
   const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
   plan_result out{};
   out.objective = plan_objective;
@@ -169,7 +186,10 @@ inline plan_result plan(const plan_request& r) {
         // At dp 1 ZeRO-1 and ZeRO-2 run one engine (DeepSpeed stage_1_and_2.py) with no collectives; stage 2 frees
         // each gradient once it is reduced (offloaded), so stage 1 never holds less and is not a choice of its own.
         if (z.stage == 1 && dp == 1) continue;
+        for (const plan_training training : trainings)
         for (const std::int64_t micro : micro_batches) {
+          // bitsandbytes' 4-bit weights are neither split by Megatron-style tensor/pipeline ranks nor offloaded.
+          if (training == plan_training::qlora && (tp > 1 || pp > 1 || z.params != offload_device::none)) continue;
           // global_batch % (dp x micro) == 0 without forming dp x micro, which can pass 2^63.
           if (r.global_batch > 0 && (!detail::divides(dp, r.global_batch) || !detail::divides(micro, r.global_batch / dp))) continue;
           bytes cheaper = bytes_of(-1);  // per GPU at the previous (cheaper) recompute level
@@ -183,6 +203,7 @@ inline plan_result plan(const plan_request& r) {
             c.pp = pp;
             c.micro_batch = micro;
             c.recomputation = rc;
+            c.training = training;
             c = evaluate(r, c);
             ++out.evaluated;
             // More recomputation that saves nothing (selective under flash attention: no s^2 terms to drop) is

@@ -1,6 +1,7 @@
 // The zeromem program, run in-process: published values through the CLI, JSON shape, and bad input.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -417,4 +418,49 @@ TEST_CASE("the verdict says how the GPU's capacity was obtained", "[cli][first-c
   CHECK(a100["verdict"]["capacity_source"].get<std::string>().rfind("nominal 40 GiB", 0) == 0);
   const auto own = run_json({"plan", "--model", "qwen2.5-1.5b", "--gpu-memory", "23.55GiB", "--gpus", "1", "--seq-len", "1024"});
   CHECK(own["capacity_source"] == "--gpu-memory 23.55GiB");
+}
+
+TEST_CASE("estimate and plan with LoRA through the command line", "[cli][lora]") {
+  // The issue's example: Llama-2-7B config, r = 16 on q and v, 4096 tokens x 2, full recompute, H100 verdict.
+  const std::string config = std::string(ZEROMEM_DATA_DIR) + "/calibration/configs/llama-2-7b/config.json";
+  const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--hf-config", config, "--precision", "bf16", "--lora-rank", "16",
+                                                        "--lora-targets", "q_proj,v_proj", "--seq-len", "4096", "--micro-batch", "2",
+                                                        "--recompute", "full", "--gpu", "h100-80gb"});
+  CHECK(j["model"]["trainable_params"] == 8'388'608);
+  CHECK(j["per_gpu"]["frozen_weights_bytes"] == 6'738'415'616LL * 2);
+  CHECK(j["verdict"]["fits"] == true);
+  CHECK(j["adaptation"]["adapter_dtype"] == "fp32");
+  // --quantize nf4 replaces the bf16 linear weights by 4.127 bits each: the documented amount, in
+  // test_adapters.cpp's derivation, 3,865,591,808 B for the whole model (embedding, lm_head and norms in bf16).
+  const nlohmann::json q = zeromem::test::run_cli_json({"estimate", "--hf-config", config, "--precision", "bf16", "--lora-rank", "16",
+                                                        "--lora-targets", "q_proj,v_proj", "--quantize", "nf4", "--seq-len", "4096",
+                                                        "--micro-batch", "2", "--recompute", "full", "--gpu", "h100-80gb"});
+  const long long linears = 32LL * (4 * 8'654'848 + 3 * (22'544'384 + 715'520));
+  const long long unquantized = (32LL * 2 * 4096 + 2 * 32000LL * 4096 + 4096) * 2;
+  CHECK(q["per_gpu"]["frozen_weights_bytes"] == linears + unquantized);
+  CHECK(q["per_gpu"]["frozen_weights_bytes"] == 3'865'591'808LL);
+  CHECK(q["per_gpu"]["peak_bytes"].get<long long>() < j["per_gpu"]["peak_bytes"].get<long long>());
+
+  using zeromem::test::run_cli;
+  const auto fails_with = [](std::vector<std::string> args, const std::string& words) {
+    const zeromem::test::cli_result r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(words) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  };
+  fails_with({"estimate", "--model", "llama-2-7b", "--lora-rank", "8"}, "--lora-targets");
+  fails_with({"estimate", "--model", "llama-2-7b", "--lora-targets", "q_proj"}, "--lora-rank");
+  fails_with({"estimate", "--model", "llama-2-7b", "--quantize", "nf4"}, "--lora-rank");
+  fails_with({"estimate", "--model", "llama-2-7b", "--lora-rank", "8", "--lora-targets", "c_attn"}, "unknown LoRA target");
+  fails_with({"estimate", "--params", "7B", "--lora-rank", "8", "--lora-targets", "q_proj"}, "--model");
+  fails_with({"estimate", "--model", "llama-2-7b", "--freeze", "all-but-adapters"}, "--lora-rank");
+  fails_with({"estimate", "--model", "llama-2-7b", "--freeze", "vision"}, "no vision tower");
+  fails_with({"estimate", "--model", "llama-2-7b", "--freeze", "heads"}, "unknown --freeze component");
+  fails_with({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--seq-len", "4096", "--lora-rank", "8"}, "--allow-lora");
+
+  const nlohmann::json p = zeromem::test::run_cli_json({"plan", "--model", "llama-3-70b", "--gpu", "h100-80gb", "--gpus", "1", "--seq-len",
+                                                        "4096", "--host-memory", "100GB", "--allow-lora"});
+  REQUIRE(!p["configs"].empty());
+  CHECK(p["configs"][0]["training"] == "qlora");
 }

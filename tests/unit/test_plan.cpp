@@ -208,3 +208,37 @@ TEST_CASE("plan: no two choices hold the same memory for more cost", "[plan][fir
       }
   }
 }
+
+TEST_CASE("plan --allow-lora: LoRA and QLoRA ranked after full training, chosen where only they fit", "[plan][lora]") {
+  // Llama-3-70B on one H100 with 100 GB of host RAM. Full training cannot fit: even ZeRO-3 with everything on the
+  // CPU keeps 70.55e9 x (4 + 8) B of fp32 master weights and moments = 847 GB in host RAM. LoRA on a bf16 base
+  // cannot either: the frozen base alone is 70,553,706,496 x 2 B = 141.1 GB, above the card's 85.0 GB, and with
+  // its parameters offloaded it takes the same 141.1 GB of host RAM. QLoRA's NF4 base (about 37 GB) fits.
+  plan_request r{};
+  r.model = preset_config("llama-3-70b");
+  r.gpu_capacity = find_gpu("h100-80gb").capacity;
+  r.gpus_per_node = 1;
+  r.seq_len = 4096;
+  r.host_memory = bytes_of(100'000'000'000);
+  r.max_results = 1000;
+  CHECK(plan(r).fitting == 0);
+  r.allow_lora = true;
+  const plan_result p = plan(r);
+  REQUIRE(p.fitting > 0);
+  for (const plan_config& c : p.configs) {
+    CHECK(c.training == plan_training::qlora);
+    CHECK(c.tp == 1);
+    CHECK(c.gpu + c.headroom == r.gpu_capacity);
+  }
+
+  // Qwen2.5-7B on 8 H100s: full training fits, so it ranks first; the LoRA and QLoRA configurations follow it.
+  plan_request small = r;
+  small.model = preset_config("qwen2.5-7b");
+  small.gpus_per_node = 8;
+  small.host_memory = bytes{};
+  const plan_result q = plan(small);
+  REQUIRE(q.configs.size() > 2);
+  CHECK(q.configs.front().training == plan_training::full);
+  CHECK(q.configs.back().training != plan_training::full);
+  for (std::size_t i = 1; i < q.configs.size(); ++i) CHECK(q.configs[i - 1].training <= q.configs[i].training);
+}

@@ -11,7 +11,7 @@ std::string both_units(bytes b) { return format_bytes(b, size_unit::GiB) + " (" 
 
 // What the optimizer keeps, in words that match optimizer_state_bytes (recipe.hpp).
 std::string states_of(const training_states& t) {
-  const std::string d(name(t.recipe.optimizer_dtype()));
+  const std::string d(name(t.adapt.paged_optimizer ? dtype::fp32 : trainable_recipe(t).optimizer_dtype()));
   switch (t.optimizer.kind) {
     case optimizer_kind::adam:
     case optimizer_kind::adamw: return "two moments in " + d;
@@ -100,8 +100,9 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
   if (!in.has_model && t.params.count() < 1'000'000 && a.params.find_first_of("kKmMbBgGtTeE") == std::string::npos)
     out << "  note         --params " << a.params << " is " << format_count(t.params.count())
         << " parameters; write " << a.params << "B for billions or " << a.params << "M for millions\n";
-  out << "  recipe       weights " << name(t.recipe.weights) << ", gradients " << name(t.recipe.gradients)
-      << (t.recipe.fp32_master ? ", fp32 master weights" : ", no master copy") << (t.recipe.fp32_gradient_copy ? ", fp32 gradient copy" : "")
+  const precision_recipe r = trainable_recipe(t);  // what trains: the adapters under LoRA
+  out << "  recipe       " << (t.frozen.count() > 0 ? "trained " : "") << "weights " << name(r.weights) << ", gradients " << name(r.gradients)
+      << (r.fp32_master ? ", fp32 master weights" : ", no master copy") << (r.fp32_gradient_copy ? ", fp32 gradient copy" : "")
       << "; optimizer " << name(t.optimizer.kind) << " (" << states_of(t) << ")\n";
   print_sharding(out, a, in, e);
   out << "  offload      optimizer " << name(t.zero.optimizer.device) << ", parameters " << name(t.zero.params.device)

@@ -27,6 +27,9 @@ struct plan_args {
   std::int64_t top = 10;
   std::string svg;
   bool json = false;
+  bool allow_lora = false;
+  std::int64_t lora_rank = plan_request{}.lora.rank;
+  std::string lora_targets = "all-linear";
 };
 
 void add_plan_flags(CLI::App& app, plan_args& a) {
@@ -47,13 +50,17 @@ void add_plan_flags(CLI::App& app, plan_args& a) {
   integer_option(app, "--max-micro-batch", a.max_micro_batch, "largest micro-batch tried (powers of 2)")->capture_default_str();
   integer_option(app, "--top", a.top, "configurations to print")->capture_default_str();
   text_option(app, "--svg", a.svg, "write memory against micro-batch for the best configuration to this file");
+  app.add_flag("--allow-lora", a.allow_lora, "also try LoRA adapters on a frozen base and QLoRA (NF4 base), ranked after full training");
+  integer_option(app, "--lora-rank", a.lora_rank, "LoRA rank tried with --allow-lora", 1, 1 << 20)->capture_default_str();
+  text_option(app, "--lora-targets", a.lora_targets, "LoRA target modules tried with --allow-lora (Hugging Face names or all-linear)")
+      ->capture_default_str();
   app.add_flag("--json", a.json, "print JSON with a configs array");
 }
 
 json plan_config_json(const plan_config& c) {
   return {{"zero_stage", c.stage}, {"offload_optimizer", std::string(name(c.optimizer_offload))},
           {"offload_params", std::string(name(c.params_offload))}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
-          {"sequence_parallel", c.tp > 1}, {"micro_batch", c.micro_batch}, {"recompute", std::string(name(c.recomputation))},
+          {"sequence_parallel", c.tp > 1}, {"micro_batch", c.micro_batch}, {"training", std::string(name(c.training))}, {"recompute", std::string(name(c.recomputation))},
           {"per_gpu_bytes", c.gpu.count()}, {"headroom_bytes", c.headroom.count()},
           {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}};
 }
@@ -84,6 +91,11 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   }
   r.max_micro_batch = a.max_micro_batch;
   r.max_results = static_cast<std::size_t>(a.top);
+  r.allow_lora = a.allow_lora;
+  if (!a.allow_lora && (a.lora_rank != r.lora.rank || a.lora_targets != "all-linear"))
+    detail::fail("--lora-rank and --lora-targets choose the adapters --allow-lora tries; add --allow-lora");
+  r.lora.rank = a.lora_rank;
+  r.lora.targets = parse_lora_targets(a.lora_targets);
   return r;
 }
 
@@ -131,15 +143,16 @@ int run_plan(const plan_args& a, std::ostream& out) {
   out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
       << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context\n\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %4s %-5s %-14s %4s %4s %4s %6s %-9s %12s %12s %14s\n", "rank", "ZeRO", "offload", "dp", "tp", "pp",
-                "micro", "recompute", "per GPU", "headroom", "host per node");
+  std::snprintf(line, sizeof line, "  %4s %-5s %-5s %-14s %4s %4s %4s %6s %-9s %12s %12s %14s\n", "rank", "train", "ZeRO", "offload", "dp", "tp",
+                "pp", "micro", "recompute", "per GPU", "headroom", "host per node");
   out << line;
   int rank = 1;
   for (const plan_config& c : p.configs) {
     const std::string offload = c.params_offload != offload_device::none      ? "params+optim"
                                 : c.optimizer_offload != offload_device::none ? "optimizer"
                                                                               : "none";
-    std::snprintf(line, sizeof line, "  %4d %-5d %-14s %4lld %4lld %4lld %6lld %-9s %12s %12s %14s\n", rank++, c.stage, offload.c_str(),
+    std::snprintf(line, sizeof line, "  %4d %-5s %-5d %-14s %4lld %4lld %4lld %6lld %-9s %12s %12s %14s\n", rank++,
+                  std::string(name(c.training)).c_str(), c.stage, offload.c_str(),
                   static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp),
                   static_cast<long long>(c.micro_batch), std::string(name(c.recomputation)).c_str(),
                   format_bytes(c.gpu, size_unit::GiB).c_str(), format_bytes(c.headroom, size_unit::GiB).c_str(),
