@@ -59,6 +59,12 @@ MUST_RUN = [
     ["estimate", "--model", "llama-3-70b", "--fsdp", "HYBRID_SHARD", "--dp", "64", "--seq-len", "4096", "--recompute", "full",
      "--gpu", "a100-80gb", "--explain"],
     ["kv", "--model", "llama-2-7b", "--tokens", "32K"],
+    ["estimate", "--model", "qwen2.5-vl-7b", "--precision", "bf16", "--lora-rank", "64", "--lora-targets", "all-linear",
+     "--lora-dropout", "0.05", "--quantize", "nf4", "--paged-optimizer", "--seq-len", "2048", "--gpu-memory", "24GiB", "--explain"],
+    ["estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj,down_proj", "--quantize", "int8",
+     "--seq-len", "1024", "--tp", "2", "--pp", "2", "--zero-stage", "1", "--dp", "2"],
+    ["estimate", "--model", "qwen2.5-vl-7b", "--freeze", "vision,embeddings", "--fsdp", "FULL_SHARD", "--dp", "8", "--seq-len", "4096"],
+    ["plan", "--model", "llama-3-8b", "--gpu-memory", "24GiB", "--gpus", "1", "--seq-len", "2048", "--allow-lora", "--lora-rank", "8"],
 ]
 
 
@@ -97,7 +103,8 @@ def main():
 
     cases = []  # (args, expectation: None | "reject" | "run")
     flags = {sub: flags_of(a.program, sub) for sub in BASES}
-    boolean = {"--json", "--explain", "--sp", "--pin-memory", "--fp32-grad-copy", "--tied-embeddings", "--qkv-bias", "--pre-2024"}
+    boolean = {"--json", "--explain", "--sp", "--pin-memory", "--fp32-grad-copy", "--tied-embeddings", "--qkv-bias", "--pre-2024",
+               "--no-double-quant", "--paged-optimizer", "--allow-lora"}
     for sub, base in BASES.items():
         for flag in flags[sub]:
             if flag in boolean:

@@ -464,3 +464,16 @@ TEST_CASE("estimate and plan with LoRA through the command line", "[cli][lora]")
   REQUIRE(!p["configs"].empty());
   CHECK(p["configs"][0]["training"] == "qlora");
 }
+
+TEST_CASE("estimate --explain suggests QLoRA's NF4 base when only that fits a LoRA job", "[cli][lora]") {
+  // Llama-3-8B, LoRA r = 16 on all linears, fused loss and optimizer, 4096 tokens with checkpointing, on 16 GiB:
+  // the bf16 base alone is 8,030,261,248 x 2 B = 16.06 GB = 14.96 GiB, so nothing but a smaller base fits; NF4
+  // stores the 6.98e9 linear weights at 4.127 bits.
+  const zeromem::test::cli_result r =
+      zeromem::test::run_cli({"estimate", "--model", "llama-3-8b", "--precision", "bf16", "--lora-rank", "16", "--lora-targets", "all-linear",
+                              "--seq-len", "4096", "--recompute", "full", "--gpu-memory", "16GiB", "--loss", "fused", "--optimizer-impl", "fused",
+                              "--explain"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
+  CHECK(r.out.find("smallest change that fits: --quantize nf4 (QLoRA)") != std::string::npos);
+}

@@ -44,6 +44,10 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
   if (in.act.recomputation == recompute::none)
     with("--recompute selective", [](estimate_inputs& c) { c.act.recomputation = recompute::selective; });
   if (in.act.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.act.recomputation = recompute::full; });
+  if (in.states.adapt.lora_enabled() && !in.states.adapt.paged_optimizer && in.states.zero.optimizer.device == offload_device::none)
+    with("--paged-optimizer", [](estimate_inputs& c) { c.states.adapt.paged_optimizer = true; });
+  if (in.states.adapt.lora_enabled() && in.states.adapt.quantize == quantization::none)
+    with("--quantize nf4 (QLoRA)", [](estimate_inputs& c) { c.states.adapt.quantize = quantization::nf4; });
   if (in.act.micro_batch > 1)
     with("--micro-batch " + std::to_string(in.act.micro_batch / 2), [](estimate_inputs& c) { c.act.micro_batch /= 2; });
   // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
