@@ -62,6 +62,8 @@ struct adaptation {
 
   constexpr bool lora_enabled() const { return lora.rank > 0; }
   constexpr bool any() const { return lora_enabled() || freeze_vision || freeze_embeddings || paged_optimizer; }
+  /// Nothing set at all: every parameter trains as the recipe says (nothing to validate either).
+  constexpr bool trains_everything() const { return !any() && lora.targets == 0 && quantize == quantization::none; }
 };
 
 constexpr std::string_view name(quantization q) { return q == quantization::none ? "none" : q == quantization::nf4 ? "nf4" : "int8"; }
@@ -278,6 +280,15 @@ constexpr void validate(const adaptation& a, const transformer_config& m) {
 
 /// Splits the model's parameters into what trains and what is frozen (stored in `weights`, or quantized).
 constexpr parameter_split split_parameters(const transformer_config& m, const parameter_counts& c, const adaptation& a, dtype weights) {
+  if (a.trains_everything()) {
+    parameter_split s{};
+    s.layer_trainable = c.layer;
+    s.embedding_trainable = c.embedding + c.position_embedding;
+    s.vision_trainable = c.vision;
+    s.head_trainable = c.final_norm + c.lm_head;
+    s.largest_trainable = c.largest_layer;
+    return s;
+  }
   validate(a, m);
   using detail::checked_product;
   parameter_split s{};

@@ -68,7 +68,7 @@ constexpr bytes training_gpu_bytes(const transformer_config& m, training_states 
   validate(a, m);  // validates the model too
   validate(p, m);
   const parameter_counts counts = count_parameters(m, detail::assume_valid);
-  t = states_on_rank(m, counts, t, a.tp, p.pp);
+  place_on_rank(t, m, counts, a.tp, p.pp);
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
   validate(t);
   return estimate_model_states(t, -1, detail::assume_valid).gpu() + first_stage_activations(m, a, p, detail::assume_valid, t.adapt).total +

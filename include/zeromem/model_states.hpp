@@ -296,16 +296,16 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
 }
 
 /// The training states of model m's most loaded tensor/pipeline-parallel rank (the stage parameters_per_rank picks):
-/// what trains in params, what is frozen in frozen and frozen_weights, as t.adapt says.
-constexpr training_states states_on_rank(const transformer_config& m, const parameter_counts& c, training_states t, std::int64_t tp,
-                                         std::int64_t pp) {
+/// what trains in params, what is frozen in frozen and frozen_weights, as t.adapt says; in place.
+constexpr void place_on_rank(training_states& t, const transformer_config& m, const parameter_counts& c, std::int64_t tp,
+                             std::int64_t pp) {
   const stage_parameters all = parameters_per_rank(m, c, tp, pp);
-  validate(t.adapt, m);
+  if (!t.adapt.trains_everything()) validate(t.adapt, m);
   if (!t.adapt.any()) {
     t.params = all.most_loaded;
     t.frozen = elements{};
     t.frozen_weights = bytes{};
-    return t;
+    return;
   }
   const parameter_split s = split_parameters(m, c, t.adapt, t.recipe.weights);
   const std::int64_t layers = detail::ceil_div(m.layers, pp);
@@ -332,6 +332,11 @@ constexpr training_states states_on_rank(const transformer_config& m, const para
   t.frozen_weights = bytes_of(detail::ceil_div(frozen_bytes.count(), tp));
   if (t.params.count() == 0)
     detail::fail("nothing trains on the most loaded rank; add LoRA targets on its layers or unfreeze a component");
+}
+/// The same, as a copy.
+constexpr training_states states_on_rank(const transformer_config& m, const parameter_counts& c, training_states t, std::int64_t tp,
+                                         std::int64_t pp) {
+  place_on_rank(t, m, c, tp, pp);
   return t;
 }
 

@@ -179,7 +179,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(s);
   using detail::checked_product;
   const parameter_counts counts = count_parameters(m, detail::assume_valid);
-  training_states t = states_on_rank(m, counts, t_in, a.tp, p.pp);  // what trains and what is frozen on this rank
+  training_states t = t_in;
+  place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
   validate(t);
   const parameter_split split = split_parameters(m, counts, t.adapt, t.recipe.weights);
