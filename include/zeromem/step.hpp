@@ -60,6 +60,13 @@ struct step_config {
   std::int64_t fsdp_world = 0;
   /// FSDP2 reshard_after_forward: true for FULL_SHARD, false for SHARD_GRAD_OP.
   bool reshard_after_forward = true;
+  /// PyTorch DistributedDataParallel: its Reducer allocates all-reduce buckets as large as every gradient when it
+  /// is built (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets: bucket.gradients = at::empty(...)),
+  /// so they are alive through every phase; autograd's gradients are copied into them.
+  bool ddp = false;
+  /// DDP(gradient_as_bucket_view=True): the gradients are views into the buckets, "the saved memory size will be
+  /// equal to the total gradients size" (torch.nn.parallel.DistributedDataParallel docs).
+  bool gradient_as_bucket_view = false;
   /// Driver-side memory outside PyTorch's allocator: the CUDA context and modules. Default: measured on an H100
   /// 80GB HBM3 with torch 2.11.0+cu130 and driver 580.159.04 (tests/data/calibration, cuda_context_bytes).
   bytes cuda_context = bytes_of_checked(650'969'088);
@@ -166,6 +173,8 @@ inline allocator_mode parse_allocator(std::string_view s) {
 constexpr void validate(const step_config& s) {
   if (s.fsdp_world < 0) detail::fail_value("the FSDP2 world size cannot be negative", static_cast<long double>(s.fsdp_world), "pass 0 without FSDP2");
   if (s.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass --cuda-context such as 650MB");
+  if (s.ddp && s.fsdp_world > 0) detail::fail("DDP and FSDP2 both wrap the model; choose --ddp or --fsdp");
+  if (s.gradient_as_bucket_view && !s.ddp) detail::fail("--gradient-as-bucket-view is a DDP option; add --ddp");
   if (!(s.reserve_fraction >= 0.0 && s.reserve_fraction < 10.0))
     detail::fail_value("the allocator reserve fraction must be in [0, 10)", static_cast<long double>(s.reserve_fraction),
                        "pass max_memory_reserved / max_memory_allocated - 1 measured on your job");
@@ -246,6 +255,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
+    if (s.ddp) {
+      if (t.zero.stage > 0) detail::fail("DDP replicates every state and does not combine with ZeRO stages; drop --ddp or --zero-stage");
+      comm = e.per_rank.gradients.gpu;  // the Reducer's buckets: one copy of every gradient, in the gradients' dtype
+      if (s.gradient_as_bucket_view) grads_all = layer_grads_kept = head_grads = layer_grads_unsharded = bytes{};  // views into them
+    }
   }
 
   // QLoRA: the frozen weight of the matmul being differentiated, dequantized to 16 bits.

@@ -104,7 +104,7 @@ def main():
     cases = []  # (args, expectation: None | "reject" | "run")
     flags = {sub: flags_of(a.program, sub) for sub in BASES}
     boolean = {"--json", "--explain", "--sp", "--pin-memory", "--fp32-grad-copy", "--tied-embeddings", "--qkv-bias", "--pre-2024",
-               "--no-double-quant", "--paged-optimizer", "--allow-lora"}
+               "--no-double-quant", "--paged-optimizer", "--allow-lora", "--ddp", "--gradient-as-bucket-view"}
     for sub, base in BASES.items():
         for flag in flags[sub]:
             if flag in boolean:

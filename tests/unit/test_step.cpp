@@ -177,3 +177,36 @@ TEST_CASE("step: the estimate is constexpr", "[step][static]") {
   constexpr bytes peak = compile_time_step().peak;
   CHECK(peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
 }
+
+TEST_CASE("DDP's all-reduce buckets hold one copy of the gradients through the whole step", "[step][ddp]") {
+  // torch DistributedDataParallel's Reducer allocates its buckets (every gradient, in the parameters' dtype) when it
+  // is built; autograd's gradients are copied into them. Llama-2-7B in pure bf16: 6,738,415,616 x 2 B = 13,476,831,232 B.
+  const std::int64_t grads = 13'476'831'232;
+  step_config single{}, ddp{}, view{};
+  ddp.ddp = true;
+  view.ddp = true;
+  view.gradient_as_bucket_view = true;
+  const activation_config a = sdpa(1024, 1, recompute::full);
+  const step_estimate e1 = estimate_step(llama2(), pure_bf16(), a, single);
+  const step_estimate ed = estimate_step(llama2(), pure_bf16(), a, ddp);
+  const step_estimate ev = estimate_step(llama2(), pure_bf16(), a, view);
+  // Forward: the buckets exist already (gradients do not, single or DDP).
+  CHECK(ed.forward.total().count() - e1.forward.total().count() == grads);
+  CHECK(ev.forward.total().count() - e1.forward.total().count() == grads);
+  // Optimizer step: the default keeps the gradients and the buckets (2x); as bucket views the gradients are the buckets.
+  CHECK(ed.optimizer_step.total().count() - e1.optimizer_step.total().count() == grads);
+  CHECK(ev.optimizer_step.total() == e1.optimizer_step.total());
+  CHECK(ed.optimizer_step.communication.count() == grads);
+  CHECK(ev.optimizer_step.gradients.count() == 0);
+
+  step_config both = ddp;
+  both.fsdp_world = 8;
+  CHECK_THROWS_WITH(estimate_step(llama2(), pure_bf16(), a, both), Catch::Contains("--ddp or --fsdp"));
+  training_states z = pure_bf16();
+  z.zero.stage = 2;
+  z.dp = 8;
+  CHECK_THROWS_WITH(estimate_step(llama2(), z, a, ddp), Catch::Contains("drop --ddp or --zero-stage"));
+  step_config view_only{};
+  view_only.gradient_as_bucket_view = true;
+  CHECK_THROWS_WITH(estimate_step(llama2(), pure_bf16(), a, view_only), Catch::Contains("add --ddp"));
+}

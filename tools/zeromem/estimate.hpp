@@ -49,6 +49,8 @@ struct estimate_args {
   std::string loss = "hf";
   std::string optimizer_impl = "foreach";
   std::string allocator = "default";
+  bool ddp = false;
+  bool gradient_as_bucket_view = false;
   std::string cuda_context;
   double reserve_fraction = 0.0;
   std::string gpu;

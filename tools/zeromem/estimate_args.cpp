@@ -57,6 +57,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--optimizer-impl", a.optimizer_impl, "foreach (PyTorch's default on CUDA) | fused | forloop")->capture_default_str();
   text_option(app, "--allocator", a.allocator, "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
       ->capture_default_str();
+  app.add_flag("--ddp", a.ddp, "PyTorch DistributedDataParallel: all-reduce buckets as large as the gradients, alive all step");
+  app.add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view, "DDP(gradient_as_bucket_view=True): gradients are views into the buckets");
   text_option(app, "--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");
   real_option(app, "--reserve-fraction", a.reserve_fraction,
               "reserved above allocated at the peak, measured on your job (max_memory_reserved / max_memory_allocated - 1)", 0.0, 10.0, false)
@@ -174,6 +176,8 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   st.reserve_fraction = a.reserve_fraction;
+  st.ddp = a.ddp;
+  st.gradient_as_bucket_view = a.gradient_as_bucket_view;
   if (!a.fsdp.empty()) {
     // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.
     const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
@@ -200,6 +204,8 @@ estimate_inputs to_inputs(const estimate_args& a) {
   if (activation_flags && !in.has_model)
     detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");
+  if ((a.ddp || a.gradient_as_bucket_view) && a.seq_len == 0)
+    detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
   if (a.seq_len != 0) set_step(a, in);
   return in;
 }

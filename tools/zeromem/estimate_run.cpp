@@ -41,6 +41,8 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
   if (in.step.optimizer == optimizer_impl::foreach_kernels)
     with("--optimizer-impl fused", [](estimate_inputs& c) { c.step.optimizer = optimizer_impl::fused; });
   if (in.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.step.loss = loss_impl::fused; });
+  if (in.step.ddp && !in.step.gradient_as_bucket_view)
+    with("--gradient-as-bucket-view", [](estimate_inputs& c) { c.step.gradient_as_bucket_view = true; });
   if (in.act.recomputation == recompute::none)
     with("--recompute selective", [](estimate_inputs& c) { c.act.recomputation = recompute::selective; });
   if (in.act.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.act.recomputation = recompute::full; });

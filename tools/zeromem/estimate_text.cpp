@@ -50,6 +50,7 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
   out << "  step         loss " << name(in.step.loss) << ", optimizer " << name(in.step.optimizer) << ", allocator " << name(in.step.allocator)
       << (in.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.step.fsdp_world) + (in.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())
+      << (in.step.ddp ? std::string(", DDP buckets") + (in.step.gradient_as_bucket_view ? " (gradients as bucket views)" : "") : std::string())
       << "\n";
 }
 
