@@ -19,6 +19,7 @@
 #include "zeromem/vllm.hpp"
 #include "zeromem/job.hpp"
 #include "zeromem/step.hpp"
+#include "zeromem/forward.hpp"
 #include "zeromem/scenarios.hpp"
 #include "zeromem/report.hpp"
 #include "zeromem/gpus.hpp"

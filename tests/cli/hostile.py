@@ -64,6 +64,8 @@ MUST_RUN = [
     ["estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj,down_proj", "--quantize", "int8",
      "--seq-len", "1024", "--tp", "2", "--pp", "2", "--zero-stage", "1", "--dp", "2"],
     ["estimate", "--model", "qwen2.5-vl-7b", "--freeze", "vision,embeddings", "--fsdp", "FULL_SHARD", "--dp", "8", "--seq-len", "4096"],
+    ["estimate", "--model", "qwen2.5-7b", "--forward-only", "--seq-len", "8192", "--micro-batch", "4", "--forward-output", "log-probs",
+     "--quantize", "nf4", "--gpu", "a100-40gb"],
     ["plan", "--model", "llama-3-8b", "--gpu-memory", "24GiB", "--gpus", "1", "--seq-len", "2048", "--allow-lora", "--lora-rank", "8"],
 ]
 
@@ -104,7 +106,7 @@ def main():
     cases = []  # (args, expectation: None | "reject" | "run")
     flags = {sub: flags_of(a.program, sub) for sub in BASES}
     boolean = {"--json", "--explain", "--sp", "--pin-memory", "--fp32-grad-copy", "--tied-embeddings", "--qkv-bias", "--pre-2024",
-               "--no-double-quant", "--paged-optimizer", "--allow-lora", "--ddp", "--gradient-as-bucket-view"}
+               "--no-double-quant", "--paged-optimizer", "--allow-lora", "--ddp", "--gradient-as-bucket-view", "--forward-only", "--no-cache"}
     for sub, base in BASES.items():
         for flag in flags[sub]:
             if flag in boolean:

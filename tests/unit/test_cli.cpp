@@ -477,3 +477,24 @@ TEST_CASE("estimate --explain suggests QLoRA's NF4 base when only that fits a Lo
   CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
   CHECK(r.out.find("smallest change that fits: --quantize nf4 (QLoRA)") != std::string::npos);
 }
+
+TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and the flags it refuses", "[cli][forward]") {
+  const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "4096",
+                                                        "--micro-batch", "2", "--precision", "bf16", "--forward-output", "log-probs",
+                                                        "--gpu", "h100-80gb"});
+  // test_forward.cpp derives the peak: 13,476,831,232 B of weights + 6,916,472,832 B at the output.
+  CHECK(j["forward_only"]["peak_bytes"] == 13'476'831'232LL + 6'916'472'832LL);
+  CHECK(j["forward_only"]["peak_in"] == "output");
+  CHECK(j["verdict"]["fits"] == true);
+  const auto fails_with = [](std::vector<std::string> args, const std::string& words) {
+    const zeromem::test::cli_result r = zeromem::test::run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(words) != std::string::npos);
+  };
+  fails_with({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "512", "--zero-stage", "3"}, "drop --zero-stage");
+  fails_with({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "512", "--lora-rank", "8"}, "drop LoRA");
+  fails_with({"estimate", "--model", "llama-2-7b", "--forward-only"}, "--seq-len");
+  fails_with({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--no-cache"}, "add --forward-only");
+  fails_with({"estimate", "--model", "mixtral-8x7b", "--forward-only", "--seq-len", "512"}, "dense Llama-family");
+}

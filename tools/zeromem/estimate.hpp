@@ -50,6 +50,10 @@ struct estimate_args {
   std::string optimizer_impl = "foreach";
   std::string allocator = "default";
   bool ddp = false;
+  // forward only (a reference or reward model, a log-prob pass)
+  bool forward_only = false;
+  std::string forward_output{name(forward_only_config{}.output)};
+  bool no_cache = false;
   bool gradient_as_bucket_view = false;
   std::string cuda_context;
   double reserve_fraction = 0.0;

@@ -57,6 +57,11 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--optimizer-impl", a.optimizer_impl, "foreach (PyTorch's default on CUDA) | fused | forloop")->capture_default_str();
   text_option(app, "--allocator", a.allocator, "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
       ->capture_default_str();
+  app.add_flag("--forward-only", a.forward_only,
+               "one forward without autograd (RLHF reference/reward model, log-prob pass): weights + one layer's live tensors + the output");
+  text_option(app, "--forward-output", a.forward_output, "with --forward-only: hidden-states | logits | log-probs (log_softmax(logits.float()))")
+      ->capture_default_str();
+  app.add_flag("--no-cache", a.no_cache, "with --forward-only: use_cache=False (transformers keeps every layer's K and V by default)");
   app.add_flag("--ddp", a.ddp, "PyTorch DistributedDataParallel: all-reduce buckets as large as the gradients, alive all step");
   app.add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view, "DDP(gradient_as_bucket_view=True): gradients are views into the buckets");
   text_option(app, "--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");

@@ -1,0 +1,166 @@
+// A model run forward only, without autograd (torch.no_grad / torch.inference_mode): RLHF reference and reward
+// models, frozen teachers, log-prob passes. Nothing is kept for backward; each op's output lives exactly as long as a
+// Python name or argument refers to it, so the peak follows the frames of transformers' modeling code
+// (modeling_llama.py: LlamaForCausalLM, LlamaModel, LlamaDecoderLayer, LlamaRMSNorm, LlamaAttention with
+// eager_attention_forward or sdpa_attention_forward, apply_rotary_pos_emb, LlamaMLP). Checked op by op against
+// PyTorch on the CPU with eager attention (tests/oracle/forward.py); the SDPA kernel itself is derived, not measured.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "zeromem/activations.hpp"
+#include "zeromem/adapters.hpp"
+#include "zeromem/dtype.hpp"
+#include "zeromem/error.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/units.hpp"
+
+namespace zeromem {
+
+/// What the caller keeps from the forward. hidden_states: the last hidden state only (a reward or value head's
+/// scalar per token is negligible). logits: lm_head's output in the compute dtype. log_probs: also
+/// log_softmax(logits.float()), the usual reference log-prob pass: an fp32 copy and its fp32 log-softmax.
+enum class forward_output { hidden_states, logits, log_probs };
+
+struct forward_only_config {
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch = 1;
+  dtype compute = dtype::bf16;
+  attention_kind attention = attention_kind::flash;
+  /// transformers' forward default (config.use_cache): a DynamicCache keeps every layer's K (after RoPE) and V, and
+  /// the returned output holds it.
+  bool use_cache = true;
+  forward_output output = forward_output::logits;
+};
+
+struct forward_only_estimate {
+  bytes weights{};
+  bytes layer_peak{};     // the most one decoder layer adds above what the model holds while it runs
+  bytes layers_phase{};   // the last layer's peak: token ids, the mask and rotary tables, the embedding output, the
+                          // layer input, the earlier layers' KV cache, and layer_peak
+  bytes output_phase{};   // at the output: token ids, the last hidden state, the KV cache, logits (and log-probs)
+  bytes peak{};           // weights + max(layers_phase, output_phase)
+};
+
+constexpr std::string_view name(forward_output o) {
+  return o == forward_output::hidden_states ? "hidden-states" : o == forward_output::logits ? "logits" : "log-probs";
+}
+inline forward_output parse_forward_output(std::string_view s) {
+  static constexpr forward_output all[] = {forward_output::hidden_states, forward_output::logits, forward_output::log_probs};
+  return detail::parse_named(s, all, "forward output");
+}
+
+namespace detail {
+/// LlamaRMSNorm under no_grad above its input: x.to(fp32) (a copy unless already fp32), x.pow(2) and its mean (4sb),
+/// rsqrt(variance + eps), x * rsqrt, its cast back and the weight multiply; the largest of the moments between them.
+constexpr std::int64_t forward_norm_peak(std::int64_t c, std::int64_t sbh, std::int64_t sb) {
+  if (c >= 4) return checked_sum(checked_product(8, sbh), checked_product(4, sb));
+  return max_of(checked_sum(checked_product(8, sbh), checked_product(8, sb)),
+                checked_sum(checked_product(4, sbh), checked_product(4, sb), checked_product(2, c, sbh)));
+}
+}  // namespace detail
+
+/// Bytes one Llama-family decoder layer adds above its input under no_grad, what the model holds beside it left
+/// out. Sizes: H = c sbh, Q = c sb heads d, K = c sb kv d, F = c sb f, A = heads s^2 b (c = compute bytes).
+constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f) {
+  using detail::checked_product, detail::checked_sum, detail::max_of;
+  const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
+  const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
+  const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
+  const std::int64_t F = checked_product(c, sb, m.ffn);
+  const std::int64_t norm = detail::forward_norm_peak(c, sbh, sb);
+
+  // Attention, the normed input Y = H alive throughout. apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds
+  // q, its two products and the sum (3Q) beside k and v; then k likewise beside q_embed.
+  const std::int64_t rope = max_of(checked_sum(H, checked_product(4, Q), checked_product(2, K)),
+                                   checked_sum(H, checked_product(2, Q), checked_product(5, K)));
+  const std::int64_t after_rope = checked_sum(H, Q, checked_product(2, K));  // Y, q_embed, k_embed, v
+  std::int64_t attention = rope, probs_kept = 0;
+  if (f.attention == attention_kind::eager) {
+    // eager_attention_forward: repeat_kv copies K and V to every head unless one kv head makes it a stride-0 view;
+    // matmul folds (batch, heads) into one dimension, copying an operand that cannot be folded as a view (b > 1:
+    // q_embed, and K or V unless they are repeat_kv's copies); QK^T, its scaled and masked copies; softmax with
+    // dtype=float32 casts to fp32 and then computes (8A at once); .to(c); P @ V; transpose().contiguous().
+    const std::int64_t A = checked_product(m.heads, s, s, b), cA = checked_product(c, A);
+    const bool copies = m.heads > m.kv_heads && m.kv_heads > 1;
+    const std::int64_t base = checked_sum(after_rope, copies ? checked_product(2, Q) : 0);
+    const std::int64_t fold_q = b > 1 ? Q : 0, fold_kv = b > 1 && !copies ? Q : 0;
+    attention = max_of(attention, checked_sum(base, fold_q, fold_kv, cA));               // QK^T
+    attention = max_of(attention, checked_sum(base, checked_product(2, cA)));            // scaled, masked
+    attention = max_of(attention, checked_sum(base, cA, checked_product(8, A)));         // softmax(dtype=float32)
+    attention = max_of(attention, checked_sum(base, cA, checked_product(4, A), cA));     // .to(c)
+    attention = max_of(attention, checked_sum(base, cA, fold_kv, Q));                    // P @ V
+    attention = max_of(attention, checked_sum(base, cA, checked_product(2, Q)));         // transpose().contiguous()
+    attention = max_of(attention, checked_sum(after_rope, cA, Q, H));                    // o_proj
+    probs_kept = cA;  // returned as attn_weights; the decoder layer's `hidden_states, _ =` keeps them to its end
+  } else {
+    // sdpa_attention_forward with enable_gqa (torch >= 2.5, no mask): the output, the kernel's fp32 log-sum-exp,
+    // then transpose().contiguous(); o_proj.
+    const std::int64_t lse = checked_product(4, m.heads, s, b);
+    attention = max_of(attention, checked_sum(after_rope, Q, lse));
+    attention = max_of(attention, checked_sum(after_rope, checked_product(2, Q)));
+    attention = max_of(attention, checked_sum(after_rope, Q, H));
+  }
+  // With a cache, this layer's k_embed and v stay alive (the cache holds them) after attention returns.
+  const std::int64_t cached = f.use_cache ? checked_product(2, K) : 0;
+  // Then: R1 = x + attention output; the second norm; LlamaMLP down(act(gate(y)) * up(y)): gate and its activation,
+  // then the activation, up and their product (3F), then the product and down's output; the residual sum.
+  const std::int64_t held = checked_sum(H, probs_kept, cached);  // R1, the probabilities (eager), the cache
+  const std::int64_t norm2 = checked_sum(held, norm);
+  const std::int64_t mlp = checked_sum(held, H, max_of(checked_product(3, F), checked_sum(F, H)));
+  const std::int64_t end = checked_sum(held, checked_product(2, H));
+  return bytes_of(max_of(max_of(norm, attention), max_of(norm2, max_of(mlp, end))));
+}
+
+/// The bytes of model m's parameters as stored for inference: every parameter in `weights`, or the linear weights
+/// quantized (bitsandbytes NF4 / LLM.int8(), quantized_weight_bytes) and the rest in `weights`.
+constexpr bytes forward_weight_bytes(const transformer_config& m, dtype weights, quantization q = quantization::none, bool double_quant = true) {
+  const bytes_per_element w = size_of(weights);
+  bytes total = count_parameters(m).total * w;
+  if (q == quantization::none) return total;
+  for_each_linear(m, [&](const linear_shape& l) {
+    const bytes saved = elements_of(detail::checked_mul(l.in, l.out)) * w - quantized_weight_bytes(l.in, l.out, q, double_quant);
+    total -= saved * (l.vision ? l.count : detail::checked_mul(l.count, m.layers));
+  });
+  return total;
+}
+
+/// The forward-only peak of model m with `weights` bytes of parameters (as stored).
+constexpr forward_only_estimate estimate_forward_only(const transformer_config& m, const forward_only_config& f, bytes weights) {
+  validate(m);
+  detail::require_positive(f.seq_len, "the sequence length");
+  detail::require_positive(f.micro_batch, "the micro-batch size");
+  if (m.mlp != mlp_kind::swiglu || m.norm != norm_kind::rmsnorm || m.moe.experts > 0 || m.vision.blocks > 0 || m.fused_qkv)
+    detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm, separate q/k/v, SwiGLU); "
+                 "pass such a model or estimate the step instead");
+  if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
+  using detail::checked_product, detail::checked_sum, detail::max_of;
+  const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, sb = checked_product(s, b);
+  const std::int64_t sbh = checked_product(sb, m.hidden), H = checked_product(c, sbh), K = checked_product(c, sb, m.kv_heads, m.head_size());
+  const std::int64_t ids = checked_product(8, sb);  // the caller's int64 token ids
+  // LlamaModel holds the positions, the causal mask (eager: c b s^2 from create_causal_mask; SDPA runs is_causal
+  // without one), the rotary cos and sin (c sb d each), the embedding output (inputs_embeds) and the layer input.
+  const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s) : 0;
+  const std::int64_t rotary = checked_product(2, c, sb, m.head_size());
+  const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
+  const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
+  forward_only_estimate e{};
+  e.weights = weights;
+  e.layer_peak = forward_layer_peak(m, f);
+  const std::int64_t inputs = m.layers > 1 ? checked_product(2, H) : H;  // the embedding output and, past layer 0, the layer input
+  const std::int64_t last_layer = checked_sum(inputs, checked_product(cache, m.layers - 1), e.layer_peak.count());
+  const std::int64_t final_norm = checked_sum(inputs, checked_product(cache, m.layers), detail::forward_norm_peak(c, sbh, sb));
+  e.layers_phase = bytes_of(checked_sum(ids, positions, mask, rotary, max_of(last_layer, final_norm)));
+  // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the
+  // cache, lm_head's logits; log-probs: log_softmax(logits.float()) beside the logits (c + 4 + 4 bytes per logit).
+  const std::int64_t n = checked_product(sb, m.vocab);
+  std::int64_t output = H;
+  if (f.output == forward_output::logits) output = checked_sum(H, checked_product(c, n));
+  if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, checked_product(c, n)), checked_product(c + 8, n));
+  e.output_phase = bytes_of(checked_sum(ids, checked_product(cache, m.layers), output));
+  e.peak = weights + (e.layers_phase > e.output_phase ? e.layers_phase : e.output_phase);
+  return e;
+}
+
+}  // namespace zeromem

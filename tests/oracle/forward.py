@@ -1,0 +1,228 @@
+"""Forward-only (no autograd) peaks of a Hugging Face Llama-style decoder layer, measured op by op on the CPU.
+
+The layer is written as transformers' modeling_llama.py structures it, one Python frame per module (decoder layer,
+RMSNorm, attention with its eager attention function and rotary embedding, MLP), because under torch.no_grad a
+tensor lives exactly as long as a Python name or an argument refers to it: the frames decide the peak.
+`LiveBytes` counts the bytes of every storage an aten op creates while it is alive (a TorchDispatchMode sees
+each op's outputs; a finalizer on each output tensor sees it go), so its peak is what the layer adds above its
+input.
+"""
+import math
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+class LiveBytes(TorchDispatchMode):
+    def __init__(self, existing):
+        super().__init__()
+        self.size, self.refs, self.current, self.peak = {}, {}, 0, 0
+        self.existing = {t.storage().data_ptr() for t in existing}  # parameters and inputs: views of them are not new
+
+    def _gone(self, key):
+        self.refs[key] -= 1
+        if self.refs[key] == 0:
+            self.current -= self.size.pop(key)
+            del self.refs[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.dim() > 0:
+                key = t.storage().data_ptr()
+                if key in self.existing:
+                    continue
+                if key not in self.size:
+                    self.size[key] = t.storage().size() * t.element_size()
+                    self.refs[key] = 0
+                    self.current += self.size[key]
+                    self.peak = max(self.peak, self.current)
+                self.refs[key] += 1
+                weakref.finalize(t, self._gone, key)
+        return out
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(h))
+        self.eps = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(q, k, cos, sin):
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def repeat_kv(states, n_rep):
+    b, kv, s, d = states.shape
+    if n_rep == 1:
+        return states
+    states = states[:, :, None, :, :].expand(b, kv, n_rep, s, d)
+    return states.reshape(b, kv * n_rep, s, d)
+
+
+def eager_attention(query, key, value, mask, scaling, n_rep):
+    key_states = repeat_kv(key, n_rep)
+    value_states = repeat_kv(value, n_rep)
+    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    attn_weights = attn_weights + mask
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, h, heads, kv_heads, d):
+        super().__init__()
+        self.heads, self.kv, self.d = heads, kv_heads, d
+        self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
+        self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
+        self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
+        self.o_proj = torch.nn.Linear(heads * d, h, bias=False)
+
+    def forward(self, hidden_states, cos, sin, mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.d)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
+        if cache is not None:  # DynamicCache.update on its first call keeps the tensors themselves
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
+                                                    self.heads // self.kv)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, h, ffn):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(h, ffn, bias=False)
+        self.up_proj = torch.nn.Linear(h, ffn, bias=False)
+        self.down_proj = torch.nn.Linear(ffn, h, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(torch.nn.Module):
+    def __init__(self, h, heads, kv_heads, ffn):
+        super().__init__()
+        self.input_layernorm = RMSNorm(h)
+        self.self_attn = Attention(h, heads, kv_heads, h // heads)
+        self.post_attention_layernorm = RMSNorm(h)
+        self.mlp = MLP(h, ffn)
+
+    def forward(self, hidden_states, cos, sin, mask, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + hidden_states
+        return hidden_states
+
+
+def measure_forward_layer(cfg, dtype=torch.bfloat16):
+    """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
+    b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
+    torch.manual_seed(cfg.get("seed", 0))
+    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"]).to(dtype)
+    d = h // heads
+    x = torch.randn(b, s, h, dtype=dtype)
+    mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    emb = torch.cat((torch.outer(torch.arange(s, dtype=torch.float32), inv),) * 2, dim=-1)
+    cos, sin = emb.cos().to(dtype)[None, None], emb.sin().to(dtype)[None, None]
+    cache = [] if cfg.get("use_cache") else None
+    with torch.no_grad():
+        live = LiveBytes(list(layer.parameters()) + [x, cos, sin, mask])
+        with live:
+            out = layer(x, cos, sin, mask, cache)
+        del out
+    return live.peak
+
+
+class CausalLM(torch.nn.Module):
+    """LlamaForCausalLM's frames: LlamaModel.forward (embedding, causal mask, rotary tables, layers, final norm) and
+    the output head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h, heads = cfg["hidden"], cfg["heads"]
+        self.d = h // heads
+        self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
+        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"]) for _ in range(cfg["layers"]))
+        self.norm = RMSNorm(h)
+        self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
+
+    def rotary(self, x, position_ids):  # LlamaRotaryEmbedding.forward
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos()
+        sin = emb.sin()
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+    def model(self, input_ids, cache):  # LlamaModel.forward
+        inputs_embeds = self.embed_tokens(input_ids)
+        b, s = input_ids.shape
+        position_ids = torch.arange(s).unsqueeze(0).expand(b, s)
+        # create_causal_mask for eager attention: a (b, 1, s, s) additive mask in the model's dtype
+        mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
+        cos, sin = self.rotary(inputs_embeds, position_ids)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        hidden_states = inputs_embeds
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, cos, sin, mask, cache)
+        hidden_states = self.norm(hidden_states)
+        return hidden_states
+
+    def forward(self, input_ids, cache, output):  # LlamaForCausalLM.forward
+        hidden_states = self.model(input_ids, cache)
+        if output == "hidden-states":
+            return hidden_states
+        return self.lm_head(hidden_states)
+
+
+def measure_forward_model(cfg, dtype=torch.bfloat16):
+    """Bytes a whole forward adds above the weights and the token ids at its peak (no_grad, eager attention), with
+    the caller's log_softmax(logits.float()) for the log-probs output."""
+    torch.manual_seed(cfg.get("seed", 0))
+    model = CausalLM(cfg).to(dtype)
+    ids = torch.randint(0, cfg["vocab"], (cfg["micro_batch"], cfg["seq_len"]))
+    cache = [] if cfg["use_cache"] else None
+    with torch.no_grad():
+        live = LiveBytes(list(model.parameters()) + list(model.buffers()) + [ids])
+        with live:
+            out = model(ids, cache, cfg["output"])
+            if cfg["output"] == "log-probs":
+                log_probs = torch.log_softmax(out.float(), dim=-1)
+                del log_probs
+        del out, cache
+    return live.peak

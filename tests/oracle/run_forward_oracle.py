@@ -1,0 +1,54 @@
+"""The forward-only oracle: random Llama-style models run forward under torch.no_grad on the CPU (forward.py,
+eager attention), their peak above the weights and token ids measured op by op and compared with
+`zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
+
+usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
+"""
+import argparse
+import json
+import random
+import subprocess
+import sys
+
+import forward
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--configs", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=20261123)
+    opts = parser.parse_args()
+    rng = random.Random(opts.seed)
+    passed = failed = 0
+    worst = 0.0
+    for i in range(opts.configs):
+        heads = rng.choice([1, 2, 4, 8])
+        cfg = {"hidden": heads * rng.choice([8, 16, 32]), "heads": heads, "seq_len": rng.randint(1, 96),
+               "micro_batch": rng.randint(1, 3), "layers": rng.randint(1, 3), "vocab": rng.randint(50, 1000),
+               "ffn": rng.randint(8, 512), "use_cache": rng.random() < 0.5, "seed": rng.randint(0, 10**6),
+               "output": rng.choice(["hidden-states", "logits", "log-probs"])}
+        cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
+        measured = forward.measure_forward_model(cfg)
+        args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
+                "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
+                "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "bf16",
+                "--attention", "eager", "--forward-output", cfg["output"]]
+        if not cfg["use_cache"]:
+            args.append("--no-cache")
+        j = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["forward_only"]
+        predicted = j["peak_bytes"] - j["weights_bytes"] - 8 * cfg["seq_len"] * cfg["micro_batch"]
+        error = abs(predicted - measured) / measured
+        worst = max(worst, error)
+        ok = error <= 0.01
+        print(f"{'ok  ' if ok else 'FAIL'} #{i:02d} {json.dumps(cfg, sort_keys=True)}: measured {measured} B, zeromem {predicted} B "
+              f"({100 * error:.3f}%)")
+        passed += ok
+        failed += not ok
+    print(f"forward oracle: largest error {100 * worst:.4f}% over {passed + failed} configurations")
+    print(f"forward oracle: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
