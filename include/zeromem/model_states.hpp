@@ -246,9 +246,11 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
 
   // ZeRO-3 gathers a whole layer (weights and its gradient before reduce-scatter) on the GPU; DeepSpeed's
   // estimator counts largest_layer_memory = 4 * largest_layer_params (deepspeed/runtime/zero/stage3.py).
+  // Under LoRA the base is frozen: the gathered layer has no gradient.
   const placement gathered_layer =
       z.stage == 3 && t.largest_layer.count() > 0
-          ? detail::place(t.largest_layer * (size_of(r.weights) + size_of(r.gradients)), offload_device::none, false)
+          ? detail::place(t.largest_layer * (t.adapt.lora_enabled() ? size_of(t.recipe.weights) : size_of(r.weights) + size_of(r.gradients)),
+                          offload_device::none, false)
           : placement{};
 
   // NVMe swap buffers pinned in host RAM (DeepSpeed swap_tensor/*_swapper.py): the optimizer swapper holds
