@@ -196,6 +196,9 @@ TEST_CASE("lora: model states of a LoRA job, term by term", "[lora]") {
   z3.dp = 8;
   z3.zero.stage = 3;
   CHECK(estimate_model_states(z3).per_rank.frozen_weights.gpu.count() == 13'476'831'232 / 8);
+  // It gathers the largest layer (the 32000 x 4096 embedding) whole, without a gradient: the base is frozen.
+  z3.largest_layer = elements_of(131'072'000);
+  CHECK(estimate_model_states(z3).per_rank.gathered_layer.gpu.count() == 131'072'000LL * 2);
 
   // A paged optimizer: the 32-bit moments live in host RAM (unified memory the driver evicts), none on the GPU.
   training_states paged = t;
