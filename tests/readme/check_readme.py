@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Every example in README.md, as a new user would copy it.
+"""Every example in README.md (or another markdown file of the project), as a new user would copy it.
 
 - each ```cpp block is compiled as a whole program against include/ and run;
 - each `zeromem ...` line of a ```sh or ```console block is run (optional parts in [brackets] once left out and
   once put in), from a scratch directory holding the config.json files the examples name; it must exit 0;
 - the output a ```console block shows must be what the command prints, line for line.
 
-usage: check_readme.py SOURCE_DIR ZEROMEM_BINARY CXX_COMPILER
+usage: check_readme.py SOURCE_DIR ZEROMEM_BINARY CXX_COMPILER [MARKDOWN, relative to SOURCE_DIR; default README.md]
 """
 import os
 import re
@@ -16,7 +16,8 @@ import sys
 import tempfile
 
 source, binary, cxx = (os.path.abspath(a) if i < 2 else a for i, a in enumerate(sys.argv[1:4]))
-readme = open(os.path.join(source, "README.md"), encoding="utf-8").read()
+document = sys.argv[4] if len(sys.argv) > 4 else "README.md"
+readme = open(os.path.join(source, document), encoding="utf-8").read()
 blocks = re.findall(r"^```(\w+)\n(.*?)^```", readme, flags=re.S | re.M)
 failures = []
 checked = {"cpp": 0, "commands": 0, "output lines": 0}
@@ -90,10 +91,11 @@ for kind, body in blocks:
                         failures.append("%s\n  README shows a line it does not print:\n  %s" % (v, s))
 
 shutil.rmtree(scratch)
-print("readme: %d cpp blocks, %d commands, %d output lines checked" % (checked["cpp"], checked["commands"], checked["output lines"]))
+print("%s: %d cpp blocks, %d commands, %d output lines checked" % (document, checked["cpp"], checked["commands"], checked["output lines"]))
 for f in failures:
     print("FAIL " + f)
-if checked["cpp"] == 0 or checked["commands"] == 0:
-    print("FAIL: no examples found in README.md")
+# The README has both kinds of example; another document at least one.
+if (document == "README.md" and (checked["cpp"] == 0 or checked["commands"] == 0)) or checked["cpp"] + checked["commands"] == 0:
+    print("FAIL: no examples found in " + document)
     sys.exit(1)
 sys.exit(1 if failures else 0)
