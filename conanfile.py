@@ -32,8 +32,10 @@ class ZeromemConan(ConanFile):
         self.version = read_version(self.recipe_folder)
 
     def requirements(self):
-        # Boost.Units is header-only; zeromem needs only Boost's headers.
+        # Boost.Units is header-only; zeromem needs only Boost's headers. nlohmann_json is for the hf_config
+        # component (the config.json reader) only.
         self.requires("boost/[>=1.74 <2]", options={"header_only": True})
+        self.requires("nlohmann_json/[>=3.2 <4]")
 
     def layout(self):
         basic_layout(self, src_folder=".")
@@ -49,6 +51,18 @@ class ZeromemConan(ConanFile):
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = []
         self.cpp_info.set_property("cmake_file_name", "zeromem")
-        self.cpp_info.set_property("cmake_target_name", "zeromem::zeromem")
-        self.cpp_info.set_property("pkg_config_name", "zeromem")
-        self.cpp_info.requires = ["boost::headers"]
+        # Two components, as the CMake package has them: the library (zeromem::zeromem) and the optional config.json
+        # reader (find_package(zeromem COMPONENTS hf_config) -> zeromem::hf_config, which brings nlohmann_json).
+        # The root target aggregates both; consumers link the component they use.
+        self.cpp_info.set_property("cmake_target_name", "zeromem::all")
+        core = self.cpp_info.components["zeromem"]
+        core.set_property("cmake_target_name", "zeromem::zeromem")
+        core.set_property("pkg_config_name", "zeromem")
+        core.bindirs = []
+        core.libdirs = []
+        core.requires = ["boost::headers"]
+        hf = self.cpp_info.components["hf_config"]
+        hf.set_property("cmake_target_name", "zeromem::hf_config")
+        hf.bindirs = []
+        hf.libdirs = []
+        hf.requires = ["zeromem", "nlohmann_json::nlohmann_json"]

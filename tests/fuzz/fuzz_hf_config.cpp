@@ -4,12 +4,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "hf_config.hpp"
+#include "zeromem/hf_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const zeromem::transformer_config m = zeromem::cli::parse_hf_config(text);
+    const zeromem::transformer_config m = zeromem::parse_hf_config(text);
     (void)zeromem::count_parameters(m);
   } catch (const std::invalid_argument&) {
   } catch (const std::overflow_error&) {

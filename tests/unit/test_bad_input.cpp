@@ -8,7 +8,7 @@
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
-#include "hf_config.hpp"
+#include "zeromem/hf_config.hpp"
 #include "zeromem/zeromem.hpp"
 
 namespace {
@@ -137,10 +137,10 @@ TEST_CASE("plan: --host-memory 0B, --top 0 and --svg with nothing fitting are er
 
 TEST_CASE("config.json: deep nesting, huge values and unbounded files give one short line", "[bad-input]") {
   const std::string deep = "{\"model_type\":\"llama\",\"hidden_size\":" + std::string(60'000, '[') + std::string(60'000, ']') + "}";
-  CHECK_THROWS_WITH(zeromem::cli::parse_hf_config(deep), Catch::Contains("nested deeper than 32 levels"));
+  CHECK_THROWS_WITH(zeromem::parse_hf_config(deep), Catch::Contains("nested deeper than 32 levels"));
   const std::string huge = "{\"model_type\":\"llama\",\"hidden_size\":\"" + std::string(30'000'000, 'x') + "\"}";
   try {
-    zeromem::cli::parse_hf_config(huge);
+    zeromem::parse_hf_config(huge);
     FAIL("a string hidden_size was accepted");
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).size() < 300);
@@ -151,7 +151,7 @@ TEST_CASE("config.json: deep nesting, huge values and unbounded files give one s
 }
 
 TEST_CASE("config.json arithmetic is overflow-checked: gpt2 4 x n_embd, qwen2_vl embed_dim x mlp_ratio", "[bad-input]") {
-  CHECK_THROWS_AS(zeromem::cli::parse_hf_config(R"({"model_type":"gpt2","n_embd":4611686018427387905,"n_layer":2,"n_head":1,
+  CHECK_THROWS_AS(zeromem::parse_hf_config(R"({"model_type":"gpt2","n_embd":4611686018427387905,"n_layer":2,"n_head":1,
                                                     "vocab_size":10,"n_positions":5})"),
                   std::overflow_error);
   const std::string vl = R"({"model_type":"qwen2_vl","hidden_size":1536,"intermediate_size":8960,"num_hidden_layers":28,
@@ -163,12 +163,12 @@ TEST_CASE("config.json arithmetic is overflow-checked: gpt2 4 x n_embd, qwen2_vl
     s.replace(s.find("RATIO"), 5, ratio);
     return s;
   };
-  CHECK_THROWS_AS(zeromem::cli::parse_hf_config(with("4611686018427387905", "4")), std::overflow_error);
-  CHECK_THROWS_WITH(zeromem::cli::parse_hf_config(with("1280", "1e300")), Catch::Contains("out of range"));
-  CHECK_THROWS_WITH(zeromem::cli::parse_hf_config(with("1280", "-2")), Catch::Contains("positive number"));
+  CHECK_THROWS_AS(zeromem::parse_hf_config(with("4611686018427387905", "4")), std::overflow_error);
+  CHECK_THROWS_WITH(zeromem::parse_hf_config(with("1280", "1e300")), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(zeromem::parse_hf_config(with("1280", "-2")), Catch::Contains("positive number"));
   // transformers Qwen2VLVisionBlock: mlp_hidden_dim = int(embed_dim * mlp_ratio) = int(1280 * 4.5) = 5760.
-  CHECK(zeromem::cli::parse_hf_config(with("1280", "4.5")).vision.mlp_hidden == 5760);
-  CHECK(zeromem::cli::parse_hf_config(with("1280", "4")).vision.mlp_hidden == 5120);
+  CHECK(zeromem::parse_hf_config(with("1280", "4.5")).vision.mlp_hidden == 5760);
+  CHECK(zeromem::parse_hf_config(with("1280", "4")).vision.mlp_hidden == 5120);
 }
 
 TEST_CASE("SVG axes stay bounded for any size", "[bad-input]") {

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "catch.hpp"
-#include "hf_config.hpp"
+#include "zeromem/hf_config.hpp"
 #include "zeromem/model.hpp"
 
 using namespace zeromem;
@@ -84,14 +84,14 @@ TEST_CASE("parameters per tensor- and pipeline-parallel rank", "[model]") {
 
 TEST_CASE("Hugging Face config.json fixtures", "[model][hf]") {
   const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
-  CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-1.5b.json")).total.count() == 1'543'714'304);
-  CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-7b.json")).total.count() == 7'615'616'512);
-  CHECK(count_parameters(cli::read_hf_config(dir + "llama-3-70b.json")).total.count() == 70'553'706'496);
-  CHECK(count_parameters(cli::read_hf_config(dir + "qwen2.5-vl-7b.json")).total.count() == 8'292'166'656);
-  CHECK(count_parameters(cli::read_hf_config(dir + "mistral-7b.json")).total.count() == 7'241'732'096);  // Mistral-7B-v0.1
-  CHECK(count_parameters(cli::read_hf_config(dir + "gpt2.json")).total.count() == 124'439'808);         // GPT-2 small
+  CHECK(count_parameters(read_hf_config(dir + "qwen2.5-1.5b.json")).total.count() == 1'543'714'304);
+  CHECK(count_parameters(read_hf_config(dir + "qwen2.5-7b.json")).total.count() == 7'615'616'512);
+  CHECK(count_parameters(read_hf_config(dir + "llama-3-70b.json")).total.count() == 70'553'706'496);
+  CHECK(count_parameters(read_hf_config(dir + "qwen2.5-vl-7b.json")).total.count() == 8'292'166'656);
+  CHECK(count_parameters(read_hf_config(dir + "mistral-7b.json")).total.count() == 7'241'732'096);  // Mistral-7B-v0.1
+  CHECK(count_parameters(read_hf_config(dir + "gpt2.json")).total.count() == 124'439'808);         // GPT-2 small
   // Mixtral-8x7B-v0.1: model.safetensors.index.json total_size 93,405,585,408 B of bf16 = 46,702,792,704 parameters.
-  const transformer_config mixtral = cli::read_hf_config(dir + "mixtral-8x7b.json");
+  const transformer_config mixtral = read_hf_config(dir + "mixtral-8x7b.json");
   CHECK(count_parameters(mixtral).total.count() == 46'702'792'704);
   CHECK(mixtral.moe.experts == 8);
   CHECK(mixtral.moe.top_k == 2);
@@ -110,14 +110,14 @@ TEST_CASE("Mixtral's parameters, written out", "[model][published]") {
 
 TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][errors]") {
   const std::string dir = ZEROMEM_FIXTURES_DIR "/hf-bad/";
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "truncated.json"), Catch::Matchers::Contains("not valid JSON"));
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "unsupported.json"), Catch::Matchers::Contains("unsupported model_type 'bert'"));
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "missing-field.json"), Catch::Matchers::Contains("missing field 'intermediate_size'"));
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "wrong-type.json"), Catch::Matchers::Contains("'hidden_size' must be a positive integer"));
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "not-object.json"), Catch::Matchers::Contains("expected a JSON object"));
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "inconsistent.json"), Catch::Matchers::Contains("multiple of the heads"));
-  CHECK_THROWS_WITH(cli::read_hf_config(dir + "no-such-file.json"), Catch::Matchers::Contains("cannot read config.json"));
-  CHECK_THROWS_WITH(cli::parse_hf_config(""), Catch::Matchers::StartsWith("zeromem: config.json: not valid JSON"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "truncated.json"), Catch::Matchers::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "unsupported.json"), Catch::Matchers::Contains("unsupported model_type 'bert'"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "missing-field.json"), Catch::Matchers::Contains("missing field 'intermediate_size'"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "wrong-type.json"), Catch::Matchers::Contains("'hidden_size' must be a positive integer"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "not-object.json"), Catch::Matchers::Contains("expected a JSON object"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "inconsistent.json"), Catch::Matchers::Contains("multiple of the heads"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "no-such-file.json"), Catch::Matchers::Contains("cannot read config.json"));
+  CHECK_THROWS_WITH(parse_hf_config(""), Catch::Matchers::StartsWith("zeromem: config.json: not valid JSON"));
 }
 
 TEST_CASE("invalid architectures throw with the fix", "[model][errors]") {
@@ -134,7 +134,7 @@ TEST_CASE("Adafactor's factored second moment from a model's shapes", "[model]")
   // GPT-2 small by hand: per layer c_attn 768 x 2304 -> 3072 + bias 2304; c_proj 1536 + 768; c_fc 3840 + 3072;
   // c_proj 3840 + 768; two LayerNorms 4 x 768 = 3072: 22,272 per layer, x 12 = 267,264; wte 50257 + 768;
   // wpe 1024 + 768; ln_f 1536 (tied output layer): 321,617.
-  const transformer_config gpt2 = cli::read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json");
+  const transformer_config gpt2 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json");
   CHECK(adafactor_second_moment_elements(gpt2).count() == 321'617);
   // Llama-2-7B: per layer q, k, v, o 4 x (4096 + 4096) = 32,768, SwiGLU 3 x (11008 + 4096) = 45,312, two RMSNorms
   // 8,192: 86,272; x 32 = 2,760,704; embedding and output layer 2 x (32000 + 4096) = 72,192; final norm 4,096:

@@ -7,7 +7,7 @@
 #include <ostream>
 #include <stdexcept>
 
-#include "hf_config.hpp"
+#include "zeromem/hf_config.hpp"
 
 namespace zeromem::cli {
 namespace {

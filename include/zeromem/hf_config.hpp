@@ -1,28 +1,36 @@
-// Field names and defaults follow transformers' configuration classes: LlamaConfig, MistralConfig, MixtralConfig,
-// Qwen2Config, Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), GPT2Config.
-#include "hf_config.hpp"
+// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Qwen2, Qwen2-VL, Qwen2.5-VL,
+// GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
+// zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
+// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen2_5_VLConfig (text fields at
+// the top level or under text_config; vision_config), GPT2Config.
+#pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
-namespace zeromem::cli {
-namespace {
+#include "zeromem/error.hpp"
+#include "zeromem/model.hpp"
+
+namespace zeromem {
+namespace detail::hf {
 
 using json = nlohmann::json;
 
-[[noreturn]] void fail_config(const std::string& what) { detail::fail("config.json: " + what); }
+[[noreturn]] inline void fail_config(const std::string& what) { detail::fail("config.json: " + what); }
 
 // A JSON value as it appears in an error: bounded, never the whole of a huge array or string.
-std::string shown(const json& v) { return detail::quoted(v.dump()); }
+inline std::string shown(const json& v) { return detail::quoted(v.dump()); }
 
-const json* find(const json& j, const char* key) {
+inline const json* find(const json& j, const char* key) {
   const auto it = j.find(key);
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::int64_t integer(const json& j, const char* key, const std::string& model_type) {
+inline std::int64_t integer(const json& j, const char* key, const std::string& model_type) {
   const json* v = find(j, key);
   if (v == nullptr) fail_config("missing field " + detail::quoted(key) + " (needed for model_type " + detail::quoted(model_type) + ")");
   if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
@@ -30,11 +38,11 @@ std::int64_t integer(const json& j, const char* key, const std::string& model_ty
   return v->get<std::int64_t>();
 }
 
-std::int64_t integer_or(const json& j, const char* key, std::int64_t fallback, const std::string& model_type) {
+inline std::int64_t integer_or(const json& j, const char* key, std::int64_t fallback, const std::string& model_type) {
   return find(j, key) == nullptr ? fallback : integer(j, key, model_type);
 }
 
-bool boolean_or(const json& j, const char* key, bool fallback) {
+inline bool boolean_or(const json& j, const char* key, bool fallback) {
   const json* v = find(j, key);
   if (v == nullptr) return fallback;
   if (!v->is_boolean()) fail_config("field " + detail::quoted(key) + " must be true or false, got " + shown(*v));
@@ -43,7 +51,7 @@ bool boolean_or(const json& j, const char* key, bool fallback) {
 
 // Qwen2-VL's vision MLP width: int(embed_dim * mlp_ratio) (transformers modeling_qwen2_vl.py Qwen2VLVisionBlock),
 // mlp_ratio a number (4 by default, Qwen2VLVisionConfig). int() truncates, so 1280 x 4.5 = 5760 exactly.
-std::int64_t mlp_hidden_of(const json& vision, std::int64_t embed_dim) {
+inline std::int64_t mlp_hidden_of(const json& vision, std::int64_t embed_dim) {
   const json* ratio = find(vision, "mlp_ratio");
   if (ratio == nullptr) return detail::checked_mul(embed_dim, 4, "embed_dim x mlp_ratio");
   if (!ratio->is_number() || !(ratio->get<double>() > 0.0))
@@ -55,7 +63,7 @@ std::int64_t mlp_hidden_of(const json& vision, std::int64_t embed_dim) {
 }
 
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
-transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
+inline transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
   transformer_config m{};
   m.hidden = integer(j, "hidden_size", type);
   m.layers = integer(j, "num_hidden_layers", type);
@@ -74,9 +82,12 @@ transformer_config llama_like(const json& j, const std::string& type, bool qwen)
   return m;
 }
 
-}  // namespace
+}  // namespace detail::hf
 
-transformer_config parse_hf_config(const std::string& text) {
+/// Parses config.json text. Throws std::invalid_argument ("zeromem: config.json: ...") for malformed JSON, an
+/// unsupported model_type, or a missing or mistyped field.
+inline transformer_config parse_hf_config(const std::string& text) {
+  using namespace detail::hf;
   // Real config.json files nest 3 levels; a deeper document is refused while it is read, before it can exhaust the
   // stack of a recursive dump or destructor.
   constexpr int deepest = 32;
@@ -157,7 +168,8 @@ transformer_config parse_hf_config(const std::string& text) {
   return m;
 }
 
-transformer_config read_hf_config(const std::string& path) {
+/// Reads and parses a config.json file (the one function of zeromem that reads a file; at most 16 MiB).
+inline transformer_config read_hf_config(const std::string& path) {
   // The largest config.json on the Hugging Face Hub is a few hundred KB; anything past 16 MiB (or a device that
   // never ends, such as /dev/zero) is refused after reading at most one byte more than that.
   constexpr std::size_t largest = std::size_t{16} << 20;
@@ -178,4 +190,4 @@ transformer_config read_hf_config(const std::string& path) {
   }
 }
 
-}  // namespace zeromem::cli
+}  // namespace zeromem
