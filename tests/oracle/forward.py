@@ -10,6 +10,7 @@ input.
 import math
 import weakref
 
+import blocks  # first: it caps oneDNN's ISA before torch loads
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -45,38 +46,17 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-class RMSNorm(torch.nn.Module):
-    def __init__(self, h, eps=1e-6):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(h))
-        self.eps = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
-        return self.weight * hidden_states.to(input_dtype)
-
-
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
-    return torch.cat((-x2, x1), dim=-1)
+# The norm, rotate_half and repeat_kv are transformers' as blocks.py writes them for the autograd oracle: the same ops
+# in the same frames.
+RMSNorm = blocks.LlamaRMSNorm
+rotate_half = blocks.rotate_half
+repeat_kv = blocks.repeat_kv
 
 
 def apply_rotary(q, k, cos, sin):
     q_embed = (q * cos) + (rotate_half(q) * sin)
     k_embed = (k * cos) + (rotate_half(k) * sin)
     return q_embed, k_embed
-
-
-def repeat_kv(states, n_rep):
-    b, kv, s, d = states.shape
-    if n_rep == 1:
-        return states
-    states = states[:, :, None, :, :].expand(b, kv, n_rep, s, d)
-    return states.reshape(b, kv * n_rep, s, d)
 
 
 def eager_attention(query, key, value, mask, scaling, n_rep):
