@@ -222,7 +222,15 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
       {a.recompute_name != defaults.recompute_name || a.optimizer_name != defaults.optimizer_name || a.optimizer_impl != defaults.optimizer_impl ||
            a.loss != defaults.loss || a.grad_accum_steps != 1 || a.offload_optimizer != defaults.offload_optimizer || a.offload_params != defaults.offload_params,
        "--recompute, --optimizer, --optimizer-impl, --loss, --grad-accum-steps and offload"},
-      {a.implementation_name != defaults.implementation_name || a.dropout != 0.0, "--implementation and --dropout"}};
+      {a.implementation_name != defaults.implementation_name || a.dropout != 0.0 || a.device_name != defaults.device_name ||
+           a.torch_major != defaults.torch_major,
+       "--implementation, --dropout, --device and --torch-version"},
+      {a.gpus_per_node != defaults.gpus_per_node || a.shard_group != 0 || a.hpz != 1 || a.pin_memory || a.fp32_grad_copy ||
+           !a.main_grads.empty() || !a.largest_layer.empty() || a.virtual_stages != 1 || a.microbatches != 0 || !a.params.empty(),
+       "the model-state and pipeline flags (--gpus-per-node, --shard-group, --hpz, --pin-memory, --fp32-grad-copy, "
+       "--main-grads, --largest-layer-params, --virtual-stages, --microbatches, --params)"},
+      {a.allocator != defaults.allocator || a.reserve_fraction != 0.0 || a.gradient_as_bucket_view || a.explain || !a.svg.empty(),
+       "--allocator, --reserve-fraction, --gradient-as-bucket-view, --explain and --svg"}};
   for (const auto& [given, flags] : training_only)
     if (given) detail::fail(std::string("--forward-only runs the model without training; drop ") + flags);
   const transformer_config m = model_of(a.model);
