@@ -124,10 +124,14 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context.
   c.gpu = estimate_step(r.model, t, a, r.step, p, r.overheads).device_used();
   c.headroom = r.gpu_capacity - c.gpu;
-  t = states_on_rank(r.model, count_parameters(r.model), t, c.tp, c.pp);
-  t.model_parallel = detail::checked_mul(c.tp, c.pp);
-  if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(count_parameters(r.model).largest_layer, c.tp);
-  c.offloaded_per_node = estimate_model_states(t).host_per_node();
+  // Host RAM holds model states only when something is offloaded (or paged); otherwise it is 0 B.
+  if (t.zero.optimizer.device != offload_device::none || t.zero.params.device != offload_device::none || t.adapt.paged_optimizer) {
+    const parameter_counts counts = count_parameters(r.model);
+    place_on_rank(t, r.model, counts, c.tp, c.pp);
+    t.model_parallel = detail::checked_mul(c.tp, c.pp);
+    if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, c.tp);
+    c.offloaded_per_node = estimate_model_states(t).host_per_node();
+  }
   return c;
 }
 
