@@ -232,7 +232,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     precision_recipe states_recipe = r;
     states_recipe.fp32_master = false;
     states_recipe.weights = storage;
-    resting = shard * size_of(storage) + optimizer_state_bytes(t.optimizer, states_recipe, shard) +
+    // A paged optimizer's states live in host RAM, as estimate_model_states places them.
+    resting = shard * size_of(storage) + (t.adapt.paged_optimizer ? bytes{} : optimizer_state_bytes(t.optimizer, states_recipe, shard)) +
               bytes_of(detail::ceil_div(t.frozen_weights.count(), n));  // frozen parameters: their shard only
     grads_all = shard * size_of(storage);
     layer_grads_kept = elements_of(detail::ceil_div(layer_trainable.count(), n)) * size_of(storage);

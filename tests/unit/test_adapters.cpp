@@ -231,3 +231,23 @@ TEST_CASE("freeze: a frozen vision tower or embedding keeps its weights and noth
   CHECK_THROWS_WITH(split_parameters(preset_config("llama-2-7b"), count_parameters(preset_config("llama-2-7b")), no_tower, dtype::bf16),
                     Catch::Contains("no vision tower"));
 }
+
+TEST_CASE("paged optimizer: no states on the GPU under FSDP2 either", "[lora][fsdp]") {
+  // Llama-2-7B bf16, r = 16 on q and v, FSDP2 over 8 ranks. Resting per rank: the 8,388,608 fp32 adapters / 8 =
+  // 1,048,576 x 4 B, their two fp32 moments 1,048,576 x 8 B, and the bf16 base 13,476,831,232 B / 8.
+  const transformer_config m = preset_config("llama-2-7b");
+  training_states t{};
+  t.recipe = recipe_of(precision::bf16);
+  t.adapt.lora.rank = 16;
+  t.adapt.lora.targets = parse_lora_targets("q_proj,v_proj");
+  t.dp = 8;
+  t.zero.stage = 3;
+  activation_config a{};
+  a.seq_len = 1024;
+  a.recomputation = recompute::full;
+  step_config s{};
+  s.fsdp_world = 8;
+  CHECK(estimate_step(m, t, a, s).optimizer_step.resting.count() == 1'048'576LL * 4 + 1'048'576LL * 8 + 13'476'831'232LL / 8);
+  t.adapt.paged_optimizer = true;
+  CHECK(estimate_step(m, t, a, s).optimizer_step.resting.count() == 1'048'576LL * 4 + 13'476'831'232LL / 8);
+}

@@ -25,7 +25,7 @@ std::string states_of(const training_states& t) {
   return d;
 }
 
-std::string a_dropout(double p) {
+std::string number_text(double p) {
   std::ostringstream s;
   s << p;
   return s.str();
@@ -92,7 +92,7 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     const adaptation& d = t.adapt;
     if (d.lora_enabled())
       out << "  adapters     LoRA rank " << d.lora.rank << " on " << a.lora_targets << ", "
-          << name(trainable_recipe(t).weights) << (d.lora.dropout > 0.0 ? ", dropout " + a_dropout(d.lora.dropout) : std::string())
+          << name(trainable_recipe(t).weights) << (d.lora.dropout > 0.0 ? ", dropout " + number_text(d.lora.dropout) : std::string())
           << "; base " << (d.quantize == quantization::none ? std::string(name(t.recipe.weights))
                                                            : std::string(name(d.quantize)) + (d.quantize == quantization::nf4 && d.double_quant ? " with double quantization" : ""))
           << "\n";
