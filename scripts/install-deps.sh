@@ -5,7 +5,7 @@
 #                          pkg-config, PyTorch for the oracle, and librsvg to render the SVG charts (scripts/test.sh)
 set -euo pipefail
 
-run_packages=(cmake make g++ libboost-dev libcli11-dev nlohmann-json3-dev)
+run_packages=(cmake make g++ libboost-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev)
 test_packages=(clang libclang-rt-14-dev pkg-config python3 python3-torch catch2 libbenchmark-dev librsvg2-bin)
 
 case "${1:-}" in

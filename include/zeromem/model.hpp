@@ -317,11 +317,13 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 11> model_presets{{
+inline constexpr std::array<model_preset, 12> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
      "Qwen/Qwen2.5-7B(-Instruct-1M) config.json; Qwen2.5 model card (7.61B)"},
+    {"qwen2-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
+     "Qwen/Qwen2-7B-Instruct config.json (the shape of Qwen2.5-7B); Qwen2 model card (7.62B)"},
     {"llama-3-8b", detail::llama(4096, 32, 32, 8, 14336, 128256), 8'030'261'248, 1,
      "meta-llama/Meta-Llama-3-8B config.json; total_size 16,060,522,496 B"},
     {"llama-3.1-8b", detail::llama(4096, 32, 32, 8, 14336, 128256), 8'030'261'248, 1,

@@ -1,0 +1,470 @@
+// RLHF jobs as frameworks run them: roles (actor, critic, reference, reward) and rollout engines placed on GPU
+// groups, evaluated phase by phase (rollout, experience making, training) on the most loaded GPU and in one
+// node's host RAM, each phase with its verdict. Builds values and strings; does no I/O.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zeromem/forward.hpp"
+#include "zeromem/job.hpp"
+#include "zeromem/kv_cache.hpp"
+#include "zeromem/step.hpp"
+#include "zeromem/vllm.hpp"
+
+namespace zeromem {
+
+enum class rlhf_framework { openrlhf, verl };
+enum class rlhf_phase { rollout, experience, training };
+
+constexpr std::string_view name(rlhf_framework f) { return f == rlhf_framework::openrlhf ? "openrlhf" : "verl"; }
+constexpr std::string_view name(rlhf_phase p) {
+  return p == rlhf_phase::rollout ? "rollout" : p == rlhf_phase::experience ? "experience" : "training";
+}
+
+/// One model role. A trained role (actor, critic) has model states; a frozen one (reference, reward) weights only.
+struct rlhf_role {
+  bool present = false;
+  transformer_config model{};
+  bool trained = false;
+  /// Critic and reward models: a scalar head replaces lm_head. Modelled as the backbone with no lm_head (the
+  /// head's hidden + 1 parameters are left out) and no logits.
+  bool value_model = false;
+  bool fsdp = false;            // FSDP (verl, EasyR1) instead of DeepSpeed (OpenRLHF)
+  int zero_stage = 0;           // DeepSpeed ZeRO stage; FSDP FULL_SHARD is 3, SHARD_GRAD_OP 2
+  precision recipe = precision::mixed_bf16;  // trained roles; verl and EasyR1 keep fp32 parameters: amp_bf16
+  dtype frozen_dtype = dtype::bf16;
+  /// ZeRO-Offload (OpenRLHF --adam_offload): the optimizer states live in host RAM and the update runs there.
+  bool adam_offload = false;
+  /// Frozen roles: the parameters live in host RAM and are brought in one unit at a time (DeepSpeed offload_param
+  /// for OpenRLHF --ref_reward_offload; FSDP CPUOffload(offload_params=True) for verl's reference).
+  bool offload_params = false;
+  /// Trained roles: states moved to host RAM outside their own phase and loaded back for it (verl param_offload /
+  /// optimizer_offload, EasyR1 offload_params / offload_optimizer, OpenRLHF --deepspeed_enable_sleep).
+  bool sleep_params = false;
+  bool sleep_optimizer = false;
+  bool gradient_checkpointing = false;
+  std::int64_t gpus = 1;                 // ranks the role runs on (its data-parallel / shard group)
+  std::int64_t train_micro_batch = 1;    // sequences in one training pass on one GPU
+  std::int64_t forward_micro_batch = 1;  // sequences in one forward-only pass on one GPU
+};
+
+/// The rollout engines (vLLM). Every engine spans `tp` GPUs.
+struct rollout_engines {
+  bool present = false;
+  std::int64_t engines = 0;
+  std::int64_t tp = 1;
+  double gpu_memory_utilization = 0.9;
+  vllm_semantics semantics = vllm_semantics::per_instance;
+  bool refuse_if_free_below_budget = false;  // vLLM V1 (>= 0.8 by default)
+  bool enforce_eager = true;                 // false: CUDA graphs are captured (not modelled; said in the notes)
+  /// 0: stays awake and keeps its KV cache; 1: sleep level 1 (weights to host RAM, KV freed); 2: level 2 (both
+  /// discarded; verl's free_cache_engine + offload_model_weights behave the same).
+  int sleep_level = 0;
+  /// The engine sizes its KV cache before the training models load (OpenRLHF creates vLLM engines first).
+  bool sized_on_empty_gpu = true;
+  std::int64_t block_size = 16;
+  std::int64_t swap_space_gib = 0;           // vLLM V0's pinned CPU swap per GPU worker (EngineArgs.swap_space)
+};
+
+struct rlhf_job {
+  rlhf_framework framework = rlhf_framework::openrlhf;
+  bytes gpu_capacity{};
+  std::int64_t nodes = 1;
+  std::int64_t gpus_per_node = 8;
+  bytes host_capacity{};        // 0: host RAM not checked
+  double host_threshold = 0.95; // Ray's memory monitor (RAY_memory_usage_threshold, default 0.95)
+  rlhf_role actor, critic, reference, reward;
+  rollout_engines rollout;
+  bool colocate_all = false;           // every role and the engines share the actor's GPUs
+  bool colocate_actor_ref = false;
+  bool colocate_critic_reward = false;
+  std::int64_t prompt_tokens = 0;      // maxima, as configured
+  std::int64_t response_tokens = 0;
+  /// Real tokens of one sequence (prompt + response) on average; 0: the maxima. Only with packing does a shorter
+  /// mean shrink a pass: padded batches are as long as their longest sequence.
+  std::int64_t mean_tokens = 0;
+  bool packing = false;                // padding removed (OpenRLHF --packing_samples, verl use_remove_padding)
+  std::int64_t ulysses = 1;            // Ulysses sequence parallelism: each GPU holds 1/ulysses of a pass's tokens
+  step_config step{};                  // loss, optimizer implementation, allocator, CUDA context per process
+  known_defects defects{};
+  runtime_overheads overheads{};
+  /// Host RAM per node that a report shows beyond every modelled term: an explicit input, shown as its own line.
+  bytes host_unmodelled{};
+};
+
+/// One phase on the most loaded GPU (gpu terms) and the most loaded node (host terms), with its verdict.
+struct rlhf_phase_estimate {
+  rlhf_phase phase = rlhf_phase::rollout;
+  std::string gpus;      // the GPU group holding the peak, e.g. "actor+reference+critic+vLLM"
+  std::string activity;  // what runs at the peak, e.g. "actor update"
+  job_breakdown memory;
+  /// The largest GPU term, or the largest host term when only the host RAM is over its limit.
+  std::string deciding_term() const {
+    const bool host = memory.gpu_fits() && !memory.host_fits();
+    const memory_term* best = nullptr;
+    for (const memory_term& t : memory.terms)
+      if (best == nullptr || (host ? t.host > best->host : t.gpu > best->gpu)) best = &t;
+    if (host && memory.unexplained_host > (best == nullptr ? bytes{} : best->host)) return "host RAM not modelled (--host-unmodelled)";
+    return best == nullptr ? std::string{} : best->role + " " + best->term + (host ? " (host RAM)" : "");
+  }
+};
+
+struct rlhf_estimate {
+  std::vector<rlhf_phase_estimate> phases;
+  std::vector<std::string> notes;  // assumptions and what is not modelled
+  bool fits() const {
+    return std::all_of(phases.begin(), phases.end(), [](const rlhf_phase_estimate& p) { return p.memory.fits(); });
+  }
+  /// The first phase that does not fit, or nullptr.
+  const rlhf_phase_estimate* first_failing() const {
+    for (const rlhf_phase_estimate& p : phases)
+      if (!p.memory.fits()) return &p;
+    return nullptr;
+  }
+};
+
+namespace detail {
+
+/// The backbone of a value model: no lm_head (modelled as tied: the embedding counted once) and no logits.
+inline transformer_config value_backbone(transformer_config m) {
+  m.tied_embeddings = true;
+  return m;
+}
+
+inline std::int64_t tokens_per_sequence(const rlhf_job& j) {
+  const std::int64_t most = checked_sum(j.prompt_tokens, j.response_tokens);
+  return j.mean_tokens > 0 ? std::min(j.mean_tokens, most) : most;
+}
+
+/// A pass of `sequences` sequences on one GPU: packed (one row of real tokens) or padded to the maxima.
+inline activation_config pass_shape(const rlhf_job& j, std::int64_t sequences, bool checkpointing) {
+  activation_config a{};
+  if (j.packing) {
+    a.seq_len = ceil_div(checked_mul(sequences, tokens_per_sequence(j)), j.ulysses);
+    a.micro_batch = 1;
+  } else {
+    a.seq_len = ceil_div(checked_sum(j.prompt_tokens, j.response_tokens), j.ulysses);
+    a.micro_batch = sequences;
+  }
+  a.attention = attention_kind::flash;  // flash-attention / SDPA: no s^2 terms (OpenRLHF --flash_attn, verl's default)
+  a.impl = implementation::hf;
+  a.recomputation = checkpointing ? recompute::full : recompute::none;
+  return a;
+}
+
+inline training_states role_states(const rlhf_role& r, const transformer_config& m) {
+  training_states t{};
+  t.params = count_parameters(m).total;
+  t.recipe = recipe_of(r.recipe);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.zero.stage = r.zero_stage;
+  if (r.adam_offload) t.zero.optimizer = {offload_device::cpu, true};
+  t.dp = r.gpus;
+  t.gpus_per_node = r.gpus;
+  t.largest_layer = needs_largest_layer(t.zero) ? count_parameters(m).largest_layer : elements{};
+  return t;
+}
+
+/// Terms of one GPU and one node: each member adds its own. `ranks` is how many ranks of the group share a node.
+struct group_view {
+  job_breakdown* out;
+  std::int64_t ranks;
+  void gpu(const std::string& role, const std::string& term, bytes b, const std::string& note = {}) const {
+    if (b.count() != 0) out->add(role, term, b, bytes{}, note);
+  }
+  void host(const std::string& role, const std::string& term, bytes per_rank, const std::string& note = {}) const {
+    if (per_rank.count() != 0) out->add(role, term, bytes{}, per_rank * ranks, note);
+  }
+};
+
+/// A trained role outside its update: resting states (gradients are freed between steps), on the GPU or, when it
+/// sleeps, in host RAM.
+inline void idle_trained(const group_view& v, const std::string& role, const rlhf_role& r) {
+  const transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
+  const model_state_estimate e = estimate_model_states(role_states(r, m));
+  const placement weights = e.per_rank.weights + e.per_rank.master_weights + e.per_rank.hpz_secondary;
+  const placement states = e.per_rank.optimizer_moments;
+  const placement buffers = e.per_rank.offload_staging + e.per_rank.swap_buffers;
+  if (r.sleep_params) v.host(role, "weights (asleep in host RAM)", weights.gpu + weights.host);
+  else {
+    v.gpu(role, "weights", weights.gpu);
+    v.host(role, "weights (offloaded)", weights.host);
+  }
+  if (r.sleep_optimizer) v.host(role, "optimizer states (asleep in host RAM)", states.gpu + states.host);
+  else {
+    v.gpu(role, "optimizer states", states.gpu);
+    v.host(role, "optimizer states (offloaded)", states.host);
+  }
+  v.gpu(role, "offload buffers", buffers.gpu);
+  v.host(role, "offload buffers (pinned)", buffers.host);
+}
+
+/// A frozen role outside its forward: its weights, sharded over the ZeRO-3/FSDP group or whole.
+inline bytes frozen_weight_bytes(const rlhf_role& r) {
+  const transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
+  const std::int64_t shard = r.zero_stage == 3 ? r.gpus : 1;
+  return largest_share(count_parameters(m).total * size_of(r.frozen_dtype), shard);
+}
+
+inline void idle_frozen(const group_view& v, const std::string& role, const rlhf_role& r) {
+  if (r.offload_params) v.host(role, "weights (offloaded)", frozen_weight_bytes(r));
+  else v.gpu(role, "weights", frozen_weight_bytes(r));
+}
+
+inline void idle(const group_view& v, const std::string& role, const rlhf_role& r) {
+  if (r.trained) idle_trained(v, role, r);
+  else idle_frozen(v, role, r);
+}
+
+/// A role's forward-only pass (experience making): its states as when idle but loaded (trained roles sleeping
+/// are woken for it), one unit gathered when sharded or offloaded, and the forward's own peak.
+inline void forward_pass(const group_view& v, const std::string& role, rlhf_role r, const rlhf_job& j) {
+  r.sleep_params = false;  // loaded to compute
+  idle(v, role, r);
+  transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
+  m.vision = vision_config{};  // the vision tower's forward is not modelled (rlhf notes)
+  const parameter_counts c = count_parameters(m);
+  if (r.zero_stage == 3 || r.offload_params)
+    v.gpu(role, "gathered layer (16-bit)", c.largest_layer * size_of(dtype::bf16), "one unit gathered at a time");
+  const activation_config a = pass_shape(j, r.forward_micro_batch, false);
+  forward_only_config f{};
+  f.seq_len = a.seq_len;
+  f.micro_batch = a.micro_batch;
+  f.use_cache = false;  // verl _forward_micro_batch(use_cache=False); OpenRLHF Actor sets config.use_cache = False
+  // Log-probs: verl and EasyR1 take them from bf16 logits with flash-attn's cross-entropy kernel, no fp32 copy
+  // (verl/utils/torch_functional.py logprobs_from_logits); OpenRLHF is counted with log_softmax of fp32 logits.
+  f.output = r.value_model                              ? forward_output::hidden_states
+             : j.framework == rlhf_framework::verl ? forward_output::logits
+                                                        : forward_output::log_probs;
+  const forward_only_estimate e = estimate_forward_only(m, f, bytes{});
+  v.gpu(role, "forward peak (" + std::to_string(r.forward_micro_batch) + " sequences, " + std::to_string(f.seq_len) + " x " +
+                  std::to_string(f.micro_batch) + " tokens)",
+        e.peak);
+}
+
+/// A trained role's update: every state on the GPU (sleeping states are loaded back), and the step model's
+/// peak above them.
+inline void update(const group_view& v, const std::string& role, const rlhf_role& r, const rlhf_job& j) {
+  const transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
+  const activation_config a = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
+  step_config s = j.step;
+  if (r.fsdp && r.zero_stage >= 2) {
+    s.fsdp_world = r.gpus;
+    s.reshard_after_forward = r.zero_stage == 3;
+  }
+  const step_estimate e = estimate_step(m, role_states(r, m), a, s, pipeline_config{}, j.overheads);
+  step_terms peak = e.phase(e.peak_phase);
+  if (r.value_model) {  // a scalar head: no logits; take the largest phase without them
+    step_terms f = e.forward, b = e.backward, o = e.optimizer_step;
+    f.loss = b.loss = o.loss = bytes{};
+    peak = max_of(max_of(f, b), o);
+  }
+  const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(a.seq_len) + " x " +
+                            std::to_string(a.micro_batch) + " tokens";
+  peak.for_each([&](const char* term, bytes b) { v.gpu(role, std::string(term) + (std::string_view(term) == "activations" ? " (" + shape + ")" : ""), b); });
+  const model_state_estimate states = estimate_model_states(role_states(r, m));
+  v.host(role, "offloaded states", states.host_per_rank());
+  if (j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing)
+    v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", count_parameters(m).total * size_of(dtype::bf16),
+          "DeepSpeed issue #7116 / PR #6726");
+}
+
+struct gpu_group {
+  std::string label;
+  std::vector<std::pair<std::string, const rlhf_role*>> roles;
+  bool engine = false;
+  std::int64_t gpus = 0;
+  std::int64_t processes = 0;  // CUDA contexts per GPU
+};
+
+/// Which roles share which GPUs. OpenRLHF places each role (and the vLLM engines) on GPUs of its own unless
+/// colocated (openrlhf/cli/train_ppo_ray.py: --colocate_actor_ref, --colocate_critic_reward, --colocate_all_models);
+/// verl's hybrid engine puts actor, rollout and reference in one process and every role in one resource pool.
+inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
+  const std::pair<std::string, const rlhf_role*> all[] = {
+      {"actor", &j.actor}, {"critic", &j.critic}, {"reference", &j.reference}, {"reward", &j.reward}};
+  std::vector<gpu_group> groups;
+  if (j.colocate_all || j.framework == rlhf_framework::verl) {
+    gpu_group g{"", {}, j.rollout.present, j.actor.gpus, 0};
+    for (const auto& r : all)
+      if (r.second->present) g.roles.push_back(r);
+    if (j.framework == rlhf_framework::verl)  // actor+rollout+reference in one worker; critic and reward their own
+      g.processes = 1 + (j.critic.present ? 1 : 0) + (j.reward.present ? 1 : 0);
+    else
+      g.processes = static_cast<std::int64_t>(g.roles.size()) + (g.engine ? 1 : 0);
+    groups.push_back(g);
+  } else {
+    const auto add = [&](std::vector<std::pair<std::string, const rlhf_role*>> roles) {
+      gpu_group g{"", {}, false, 0, 0};
+      for (const auto& r : roles)
+        if (r.second->present) g.roles.push_back(r);
+      if (g.roles.empty()) return;
+      g.gpus = g.roles.front().second->gpus;
+      g.processes = static_cast<std::int64_t>(g.roles.size());
+      groups.push_back(g);
+    };
+    if (j.colocate_actor_ref) add({all[0], all[2]});
+    else {
+      add({all[0]});
+      add({all[2]});
+    }
+    if (j.colocate_critic_reward) add({all[1], all[3]});
+    else {
+      add({all[1]});
+      add({all[3]});
+    }
+    if (j.rollout.present) groups.push_back({"", {}, true, checked_mul(j.rollout.engines, j.rollout.tp), 1});
+  }
+  for (gpu_group& g : groups) {
+    for (const auto& r : g.roles) g.label += (g.label.empty() ? "" : "+") + r.first;
+    if (g.engine) g.label += g.label.empty() ? "vLLM" : "+vLLM";
+  }
+  return groups;
+}
+
+/// One vLLM engine's memory on one of its GPUs, with `resident` bytes of other processes on that GPU when it
+/// starts (0 when it is sized on an empty GPU).
+inline vllm_engine_memory engine_memory(const rlhf_job& j, bytes resident) {
+  const transformer_config& m = j.actor.model;
+  vllm_engine_config v{};
+  v.total = j.gpu_capacity;
+  v.gpu_memory_utilization = j.rollout.gpu_memory_utilization;
+  v.semantics = j.rollout.semantics;
+  v.weights = largest_share(count_parameters(m).total * size_of(dtype::bf16), j.rollout.tp);
+  v.non_torch = j.step.cuda_context;
+  v.other_processes = j.rollout.sized_on_empty_gpu ? bytes{} : resident;
+  v.refuse_if_free_below_budget = j.rollout.refuse_if_free_below_budget;
+  kv_cache_config kv{};
+  kv.tp = j.rollout.tp;
+  kv.block_size = j.rollout.block_size;
+  v.kv_block = kv_bytes_per_block(m, kv);
+  return vllm_engine(v);
+}
+
+inline void engine_awake(const group_view& v, const rlhf_job& j, bytes resident) {
+  const vllm_engine_memory e = engine_memory(j, resident);
+  v.gpu("vLLM", "weights (bf16)", largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp));
+  v.gpu("vLLM", "KV cache", e.kv_cache, std::to_string(e.kv_blocks) + " blocks of " + std::to_string(j.rollout.block_size) + " tokens");
+  v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
+}
+
+inline void engine_idle(const group_view& v, const rlhf_job& j, bytes resident) {
+  const bytes weights = largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
+  if (j.rollout.sleep_level == 0) engine_awake(v, j, resident);
+  else {
+    v.host("vLLM", "weights (asleep, level " + std::to_string(j.rollout.sleep_level) + ")", vllm_sleep_host_bytes(j.rollout.sleep_level, weights));
+    v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
+  }
+}
+
+inline void validate(const rlhf_job& j) {
+  if (j.gpu_capacity.count() <= 0) fail("the GPU's memory is unknown; pass --gpu NAME (or a `# zeromem: --gpu NAME` line in the job file)");
+  require_positive(j.nodes, "the number of nodes");
+  require_positive(j.gpus_per_node, "the GPUs per node");
+  if (!j.actor.present) fail("an RLHF job needs an actor model; give its path (OpenRLHF --pretrain, verl actor_rollout_ref.model.path)");
+  require_positive(j.prompt_tokens, "the prompt length");
+  require_positive(j.response_tokens, "the response length");
+  require_positive(j.ulysses, "the Ulysses sequence-parallel size");
+  if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", static_cast<long double>(j.mean_tokens), "pass 0 for the maxima");
+  for (const rlhf_role* r : {&j.actor, &j.critic, &j.reference, &j.reward})
+    if (r->present) {
+      require_positive(r->gpus, "a role's GPU count");
+      require_positive(r->train_micro_batch, "the training micro-batch");
+      require_positive(r->forward_micro_batch, "the forward micro-batch");
+      if (r->zero_stage < 0 || r->zero_stage > 3) fail_value("ZeRO stage must be 0, 1, 2 or 3", static_cast<long double>(r->zero_stage), "use 3 for full sharding");
+    }
+  if (j.rollout.present) {
+    require_positive(j.rollout.engines, "the number of vLLM engines");
+    require_positive(j.rollout.tp, "the vLLM tensor-parallel size");
+  }
+}
+
+}  // namespace detail
+
+/// Every phase of one RLHF step. Each phase's GPU terms are those of its most loaded GPU at its most loaded moment;
+/// its host terms are one node's (each group's host bytes per rank x its ranks on a node).
+inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
+  detail::validate(j);
+  rlhf_estimate out{};
+  const std::vector<detail::gpu_group> groups = detail::gpu_groups(j);
+  for (rlhf_phase phase : {rlhf_phase::rollout, rlhf_phase::experience, rlhf_phase::training}) {
+    rlhf_phase_estimate best{};
+    best.phase = phase;
+    job_breakdown host_side{};
+    for (const detail::gpu_group& g : groups) {
+      const std::int64_t ranks = std::min(g.gpus, j.gpus_per_node);
+      // Candidate moments of this phase on this group: who is active.
+      std::vector<std::pair<std::string, job_breakdown>> moments;
+      const auto moment = [&](const std::string& activity, const std::string& active) {
+        job_breakdown b{};
+        const detail::group_view v{&b, ranks};
+        job_breakdown resident_only{};  // the other roles, as they rest while `active` runs
+        const detail::group_view rest{&resident_only, ranks};
+        for (const auto& role : g.roles)
+          if (role.first != active) detail::idle(rest, role.first, *role.second);
+        for (const memory_term& t : resident_only.terms) b.terms.push_back(t);
+        for (const auto& role : g.roles) {
+          if (role.first != active) continue;
+          if (phase == rlhf_phase::training) detail::update(v, role.first, *role.second, j);
+          else detail::forward_pass(v, role.first, *role.second, j);
+        }
+        if (g.engine) {
+          if (active == "vLLM") detail::engine_awake(v, j, resident_only.gpu_total());
+          else detail::engine_idle(v, j, resident_only.gpu_total());
+        }
+        v.gpu("all", "CUDA contexts (" + std::to_string(g.processes) + " processes)", j.step.cuda_context * g.processes);
+        moments.emplace_back(activity, std::move(b));
+      };
+      if (phase == rlhf_phase::rollout) {
+        moment(g.engine ? "generation" : "idle", g.engine ? "vLLM" : "");
+      } else {
+        bool any = false;
+        for (const auto& role : g.roles) {
+          if (phase == rlhf_phase::training && !role.second->trained) continue;
+          moment(role.first + (phase == rlhf_phase::training ? " update" : " forward"), role.first);
+          any = true;
+        }
+        if (!any) moment("idle", "");
+      }
+      const auto most = std::max_element(moments.begin(), moments.end(),
+                                         [](const auto& a, const auto& b) { return a.second.gpu_total() < b.second.gpu_total(); });
+      const auto most_host = std::max_element(moments.begin(), moments.end(),
+                                              [](const auto& a, const auto& b) { return a.second.host_total() < b.second.host_total(); });
+      for (const memory_term& t : most_host->second.terms)
+        if (t.host.count() != 0) host_side.terms.push_back(t);
+      if (best.gpus.empty() || most->second.gpu_total() > best.memory.gpu_total()) {
+        best.gpus = g.label;
+        best.activity = most->first;
+        best.memory = most->second;
+      }
+    }
+    // The phase: GPU terms of the most loaded GPU, host terms of the node.
+    job_breakdown m{};
+    for (const memory_term& t : best.memory.terms)
+      if (t.gpu.count() != 0) m.terms.push_back({t.role, t.term, t.gpu, bytes{}, t.note});
+    for (const memory_term& t : host_side.terms) m.terms.push_back({t.role, t.term, bytes{}, t.host, t.note});
+    m.gpu_capacity = j.gpu_capacity;
+    m.host_capacity = j.host_capacity;
+    m.host_threshold = j.host_threshold;
+    m.unexplained_host = j.host_unmodelled;
+    best.memory = std::move(m);
+    out.phases.push_back(std::move(best));
+  }
+  out.notes.push_back("tokens per sequence: " + std::to_string(detail::tokens_per_sequence(j)) +
+                      (j.mean_tokens > 0 ? " (assumed mean)" : " (prompt + response maxima; pass --mean-tokens for real lengths)") +
+                      (j.packing ? ", packed" : ", padded to the maxima"));
+  if (j.rollout.present) {
+    out.notes.push_back("vLLM " + std::string(name(j.rollout.semantics)) +
+                        " gpu_memory_utilization; its profiled activation peak is not modelled (it shrinks the KV cache, not the total)");
+    if (!j.rollout.enforce_eager) out.notes.push_back("vLLM CUDA graphs (enforce_eager off) are not modelled");
+  }
+  if (j.actor.model.vision.blocks > 0) out.notes.push_back("the vision tower's forward and image tokens are not modelled");
+  out.notes.push_back("not modelled: Ray's object store, dataloaders, per-process host memory of Ray workers and CUDA runtimes");
+  return out;
+}
+
+}  // namespace zeromem

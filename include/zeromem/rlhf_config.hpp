@@ -1,0 +1,488 @@
+// RLHF launch configurations read into an rlhf_job: OpenRLHF's train_ppo_ray arguments, verl's and EasyR1's
+// configs (as flat dotted keys; the YAML reading is the caller's). Each mapping names the framework code that
+// acts on the key. Strings in, values out; does no I/O.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "zeromem/gpus.hpp"
+#include "zeromem/parse.hpp"
+#include "zeromem/rlhf.hpp"
+
+namespace zeromem {
+
+/// What a launch file cannot say, from `# zeromem:` lines in it and from the command line.
+struct job_settings {
+  std::string gpu;                    // a name in the GPU table
+  bytes host_memory{};                // one node's RAM; 0: host RAM not checked
+  double ray_threshold = 0.95;        // RAY_memory_usage_threshold
+  std::int64_t mean_tokens = 0;       // real tokens per sequence on average; 0: the maxima
+  std::string vllm_version;           // decides what gpu_memory_utilization means
+  std::string deepspeed_version;      // 0.16.x has the ZeRO-3 checkpointing defect
+  std::string openrlhf_version;       // from 0.6.0 --colocate_all_models turns both sleep modes on
+  bytes host_unmodelled{};            // host RAM per node a report shows beyond the modelled terms
+  std::optional<bytes> cuda_context;  // per process; default: step_config's measured value
+  /// Reads a model path (a local directory with config.json); nullopt: match the path's name to a preset.
+  std::function<std::optional<transformer_config>(const std::string& path)> resolve_model;
+};
+
+/// The job, and which keys were read, which are known not to matter for memory, and which are unknown.
+struct job_reading {
+  rlhf_job job;
+  std::vector<std::string> read, ignored, unknown, assumed;
+};
+
+/// Splits a shell command line as bash would for a launch script: backslash-newline joins lines, quotes group,
+/// `#` starts a comment at a word's start. `# zeromem: ...` comment lines are returned in `directives`.
+struct command_line {
+  std::vector<std::string> words;
+  std::vector<std::string> directives;
+};
+
+inline command_line split_command_line(std::string_view text) {
+  command_line out{};
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      ++i;
+      continue;
+    }
+    if (c == '#' && !in_word) {
+      const std::size_t end = std::min(text.find('\n', i), text.size());
+      const std::string_view comment = detail::trim(text.substr(i + 1, end - i - 1));
+      if (comment.substr(0, 8) == "zeromem:") out.directives.emplace_back(detail::trim(comment.substr(8)));
+      i = end;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word) out.words.push_back(word);
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'' || c == '"') {
+      const std::size_t close = text.find(c, i + 1);
+      if (close == std::string_view::npos) detail::fail("unterminated " + std::string(1, c) + " quote in the command line");
+      word.append(text.substr(i + 1, close - i - 1));
+      i = close;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      word.push_back(text[++i]);
+    } else {
+      word.push_back(c);
+    }
+  }
+  if (in_word) out.words.push_back(word);
+  return out;
+}
+
+namespace detail {
+
+inline std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return out;
+}
+
+/// A model path's architecture: the caller's resolver (config.json), else the preset whose name starts the path's
+/// last component (lowercase, a leading "meta-" dropped): "Qwen/Qwen2.5-7B-Instruct-1M" is qwen2.5-7b.
+inline transformer_config model_of_path(const std::string& path, const job_settings& s, const char* key) {
+  if (s.resolve_model)
+    if (std::optional<transformer_config> m = s.resolve_model(path)) return *m;
+  std::string base = lowercase(path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1));
+  if (base.rfind("meta-", 0) == 0) base = base.substr(5);
+  const model_preset* best = nullptr;
+  for (const model_preset& p : model_presets) {
+    const std::string_view n = p.name;
+    if (base.size() >= n.size() && base.compare(0, n.size(), n) == 0 && (base.size() == n.size() || base[n.size()] == '-') &&
+        (best == nullptr || n.size() > best->name.size()))
+      best = &p;
+  }
+  if (best == nullptr)
+    fail("cannot tell the architecture of " + detail::quoted(path) + " (" + key + "); point it to a directory with config.json or name a preset (" +
+         join_names(model_presets, ", ", [](const model_preset& p) { return p.name; }) + ")");
+  return best->config;
+}
+
+/// Three-part version, "0.6.5" -> 605; "0.16.4" -> 1604.
+inline std::int64_t version_number(const std::string& v, const char* what) {
+  std::int64_t parts[3] = {0, 0, 0};
+  std::size_t at = 0;
+  for (int i = 0; i < 3 && at <= v.size(); ++i) {
+    const std::size_t dot = std::min(v.find('.', at), v.size());
+    const std::string_view p = std::string_view(v).substr(at, dot - at);
+    if (p.empty() || p.size() > 4 || !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      if (i == 0) fail("cannot read " + std::string(what) + " " + detail::quoted(v) + "; pass a version such as 0.6.5");
+      break;
+    }
+    parts[i] = std::stoll(std::string(p));
+    at = dot + 1;
+  }
+  return parts[0] * 1'000'000 + parts[1] * 1'000 + parts[2];
+}
+
+/// Keys and values of a launch configuration, tracking which were read.
+class config_keys {
+ public:
+  explicit config_keys(std::vector<std::pair<std::string, std::string>> kv) {
+    for (auto& p : kv) values_[p.first] = std::move(p.second);  // later overrides win
+  }
+  bool has(const std::string& k) const { return values_.count(k) != 0; }
+  std::optional<std::string> text(const std::string& k) {
+    const auto it = values_.find(k);
+    if (it == values_.end()) return std::nullopt;
+    read_.insert(k);
+    return it->second;
+  }
+  bool flag(const std::string& k, bool otherwise = false) {
+    const std::optional<std::string> v = text(k);
+    if (!v) return otherwise;
+    const std::string l = lowercase(*v);
+    if (l == "" || l == "true" || l == "1" || l == "yes" || l == "on") return true;
+    if (l == "false" || l == "0" || l == "no" || l == "off" || l == "null" || l == "~") return false;
+    fail(k + " must be true or false, not " + detail::quoted(*v));
+  }
+  std::int64_t integer(const std::string& k, std::int64_t otherwise) {
+    const std::optional<std::string> v = text(k);
+    if (!v || *v == "null" || *v == "~" || *v == "None") return otherwise;
+    return parse_integer(*v, k.c_str(), 0, std::int64_t{1} << 40);
+  }
+  double fraction(const std::string& k, double otherwise) {
+    const std::optional<std::string> v = text(k);
+    if (!v) return otherwise;
+    std::size_t used = 0;
+    double d = 0;
+    try {
+      d = std::stod(*v, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != v->size() || !(d > 0.0 && d <= 1.0)) fail(k + " must be a fraction in (0, 1], not " + detail::quoted(*v));
+    return d;
+  }
+  void sort_rest(job_reading& r, const std::set<std::string>& ignored_prefixes) const {
+    for (const auto& p : values_) {
+      if (read_.count(p.first)) r.read.push_back(p.first);
+      else if (std::any_of(ignored_prefixes.begin(), ignored_prefixes.end(), [&](const std::string& i) {
+                 return p.first == i || (i.back() == '.' && p.first.rfind(i, 0) == 0);
+               }))
+        r.ignored.push_back(p.first);
+      else r.unknown.push_back(p.first);
+    }
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> read_;
+};
+
+inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
+  if (s.gpu.empty()) fail("the GPU is not in the launch file; pass --gpu NAME (or a `# zeromem: --gpu NAME` line in the file)");
+  j.gpu_capacity = find_gpu(s.gpu).capacity;
+  j.host_capacity = s.host_memory;
+  j.host_threshold = s.ray_threshold;
+  j.mean_tokens = s.mean_tokens;
+  j.host_unmodelled = s.host_unmodelled;
+  if (s.cuda_context) j.step.cuda_context = *s.cuda_context;
+  if (s.mean_tokens > 0) r.assumed.push_back("mean tokens per sequence " + std::to_string(s.mean_tokens));
+}
+
+/// vLLM's gpu_memory_utilization by version (docs/references.md §4): 0.6.0-0.6.3 a cap on everything on the GPU,
+/// 0.6.4 on a per-instance budget, V1 (the default from 0.8.0) also refuses to start below it; V0 keeps
+/// swap_space (4 GiB) of pinned host RAM per worker.
+inline void set_vllm_version(rollout_engines& e, const std::string& version, bool verl_patched) {
+  if (version.empty()) fail("the vLLM version decides what gpu_memory_utilization means; pass --vllm-version (such as 0.6.5)");
+  const std::int64_t v = version_number(version, "the vLLM version");
+  if (verl_patched && v < 6'004) e.semantics = vllm_semantics::verl_free_fraction;  // verl's own copy of 0.6.3
+  else if (v < 6'004) e.semantics = vllm_semantics::global_cap;
+  else e.semantics = vllm_semantics::per_instance;
+  e.refuse_if_free_below_budget = v >= 8'000;
+  e.swap_space_gib = v >= 8'000 ? 0 : 4;  // vllm EngineArgs.swap_space default; V1 has no CPU swap
+}
+
+}  // namespace detail
+
+/// OpenRLHF `python -m openrlhf.cli.train_ppo_ray ...` arguments (v0.5-v0.8 names; openrlhf/cli/train_ppo_ray.py).
+inline job_reading read_openrlhf(const std::vector<std::string>& words, const job_settings& s) {
+  // The arguments start after the module (a `ray job submit ... -- python3 -m openrlhf.cli.train_ppo_ray` prefix too).
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < words.size(); ++i)
+    if (words[i].find("train_ppo_ray") != std::string::npos) start = i + 1;
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (std::size_t i = start; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w.rfind("--", 0) != 0) {
+      if (w == "|" || w == ">" || w == "2>&1" || w == "&&") break;  // the rest of the shell line
+      detail::fail("unexpected word " + detail::quoted(w) + " in the OpenRLHF arguments; each argument starts with --");
+    }
+    std::string key = w.substr(2), value;
+    if (const std::size_t eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      while (i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0 && words[i + 1] != "|" && words[i + 1] != ">" && words[i + 1] != "2>&1")
+        value += (value.empty() ? "" : " ") + words[++i];
+    }
+    kv.emplace_back(key, value);
+  }
+  detail::config_keys k(std::move(kv));
+  job_reading r{};
+  rlhf_job& j = r.job;
+  j.framework = rlhf_framework::openrlhf;
+  detail::apply_settings(j, s, r);
+  const int stage = static_cast<int>(k.integer("zero_stage", 2));  // default 2
+  if (stage > 3) detail::fail("zero_stage must be 0, 1, 2 or 3");
+  const precision recipe = k.flag("bf16") ? precision::mixed_bf16 : precision::fp32;
+  const bool checkpointing = k.flag("gradient_checkpointing");
+  const std::int64_t nodes = k.integer("actor_num_nodes", 1), per_node = k.integer("actor_num_gpus_per_node", 8);
+  j.gpus_per_node = per_node;
+  j.colocate_all = k.flag("colocate_all_models");
+  j.colocate_actor_ref = k.flag("colocate_actor_ref");
+  j.colocate_critic_reward = k.flag("colocate_critic_reward");
+  // Sleep modes only act with --colocate_all_models; from 0.6.0 (commit 07608d73) it turns both on (train_ppo_ray.py).
+  bool forced_sleep = false;
+  if (j.colocate_all) {
+    if (s.openrlhf_version.empty())
+      detail::fail("--colocate_all_models means different things across OpenRLHF versions; pass --openrlhf-version (such as 0.6.0)");
+    forced_sleep = detail::version_number(s.openrlhf_version, "the OpenRLHF version") >= 6'000;
+    r.assumed.push_back("OpenRLHF " + s.openrlhf_version);
+  }
+  const bool ds_sleep = (k.flag("deepspeed_enable_sleep") || forced_sleep) && j.colocate_all;
+  const bool vllm_sleep = (k.flag("vllm_enable_sleep") || forced_sleep) && j.colocate_all;
+  const std::int64_t micro_train = k.integer("micro_train_batch_size", 4), micro_rollout = k.integer("micro_rollout_batch_size", 8);
+  const auto role = [&](bool trained, const std::string& path_key, const std::string& prefix, const char* key) {
+    rlhf_role x{};
+    x.present = true;
+    x.model = detail::model_of_path(*k.text(path_key), s, key);
+    x.trained = trained;
+    x.recipe = recipe;
+    // Frozen models run ZeRO-3 when the job does, else stage 0 (openrlhf/utils/deepspeed get_eval_ds_config).
+    x.zero_stage = trained || stage == 3 ? stage : 0;
+    x.gpus = detail::checked_mul(k.integer(prefix + "_num_nodes", 1), k.integer(prefix + "_num_gpus_per_node", 8));
+    x.gradient_checkpointing = trained && checkpointing;
+    x.train_micro_batch = micro_train;
+    x.forward_micro_batch = micro_rollout;
+    return x;
+  };
+  if (!k.has("pretrain")) detail::fail("the OpenRLHF arguments have no --pretrain (the actor model)");
+  j.actor = role(true, "pretrain", "actor", "--pretrain");
+  j.actor.gpus = detail::checked_mul(nodes, per_node);
+  j.actor.adam_offload = k.flag("adam_offload");
+  j.actor.sleep_params = j.actor.sleep_optimizer = ds_sleep;
+  j.nodes = nodes;
+  j.reference = role(false, "pretrain", "ref", "--pretrain");
+  const bool ref_offload = k.flag("ref_reward_offload");
+  j.reference.offload_params = ref_offload;
+  if (j.colocate_all || j.colocate_actor_ref) j.reference.gpus = j.actor.gpus;
+  // PPO's critic (advantage_estimator gae, the default): --critic_pretrain, else the reward model, else the actor.
+  const std::string estimator = k.text("advantage_estimator").value_or("gae");
+  const std::string critic_path = k.has("critic_pretrain") ? "critic_pretrain"
+                                  : k.has("reward_pretrain") && !k.has("remote_rm_url") ? "reward_pretrain" : "pretrain";
+  if (estimator == "gae") {
+    j.critic = role(true, critic_path, "critic", ("--" + critic_path).c_str());
+    j.critic.value_model = true;
+    j.critic.adam_offload = j.actor.adam_offload;
+    j.critic.sleep_params = j.critic.sleep_optimizer = ds_sleep;
+    if (j.colocate_all) j.critic.gpus = j.actor.gpus;
+  }
+  if (k.has("reward_pretrain") && !k.has("remote_rm_url")) {
+    j.reward = role(false, "reward_pretrain", "reward", "--reward_pretrain");
+    j.reward.value_model = true;
+    j.reward.offload_params = ref_offload;
+    if (j.colocate_all) j.reward.gpus = j.actor.gpus;
+    else if (j.colocate_critic_reward && j.critic.present) j.reward.gpus = j.critic.gpus;
+  }
+  k.text("remote_rm_url");
+  if (k.integer("vllm_num_engines", 0) > 0) {
+    rollout_engines& e = j.rollout;
+    e.present = true;
+    e.engines = k.integer("vllm_num_engines", 0);
+    e.tp = k.integer("vllm_tensor_parallel_size", 1);
+    e.gpu_memory_utilization = k.fraction("vllm_gpu_memory_utilization", 0.9);  // vLLM's default when not passed
+    e.enforce_eager = k.flag("enforce_eager");
+    e.sleep_level = vllm_sleep ? 1 : 0;  // vllm_engine.py sleep(level=1)
+    e.sized_on_empty_gpu = true;  // create_vllm_engines runs before the DeepSpeed models are built
+    detail::set_vllm_version(e, s.vllm_version, false);
+    r.assumed.push_back("vLLM " + s.vllm_version);
+  }
+  j.prompt_tokens = k.integer("prompt_max_len", 1024);
+  j.response_tokens = k.integer("generate_max_len", 1024);
+  j.packing = k.flag("packing_samples");
+  j.ulysses = k.integer("ring_attn_size", 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
+  k.integer("n_samples_per_prompt", 1);
+  k.integer("rollout_batch_size", 1024);
+  k.integer("train_batch_size", 128);
+  j.overheads.overlap_comm = k.flag("overlap_comm");  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
+  k.flag("flash_attn");  // flash-attention 2 or transformers' SDPA default: no s^2 terms either way
+  if (!s.deepspeed_version.empty()) {
+    const std::int64_t v = detail::version_number(s.deepspeed_version, "the DeepSpeed version");
+    j.defects.deepspeed_016_zero3_checkpointing_leak = v >= 16'000 && v < 17'000;
+    r.assumed.push_back("DeepSpeed " + s.deepspeed_version);
+  }
+  // Memory matters but is not modelled for RLHF jobs: refuse rather than ignore.
+  for (const char* key : {"load_in_4bit", "enable_ema", "ds_tensor_parallel_size"})
+    if (k.has(key) && k.flag(key, false)) detail::fail(std::string("--") + key + " is not modelled for RLHF jobs; remove it to estimate the rest");
+  if (k.integer("lora_rank", 0) > 0) detail::fail("--lora_rank is not modelled for RLHF jobs; remove it to estimate full fine-tuning");
+  if (k.integer("zpg", 1) > 1) detail::fail("--zpg (ZeRO++ hpZ) is not modelled for RLHF jobs; remove it");
+  if (k.has("grad_accum_dtype") && *k.text("grad_accum_dtype") != "") detail::fail("--grad_accum_dtype is not modelled for RLHF jobs; remove it");
+  k.sort_rest(r, {"save_path", "ckpt_path", "save_steps", "logging_steps", "eval_steps", "max_ckpt_num", "max_ckpt_mem", "max_epochs",
+                  "num_episodes", "max_samples", "prompt_data", "prompt_data_probs", "prompt_split", "input_key", "label_key",
+                  "input_template", "apply_chat_template", "actor_learning_rate", "critic_learning_rate", "lr_warmup_ratio",
+                  "init_kl_coef", "kl_target", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
+                  "wandb_run_name", "use_tensorboard", "temperature", "top_p", "seed", "normalize_reward", "advantage_estimator",
+                  "eps_clip", "value_clip", "lambd", "gamma", "l2", "max_norm", "ptx_coef", "adam_betas", "reward_clip_range", "reward_pretrain",
+                  "save_hf_ckpt", "disable_ds_ckpt", "load_checkpoint", "vllm_sync_backend", "vllm_sync_with_ray",
+                  "enable_prefix_caching", "disable_fast_tokenizer", "gradient_checkpointing_use_reentrant", "freezing_actor_steps",
+                  "save_value_network", "value_head_prefix", "local_rank", "max_len", "aux_loss_coef", "entropy_loss_coef", "runtime-env-json",
+                  "vllm_generate_batch_size", "dynamic_filtering", "dynamic_filtering_reward_range", "no_advantage_std_norm",
+                  "pretrain_data", "pretrain_split", "eval_dataset", "eval_split", "eval_temperature", "eval_n_samples_per_prompt",
+                  "lora_alpha", "lora_dropout", "target_modules", "perf", "use_ms", "full_determinism", "lr_scheduler",
+                  "actor_init_on_gpu", "use_liger_kernel", "use_ds_universal_ckpt"});
+  return r;
+}
+
+/// verl's ppo_trainer config (and EasyR1's, told apart by its `worker.` keys) as flat dotted keys.
+inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> keys, const job_settings& s) {
+  const bool easyr1 = std::any_of(keys.begin(), keys.end(), [](const auto& p) { return p.first.rfind("worker.", 0) == 0; });
+  detail::config_keys k(std::move(keys));
+  job_reading r{};
+  rlhf_job& j = r.job;
+  j.framework = rlhf_framework::verl;
+  detail::apply_settings(j, s, r);
+  const std::string A = easyr1 ? "worker.actor." : "actor_rollout_ref.actor.";
+  const std::string R = easyr1 ? "worker.rollout." : "actor_rollout_ref.rollout.";
+  const std::string F = easyr1 ? "worker.ref." : "actor_rollout_ref.ref.";
+  const std::string M = easyr1 ? "worker.actor.model." : "actor_rollout_ref.model.";
+  j.nodes = k.integer("trainer.nnodes", 1);
+  j.gpus_per_node = k.integer("trainer.n_gpus_per_node", 8);
+  const std::int64_t world = detail::checked_mul(j.nodes, j.gpus_per_node);
+  const std::string path_key = easyr1 ? M + "model_path" : M + "path";
+  const std::optional<std::string> path = k.text(path_key);
+  if (!path) detail::fail("the config has no " + path_key + " (the actor model)");
+  const std::string strategy = k.text(A + "strategy").value_or("fsdp");
+  if (strategy != "fsdp" && strategy != "fsdp2") detail::fail(A + "strategy " + detail::quoted(strategy) + " is not modelled; use fsdp");
+  const std::int64_t n = k.integer(R + "n", 1);
+  const std::int64_t sp = k.integer(A + "ulysses_sequence_parallel_size", 1);
+  const std::int64_t dp = detail::quotient(world, sp);
+  const std::int64_t batch = k.integer(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size", 1024);
+  const std::int64_t per_gpu = detail::ceil_div(detail::checked_mul(batch, n), dp);  // sequences each GPU holds in one step
+  // Sequences per pass. verl (fsdp_workers.py, Jan 2025): global ppo_micro_batch_size //= dp, then *= rollout.n
+  // (later versions: ppo_micro_batch_size_per_gpu as given); EasyR1: micro_batch_size_per_device_for_update.
+  std::int64_t micro = 0, forward_micro = 0, ref_micro = 0;
+  if (easyr1) {
+    micro = k.integer(A + "micro_batch_size_per_device_for_update", 4);
+    forward_micro = ref_micro = k.integer(A + "micro_batch_size_per_device_for_experience", 16);
+  } else {
+    if (k.has(A + "ppo_micro_batch_size_per_gpu")) micro = k.integer(A + "ppo_micro_batch_size_per_gpu", 1);
+    else micro = detail::checked_mul(k.integer(A + "ppo_micro_batch_size", 64) / dp, n);
+    const std::int64_t mini = detail::checked_mul(k.integer(A + "ppo_mini_batch_size", 256) / dp, n);
+    micro = std::min(micro, mini > 0 ? mini : micro);
+    forward_micro = k.has(R + "log_prob_micro_batch_size_per_gpu") ? k.integer(R + "log_prob_micro_batch_size_per_gpu", 1)
+                                                                    : k.integer(R + "log_prob_micro_batch_size", 128) / dp;
+    ref_micro = k.has(F + "log_prob_micro_batch_size_per_gpu") ? k.integer(F + "log_prob_micro_batch_size_per_gpu", 1)
+                                                                : k.integer(F + "log_prob_micro_batch_size", 128) / dp;
+  }
+  const auto clamp = [&](std::int64_t m) { return std::max<std::int64_t>(1, std::min(m, per_gpu)); };
+  const bool dynamic = !easyr1 && k.flag(A + "use_dynamic_bsz");
+  if (dynamic) detail::fail(A + "use_dynamic_bsz is not modelled yet; set it to false and give the micro-batch sizes");
+  const bool checkpointing = k.flag(M + "enable_gradient_checkpointing");
+  // The actor: fp32 parameters under FSDP with bf16 compute (torch_dtype fp32 for the actor, MixedPrecision param_dtype
+  // bf16), FULL_SHARD over every GPU; param/optimizer offload moves states to host RAM outside update_actor.
+  j.actor.present = true;
+  j.actor.model = detail::model_of_path(*path, s, path_key.c_str());
+  j.actor.trained = true;
+  j.actor.fsdp = true;
+  j.actor.zero_stage = easyr1 && !k.flag(A + "fsdp.enable_full_shard", true) ? 2 : 3;
+  j.actor.recipe = precision::amp_bf16;
+  j.actor.gpus = world;
+  j.actor.gradient_checkpointing = checkpointing;
+  j.actor.train_micro_batch = clamp(micro);
+  j.actor.forward_micro_batch = clamp(forward_micro);
+  j.actor.sleep_params = k.flag(easyr1 ? A + "offload.offload_params" : A + "fsdp_config.param_offload");
+  j.actor.sleep_optimizer = k.flag(easyr1 ? A + "offload.offload_optimizer" : A + "fsdp_config.optimizer_offload");
+  if (!easyr1) k.flag(A + "fsdp_config.grad_offload");  // gradients go with the parameters
+  if (easyr1 && k.flag(A + "fsdp.enable_cpu_offload")) detail::fail(A + "fsdp.enable_cpu_offload (FSDP CPUOffload of a trained model) is not modelled");
+  // The reference policy (main_ppo.py maps Role.RefPolicy): bf16, FSDP over every GPU; param_offload (verl) and
+  // EasyR1's fsdp.enable_cpu_offload use FSDP CPUOffload(offload_params=True): the weights live in host RAM.
+  j.reference = j.actor;
+  j.reference.trained = false;
+  j.reference.sleep_params = j.reference.sleep_optimizer = false;
+  j.reference.frozen_dtype = dtype::bf16;
+  if (easyr1) {
+    const bool fsdp_offload = k.flag(F + "fsdp.enable_cpu_offload"), manual_offload = k.flag(F + "offload.offload_params");
+    j.reference.offload_params = fsdp_offload || manual_offload;
+  } else {
+    j.reference.offload_params = k.flag(F + "fsdp_config.param_offload");
+  }
+  j.reference.forward_micro_batch = clamp(ref_micro);
+  const std::string estimator = k.text("algorithm.adv_estimator").value_or("gae");
+  if (estimator == "gae") {  // PPO: a critic (verl's default estimator is gae)
+    const std::string C = easyr1 ? "worker.critic." : "critic.";
+    j.critic = j.actor;
+    j.critic.value_model = true;
+    if (const std::optional<std::string> cp = k.text(easyr1 ? C + "model.model_path" : C + "model.path"))
+      j.critic.model = detail::model_of_path(*cp, s, (C + "model.path").c_str());
+    j.critic.gradient_checkpointing = k.flag(C + "model.enable_gradient_checkpointing");
+    j.critic.sleep_params = k.flag(easyr1 ? C + "offload.offload_params" : C + "model.fsdp_config.param_offload");
+    j.critic.sleep_optimizer = k.flag(easyr1 ? C + "offload.offload_optimizer" : C + "model.fsdp_config.optimizer_offload");
+    if (!easyr1 && k.has(C + "ppo_micro_batch_size_per_gpu")) j.critic.train_micro_batch = clamp(k.integer(C + "ppo_micro_batch_size_per_gpu", 1));
+    else if (!easyr1) j.critic.train_micro_batch = clamp(detail::checked_mul(k.integer(C + "ppo_micro_batch_size", 64) / dp, n));
+  }
+  if (k.flag("reward_model.enable")) {
+    j.reward = j.reference;
+    j.reward.value_model = true;
+    if (const std::optional<std::string> rp = k.text("reward_model.model.path"))
+      j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
+    j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
+  }
+  // The rollout engine: vLLM in the same worker, tensor parallel within the GPUs.
+  const std::string engine = k.text(R + "name").value_or("vllm");
+  if (engine != "vllm") detail::fail(R + "name " + detail::quoted(engine) + " is not modelled; use vllm");
+  rollout_engines& e = j.rollout;
+  e.present = true;
+  e.tp = k.integer(easyr1 ? R + "tensor_parallel_size" : R + "tensor_model_parallel_size", 2);  // both default to 2
+  e.engines = detail::quotient(world, e.tp);
+  e.gpu_memory_utilization = k.fraction(R + "gpu_memory_utilization", 0.5);
+  e.enforce_eager = k.flag(R + "enforce_eager", true);
+  detail::set_vllm_version(e, s.vllm_version, true);
+  r.assumed.push_back("vLLM " + s.vllm_version);
+  // The engine is built after the FSDP actor (fsdp_workers.py _build_rollout); free_cache_engine frees the KV cache
+  // and offload_model_weights the weights after generation (verl's vllm 0.6.3); later versions sleep(level=1).
+  e.sized_on_empty_gpu = false;
+  const bool patched = e.semantics == vllm_semantics::verl_free_fraction;
+  e.sleep_level = patched ? (k.flag(R + "free_cache_engine", true) ? 2 : 0) : 1;
+  if (patched) e.swap_space_gib = 4;
+  j.prompt_tokens = k.integer("data.max_prompt_length", 512);
+  j.response_tokens = k.integer("data.max_response_length", 512);
+  j.packing = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding");
+  j.ulysses = sp;
+  k.integer(A + "ppo_mini_batch_size", 256);
+  k.integer(easyr1 ? A + "global_batch_size" : "data.train_batch_size", 0);
+  k.sort_rest(r, {"data.train_files", "data.val_files", "data.prompt_key", "data.answer_key", "data.image_key", "data.tokenizer",
+                  "data.val_batch_size", "data.return_raw_input_ids", "data.return_raw_chat", "data.shuffle", "data.seed",
+                  "data.max_pixels", "data.min_pixels", "data.system_prompt", "data.filter_overlong_prompts", "data.truncation",
+                  "algorithm.", "trainer.", "actor_rollout_ref.hybrid_engine", "actor_rollout_ref.model.external_lib",
+                  "actor_rollout_ref.model.override_config", "actor_rollout_ref.model.trust_remote_code", A + "optim.", A + "grad_clip",
+                  A + "clip_ratio", A + "entropy_coeff", A + "ppo_epochs", A + "shuffle", A + "use_kl_loss", A + "kl_loss_coef",
+                  A + "kl_loss_type", A + "max_grad_norm", A + "entropy_coeff", A + "fsdp_config.wrap_policy.", A + "fsdp_config.fsdp_size",
+                  A + "fsdp.enable_rank0_init", A + "model.trust_remote_code", A + "model.freeze_vision_tower", A + "padding_free",
+                  R + "temperature", R + "top_k", R + "top_p", R + "prompt_length", R + "response_length", R + "dtype", R + "ignore_eos",
+                  R + "load_format", R + "max_num_batched_tokens", R + "max_num_seqs", R + "do_sample", R + "enable_chunked_prefill",
+                  R + "limit_images", R + "seed", F + "fsdp_config.wrap_policy.", F + "fsdp_config.fsdp_size", F + "fsdp.enable_full_shard",
+                  F + "fsdp.enable_rank0_init", F + "ulysses_sequence_parallel_size", "critic.", "worker.critic.", "reward_model.",
+                  "worker.reward.", "custom_reward_function."});
+  return r;
+}
+
+}  // namespace zeromem

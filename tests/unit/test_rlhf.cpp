@@ -1,0 +1,170 @@
+// RLHF jobs as launched: the five reported cases through `zeromem job`, terms derived by hand, and the readers.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli_runner.hpp"
+#include "zeromem/rlhf_config.hpp"
+
+namespace {
+using zeromem::test::run_cli;
+using zeromem::test::run_cli_json;
+
+const std::string jobs = std::string(ZEROMEM_EXAMPLES_DIR) + "/jobs/";
+
+nlohmann::json job(const std::string& file, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"job", jobs + file, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cli_json(args);
+}
+
+const nlohmann::json& phase(const nlohmann::json& j, const std::string& name) {
+  for (const auto& p : j["phases"])
+    if (p["phase"] == name) return p;
+  FAIL("no phase " << name);
+  return j;
+}
+
+std::int64_t term(const nlohmann::json& p, const std::string& role, const std::string& prefix, const char* device = "gpu_bytes") {
+  for (const auto& t : p["terms"])
+    if (t["role"] == role && t["term"].get<std::string>().rfind(prefix, 0) == 0) return t[device].get<std::int64_t>();
+  FAIL("no term " << role << " " << prefix);
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("orz-1.5b-ppo: utilization 0.85 breaks the rollout, 0.5 fits (ORZ issue #24)", "[rlhf][scenario]") {
+  const nlohmann::json bad = job("orz-1.5b-ppo.args");
+  CHECK_FALSE(bad["fits"].get<bool>());
+  CHECK(bad["first_failing_phase"] == "rollout");
+  CHECK(phase(bad, "rollout")["deciding_term"] == "vLLM KV cache");
+  // vLLM 0.6.5 per-instance budget on an empty A100 80GB (79.35 GiB = 85,201,346,150 B as the table rounds it):
+  // KV = floor(0.85 x total) - bf16 weights (2 x 1,543,714,304) - non-torch (650,969,088), in whole blocks of
+  // 16 tokens x 28 layers x (K + V) x 2 KV heads x 128 dims x 2 B = 458,752 B.
+  const std::int64_t total = zeromem::find_gpu("a100-80gb").capacity.count();
+  const std::int64_t kv_room = static_cast<std::int64_t>(static_cast<long double>(total) * 0.85L) - 2 * 1'543'714'304LL - 650'969'088LL;
+  CHECK(term(phase(bad, "rollout"), "vLLM", "KV cache") == kv_room / 458'752 * 458'752);
+  // The reference under ZeRO-3 over 4 GPUs: bf16 weights / 4.
+  CHECK(term(phase(bad, "rollout"), "reference", "weights") == 1'543'714'304LL * 2 / 4);
+  const nlohmann::json fixed = job("orz-1.5b-ppo.args", {"vllm_gpu_memory_utilization=0.5"});
+  CHECK(fixed["fits"].get<bool>());
+  for (const auto& p : fixed["phases"]) CHECK(p["per_gpu"]["peak_bytes"].get<std::int64_t>() <= total);
+}
+
+TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in all four reports (Logic-RL issue #8)", "[rlhf][scenario]") {
+  const std::string f = "logic-rl-7b-grpo.yaml";
+  const nlohmann::json b8n32 = job(f);  // the file as reported: 8 x 32
+  CHECK_FALSE(b8n32["fits"].get<bool>());
+  CHECK(b8n32["first_failing_phase"] == "training");
+  // verl (Jan 2025) normalizes ppo_micro_batch_size 64 // 4 GPUs x n 32 = 512, capped by the 8 x 32 / 4 = 64
+  // sequences a GPU holds; packed at the assumed 520 tokens: one pass of 33,280 tokens.
+  CHECK(phase(b8n32, "training")["terms"].dump().find("activations (64 sequences, 33280 x 1 tokens)") != std::string::npos);
+  CHECK(job(f, {"data.train_batch_size=4", "actor_rollout_ref.rollout.n=32"})["fits"].get<bool>());
+  CHECK_FALSE(job(f, {"data.train_batch_size=4", "actor_rollout_ref.rollout.n=64"})["fits"].get<bool>());
+  CHECK(job(f, {"data.train_batch_size=4", "actor_rollout_ref.rollout.n=48", "--gpu", "h100-80gb"})["fits"].get<bool>());
+  // The update loads every offloaded state back: fp32 parameters and gradients and two fp32 moments, sharded by 4.
+  CHECK(term(phase(b8n32, "training"), "actor", "resting_states") == 7'615'616'512LL * 12 / 4);
+  // At the configured maxima (400 + 2048 tokens) even 32 sequences per GPU would not fit: the lengths were shorter.
+  CHECK_FALSE(job(f, {"data.train_batch_size=4", "actor_rollout_ref.rollout.n=32", "--mean-tokens", "2448"})["fits"].get<bool>());
+}
+
+TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any node count, 0.15.0 fits", "[rlhf][scenario]") {
+  const nlohmann::json bad = job("openrlhf-70b-ppo.args");
+  CHECK(bad["first_failing_phase"] == "training");
+  // The defect keeps every gathered 16-bit parameter: 70,553,706,496 x 2 B on each GPU.
+  CHECK(term(phase(bad, "training"), "actor", "gathered parameters kept") == 70'553'706'496LL * 2);
+  CHECK_FALSE(job("openrlhf-70b-ppo.args", {"actor_num_nodes=8"})["fits"].get<bool>());
+  CHECK(job("openrlhf-70b-ppo.args", {"--deepspeed-version", "0.15.0"})["fits"].get<bool>());
+}
+
+TEST_CASE("openrlhf-zero2-vs-zero3: ZeRO-2 keeps replicated 16-bit models, ZeRO-3 falls with the GPU count", "[rlhf][scenario]") {
+  const auto peak = [](const std::string& stage, const std::string& gpus) {
+    const nlohmann::json j = job("openrlhf-zero2-vs-zero3.args", {"zero_stage=" + stage, "actor_num_gpus_per_node=" + gpus,
+                                                                  "ref_num_gpus_per_node=" + gpus, "critic_num_gpus_per_node=" + gpus,
+                                                                  "reward_num_gpus_per_node=" + gpus});
+    return phase(j, "rollout")["per_gpu"]["peak_bytes"].get<std::int64_t>();
+  };
+  const std::int64_t bf16_7b = 6'738'415'616LL * 2;
+  // Resting, under ZeRO-2, the actor and reference GPUs keep two whole 16-bit models however many GPUs there are.
+  CHECK(peak("2", "2") > peak("2", "8"));
+  CHECK(peak("2", "8") >= 2 * bf16_7b);
+  CHECK(peak("3", "8") < peak("3", "4"));
+  CHECK(peak("3", "4") < peak("3", "2"));
+  CHECK(peak("3", "8") < peak("2", "8"));
+}
+
+TEST_CASE("easyr1-vl-7b-grpo: host RAM over Ray's 0.95 with both offloads on, under it with them off (EasyR1 issue #59)", "[rlhf][scenario]") {
+  const nlohmann::json bad = job("easyr1-vl-7b-grpo.yaml");
+  CHECK_FALSE(bad["fits"].get<bool>());
+  const nlohmann::json& worst = phase(bad, bad["first_failing_phase"].get<std::string>());
+  CHECK(worst["per_gpu"]["fits"].get<bool>());
+  CHECK_FALSE(worst["per_node_host"]["fits"].get<bool>());
+  // The report: 726.33 GB of 760 GB. Modelled terms plus the stated unmodelled part give it back.
+  CHECK(worst["per_node_host"]["total_bytes"].get<std::int64_t>() == 726'330'000'000LL);
+  // The sleeping actor's fp32 parameters: 8,292,166,656 x 4 B / 8 per rank, x 8 ranks on the node.
+  CHECK(term(worst, "actor", "weights (asleep", "host_bytes") == 8'292'166'656LL * 4);
+  CHECK(term(worst, "actor", "optimizer states (asleep", "host_bytes") == 8'292'166'656LL * 8);
+  const nlohmann::json fixed =
+      job("easyr1-vl-7b-grpo.yaml", {"worker.actor.offload.offload_params=false", "worker.actor.offload.offload_optimizer=false"});
+  CHECK(fixed["fits"].get<bool>());
+}
+
+TEST_CASE("published example launches read without unknown keys and give a verdict", "[rlhf]") {
+  for (const char* f : {"openrlhf-llama3-8b-ppo.args", "openrlhf-llama3-70b-ppo.args", "openrlhf-llama3-8b-hybrid.args",
+                        "verl-qwen2-7b-ppo.sh"}) {
+    INFO(f);
+    const nlohmann::json j = job(f);
+    CHECK(j["config"]["unknown"].empty());
+    CHECK(j["phases"].size() == 3);
+    for (const auto& p : j["phases"]) {
+      CHECK(p["per_gpu"]["peak_bytes"].get<std::int64_t>() > 0);
+      CHECK(p.contains("fits"));
+    }
+  }
+  // OpenRLHF 0.6.0's hybrid engine: --colocate_all_models turns both sleep modes on, so the rollout holds no optimizer states.
+  const nlohmann::json h = job("openrlhf-llama3-8b-hybrid.args");
+  CHECK(phase(h, "rollout")["terms"].dump().find("optimizer states (asleep") != std::string::npos);
+  // verl's example: the critic is a value model (PPO's gae), sharded with the actor over 8 GPUs.
+  const nlohmann::json v = job("verl-qwen2-7b-ppo.sh");
+  CHECK(phase(v, "training")["gpus"] == "actor+critic+reference+vLLM");
+}
+
+TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
+  const nlohmann::json j = job("orz-1.5b-ppo.args", {"--explain"});
+  bool utilization = false;
+  for (const auto& f : j["fixes"])
+    if (f["change"].get<std::string>().rfind("--vllm_gpu_memory_utilization", 0) == 0) utilization = f["fits"].get<bool>();
+  CHECK(utilization);
+  const zeromem::test::cli_result text = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--explain"});
+  CHECK(text.out.find("Explain") != std::string::npos);
+}
+
+TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that name the key", "[rlhf][bad-input]") {
+  const zeromem::command_line c = zeromem::split_command_line(
+      "# zeromem: --gpu h100-80gb\npython3 -m x \\\n  --a 'b c' --d=\"e\" # trailing\n--f \\$g\n");
+  CHECK(c.directives == std::vector<std::string>{"--gpu h100-80gb"});
+  CHECK(c.words == std::vector<std::string>{"python3", "-m", "x", "--a", "b c", "--d=e", "--f", "$g"});
+  zeromem::job_settings s{};
+  s.gpu = "h100-80gb";
+  // Unknown keys are reported, known keys without a memory effect are listed as ignored.
+  const zeromem::job_reading r = zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--seed", "1", "--frobnicate", "2"}, s);
+  CHECK(r.unknown == std::vector<std::string>{"frobnicate"});
+  CHECK(r.ignored == std::vector<std::string>{"seed"});
+  CHECK(r.job.critic.present);  // gae's critic defaults to the actor's path without a reward model
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--zero_stage", "x"}, s), Catch::Contains("zero_stage"));
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "acme/unknown-13b"}, s), Catch::Contains("--pretrain"));
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--lora_rank", "8"}, s), Catch::Contains("--lora_rank"));
+  CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B"}, {"actor_rollout_ref.rollout.gpu_memory_utilization", "1.5"}}, s),
+                    Catch::Contains("gpu_memory_utilization"));
+  CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B"}}, s), Catch::Contains("--vllm-version"));
+  zeromem::job_settings no_gpu{};
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B"}, no_gpu), Catch::Contains("--gpu"));
+  // The CLI: one line on stderr, exit 2.
+  const zeromem::test::cli_result bad = run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "data.train_batch_size=many"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("data.train_batch_size") != std::string::npos);
+  CHECK(bad.err.find('\n') == bad.err.size() - 1);
+  CHECK(run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "novalue"}).code == 2);
+  CHECK(run_cli({"job", jobs + "no-such-file.yaml"}).code == 2);
+}
