@@ -42,6 +42,8 @@ def variants(command):
 def run(command):
     argv = command.split()
     assert argv[0] == "zeromem"
+    # Outputs go to a scratch directory; files the repository ships (examples/) are named from its root.
+    argv = [os.path.join(source, a) if a.startswith("examples/") else a for a in argv]
     return subprocess.run([binary] + argv[1:], cwd=scratch, capture_output=True, text=True)
 
 
