@@ -21,6 +21,8 @@
 #include "zeromem/step.hpp"
 #include "zeromem/forward.hpp"
 #include "zeromem/scenarios.hpp"
+#include "zeromem/rlhf.hpp"
+#include "zeromem/rlhf_config.hpp"
 #include "zeromem/report.hpp"
 #include "zeromem/gpus.hpp"
 #include "zeromem/plan.hpp"
