@@ -320,9 +320,6 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   j.response_tokens = k.integer("generate_max_len", 1024);
   j.packing = k.flag("packing_samples");
   j.ulysses = k.integer("ring_attn_size", 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
-  k.integer("n_samples_per_prompt", 1);
-  k.integer("rollout_batch_size", 1024);
-  k.integer("train_batch_size", 128);
   j.overheads.overlap_comm = k.flag("overlap_comm");  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
   k.flag("flash_attn");  // flash-attention 2 or transformers' SDPA default: no s^2 terms either way
   if (!s.deepspeed_version.empty()) {
@@ -336,10 +333,12 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   if (k.integer("lora_rank", 0) > 0) detail::fail("--lora_rank is not modelled for RLHF jobs; remove it to estimate full fine-tuning");
   if (k.integer("zpg", 1) > 1) detail::fail("--zpg (ZeRO++ hpZ) is not modelled for RLHF jobs; remove it");
   if (k.has("grad_accum_dtype") && *k.text("grad_accum_dtype") != "") detail::fail("--grad_accum_dtype is not modelled for RLHF jobs; remove it");
+  // Known, no effect on one GPU: logging, data, learning rates; batch sizes and samples per prompt only set how many
+  // micro-batches run (each is micro_*_batch_size per GPU).
   k.sort_rest(r, {"save_path", "ckpt_path", "save_steps", "logging_steps", "eval_steps", "max_ckpt_num", "max_ckpt_mem", "max_epochs",
                   "num_episodes", "max_samples", "prompt_data", "prompt_data_probs", "prompt_split", "input_key", "label_key",
                   "input_template", "apply_chat_template", "actor_learning_rate", "critic_learning_rate", "lr_warmup_ratio",
-                  "init_kl_coef", "kl_target", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
+                  "init_kl_coef", "kl_target", "n_samples_per_prompt", "rollout_batch_size", "train_batch_size", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
                   "wandb_run_name", "use_tensorboard", "temperature", "top_p", "seed", "normalize_reward", "advantage_estimator",
                   "eps_clip", "value_clip", "lambd", "gamma", "l2", "max_norm", "ptx_coef", "adam_betas", "reward_clip_range", "reward_pretrain",
                   "save_hf_ckpt", "disable_ds_ckpt", "load_checkpoint", "vllm_sync_backend", "vllm_sync_with_ray",
@@ -467,11 +466,9 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   j.response_tokens = k.integer("data.max_response_length", 512);
   j.packing = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding");
   j.ulysses = sp;
-  k.integer(A + "ppo_mini_batch_size", 256);
-  k.integer(easyr1 ? A + "global_batch_size" : "data.train_batch_size", 0);
   k.sort_rest(r, {"data.train_files", "data.val_files", "data.prompt_key", "data.answer_key", "data.image_key", "data.tokenizer",
                   "data.val_batch_size", "data.return_raw_input_ids", "data.return_raw_chat", "data.shuffle", "data.seed",
-                  "data.max_pixels", "data.min_pixels", "data.system_prompt", "data.filter_overlong_prompts", "data.truncation",
+                  "data.max_pixels", "data.min_pixels", "worker.actor.global_batch_size", "data.system_prompt", "data.filter_overlong_prompts", "data.truncation",
                   "algorithm.", "trainer.", "actor_rollout_ref.hybrid_engine", "actor_rollout_ref.model.external_lib",
                   "actor_rollout_ref.model.override_config", "actor_rollout_ref.model.trust_remote_code", A + "optim.", A + "grad_clip",
                   A + "clip_ratio", A + "entropy_coeff", A + "ppo_epochs", A + "shuffle", A + "use_kl_loss", A + "kl_loss_coef",

@@ -167,4 +167,10 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK(bad.err.find('\n') == bad.err.size() - 1);
   CHECK(run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "novalue"}).code == 2);
   CHECK(run_cli({"job", jobs + "no-such-file.yaml"}).code == 2);
+  // Hydra's +key=value works on a verl launch line as on a YAML file; a bare word is an error naming it.
+  CHECK(job("verl-qwen2-7b-ppo.sh", {"+actor_rollout_ref.rollout.n=2"})["config"]["read"].dump().find("actor_rollout_ref.rollout.n") !=
+        std::string::npos);
+  const zeromem::test::cli_result bare = run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "=2"});
+  CHECK(bare.code == 2);
+  CHECK(bare.err.find("'=2'") != std::string::npos);
 }

@@ -116,47 +116,43 @@ job_settings settings_of(const job_args& a, const std::vector<std::string>& dire
   return s;
 }
 
+/// A Hydra-style `key=value` (a leading `+`, which adds a key, is dropped); `what` names where it came from.
+std::pair<std::string, std::string> key_value(const std::string& word, const std::string& what) {
+  const std::size_t from = !word.empty() && word[0] == '+' ? 1 : 0;
+  const std::size_t eq = word.find('=', from);
+  if (eq == std::string::npos || eq == from) detail::fail(what + " " + detail::quoted(word) + " is not key=value");
+  return {word.substr(from, eq - from), word.substr(eq + 1)};
+}
+
+/// verl's and EasyR1's keys: the file's, then the overrides, interpolations resolved.
+job_reading read_verl_keys(std::vector<std::pair<std::string, std::string>> kv, const job_args& a, const std::string& text) {
+  for (const std::string& o : a.overrides) kv.push_back(key_value(o, "the override"));
+  resolve_interpolations(kv);
+  return read_verl(std::move(kv), settings_of(a, directive_words(text)));
+}
+
 job_reading read_job(const job_args& a) {
   const std::string text = read_text(a.file);
+  std::vector<std::pair<std::string, std::string>> kv;
   if (is_yaml(a.file)) {
-    std::vector<std::pair<std::string, std::string>> kv;
     try {
       flatten(YAML::Load(text), "", kv);
     } catch (const YAML::Exception& e) {
       detail::fail("cannot read the YAML in " + detail::quoted(a.file) + ": " + e.what());
     }
-    for (std::string o : a.overrides) {  // Hydra: key=value, +key=value adds a key
-      if (!o.empty() && o[0] == '+') o.erase(0, 1);
-      const std::size_t eq = o.find('=');
-      if (eq == std::string::npos || eq == 0) detail::fail("the override " + detail::quoted(o) + " is not key=value");
-      kv.emplace_back(o.substr(0, eq), o.substr(eq + 1));
-    }
-    resolve_interpolations(kv);
-    return read_verl(kv, settings_of(a, directive_words(text)));
+    return read_verl_keys(std::move(kv), a, text);
   }
   std::vector<std::string> words = split_command_line(text).words;
   const auto verl = std::find_if(words.begin(), words.end(), [](const std::string& w) { return w.find("verl.trainer.main") != std::string::npos; });
   if (verl != words.end()) {  // a verl launch line: key=value words over verl's defaults
-    std::vector<std::pair<std::string, std::string>> kv;
-    for (auto w = verl + 1; w != words.end(); ++w) {
-      if (*w == "|" || *w == "2>&1" || *w == ">" || *w == "&&") break;
-      if (*w == "$@") continue;
-      const std::size_t eq = w->find('=');
-      if (eq == std::string::npos || eq == 0) detail::fail("unexpected word " + detail::quoted(*w) + " in the verl command line; each setting is key=value");
-      kv.emplace_back(w->substr(w->front() == '+' ? 1 : 0, eq - (w->front() == '+' ? 1 : 0)), w->substr(eq + 1));
-    }
-    for (const std::string& o : a.overrides) {
-      const std::size_t eq = o.find('=');
-      if (eq == std::string::npos || eq == 0) detail::fail("the override " + detail::quoted(o) + " is not key=value");
-      kv.emplace_back(o.substr(0, eq), o.substr(eq + 1));
-    }
-    return read_verl(kv, settings_of(a, directive_words(text)));
+    for (auto w = verl + 1; w != words.end() && *w != "|" && *w != "2>&1" && *w != ">" && *w != "&&"; ++w)
+      if (*w != "$@") kv.push_back(key_value(*w, "in the verl command line, the word"));
+    return read_verl_keys(std::move(kv), a, text);
   }
   for (const std::string& o : a.overrides) {  // key=value overrides become --key value
-    const std::size_t eq = o.find('=');
-    if (eq == std::string::npos || eq == 0) detail::fail("the override " + detail::quoted(o) + " is not key=value");
-    words.push_back("--" + o.substr(0, eq));
-    if (eq + 1 < o.size()) words.push_back(o.substr(eq + 1));
+    const auto [key, value] = key_value(o, "the override");
+    words.push_back("--" + key);
+    if (!value.empty()) words.push_back(value);
   }
   return read_openrlhf(words, settings_of(a, directive_words(text)));
 }
