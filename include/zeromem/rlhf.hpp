@@ -68,6 +68,7 @@ struct rollout_engines {
   bool sized_on_empty_gpu = true;
   std::int64_t block_size = 16;
   std::int64_t swap_space_gib = 0;           // vLLM V0's pinned CPU swap per GPU worker (EngineArgs.swap_space)
+  vllm_batch_limits limits{};                // size the profiled activation peak (vllm_default_limits by version)
 };
 
 struct rlhf_job {
@@ -102,8 +103,13 @@ struct rlhf_phase_estimate {
   std::string gpus;      // the GPU group holding the peak, e.g. "actor+reference+critic+vLLM"
   std::string activity;  // what runs at the peak, e.g. "actor update"
   job_breakdown memory;
-  /// The largest GPU term, or the largest host term when only the host RAM is over its limit.
+  /// Why the phase cannot run whatever its bytes (a vLLM engine that does not start); empty otherwise.
+  std::string blocked;
+  bool fits() const { return blocked.empty() && memory.fits(); }
+  /// What stops the phase: the refusal, the largest GPU term, or the largest host term when only the host RAM is
+  /// over its limit.
   std::string deciding_term() const {
+    if (!blocked.empty()) return blocked;
     const bool host = memory.gpu_fits() && !memory.host_fits();
     const memory_term* best = nullptr;
     for (const memory_term& t : memory.terms)
@@ -117,12 +123,12 @@ struct rlhf_estimate {
   std::vector<rlhf_phase_estimate> phases;
   std::vector<std::string> notes;  // assumptions and what is not modelled
   bool fits() const {
-    return std::all_of(phases.begin(), phases.end(), [](const rlhf_phase_estimate& p) { return p.memory.fits(); });
+    return std::all_of(phases.begin(), phases.end(), [](const rlhf_phase_estimate& p) { return p.fits(); });
   }
   /// The first phase that does not fit, or nullptr.
   const rlhf_phase_estimate* first_failing() const {
     for (const rlhf_phase_estimate& p : phases)
-      if (!p.memory.fits()) return &p;
+      if (!p.fits()) return &p;
     return nullptr;
   }
 };
@@ -328,37 +334,40 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
 
 /// One vLLM engine's memory on one of its GPUs, with `resident` bytes of other processes on that GPU when it
 /// starts (0 when it is sized on an empty GPU).
-inline vllm_engine_memory engine_memory(const rlhf_job& j, bytes resident) {
-  const transformer_config& m = j.actor.model;
+inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
+  vllm_engine_spec spec{};
+  spec.model = j.actor.model;
+  spec.tp = j.rollout.tp;
+  spec.block_size = j.rollout.block_size;
+  spec.limits = j.rollout.limits;
+  spec.max_model_len = checked_sum(j.prompt_tokens, j.response_tokens);  // OpenRLHF and verl: prompt + response maxima
   vllm_engine_config v{};
   v.total = j.gpu_capacity;
   v.gpu_memory_utilization = j.rollout.gpu_memory_utilization;
   v.semantics = j.rollout.semantics;
-  v.weights = largest_share(count_parameters(m).total * size_of(dtype::bf16), j.rollout.tp);
   v.non_torch = j.step.cuda_context;
   v.other_processes = j.rollout.sized_on_empty_gpu ? bytes{} : resident;
   v.refuse_if_free_below_budget = j.rollout.refuse_if_free_below_budget;
-  kv_cache_config kv{};
-  kv.tp = j.rollout.tp;
-  kv.block_size = j.rollout.block_size;
-  v.kv_block = kv_bytes_per_block(m, kv);
-  return vllm_engine(v);
+  return size_vllm_engine(spec, v);
 }
 
-inline void engine_awake(const group_view& v, const rlhf_job& j, bytes resident) {
-  const vllm_engine_memory e = engine_memory(j, resident);
-  v.gpu("vLLM", "weights (bf16)", largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp));
-  v.gpu("vLLM", "KV cache", e.kv_cache, std::to_string(e.kv_blocks) + " blocks of " + std::to_string(j.rollout.block_size) + " tokens");
+/// The awake engine's GPU terms; returns why it does not start (empty when it does).
+inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes resident) {
+  const vllm_sizing e = engine_memory(j, resident);
+  v.gpu("vLLM", "weights (bf16)", e.weights);
+  v.gpu("vLLM", "activation peak (profiled)", e.profile.peak(),
+        std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens, " + std::to_string(j.rollout.limits.max_num_seqs) + " sequences");
+  v.gpu("vLLM", "KV cache", e.memory.kv_cache, std::to_string(e.memory.kv_blocks) + " blocks of " + std::to_string(j.rollout.block_size) + " tokens");
   v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
+  return e.memory.refusal();
 }
 
-inline void engine_idle(const group_view& v, const rlhf_job& j, bytes resident) {
+inline std::string engine_idle(const group_view& v, const rlhf_job& j, bytes resident) {
   const bytes weights = largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
-  if (j.rollout.sleep_level == 0) engine_awake(v, j, resident);
-  else {
-    v.host("vLLM", "weights (asleep, level " + std::to_string(j.rollout.sleep_level) + ")", vllm_sleep_host_bytes(j.rollout.sleep_level, weights));
-    v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
-  }
+  if (j.rollout.sleep_level == 0) return engine_awake(v, j, resident);
+  v.host("vLLM", "weights (asleep, level " + std::to_string(j.rollout.sleep_level) + ")", vllm_sleep_host_bytes(j.rollout.sleep_level, weights));
+  v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
+  return {};  // whether it starts is decided in the rollout phase, where it is awake
 }
 
 inline void validate(const rlhf_job& j) {
@@ -380,6 +389,8 @@ inline void validate(const rlhf_job& j) {
   if (j.rollout.present) {
     require_positive(j.rollout.engines, "the number of vLLM engines");
     require_positive(j.rollout.tp, "the vLLM tensor-parallel size");
+    require_positive(j.rollout.limits.max_num_batched_tokens, "the vLLM max_num_batched_tokens");
+    require_positive(j.rollout.limits.max_num_seqs, "the vLLM max_num_seqs");
   }
 }
 
@@ -394,6 +405,7 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
   for (rlhf_phase phase : {rlhf_phase::rollout, rlhf_phase::experience, rlhf_phase::training}) {
     rlhf_phase_estimate best{};
     best.phase = phase;
+    std::string blocked;
     job_breakdown host_side{};
     for (const detail::gpu_group& g : groups) {
       const std::int64_t ranks = std::min(g.gpus, j.gpus_per_node);
@@ -413,8 +425,9 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
           else detail::forward_pass(v, role.first, *role.second, j);
         }
         if (g.engine) {
-          if (active == "vLLM") detail::engine_awake(v, j, resident_only.gpu_total());
-          else detail::engine_idle(v, j, resident_only.gpu_total());
+          const std::string refusal = active == "vLLM" ? detail::engine_awake(v, j, resident_only.gpu_total())
+                                                       : detail::engine_idle(v, j, resident_only.gpu_total());
+          if (!refusal.empty() && blocked.empty()) blocked = "vLLM on " + g.label + ": " + refusal;
         }
         v.gpu("all", "CUDA contexts (" + std::to_string(g.processes) + " processes)", j.step.cuda_context * g.processes);
         moments.emplace_back(activity, std::move(b));
@@ -452,14 +465,16 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
     m.host_threshold = j.host_threshold;
     m.unexplained_host = j.host_unmodelled;
     best.memory = std::move(m);
+    best.blocked = std::move(blocked);
     out.phases.push_back(std::move(best));
   }
   out.notes.push_back("tokens per sequence: " + std::to_string(detail::tokens_per_sequence(j)) +
                       (j.mean_tokens > 0 ? " (assumed mean)" : " (prompt + response maxima; pass --mean-tokens for real lengths)") +
                       (j.packing ? ", packed" : ", padded to the maxima"));
   if (j.rollout.present) {
-    out.notes.push_back("vLLM " + std::string(name(j.rollout.semantics)) +
-                        " gpu_memory_utilization; its profiled activation peak is not modelled (it shrinks the KV cache, not the total)");
+    out.notes.push_back("vLLM " + std::string(name(j.rollout.semantics)) + " gpu_memory_utilization; profiled with " +
+                        std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens and " +
+                        std::to_string(j.rollout.limits.max_num_seqs) + " sequences");
     if (!j.rollout.enforce_eager) out.notes.push_back("vLLM CUDA graphs (enforce_eager off) are not modelled");
   }
   if (j.actor.model.vision.blocks > 0) out.notes.push_back("the vision tower's forward and image tokens are not modelled");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -203,12 +204,18 @@ inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
 /// swap_space (4 GiB) of pinned host RAM per worker.
 inline void set_vllm_version(rollout_engines& e, const std::string& version, bool verl_patched) {
   if (version.empty()) fail("the vLLM version decides what gpu_memory_utilization means; pass --vllm-version (such as 0.6.5)");
-  const std::int64_t v = version_number(version, "the vLLM version");
-  if (verl_patched && v < 6'004) e.semantics = vllm_semantics::verl_free_fraction;  // verl's own copy of 0.6.3
-  else if (v < 6'004) e.semantics = vllm_semantics::global_cap;
-  else e.semantics = vllm_semantics::per_instance;
-  e.refuse_if_free_below_budget = v >= 8'000;
-  e.swap_space_gib = v >= 8'000 ? 0 : 4;  // vllm EngineArgs.swap_space default; V1 has no CPU swap
+  const vllm_version_traits t = vllm_traits(version_number(version, "the vLLM version"), verl_patched);
+  e.semantics = t.semantics;
+  e.refuse_if_free_below_budget = t.refuse_if_free_below_budget;
+  e.swap_space_gib = t.swap_space_gib;
+}
+
+/// vLLM's default batch limits for the job's version, GPU and context (prompt + response maxima).
+inline vllm_batch_limits default_limits(const rlhf_job& j, const job_settings& s) {
+  std::string gpu = s.gpu;
+  std::transform(gpu.begin(), gpu.end(), gpu.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const bool hopper = gpu.find("h100") != std::string::npos || gpu.find("h200") != std::string::npos;
+  return vllm_default_limits(version_number(s.vllm_version, "the vLLM version"), hopper, checked_sum(j.prompt_tokens, j.response_tokens));
 }
 
 }  // namespace detail
@@ -318,6 +325,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   }
   j.prompt_tokens = k.integer("prompt_max_len", 1024);
   j.response_tokens = k.integer("generate_max_len", 1024);
+  // create_vllm_engines passes max_model_len = prompt + response and leaves the batch limits at vLLM's defaults.
+  if (j.rollout.present) j.rollout.limits = detail::default_limits(j, s);
   j.packing = k.flag("packing_samples");
   j.ulysses = k.integer("ring_attn_size", 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
   j.overheads.overlap_comm = k.flag("overlap_comm");  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
@@ -464,6 +473,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   if (patched) e.swap_space_gib = 4;
   j.prompt_tokens = k.integer("data.max_prompt_length", 512);
   j.response_tokens = k.integer("data.max_response_length", 512);
+  // verl passes rollout.max_num_batched_tokens to vLLM from c99df03f (Jan 2025; EasyR1 too); max_num_seqs only
+  // from verl PR #2960 (Aug 2025), so vLLM's default applies.
+  e.limits = detail::default_limits(j, s);
+  e.limits.max_num_batched_tokens = k.integer(R + "max_num_batched_tokens", 8192);
   j.packing = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding");
   j.ulysses = sp;
   k.sort_rest(r, {"data.train_files", "data.val_files", "data.prompt_key", "data.answer_key", "data.image_key", "data.tokenizer",
@@ -475,7 +488,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
                   A + "kl_loss_type", A + "max_grad_norm", A + "entropy_coeff", A + "fsdp_config.wrap_policy.", A + "fsdp_config.fsdp_size",
                   A + "fsdp.enable_rank0_init", A + "model.trust_remote_code", A + "model.freeze_vision_tower", A + "padding_free",
                   R + "temperature", R + "top_k", R + "top_p", R + "prompt_length", R + "response_length", R + "dtype", R + "ignore_eos",
-                  R + "load_format", R + "max_num_batched_tokens", R + "max_num_seqs", R + "do_sample", R + "enable_chunked_prefill",
+                  R + "load_format", R + "max_num_seqs", R + "do_sample", R + "enable_chunked_prefill",
                   R + "limit_images", R + "seed", F + "fsdp_config.wrap_policy.", F + "fsdp_config.fsdp_size", F + "fsdp.enable_full_shard",
                   F + "fsdp.enable_rank0_init", F + "ulysses_sequence_parallel_size", "critic.", "worker.critic.", "reward_model.",
                   "worker.reward.", "custom_reward_function."});

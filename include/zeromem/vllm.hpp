@@ -2,11 +2,15 @@
 // versions (docs/references.md §4), and what sleep mode and swap space put in host RAM.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "zeromem/dtype.hpp"
 #include "zeromem/error.hpp"
+#include "zeromem/kv_cache.hpp"
+#include "zeromem/model.hpp"
 #include "zeromem/units.hpp"
 
 namespace zeromem {
@@ -45,16 +49,35 @@ struct vllm_engine_config {
   bool refuse_if_free_below_budget = false;
 };
 
+/// Whether the engine starts: it needs room for one KV block, and V1 needs util x total free at start.
+enum class vllm_start { starts, no_kv_room, refuses_low_free_memory };
+
 struct vllm_engine_memory {
   bytes budget{};          // util x total (per_instance, global_cap) or util x free-after-profiling (verl)
+  bytes kv_room{};         // what the budget leaves for the KV cache; negative when the engine does not fit
   bytes kv_cache{};        // whole blocks
   std::int64_t kv_blocks = 0;
   bytes gpu_held{};        // what the engine holds awake: weights + KV + non-torch + CUDA graphs
-                           // (+ the profiled activation peak, which the allocator keeps reserved)
+                           // (+ the profiled activation peak, which generation steps reach again)
+  vllm_start start = vllm_start::starts;
+  /// Why the engine does not start, naming the fix; empty when it starts.
+  std::string refusal() const {
+    switch (start) {
+      case vllm_start::starts: return {};
+      case vllm_start::no_kv_room:
+        return "no memory is left for the KV cache (" + std::to_string(to_gib(kv_room)) +
+               " GiB); raise gpu_memory_utilization, use more tensor parallelism or a smaller model";
+      case vllm_start::refuses_low_free_memory:
+        return "vLLM V1 refuses to start: free memory is below gpu_memory_utilization x total " + std::to_string(to_gib(budget)) +
+               " GiB; lower gpu_memory_utilization or free the GPU first";
+    }
+    return {};
+  }
 };
 
-/// Sizes the KV cache the way each vLLM version does. Throws when no block fits or V1 refuses to start.
-constexpr vllm_engine_memory vllm_engine(const vllm_engine_config& c) {
+/// Sizes the KV cache the way each vLLM version does; `start` says whether the engine starts at all. Throws only
+/// for invalid input.
+constexpr vllm_engine_memory try_vllm_engine(const vllm_engine_config& c) {
   if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
     detail::fail_value("gpu_memory_utilization must be in (0, 1]", static_cast<long double>(c.gpu_memory_utilization),
                        "pass a fraction such as 0.9");
@@ -73,10 +96,7 @@ constexpr vllm_engine_memory vllm_engine(const vllm_engine_config& c) {
     case vllm_semantics::per_instance:
       r.budget = fraction(c.total);
       kv = r.budget - used_by_engine;
-      if (c.refuse_if_free_below_budget && c.total - c.other_processes < r.budget)
-        detail::fail("vLLM V1 refuses to start: free memory " + std::to_string(to_gib(c.total - c.other_processes)) +
-                     " GiB is below gpu_memory_utilization x total " + std::to_string(to_gib(r.budget)) +
-                     " GiB; lower gpu_memory_utilization or free the GPU first");
+      if (c.refuse_if_free_below_budget && c.total - c.other_processes < r.budget) r.start = vllm_start::refuses_low_free_memory;
       break;
     case vllm_semantics::global_cap:
       r.budget = fraction(c.total);
@@ -87,13 +107,20 @@ constexpr vllm_engine_memory vllm_engine(const vllm_engine_config& c) {
       kv = r.budget;
       break;
   }
-  if (kv.count() < c.kv_block.count())
-    detail::fail("no memory is left for the KV cache (" + std::to_string(to_gib(kv)) +
-                 " GiB for blocks of " + std::to_string(c.kv_block.count()) +
-                 " B); raise gpu_memory_utilization, use more tensor parallelism or a smaller model");
-  r.kv_blocks = kv.count() / c.kv_block.count();  // vLLM: int(available // cache_block_size)
-  r.kv_cache = c.kv_block * r.kv_blocks;
+  r.kv_room = kv;
+  if (r.start == vllm_start::starts && kv.count() < c.kv_block.count()) r.start = vllm_start::no_kv_room;
+  if (r.start == vllm_start::starts) {
+    r.kv_blocks = kv.count() / c.kv_block.count();  // vLLM: int(available // cache_block_size)
+    r.kv_cache = c.kv_block * r.kv_blocks;
+  }
   r.gpu_held = c.weights + c.activation_peak + c.non_torch + c.cuda_graphs + r.kv_cache;
+  return r;
+}
+
+/// As try_vllm_engine, but an engine that does not start is an error naming the fix.
+inline vllm_engine_memory vllm_engine(const vllm_engine_config& c) {
+  vllm_engine_memory r = try_vllm_engine(c);
+  if (r.start != vllm_start::starts) detail::fail(r.refusal());
   return r;
 }
 
@@ -118,6 +145,145 @@ constexpr bytes vllm_sleep_host_bytes(int level, bytes weights) {
 constexpr bytes vllm_swap_space_bytes(std::int64_t swap_space_gib = 4) {
   if (swap_space_gib < 0) detail::fail_value("swap_space cannot be negative", static_cast<long double>(swap_space_gib), "pass GiB >= 0");
   return bytes_of(detail::checked_mul(swap_space_gib, std::int64_t{1} << 30));
+}
+
+// ---- one engine from its model and launch arguments ---------------------------------------------------------
+
+/// What a vLLM version means by gpu_memory_utilization, and what it does at start (docs/references.md §4).
+struct vllm_version_traits {
+  vllm_semantics semantics = vllm_semantics::per_instance;
+  bool v1 = false;                          // V1 engine by default (vLLM >= 0.8.0)
+  bool refuse_if_free_below_budget = false;  // V1 request_memory
+  std::int64_t swap_space_gib = 0;           // V0 EngineArgs.swap_space default 4; V1 has no CPU swap
+};
+
+/// `version` as major x 10^6 + minor x 10^3 + patch (0.6.3 = 6'003). `verl_patched`: verl's own copy of vLLM 0.6.3.
+constexpr vllm_version_traits vllm_traits(std::int64_t version, bool verl_patched) {
+  if (version <= 0) detail::fail_value("the vLLM version must be positive", static_cast<long double>(version), "pass a version such as 0.8.5");
+  vllm_version_traits t{};
+  if (version < 6'004) t.semantics = verl_patched ? vllm_semantics::verl_free_fraction : vllm_semantics::global_cap;  // PR #9505
+  t.v1 = version >= 8'000;
+  t.refuse_if_free_below_budget = t.v1;
+  t.swap_space_gib = t.v1 ? 0 : 4;
+  return t;
+}
+
+/// The two scheduler limits that size vLLM's profiling pass: tokens in one forward pass, sequences sampled at once.
+struct vllm_batch_limits {
+  std::int64_t max_num_batched_tokens = 0;
+  std::int64_t max_num_seqs = 0;
+};
+
+/// vLLM's defaults for the offline LLM class (what RLHF frameworks create), by version and GPU:
+/// V0: 256 sequences; max(max_model_len, 2048) tokens, or with chunked prefill (on by default above 32K context)
+///     2048 tokens (512 before 0.6.5, PR #10544) (vllm/config.py SchedulerConfig, EngineArgs.create_engine_config).
+/// V1: 8192 tokens, 16384 on H100/H200 (PR #12369); 1024 sequences, 256 from 0.8.4 except on H100/H200 (PR #16158).
+constexpr vllm_batch_limits vllm_default_limits(std::int64_t version, bool h100_or_h200, std::int64_t max_model_len) {
+  detail::require_positive(max_model_len, "the maximum model length");
+  vllm_batch_limits l{};
+  if (!vllm_traits(version, false).v1) {
+    l.max_num_seqs = 256;
+    if (max_model_len > 32'768) l.max_num_batched_tokens = version >= 6'005 ? 2048 : 512;
+    else l.max_num_batched_tokens = std::max<std::int64_t>(max_model_len, 2048);
+  } else {
+    l.max_num_batched_tokens = h100_or_h200 ? 16'384 : 8'192;
+    l.max_num_seqs = (h100_or_h200 || version < 8'004) ? 1024 : 256;
+  }
+  return l;
+}
+
+/// The peak of vLLM's profiling pass (worker profile_run: max_num_seqs sequences sharing max_num_batched_tokens
+/// tokens, then one sampling step with top_k = vocab - 1 and top_p = 0.99) on one GPU, in two moments.
+struct vllm_profile_peak {
+  /// Inside one decoder layer, tensors alive at its widest point: residual, normed input, the op's intermediates,
+  /// its output and the tensor-parallel all-reduce's output (vllm/model_executor/models/llama.py LlamaMLP,
+  /// LlamaAttention; fused_moe.py fused_experts intermediate caches 1-3 for MoE).
+  bytes layer{};
+  /// Sampling: the step's hidden states, the 16-bit logits [seqs x vocab] and 38 B per (sequence, vocab entry) of
+  /// fp32/int64/bool tensors alive in _apply_top_k_top_p (vllm/model_executor/layers/sampler.py: fp32 logits 4,
+  /// sorted 4, sort indices 8, top-k mask 1, softmax 4, cumsum 4, top-p mask 1, inverse indices 8, re-gathered 4).
+  bytes sampler{};
+  constexpr bytes peak() const { return std::max(layer, sampler); }
+};
+
+constexpr vllm_profile_peak vllm_profile(const transformer_config& m, std::int64_t tp, vllm_batch_limits l, dtype compute = dtype::bf16) {
+  validate(m);
+  detail::require_positive(tp, "the vLLM tensor-parallel size");
+  detail::require_positive(l.max_num_batched_tokens, "max_num_batched_tokens");
+  detail::require_positive(l.max_num_seqs, "max_num_seqs");
+  if (!detail::divides(tp, m.heads))  // vLLM's ModelConfig.verify_with_parallel_config
+    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(tp),
+                       "pick a tensor_parallel_size that divides the heads");
+  using detail::ceil_div;
+  using detail::checked_mul;
+  using detail::checked_sum;
+  const std::int64_t h = m.hidden, d = m.head_size();
+  const std::int64_t q = ceil_div(checked_mul(m.heads, d), tp);
+  const std::int64_t kv = checked_mul(kv_heads_per_rank(attention_shape_of(m), tp), d);
+  // Per token, elements: attention = residual + normed + qkv + attention output + o_proj output + all-reduce output.
+  const std::int64_t attention = checked_sum(checked_mul(4, h), checked_mul(2, q), checked_mul(2, kv));
+  std::int64_t mlp = 0;
+  if (m.moe.experts > 0) {  // gate_up cache (2f), activation cache (f), down cache (h) per routed expert
+    const std::int64_t f = ceil_div(m.moe.expert_ffn, tp);
+    mlp = checked_sum(checked_mul(4, h), checked_mul(m.moe.top_k, checked_sum(checked_mul(3, f), h)));
+  } else {  // SwiGLU: gate_up (2f) + activation (f); GELU: fc1 (f) + activation (f)
+    const std::int64_t f = ceil_div(m.ffn, tp);
+    mlp = checked_sum(checked_mul(4, h), checked_mul(m.mlp == mlp_kind::swiglu ? 3 : 2, f));
+  }
+  const std::int64_t seqs = std::min(l.max_num_seqs, l.max_num_batched_tokens);  // each dummy sequence has >= 1 token
+  const bytes_per_element act = size_of(compute);
+  vllm_profile_peak p{};
+  p.layer = elements_of(checked_mul(l.max_num_batched_tokens, std::max(attention, mlp))) * act;
+  const std::int64_t logits = checked_mul(seqs, m.vocab);
+  p.sampler = elements_of(checked_sum(checked_mul(l.max_num_batched_tokens, h), logits)) * act +
+              bytes_of(checked_mul(38, logits));
+  return p;
+}
+
+/// One engine as launched: the model, its tensor parallelism, dtypes, block size, batch limits and context length.
+struct vllm_engine_spec {
+  transformer_config model{};
+  std::int64_t tp = 1;
+  dtype weights = dtype::bf16;
+  dtype kv_dtype = dtype::bf16;
+  std::int64_t block_size = 16;
+  vllm_batch_limits limits{};
+  std::int64_t max_model_len = 0;
+};
+
+struct vllm_sizing {
+  bytes weights{};         // this GPU's share of the weights
+  vllm_profile_peak profile{};
+  bytes kv_block{};
+  vllm_engine_memory memory{};
+  std::int64_t kv_tokens = 0;             // blocks x block size
+  std::int64_t blocks_per_sequence = 0;   // a max_model_len sequence, whole blocks
+  std::int64_t full_length_sequences = 0; // max_model_len sequences the cache holds at once
+  /// vLLM's "maximum concurrency": KV tokens / max_model_len (V0 executor_base.py initialize_cache).
+  double concurrency = 0.0;
+};
+
+/// Sizes one engine: its weights, profiled activation peak and KV block from `s`; the rest of `c` (total memory,
+/// utilization, semantics, non-torch memory, other processes, CUDA graphs, V1 refusal) as given.
+constexpr vllm_sizing size_vllm_engine(const vllm_engine_spec& s, vllm_engine_config c) {
+  detail::require_positive(s.max_model_len, "the maximum model length");
+  vllm_sizing r{};
+  r.weights = largest_share(count_parameters(s.model).total * size_of(s.weights), s.tp);
+  r.profile = vllm_profile(s.model, s.tp, s.limits, s.weights);
+  kv_cache_config kv{};
+  kv.kv_dtype = s.kv_dtype;
+  kv.tp = s.tp;
+  kv.block_size = s.block_size;
+  r.kv_block = kv_bytes_per_block(s.model, kv);
+  c.weights = r.weights;
+  c.activation_peak = r.profile.peak();
+  c.kv_block = r.kv_block;
+  r.memory = try_vllm_engine(c);
+  r.kv_tokens = detail::checked_mul(r.memory.kv_blocks, s.block_size);
+  r.blocks_per_sequence = kv_blocks_for(s.max_model_len, kv);
+  r.full_length_sequences = r.memory.kv_blocks / r.blocks_per_sequence;
+  r.concurrency = static_cast<double>(r.kv_tokens) / static_cast<double>(s.max_model_len);
+  return r;
 }
 
 }  // namespace zeromem

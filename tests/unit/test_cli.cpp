@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -9,7 +10,10 @@
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
+#include "zeromem/model.hpp"
+#include "zeromem/parse.hpp"
 #include "zeromem/plan.hpp"
+#include "zeromem/vllm.hpp"
 #include "zeromem/version.hpp"
 
 namespace {
@@ -356,8 +360,8 @@ TEST_CASE("zeromem --help lists every command with one example, and every exampl
       std::istringstream words(line.substr(10));
       examples.push_back({std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()});
     }
-  REQUIRE(examples.size() == 6);
-  for (const char* command : {"estimate", "kv", "scenario", "plan", "deepspeed", "job"}) {
+  REQUIRE(examples.size() == 7);
+  for (const char* command : {"estimate", "kv", "scenario", "plan", "deepspeed", "job", "vllm"}) {
     INFO(command);
     int shown = 0;
     for (const auto& e : examples) shown += e.front() == command;
@@ -499,4 +503,67 @@ TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and th
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only"}, "--seq-len");
   fails_with({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--no-cache"}, "add --forward-only");
   fails_with({"estimate", "--model", "mixtral-8x7b", "--forward-only", "--seq-len", "512"}, "dense Llama-family");
+}
+
+TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the version's semantics", "[cli][vllm]") {
+  // Llama-3-8B as in vLLM PR #10511's log (V0, 79.22 GiB, util 0.90, non-torch 1.79 GiB, max_model_len 8192).
+  const auto j = run_json({"vllm", "--model", "llama-3-8b", "--gpu-memory", "79.22GiB", "--vllm-version", "0.6.5", "--max-model-len", "8K",
+                           "--cuda-context", "1.79GiB", "--enforce-eager", "--json"});
+  zeromem::vllm_engine_spec spec{};
+  spec.model = zeromem::find_preset("llama-3-8b").config;
+  spec.max_model_len = 8192;
+  spec.limits = {8192, 256};  // V0: max(8192, 2048) tokens, 256 sequences
+  zeromem::vllm_engine_config c{};
+  c.total = zeromem::parse_bytes("79.22GiB");
+  c.non_torch = zeromem::parse_bytes("1.79GiB");
+  const zeromem::vllm_sizing lib = zeromem::size_vllm_engine(spec, c);
+  CHECK(j["inputs"]["semantics"] == "per-instance");
+  CHECK(j["inputs"]["max_num_batched_tokens"] == 8192);
+  CHECK(j["inputs"]["max_num_seqs"] == 256);
+  CHECK(j["kv_cache"]["tokens"] == lib.kv_tokens);
+  CHECK(j["kv_cache"]["blocks"] == lib.memory.kv_blocks);
+  CHECK(j["per_gpu"]["activation_peak_bytes"] == lib.profile.peak().count());
+  // The log: weights 14.96 GiB, available KV 53.29 GiB; zeromem's KV room within 0.1% of it.
+  CHECK(std::abs(j["per_gpu"]["kv_room_bytes"].get<double>() / (53.29 * 1073741824.0) - 1.0) < 0.001);
+  // KV tokens = blocks x 16; a sequence of 8192 tokens takes 512 blocks.
+  CHECK(j["kv_cache"]["tokens"].get<std::int64_t>() == 16 * j["kv_cache"]["blocks"].get<std::int64_t>());
+  CHECK(j["kv_cache"]["blocks_per_sequence"] == 512);
+
+  // Three meanings by version, 30 GiB held by others at start, A100 80GB, util 0.6, Qwen2.5-1.5B.
+  const std::vector<std::string> base{"vllm", "--model", "qwen2.5-1.5b", "--gpu", "a100-80gb", "--max-model-len", "2048", "--enforce-eager",
+                                      "--other-processes", "30GiB", "--json"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_json(a);
+  };
+  const auto per_instance = with({"--vllm-version", "0.6.5", "--gpu-memory-utilization", "0.6"});
+  const auto global_cap = with({"--vllm-version", "0.6.3", "--gpu-memory-utilization", "0.6"});
+  const auto verl = with({"--vllm-version", "0.6.3", "--verl-patched", "--gpu-memory-utilization", "0.6"});
+  CHECK(per_instance["inputs"]["semantics"] == "per-instance");
+  CHECK(global_cap["inputs"]["semantics"] == "global-cap");
+  CHECK(verl["inputs"]["semantics"] == "verl-free-fraction");
+  // global cap = per instance minus the other processes' 30 GiB; verl = 0.6 x (total - 30 GiB - used by the engine).
+  CHECK(per_instance["per_gpu"]["kv_room_bytes"].get<std::int64_t>() - global_cap["per_gpu"]["kv_room_bytes"].get<std::int64_t>() ==
+        30LL << 30);
+  const std::int64_t used = verl["per_gpu"]["weights_bytes"].get<std::int64_t>() + verl["per_gpu"]["activation_peak_bytes"].get<std::int64_t>() +
+                            verl["per_gpu"]["non_torch_bytes"].get<std::int64_t>();
+  CHECK(verl["per_gpu"]["kv_room_bytes"].get<std::int64_t>() ==
+        static_cast<std::int64_t>(static_cast<long double>(verl["inputs"]["gpu_total_bytes"].get<std::int64_t>() - (30LL << 30) - used) * 0.6L));
+  // V1 refuses to start when free memory is below util x total: 79.35 - 30 < 0.9 x 79.35.
+  const auto v1 = with({"--vllm-version", "0.8.5", "--gpu-memory-utilization", "0.9"});
+  CHECK_FALSE(v1["starts"].get<bool>());
+  CHECK(v1["refusal"].get<std::string>().find("V1 refuses to start") != std::string::npos);
+  CHECK(run({"vllm", "--model", "qwen2.5-1.5b", "--gpu", "a100-80gb", "--max-model-len", "2048", "--vllm-version", "0.8.5",
+             "--other-processes", "30GiB"}).out.find("does not start: vLLM V1 refuses to start") != std::string::npos);
+  check_rejected({{"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--max-model-len", "8K"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5"},
+                  {"vllm", "--model", "llama-3-8b", "--vllm-version", "0.8.5", "--max-model-len", "8K"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "x.y", "--max-model-len", "8K"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K", "--verl-patched"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K",
+                   "--gpu-memory-utilization", "1.5"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K", "--tp", "3"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K",
+                   "--enforce-eager", "--cuda-graphs", "1GiB"}});
 }

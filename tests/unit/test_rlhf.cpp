@@ -40,10 +40,16 @@ TEST_CASE("orz-1.5b-ppo: utilization 0.85 breaks the rollout, 0.5 fits (ORZ issu
   CHECK(bad["first_failing_phase"] == "rollout");
   CHECK(phase(bad, "rollout")["deciding_term"] == "vLLM KV cache");
   // vLLM 0.6.5 per-instance budget on an empty A100 80GB (79.35 GiB = 85,201,346,150 B as the table rounds it):
-  // KV = floor(0.85 x total) - bf16 weights (2 x 1,543,714,304) - non-torch (650,969,088), in whole blocks of
-  // 16 tokens x 28 layers x (K + V) x 2 KV heads x 128 dims x 2 B = 458,752 B.
+  // KV = floor(0.85 x total) - bf16 weights (2 x 1,543,714,304) - profiled activation peak - non-torch
+  // (650,969,088), in whole blocks of 16 tokens x 28 layers x (K + V) x 2 KV heads x 128 dims x 2 B = 458,752 B.
+  // The profile (V0 defaults: 256 sequences, max(512 + 512, 2048) = 2048 tokens) peaks in the sampler:
+  // 2 B x (2048 tokens x 1536 hidden + 256 x 151,936 logits) + 38 B x 256 x 151,936 = 1,562,116,096 B, above the
+  // widest layer moment, 2048 x (4 x 1536 + 3 x 8960) x 2 B = 135,266,304 B.
   const std::int64_t total = zeromem::find_gpu("a100-80gb").capacity.count();
-  const std::int64_t kv_room = static_cast<std::int64_t>(static_cast<long double>(total) * 0.85L) - 2 * 1'543'714'304LL - 650'969'088LL;
+  const std::int64_t profile = 2 * (2048LL * 1536 + 256LL * 151'936) + 38 * 256LL * 151'936;
+  CHECK(term(phase(bad, "rollout"), "vLLM", "activation peak") == profile);
+  const std::int64_t kv_room =
+      static_cast<std::int64_t>(static_cast<long double>(total) * 0.85L) - 2 * 1'543'714'304LL - profile - 650'969'088LL;
   CHECK(term(phase(bad, "rollout"), "vLLM", "KV cache") == kv_room / 458'752 * 458'752);
   // The reference under ZeRO-3 over 4 GPUs: bf16 weights / 4.
   CHECK(term(phase(bad, "rollout"), "reference", "weights") == 1'543'714'304LL * 2 / 4);

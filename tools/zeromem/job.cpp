@@ -160,7 +160,7 @@ job_reading read_job(const job_args& a) {
 json phase_json(const rlhf_phase_estimate& p) {
   json j = breakdown_json(p.memory);
   j["per_gpu"]["peak_bytes"] = p.memory.gpu_total().count();
-  json out{{"phase", std::string(name(p.phase))}, {"gpus", p.gpus}, {"activity", p.activity}, {"fits", p.memory.fits()},
+  json out{{"phase", std::string(name(p.phase))}, {"gpus", p.gpus}, {"activity", p.activity}, {"fits", p.fits()},
            {"deciding_term", p.deciding_term()}};
   out.update(j);
   return out;
@@ -169,7 +169,8 @@ json phase_json(const rlhf_phase_estimate& p) {
 void print_phase(std::ostream& out, const rlhf_phase_estimate& p) {
   const job_breakdown& m = p.memory;
   out << "\n" << name(p.phase) << ": " << format_bytes(m.gpu_total(), size_unit::GiB) << " of " << format_bytes(m.gpu_capacity, size_unit::GiB)
-      << " per GPU (" << p.gpus << ", " << p.activity << ") -> " << (m.gpu_fits() ? "fits" : "DOES NOT FIT") << "\n";
+      << " per GPU (" << p.gpus << ", " << p.activity << ") -> " << (m.gpu_fits() && p.blocked.empty() ? "fits" : "DOES NOT FIT") << "\n";
+  if (!p.blocked.empty()) out << "  " << p.blocked << "\n";
   for (const memory_term& t : m.terms)
     if (t.gpu.count() != 0) out << "  " << t.role << ": " << t.term << "  " << format_bytes(t.gpu, size_unit::GiB) << "\n";
   if (m.host_total().count() != 0 || m.host_capacity.count() != 0) {
@@ -269,7 +270,7 @@ int run_job(const job_args& a, std::ostream& out) {
   out << "zeromem job " << a.file << " (" << name(r.job.framework) << "): " << r.job.nodes << " node(s) x " << r.job.gpus_per_node << " GPUs\n";
   for (const rlhf_phase_estimate& p : e.phases) print_phase(out, p);
   const rlhf_phase_estimate* bad = e.first_failing();
-  out << "\nverdict: " << (bad == nullptr ? "every phase fits" : "breaks first in " + std::string(name(bad->phase)) + " (largest term: " + bad->deciding_term() + ")") << "\n";
+  out << "\nverdict: " << (bad == nullptr ? "every phase fits" : "breaks first in " + std::string(name(bad->phase)) + " (" + (bad->blocked.empty() ? "largest term: " : "") + bad->deciding_term() + ")") << "\n";
   for (const std::string& n : e.notes) out << "note: " << n << "\n";
   for (const std::string& n : r.assumed) out << "assumed: " << n << "\n";
   if (!r.unknown.empty()) out << "unknown keys (not read; check they do not change memory): " << detail::join_names(r.unknown, ", ", [](const std::string& s) { return s; }) << "\n";
