@@ -53,6 +53,11 @@ TEST_CASE("orz-1.5b-ppo: utilization 0.85 breaks the rollout, 0.5 fits (ORZ issu
   CHECK(term(phase(bad, "rollout"), "vLLM", "KV cache") == kv_room / 458'752 * 458'752);
   // The reference under ZeRO-3 over 4 GPUs: bf16 weights / 4.
   CHECK(term(phase(bad, "rollout"), "reference", "weights") == 1'543'714'304LL * 2 / 4);
+  // An engine with no room for one KV block does not start: a verdict naming it, not an error.
+  const nlohmann::json starved = job("orz-1.5b-ppo.args", {"vllm_gpu_memory_utilization=0.05"});
+  CHECK_FALSE(starved["fits"].get<bool>());
+  CHECK(starved["first_failing_phase"] == "rollout");
+  CHECK(phase(starved, "rollout")["deciding_term"].get<std::string>().find("no memory is left for the KV cache") != std::string::npos);
   const nlohmann::json fixed = job("orz-1.5b-ppo.args", {"vllm_gpu_memory_utilization=0.5"});
   CHECK(fixed["fits"].get<bool>());
   for (const auto& p : fixed["phases"]) CHECK(p["per_gpu"]["peak_bytes"].get<std::int64_t>() <= total);
