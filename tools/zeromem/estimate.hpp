@@ -80,6 +80,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a);
 /// Validates the flags together and builds the job; throws std::invalid_argument naming the flag.
 estimate_inputs to_inputs(const estimate_args& a);
 int run_estimate(const estimate_args& a, std::ostream& out);
+/// --forward-only: the forward-only model and its verdict (estimate_forward.cpp).
+int run_forward_only(const estimate_args& a, std::ostream& out);
 /// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
                     const stage_activations* act, const step_estimate* step, const device_choice& device);

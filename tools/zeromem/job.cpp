@@ -1,13 +1,12 @@
 // `zeromem job FILE [key=value ...]`: an RLHF job as launched (OpenRLHF arguments, a verl or EasyR1 YAML config),
 // phase by phase on the most loaded GPU and node.
-#include <yaml-cpp/yaml.h>
-
 #include <fstream>
 #include <map>
 #include <ostream>
 #include <sstream>
 
 #include "common.hpp"
+#include "job_yaml.hpp"
 #include "zeromem/hf_config.hpp"
 #include "zeromem/rlhf_config.hpp"
 
@@ -42,39 +41,6 @@ std::string read_text(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-bool is_yaml(const std::string& path) {
-  const auto ends = [&](const std::string& e) { return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0; };
-  return ends(".yaml") || ends(".yml");
-}
-
-/// A YAML document as dotted keys with scalar values (a sequence becomes its flow text, "[a, b]").
-void flatten(const YAML::Node& n, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
-  } else if (n.IsScalar()) {
-    out.emplace_back(prefix, n.as<std::string>());
-  } else if (n.IsNull()) {
-    out.emplace_back(prefix, "null");
-  } else {
-    YAML::Emitter e;
-    e << YAML::Flow << n;
-    out.emplace_back(prefix, e.c_str());
-  }
-}
-
-/// OmegaConf interpolations of whole values, `${data.max_prompt_length}`, resolved against the other keys.
-void resolve_interpolations(std::vector<std::pair<std::string, std::string>>& kv) {
-  std::map<std::string, std::string> by_key(kv.begin(), kv.end());
-  for (auto& p : kv) {
-    for (int depth = 0; depth < 8 && p.second.size() > 3 && p.second.rfind("${", 0) == 0 && p.second.back() == '}'; ++depth) {
-      const std::string target = p.second.substr(2, p.second.size() - 3);
-      const auto it = by_key.find(target);
-      if (it == by_key.end()) detail::fail(p.first + " refers to " + detail::quoted(target) + ", which the config does not have");
-      p.second = it->second;
-    }
-  }
 }
 
 std::vector<std::string> directive_words(const std::string& text) {
@@ -134,14 +100,7 @@ job_reading read_verl_keys(std::vector<std::pair<std::string, std::string>> kv, 
 job_reading read_job(const job_args& a) {
   const std::string text = read_text(a.file);
   std::vector<std::pair<std::string, std::string>> kv;
-  if (is_yaml(a.file)) {
-    try {
-      flatten(YAML::Load(text), "", kv);
-    } catch (const YAML::Exception& e) {
-      detail::fail("cannot read the YAML in " + detail::quoted(a.file) + ": " + e.what());
-    }
-    return read_verl_keys(std::move(kv), a, text);
-  }
+  if (is_yaml(a.file)) return read_verl_keys(yaml_keys(text, a.file), a, text);
   std::vector<std::string> words = split_command_line(text).words;
   const auto verl = std::find_if(words.begin(), words.end(), [](const std::string& w) { return w.find("verl.trainer.main") != std::string::npos; });
   if (verl != words.end()) {  // a verl launch line: key=value words over verl's defaults
