@@ -9,7 +9,7 @@ namespace zeromem::cli {
 
 int run_forward_only(const estimate_args& a, std::ostream& out) {
   if (!a.model.given() || a.seq_len == 0) detail::fail("--forward-only needs a model (--model, --hf-config or --hidden ...) and --seq-len");
-  const estimate_args defaults{};
+  const estimate_args defaults;  // not `{}`: GCC 12 -O2 then reports a false maybe-uninitialized in std::string
   const std::pair<bool, const char*> training_only[] = {
       {a.zero_stage >= 0 || !a.fsdp.empty() || a.ddp, "--zero-stage, --fsdp and --ddp"},
       {a.dp != defaults.dp || a.tp != 1 || a.pp != 1 || a.cp != 1 || a.sp, "--dp, --tp, --pp, --cp and --sp"},
