@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -212,10 +211,8 @@ inline void set_vllm_version(rollout_engines& e, const std::string& version, boo
 
 /// vLLM's default batch limits for the job's version, GPU and context (prompt + response maxima).
 inline vllm_batch_limits default_limits(const rlhf_job& j, const job_settings& s) {
-  std::string gpu = s.gpu;
-  std::transform(gpu.begin(), gpu.end(), gpu.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const bool hopper = gpu.find("h100") != std::string::npos || gpu.find("h200") != std::string::npos;
-  return vllm_default_limits(version_number(s.vllm_version, "the vLLM version"), hopper, checked_sum(j.prompt_tokens, j.response_tokens));
+  return vllm_default_limits(version_number(s.vllm_version, "the vLLM version"), h100_or_h200(s.gpu),
+                             checked_sum(j.prompt_tokens, j.response_tokens));
 }
 
 }  // namespace detail

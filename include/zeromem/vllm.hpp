@@ -174,6 +174,14 @@ struct vllm_batch_limits {
   std::int64_t max_num_seqs = 0;
 };
 
+/// Whether a GPU name is an H100 or H200, which vLLM V1 gives larger batch defaults (a device-name check, PR #12369).
+constexpr bool h100_or_h200(std::string_view gpu) {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t i = 0; i + 4 <= gpu.size(); ++i)
+    if (lower(gpu[i]) == 'h' && (gpu[i + 1] == '1' || gpu[i + 1] == '2') && gpu[i + 2] == '0' && gpu[i + 3] == '0') return true;
+  return false;
+}
+
 /// vLLM's defaults for the offline LLM class (what RLHF frameworks create), by version and GPU:
 /// V0: 256 sequences; max(max_model_len, 2048) tokens, or with chunked prefill (on by default above 32K context)
 ///     2048 tokens (512 before 0.6.5, PR #10544) (vllm/config.py SchedulerConfig, EngineArgs.create_engine_config).

@@ -165,6 +165,10 @@ TEST_CASE("vLLM's default batch limits by version and GPU", "[vllm]") {
   CHECK(vllm_default_limits(8'003, false, 4096).max_num_seqs == 1024);
   CHECK(vllm_default_limits(8'004, false, 4096).max_num_seqs == 256);
   CHECK(vllm_default_limits(8'005, true, 4096).max_num_seqs == 1024);
+  CHECK(h100_or_h200("H100-80GB"));
+  CHECK(h100_or_h200("h200"));
+  CHECK_FALSE(h100_or_h200("a100-80gb"));
+  CHECK_FALSE(h100_or_h200("l40s"));
   // Semantics: global cap through 0.6.3 (verl's copy: free fraction), per instance from 0.6.4; V1 from 0.8.0.
   CHECK(vllm_traits(6'003, false).semantics == vllm_semantics::global_cap);
   CHECK(vllm_traits(6'003, true).semantics == vllm_semantics::verl_free_fraction);

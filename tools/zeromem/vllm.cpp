@@ -1,7 +1,5 @@
 // `zeromem vllm`: one vLLM engine on one of its GPUs: weights, the profiled activation peak, the KV cache the
 // version's gpu_memory_utilization leaves, and the tokens and sequences it holds.
-#include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <ostream>
 
@@ -52,12 +50,6 @@ std::string fixed2(double v) {
   return buf;
 }
 
-bool hopper_class(const device_choice& d) {
-  std::string n = d.name;
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return n.find("h100") != std::string::npos || n.find("h200") != std::string::npos;
-}
-
 std::string semantics_text(vllm_semantics s) {
   switch (s) {
     case vllm_semantics::per_instance: return "KV = util x total - (weights + activation peak + non-torch)";
@@ -84,7 +76,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   spec.kv_dtype = parse_dtype(a.kv_dtype_name);
   spec.block_size = a.block_size;
   spec.max_model_len = a.max_model_len;
-  const vllm_batch_limits defaults = vllm_default_limits(version, hopper_class(device), a.max_model_len);
+  const vllm_batch_limits defaults = vllm_default_limits(version, h100_or_h200(device.name), a.max_model_len);
   spec.limits = {a.max_num_batched_tokens != 0 ? a.max_num_batched_tokens : defaults.max_num_batched_tokens,
                  a.max_num_seqs != 0 ? a.max_num_seqs : defaults.max_num_seqs};
   vllm_engine_config c{};
