@@ -15,10 +15,10 @@ show() {  # prints the command as a banner, then runs it
   echo "\$ $*"
   "$@"
 }
-for scenario in orz-1.5b-ppo logic-rl-7b-grpo openrlhf-70b-ppo openrlhf-zero2-vs-zero3 easyr1-vl-7b-grpo; do
-  show ./build/release/examples/$scenario
-done
 zeromem=./build/release/tools/zeromem
+for scenario in orz-1.5b-ppo logic-rl-7b-grpo openrlhf-70b-ppo openrlhf-zero2-vs-zero3 easyr1-vl-7b-grpo; do
+  show $zeromem scenario $scenario
+done
 show $zeromem estimate --model qwen2.5-7b --zero-stage 2 --dp 8 --seq-len 4096 --gpu a100-80gb
 show $zeromem estimate --model gpt3-175b --seq-len 2048 --tp 8 --sp --pp 8 --recompute selective --dropout 0.1 \
   --attention eager --implementation paper --zero-stage 1 --dp 8

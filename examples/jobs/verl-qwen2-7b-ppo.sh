@@ -2,6 +2,7 @@
 # From verl examples/ppo_trainer/run_qwen2-7b.sh at commit 9f734014 (2025-01-19; it requires vllm<=0.6.3);
 # verl's defaults (ppo_trainer.yaml of that commit) fill what the script leaves out. Assumed: A100 80GB GPUs.
 # zeromem: --gpu a100-80gb --vllm-version 0.6.3
+# zeromem case: as published | reported: none
 
 gsm8k_train_path=$HOME/data/gsm8k/train.parquet
 gsm8k_test_path=$HOME/data/gsm8k/test.parquet

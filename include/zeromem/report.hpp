@@ -1,4 +1,4 @@
-// Text reports of job breakdowns and scenarios: strings with every number labelled by its unit. No I/O.
+// The text report of a job breakdown: a string with every number labelled by its unit. No I/O.
 #pragma once
 
 #include <cstdio>
@@ -6,7 +6,6 @@
 
 #include "zeromem/format.hpp"
 #include "zeromem/job.hpp"
-#include "zeromem/scenarios.hpp"
 
 namespace zeromem {
 
@@ -49,23 +48,6 @@ inline std::string render_breakdown(const job_breakdown& job) {
     }
     out += "\n";
   }
-  return out;
-}
-
-inline std::string render_scenario(const scenario& s) {
-  std::string out = "zeromem scenario " + s.name + ": " + s.title + "\n";
-  for (const std::string& c : s.configuration) out += "  " + c + "\n";
-  for (const scenario_case& c : s.cases) {
-    const std::string verdict = c.job.fits() ? "fits" : "out of memory";
-    if (c.reported)
-      out += "\n" + c.label + ": reported " + (c.reported_fits ? "fits" : "out of memory") + ", zeromem " + verdict +
-             (c.job.fits() == c.reported_fits ? " (agrees)" : " (DISAGREES)") + "\n";
-    else
-      out += "\n" + c.label + ": zeromem " + verdict + " (no report for this case)\n";
-    out += render_breakdown(c.job);
-  }
-  out += "\nFindings\n";
-  for (const std::string& f : s.findings) out += "  - " + f + "\n";
   return out;
 }
 

@@ -87,6 +87,65 @@ inline command_line split_command_line(std::string_view text) {
   return out;
 }
 
+/// A case a launch file states about itself: `# zeromem case: LABEL | reported: fits|out of memory|none | WORDS`.
+/// WORDS are what `zeromem job FILE` takes after the file: key=value overrides and `--setting value` pairs.
+struct launch_case {
+  std::string label;
+  std::optional<bool> reported_fits;  // what a report says happened; nullopt: no report covers the case
+  std::vector<std::string> words;
+};
+
+/// What a launch file says about itself: its leading comment lines (the description, up to the first line that is
+/// not a comment; `# zeromem:` and case lines left out), their first sentence (the title), and its cases.
+struct launch_header {
+  std::string title;
+  std::vector<std::string> description;
+  std::vector<launch_case> cases;
+};
+
+inline launch_header read_launch_header(std::string_view text) {
+  launch_header h{};
+  bool in_header = true;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = detail::trim(text.substr(at, end - at));
+    at = end + 1;
+    if (line.empty() || line[0] != '#') {
+      in_header = in_header && line.empty() && h.description.empty();
+      continue;
+    }
+    const std::string_view comment = detail::trim(line.substr(1));
+    if (comment.substr(0, 13) == "zeromem case:") {
+      std::string_view rest = comment.substr(13);
+      std::vector<std::string_view> parts;
+      for (std::size_t bar; (bar = rest.find('|')) != std::string_view::npos; rest = rest.substr(bar + 1)) parts.push_back(rest.substr(0, bar));
+      parts.push_back(rest);
+      const std::string_view reported = parts.size() > 1 ? detail::trim(parts[1]) : std::string_view{};
+      launch_case c{std::string(detail::trim(parts[0])), std::nullopt, {}};
+      if (c.label.empty() || parts.size() > 3 || reported.substr(0, 9) != "reported:")
+        detail::fail("the case line " + detail::quoted(std::string(line)) +
+                     " is not `# zeromem case: LABEL | reported: fits|out of memory|none | key=value ...`");
+      const std::string_view verdict = detail::trim(reported.substr(9));
+      if (verdict == "fits") c.reported_fits = true;
+      else if (verdict == "out of memory") c.reported_fits = false;
+      else if (verdict != "none")
+        detail::fail("the case " + detail::quoted(c.label) + " says reported: " + detail::quoted(std::string(verdict)) +
+                     "; write fits, out of memory or none");
+      if (parts.size() == 3) c.words = split_command_line(parts[2]).words;
+      h.cases.push_back(std::move(c));
+      continue;
+    }
+    if (comment.substr(0, 8) == "zeromem:" || !in_header) continue;
+    h.description.emplace_back(comment);
+  }
+  // The title is the first sentence of the description, which may run over several lines.
+  std::string all;
+  for (const std::string& d : h.description) all += (all.empty() ? "" : " ") + d;
+  const std::size_t stop = all.find(". ");
+  h.title = all.substr(0, stop == std::string::npos ? all.size() : stop + 1);
+  return h;
+}
+
 namespace detail {
 
 inline std::string lowercase(std::string_view s) {

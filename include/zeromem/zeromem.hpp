@@ -20,7 +20,6 @@
 #include "zeromem/job.hpp"
 #include "zeromem/step.hpp"
 #include "zeromem/forward.hpp"
-#include "zeromem/scenarios.hpp"
 #include "zeromem/rlhf.hpp"
 #include "zeromem/rlhf_config.hpp"
 #include "zeromem/report.hpp"

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
+#include "zeromem/format.hpp"
 #include "zeromem/model.hpp"
 #include "zeromem/parse.hpp"
 #include "zeromem/plan.hpp"
@@ -239,19 +241,70 @@ TEST_CASE("kv reports bytes per token and in total", "[cli][kv]") {
                   {"kv", "--model", "llama-2-7b", "--tokens", "10", "--sequences", "-1"}});
 }
 
-TEST_CASE("scenario JSON has a cases array with the verdicts", "[cli][scenarios]") {
-  for (const char* name : {"orz-1.5b-ppo", "logic-rl-7b-grpo", "openrlhf-70b-ppo", "openrlhf-zero2-vs-zero3", "easyr1-vl-7b-grpo"}) {
+TEST_CASE("every launch file in examples/jobs is a scenario; each reported verdict agrees", "[cli][scenarios]") {
+  // The scenarios are the files themselves: one per file of examples/jobs, each with its `# zeromem case:` lines.
+  int files = 0, reported = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(ZEROMEM_EXAMPLES_DIR) + "/jobs")) {
+    const std::string file = entry.path().filename().string();
+    const std::string name = file.substr(0, file.rfind('.'));
+    INFO(name);
+    ++files;
     const auto j = run_json({"scenario", name});
-    REQUIRE(j["cases"].size() >= 2);
+    CHECK(j["file"] == file);
+    REQUIRE_FALSE(j["cases"].empty());
     for (const auto& c : j["cases"]) {
-      if (c["reported"].get<bool>()) CHECK(c["fits"] == c["reported_fits"]);
-      CHECK(c["per_gpu"]["total_bytes"].get<std::int64_t>() > 0);
-      CHECK(c.contains("label"));
+      INFO(c["label"]);
+      if (c["reported"].get<bool>()) {
+        ++reported;
+        CHECK(c["fits"] == c["reported_fits"]);
+      }
+      CHECK(c["per_gpu"]["peak_bytes"].get<std::int64_t>() > 0);
       CHECK(c["per_node_host"].contains("total_bytes"));
+      REQUIRE(c["phases"].size() >= 2);
+      // The case is `zeromem job FILE` with its words: the same JSON, phase for phase.
+      std::vector<std::string> args{"job", std::string(ZEROMEM_EXAMPLES_DIR) + "/jobs/" + file, "--json"};
+      for (const auto& w : c["words"]) args.push_back(w.get<std::string>());
+      const auto job = run_json(args);
+      CHECK(job["fits"] == c["fits"]);
+      CHECK(job["phases"] == c["phases"]);
     }
+    CHECK(run({"scenario", name, "--print-file"}).out.find("# zeromem case:") != std::string::npos);
   }
+  CHECK(files == 9);
+  CHECK(reported == 11);  // ORZ 2, Logic-RL 4, OpenRLHF 70B 3, EasyR1 2; the other files have no report
   check_rejected({{"scenario", "nope"}, {"scenario", "orz-1.5b-ppo", "--svg", "/nonexistent-dir/x.svg"}});
+  CHECK(run({"scenario", "nope"}).err.find("expected one of easyr1-vl-7b-grpo, logic-rl-7b-grpo") != std::string::npos);
   CHECK(run({"scenario", "orz-1.5b-ppo"}).out.find("(agrees)") != std::string::npos);
+}
+
+TEST_CASE("a scenario's report keeps one unit per table: GiB per GPU, GB per node's host RAM", "[cli][scenarios][first-contact]") {
+  for (const char* name : {"orz-1.5b-ppo", "logic-rl-7b-grpo", "openrlhf-70b-ppo", "openrlhf-zero2-vs-zero3", "easyr1-vl-7b-grpo"}) {
+    INFO(name);
+    const result r = run({"scenario", name});
+    REQUIRE(r.code == 0);
+    std::istringstream lines(r.out);
+    enum { none, gpu, host } table = none;
+    int gpu_rows = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("  per GPU (GiB = 2^30 B)", 0) == 0) { table = gpu; continue; }
+      if (line.rfind("  per node host RAM (GB = 10^9 B)", 0) == 0) { table = host; continue; }
+      if (line.rfind("    ", 0) != 0) { table = none; continue; }
+      if (line.find("(source: ") != std::string::npos) continue;
+      INFO(line);
+      if (table == gpu) {
+        ++gpu_rows;
+        CHECK(line.find(" GiB") != std::string::npos);
+        CHECK(line.find(" GB") == std::string::npos);
+      }
+      if (table == host && line.find(" GB") != std::string::npos) CHECK(line.find("GiB") == std::string::npos);
+    }
+    CHECK(gpu_rows > 0);
+  }
+  // The 70B defect's 70,553,706,496 x 2 B = 141,107,412,992 B is 131.42 GiB in the GPU table.
+  const std::string defect = run({"scenario", "openrlhf-70b-ppo"}).out;
+  const std::size_t row = defect.find("    actor      gathered parameters kept through backward (DeepSpeed 0.16.x defect)");
+  REQUIRE(row != std::string::npos);
+  CHECK(defect.substr(row, defect.find('\n', row) - row).find(" 131.42 GiB") != std::string::npos);
 }
 
 TEST_CASE("plan prints ranked configurations; JSON has a configs array", "[cli][plan]") {
@@ -275,8 +328,17 @@ TEST_CASE("explain names the dominant terms and the smallest change", "[cli][exp
   CHECK(r.out.find("the peak (") != std::string::npos);  // the step model's peak phase, term by term
   CHECK(r.out.find("OUT OF MEMORY") != std::string::npos);
   CHECK(r.out.find("smallest change that fits:") != std::string::npos);
+  // The scenario's fix shrinks the KV cache, by what `zeromem job` gives for the same two cases.
+  const auto kv = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"job", std::string(ZEROMEM_EXAMPLES_DIR) + "/jobs/orz-1.5b-ppo.args", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto j = run_json(args);
+    for (const auto& t : j["phases"][0]["terms"])
+      if (t["term"] == "KV cache") return zeromem::format_bytes(zeromem::bytes_of(t["gpu_bytes"].get<std::int64_t>()), zeromem::size_unit::GiB);
+    return std::string("no KV cache term");
+  };
   const result s = run({"scenario", "orz-1.5b-ppo", "--explain"});
-  CHECK(s.out.find("vLLM KV cache: 64.27 GiB -> 36.") != std::string::npos);  // the fix shrinks the KV cache
+  CHECK(s.out.find("vLLM KV cache: " + kv({}) + " -> " + kv({"vllm_gpu_memory_utilization=0.5"})) != std::string::npos);
 }
 
 TEST_CASE("host RAM per node counts every rank on the node: tensor and pipeline ranks too", "[cli][host]") {

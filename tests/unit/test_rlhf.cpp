@@ -1,6 +1,8 @@
 // RLHF jobs as launched: the five reported cases through `zeromem job`, terms derived by hand, and the readers.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,15 @@ TEST_CASE("openrlhf-zero2-vs-zero3: ZeRO-2 keeps replicated 16-bit models, ZeRO-
   CHECK(peak("3", "8") < peak("3", "4"));
   CHECK(peak("3", "4") < peak("3", "2"));
   CHECK(peak("3", "8") < peak("2", "8"));
+  // Term by term on 8 GPUs, P = 6,738,415,616: under ZeRO-2 the actor keeps its 16-bit weights whole (2P) beside its
+  // fp32 master shard (4P / 8); the Adam moments are sharded (8P / 8); the reference runs unsharded (stage 0, 2P).
+  // Under ZeRO-3 the reference is sharded too: 2P / 8.
+  const std::int64_t P = 6'738'415'616;
+  const nlohmann::json z2 = job("openrlhf-zero2-vs-zero3.args");
+  CHECK(term(phase(z2, "rollout"), "actor", "weights") == 2 * P + 4 * P / 8);
+  CHECK(term(phase(z2, "rollout"), "actor", "optimizer states") == 8 * P / 8);
+  CHECK(term(phase(z2, "rollout"), "reference", "weights") == 2 * P);
+  CHECK(term(phase(job("openrlhf-zero2-vs-zero3.args", {"zero_stage=3"}), "rollout"), "reference", "weights") == 2 * P / 8);
 }
 
 TEST_CASE("easyr1-vl-7b-grpo: host RAM over Ray's 0.95 with both offloads on, under it with them off (EasyR1 issue #59)", "[rlhf][scenario]") {
@@ -184,4 +195,38 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   const zeromem::test::cli_result bare = run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "=2"});
   CHECK(bare.code == 2);
   CHECK(bare.err.find("'=2'") != std::string::npos);
+}
+
+TEST_CASE("a launch file states its title and its cases; malformed case lines are errors naming the line", "[rlhf][bad-input]") {
+  const zeromem::launch_header h = zeromem::read_launch_header(
+      "# A job on 8 GPUs, with a title over\n# two lines. Assumed: nothing.\n# zeromem: --gpu h100-80gb\n"
+      "# zeromem case: as launched | reported: out of memory\n"
+      "# zeromem case: smaller | reported: fits | micro_train_batch_size=1 --vllm-version '0.6.5'\n"
+      "python3 -m openrlhf.cli.train_ppo_ray --pretrain x\n# a later comment, not the description\n"
+      "# zeromem case: unreported | reported: none\n");
+  CHECK(h.title == "A job on 8 GPUs, with a title over two lines.");
+  CHECK(h.description == std::vector<std::string>{"A job on 8 GPUs, with a title over", "two lines. Assumed: nothing."});
+  REQUIRE(h.cases.size() == 3);
+  CHECK(h.cases[0].label == "as launched");
+  CHECK(h.cases[0].reported_fits == false);
+  CHECK(h.cases[0].words.empty());
+  CHECK(h.cases[1].reported_fits == true);
+  CHECK(h.cases[1].words == std::vector<std::string>{"micro_train_batch_size=1", "--vllm-version", "0.6.5"});
+  CHECK_FALSE(h.cases[2].reported_fits.has_value());
+  CHECK_THROWS_WITH(zeromem::read_launch_header("# zeromem case: no verdict\n"), Catch::Contains("'# zeromem case: no verdict'"));
+  CHECK_THROWS_WITH(zeromem::read_launch_header("# zeromem case: x | reported: oom\n"), Catch::Contains("write fits, out of memory or none"));
+  CHECK_THROWS_WITH(zeromem::read_launch_header("# zeromem case:  | reported: fits\n"), Catch::Contains("is not `# zeromem case: LABEL"));
+  // `zeromem scenario FILE` evaluates a file of the user's; a case's words are checked like the command line's.
+  const std::string mine = std::string(ZEROMEM_EXAMPLES_DIR) + "/jobs/orz-1.5b-ppo.args";
+  CHECK(run_cli({"scenario", mine}).out.find("(agrees)") != std::string::npos);
+  const zeromem::test::cli_result none = run_cli({"scenario", std::string(ZEROMEM_FIXTURES_DIR) + "/hf/gpt2.json"});
+  CHECK(none.code == 2);
+  CHECK(none.err.find("states no cases") != std::string::npos);
+  const std::string bad = (std::filesystem::temp_directory_path() / "zeromem-bad-case.args").string();
+  std::ofstream(bad) << "# zeromem: --gpu a100-80gb\n# zeromem case: x | reported: fits | --bogus 1\n"
+                        "python3 -m openrlhf.cli.train_ppo_ray --pretrain Qwen/Qwen2.5-1.5B\n";
+  const zeromem::test::cli_result bogus = run_cli({"scenario", bad});
+  CHECK(bogus.code == 2);
+  CHECK(bogus.err.find("the case has '--bogus'; it takes --gpu, --host-memory") != std::string::npos);
+  std::filesystem::remove(bad);
 }

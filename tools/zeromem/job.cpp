@@ -1,120 +1,10 @@
 // `zeromem job FILE [key=value ...]`: an RLHF job as launched (OpenRLHF arguments, a verl or EasyR1 YAML config),
 // phase by phase on the most loaded GPU and node.
-#include <fstream>
-#include <map>
 #include <ostream>
-#include <sstream>
 
-#include "common.hpp"
-#include "job_yaml.hpp"
-#include "zeromem/hf_config.hpp"
-#include "zeromem/rlhf_config.hpp"
+#include "job.hpp"
 
 namespace zeromem::cli {
-namespace {
-
-struct job_args {
-  std::string file;
-  std::vector<std::string> overrides;
-  std::map<std::string, std::string> settings;  // --gpu and the other job settings given on the command line
-  bool json = false;
-  bool explain = false;
-};
-
-// The settings a launch file cannot carry: flag, help. `# zeromem: --flag value` lines in the file give them too;
-// the command line wins.
-const std::pair<const char*, const char*> setting_flags[] = {
-    {"--gpu", "the GPU model (a name from `zeromem estimate --help`)"},
-    {"--host-memory", "one node's host RAM, such as 760GB; checked against Ray's threshold"},
-    {"--ray-threshold", "Ray's memory_usage_threshold (default 0.95)"},
-    {"--mean-tokens", "real tokens per sequence (prompt + response) on average; default: the configured maxima"},
-    {"--vllm-version", "the vLLM version, such as 0.6.5: it decides what gpu_memory_utilization means"},
-    {"--deepspeed-version", "the DeepSpeed version, such as 0.16.4 (0.16.x has a ZeRO-3 checkpointing defect)"},
-    {"--openrlhf-version", "the OpenRLHF version, such as 0.6.0 (from 0.6.0 --colocate_all_models turns both sleep modes on)"},
-    {"--host-unmodelled", "host RAM per node a report shows beyond the modelled terms, such as 500GB"},
-    {"--cuda-context", "bytes per process outside PyTorch's allocator (default: measured on an H100, 650,969,088 B)"},
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail("cannot read " + detail::quoted(path) + "; pass an OpenRLHF argument file or a verl/EasyR1 YAML config");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> directive_words(const std::string& text) {
-  std::vector<std::string> words;
-  for (const std::string& d : split_command_line(text).directives)
-    for (const std::string& w : split_command_line(d).words) words.push_back(w);
-  return words;
-}
-
-job_settings settings_of(const job_args& a, const std::vector<std::string>& directives) {
-  std::map<std::string, std::string> given;
-  for (std::size_t i = 0; i < directives.size(); ++i) {
-    const std::string& flag = directives[i];
-    const bool known = std::any_of(std::begin(setting_flags), std::end(setting_flags), [&](const auto& f) { return flag == f.first; });
-    if (!known || i + 1 == directives.size())
-      detail::fail("the file's `# zeromem:` line has " + detail::quoted(flag) + "; it takes --gpu, --host-memory, --mean-tokens, "
-                   "--vllm-version, --deepspeed-version, --openrlhf-version, --ray-threshold, --host-unmodelled or --cuda-context, each with a value");
-    given[flag] = directives[++i];
-  }
-  for (const auto& s : a.settings) given[s.first] = s.second;
-  job_settings s{};
-  for (const auto& g : given) {
-    const std::string& v = g.second;
-    if (g.first == "--gpu") s.gpu = v;
-    else if (g.first == "--host-memory") s.host_memory = parse_bytes(v, "the host memory (--host-memory)");
-    else if (g.first == "--ray-threshold") s.ray_threshold = parse_real(v, 0.0, 1.0, true);
-    else if (g.first == "--mean-tokens") s.mean_tokens = parse_tokens(v, "the mean tokens (--mean-tokens)");
-    else if (g.first == "--vllm-version") s.vllm_version = v;
-    else if (g.first == "--deepspeed-version") s.deepspeed_version = v;
-    else if (g.first == "--openrlhf-version") s.openrlhf_version = v;
-    else if (g.first == "--host-unmodelled") s.host_unmodelled = parse_bytes(v, "the unmodelled host RAM (--host-unmodelled)");
-    else if (g.first == "--cuda-context") s.cuda_context = parse_bytes(v, "the CUDA context (--cuda-context)");
-  }
-  s.resolve_model = [](const std::string& path) -> std::optional<transformer_config> {
-    for (const std::string& f : {path + "/config.json", path})
-      if (f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0 && std::ifstream(f).good()) return read_hf_config(f);
-    return std::nullopt;
-  };
-  return s;
-}
-
-/// A Hydra-style `key=value` (a leading `+`, which adds a key, is dropped); `what` names where it came from.
-std::pair<std::string, std::string> key_value(const std::string& word, const std::string& what) {
-  const std::size_t from = !word.empty() && word[0] == '+' ? 1 : 0;
-  const std::size_t eq = word.find('=', from);
-  if (eq == std::string::npos || eq == from) detail::fail(what + " " + detail::quoted(word) + " is not key=value");
-  return {word.substr(from, eq - from), word.substr(eq + 1)};
-}
-
-/// verl's and EasyR1's keys: the file's, then the overrides, interpolations resolved.
-job_reading read_verl_keys(std::vector<std::pair<std::string, std::string>> kv, const job_args& a, const std::string& text) {
-  for (const std::string& o : a.overrides) kv.push_back(key_value(o, "the override"));
-  resolve_interpolations(kv);
-  return read_verl(std::move(kv), settings_of(a, directive_words(text)));
-}
-
-job_reading read_job(const job_args& a) {
-  const std::string text = read_text(a.file);
-  std::vector<std::pair<std::string, std::string>> kv;
-  if (is_yaml(a.file)) return read_verl_keys(yaml_keys(text, a.file), a, text);
-  std::vector<std::string> words = split_command_line(text).words;
-  const auto verl = std::find_if(words.begin(), words.end(), [](const std::string& w) { return w.find("verl.trainer.main") != std::string::npos; });
-  if (verl != words.end()) {  // a verl launch line: key=value words over verl's defaults
-    for (auto w = verl + 1; w != words.end() && *w != "|" && *w != "2>&1" && *w != ">" && *w != "&&"; ++w)
-      if (*w != "$@") kv.push_back(key_value(*w, "in the verl command line, the word"));
-    return read_verl_keys(std::move(kv), a, text);
-  }
-  for (const std::string& o : a.overrides) {  // key=value overrides become --key value
-    const auto [key, value] = key_value(o, "the override");
-    words.push_back("--" + key);
-    if (!value.empty()) words.push_back(value);
-  }
-  return read_openrlhf(words, settings_of(a, directive_words(text)));
-}
 
 json phase_json(const rlhf_phase_estimate& p) {
   json j = breakdown_json(p.memory);
@@ -141,6 +31,8 @@ void print_phase(std::ostream& out, const rlhf_phase_estimate& p) {
     if (m.unexplained_host.count() != 0) out << "    not modelled (--host-unmodelled)  " << format_bytes(m.unexplained_host, size_unit::GB) << "\n";
   }
 }
+
+namespace {
 
 struct fix {
   std::string change;  // as the user would write it
@@ -245,8 +137,8 @@ int run_job(const job_args& a, std::ostream& out) {
 void add_job_flags(CLI::App& app, job_args& a) {
   app.add_option("file", a.file, "an OpenRLHF argument file (train_ppo_ray ...) or a verl / EasyR1 YAML config")->required();
   app.add_option("overrides", a.overrides, "key=value overrides (verl/Hydra keys, or OpenRLHF argument names)");
-  for (const auto& f : setting_flags)
-    app.add_option_function<std::string>(f.first, [&a, flag = std::string(f.first)](const std::string& v) { a.settings[flag] = v; }, f.second);
+  for (const setting_flag& f : job_setting_flags)
+    app.add_option_function<std::string>(f.flag, [&a, flag = std::string(f.flag)](const std::string& v) { a.settings[flag] = v; }, f.help);
   app.add_flag("--json", a.json, "print JSON: phases[] with per_gpu.peak_bytes, per_node_host.total_bytes and fits");
   app.add_flag("--explain", a.explain, "try the usual fixes one at a time and say which make every phase fit");
 }

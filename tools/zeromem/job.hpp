@@ -1,0 +1,40 @@
+// What `zeromem job` and `zeromem scenario` share: a launch file read into an rlhf_job (with overrides and settings)
+// and one phase printed or written as JSON. One reading path for both, so a scenario is a launch file and its cases.
+#pragma once
+
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "zeromem/rlhf_config.hpp"
+
+namespace zeromem::cli {
+
+struct job_args {
+  std::string file;                 // the path, or the embedded file's name
+  std::optional<std::string> text;  // the file's text when it is not read from `file` (an embedded launch file)
+  std::vector<std::string> overrides;
+  std::map<std::string, std::string> settings;  // --gpu and the other job settings given on the command line
+  bool json = false;
+  bool explain = false;
+};
+
+/// The settings a launch file cannot carry: flag, help.
+struct setting_flag {
+  const char* flag;
+  const char* help;
+};
+extern const std::vector<setting_flag> job_setting_flags;
+
+/// The job the file (or its text) describes, with the overrides and settings of `a`.
+job_reading read_job(const job_args& a);
+/// `a` with the words of a case (`zeromem case:` line) added: `--setting value` pairs and key=value overrides.
+job_args with_case_words(job_args a, const std::vector<std::string>& words);
+
+json phase_json(const rlhf_phase_estimate& p);
+void print_phase(std::ostream& out, const rlhf_phase_estimate& p);
+
+}  // namespace zeromem::cli
