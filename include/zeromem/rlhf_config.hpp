@@ -257,6 +257,21 @@ inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
   if (s.mean_tokens > 0) r.assumed.push_back("mean tokens per sequence " + std::to_string(s.mean_tokens));
 }
 
+/// verl's use_dynamic_bsz for `sequences` sequences on one GPU under a per-GPU token budget: rearrange_micro_batches
+/// (verl/utils/seqlen_balancing.py) makes min(N, ceil(N x L / (budget x sp))) micro-batches balanced by length; with
+/// every sequence L tokens long (the mean, or the maxima) the largest holds ceil(N / that) sequences. verl asserts
+/// that the budget x sp holds one sequence of the configured maximum length.
+inline std::int64_t dynamic_micro_batch(const rlhf_job& j, const std::string& key, std::int64_t budget, std::int64_t sp, std::int64_t sequences) {
+  const std::int64_t longest = checked_sum(j.prompt_tokens, j.response_tokens);
+  const std::int64_t room = checked_mul(budget, sp);
+  if (room < longest)
+    fail(key + " x ulysses_sequence_parallel_size = " + std::to_string(room) + " tokens is below one sequence of max_prompt_length + "
+         "max_response_length = " + std::to_string(longest) + " (verl asserts max_token_len >= max_seq_len); raise it");
+  const std::int64_t per_sequence = tokens_per_sequence(j);
+  const std::int64_t passes = std::min(sequences, ceil_div(checked_mul(sequences, per_sequence), room));
+  return ceil_div(sequences, std::max<std::int64_t>(1, passes));
+}
+
 /// vLLM's gpu_memory_utilization by version (docs/references.md §4): 0.6.0-0.6.3 a cap on everything on the GPU,
 /// 0.6.4 on a per-instance budget, V1 (the default from 0.8.0) also refuses to start below it; V0 keeps
 /// swap_space (4 GiB) of pinned host RAM per worker.
@@ -458,8 +473,6 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
                                                                 : k.integer(F + "log_prob_micro_batch_size", 128) / dp;
   }
   const auto clamp = [&](std::int64_t m) { return std::max<std::int64_t>(1, std::min(m, per_gpu)); };
-  const bool dynamic = !easyr1 && k.flag(A + "use_dynamic_bsz");
-  if (dynamic) detail::fail(A + "use_dynamic_bsz is not modelled yet; set it to false and give the micro-batch sizes");
   const bool checkpointing = k.flag(M + "enable_gradient_checkpointing");
   // The actor: fp32 parameters under FSDP with bf16 compute (torch_dtype fp32 for the actor, MixedPrecision param_dtype
   // bf16), FULL_SHARD over every GPU; param/optimizer offload moves states to host RAM outside update_actor.
@@ -529,6 +542,33 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   if (patched) e.swap_space_gib = 4;
   j.prompt_tokens = k.integer("data.max_prompt_length", 512);
   j.response_tokens = k.integer("data.max_response_length", 512);
+  if (!easyr1) {
+    // use_dynamic_bsz: a pass holds at most max_token_len x sp real tokens (dp_actor.py update_policy and
+    // compute_log_prob, dp_critic.py; the defaults from verl's actor, rollout, ref and critic yaml).
+    const bool actor_dynamic = k.flag(A + "use_dynamic_bsz");
+    const std::int64_t actor_budget = k.integer(A + "ppo_max_token_len_per_gpu", 16384);
+    const std::int64_t mini = detail::checked_mul(k.integer(A + "ppo_mini_batch_size", 256) / dp, n);
+    const std::int64_t update_sequences = std::max<std::int64_t>(1, std::min(per_gpu, mini > 0 ? mini : per_gpu));
+    const auto dynamic = [&](const std::string& key, std::int64_t budget, std::int64_t sequences) {
+      return detail::dynamic_micro_batch(j, key, budget, sp, sequences);
+    };
+    if (actor_dynamic) j.actor.train_micro_batch = dynamic(A + "ppo_max_token_len_per_gpu", actor_budget, update_sequences);
+    if (k.flag(R + "log_prob_use_dynamic_bsz", actor_dynamic))
+      j.actor.forward_micro_batch = dynamic(R + "log_prob_max_token_len_per_gpu", k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
+    if (k.flag(F + "log_prob_use_dynamic_bsz", actor_dynamic))
+      j.reference.forward_micro_batch = dynamic(F + "log_prob_max_token_len_per_gpu", k.integer(F + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
+    if (j.critic.present && k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
+      const std::int64_t critic_budget = k.integer("critic.ppo_max_token_len_per_gpu", 32768);
+      const std::int64_t critic_mini = detail::checked_mul(k.integer("critic.ppo_mini_batch_size", k.integer(A + "ppo_mini_batch_size", 256)) / dp, n);
+      j.critic.train_micro_batch =
+          dynamic("critic.ppo_max_token_len_per_gpu", critic_budget, std::max<std::int64_t>(1, std::min(per_gpu, critic_mini > 0 ? critic_mini : per_gpu)));
+      j.critic.forward_micro_batch =
+          dynamic("critic.forward_max_token_len_per_gpu", k.integer("critic.forward_max_token_len_per_gpu", critic_budget), per_gpu);
+    }
+    if (j.reward.present && k.flag("reward_model.use_dynamic_bsz"))  // fsdp_workers.py RewardModelWorker.compute_rm_score
+      j.reward.forward_micro_batch =
+          dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
+  }
   // verl passes rollout.max_num_batched_tokens to vLLM from c99df03f (Jan 2025; EasyR1 too); max_num_seqs only
   // from verl PR #2960 (Aug 2025), so vLLM's default applies.
   e.limits = detail::default_limits(j, s);

@@ -230,3 +230,26 @@ TEST_CASE("a launch file states its title and its cases; malformed case lines ar
   CHECK(bogus.err.find("the case has '--bogus'; it takes --gpu, --host-memory") != std::string::npos);
   std::filesystem::remove(bad);
 }
+
+TEST_CASE("verl's use_dynamic_bsz: passes of at most max_token_len tokens, balanced (seqlen_balancing.py)", "[rlhf]") {
+  // Logic-RL's file: 8 prompts x n 32 over 4 GPUs = 64 sequences per GPU, 520 tokens each (the file's assumed mean);
+  // the mini-batch (256 / 4 x 32) holds all 64. Budget 8192: ceil(64 x 520 / 8192) = 5 passes, balanced: ceil(64 / 5)
+  // = 13 sequences, 6,760 packed tokens, in the update and (the rollout's budget defaults to the actor's) in the
+  // log-prob pass.
+  const std::string f = "logic-rl-7b-grpo.yaml";
+  const std::vector<std::string> dynamic{"actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192"};
+  const nlohmann::json j = job(f, dynamic);
+  CHECK(phase(j, "training")["terms"].dump().find("activations (13 sequences, 6760 x 1 tokens)") != std::string::npos);
+  CHECK(phase(j, "experience")["terms"].dump().find("forward peak (13 sequences, 6760 x 1 tokens)") != std::string::npos);
+  // OmegaConf's ${oc.select:key,default} resolves to the default when the key is absent: a 4096-token log-prob budget
+  // gives ceil(64 x 520 / 4096) = 9 passes of ceil(64 / 9) = 8 sequences, 4,160 tokens.
+  std::vector<std::string> selected = dynamic;
+  selected.push_back("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=${oc.select:no.such.key,4096}");
+  CHECK(phase(job(f, selected), "experience")["terms"].dump().find("forward peak (8 sequences, 4160 x 1 tokens)") != std::string::npos);
+  // verl asserts that a budget holds one sequence of the maxima (400 + 2048 tokens).
+  const zeromem::test::cli_result small =
+      run_cli({"job", jobs + f, "actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2000"});
+  CHECK(small.code == 2);
+  CHECK(small.err.find("ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size = 2000 tokens is below one sequence of") != std::string::npos);
+  CHECK(small.err.find("= 2448") != std::string::npos);
+}

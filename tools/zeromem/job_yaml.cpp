@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <optional>
 
 #include "zeromem/error.hpp"
 
@@ -46,10 +47,19 @@ void resolve_interpolations(config_pairs& kv) {
   std::map<std::string, std::string> by_key(kv.begin(), kv.end());
   for (auto& p : kv) {
     for (int depth = 0; depth < 8 && p.second.size() > 3 && p.second.rfind("${", 0) == 0 && p.second.back() == '}'; ++depth) {
-      const std::string target = p.second.substr(2, p.second.size() - 3);
+      std::string target = p.second.substr(2, p.second.size() - 3);
+      std::optional<std::string> fallback;  // ${oc.select:key,default}: the key's value, or the default without it
+      if (target.rfind("oc.select:", 0) == 0) {
+        target.erase(0, 10);
+        const std::size_t comma = target.find(',');
+        if (comma != std::string::npos) {
+          fallback = target.substr(comma + 1);
+          target.erase(comma);
+        }
+      }
       const auto it = by_key.find(target);
-      if (it == by_key.end()) detail::fail(p.first + " refers to " + detail::quoted(target) + ", which the config does not have");
-      p.second = it->second;
+      if (it == by_key.end() && !fallback) detail::fail(p.first + " refers to " + detail::quoted(target) + ", which the config does not have");
+      p.second = it != by_key.end() ? it->second : *fallback;
     }
   }
 }

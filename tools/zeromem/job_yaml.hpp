@@ -14,7 +14,8 @@ bool is_yaml(const std::string& path);
 /// The YAML document `text` (read from `file`) as dotted keys with scalar values; a sequence becomes its flow
 /// text ("[a, b]"). Throws naming the file when the YAML does not parse.
 config_pairs yaml_keys(const std::string& text, const std::string& file);
-/// OmegaConf interpolations of whole values, `${data.max_prompt_length}`, resolved against the other keys.
+/// OmegaConf interpolations of whole values, `${data.max_prompt_length}` and `${oc.select:key,default}`, resolved
+/// against the other keys.
 void resolve_interpolations(config_pairs& kv);
 
 }  // namespace zeromem::cli
