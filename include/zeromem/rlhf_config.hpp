@@ -39,6 +39,7 @@ struct job_settings {
 struct job_reading {
   rlhf_job job;
   std::vector<std::string> read, ignored, unknown, assumed;
+  std::int64_t actor_token_budget = 0;  // verl use_dynamic_bsz: the actor's ppo_max_token_len_per_gpu; 0: fixed micro-batches
 };
 
 /// Splits a shell command line as bash would for a launch script: backslash-newline joins lines, quotes group,
@@ -552,7 +553,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     const auto dynamic = [&](const std::string& key, std::int64_t budget, std::int64_t sequences) {
       return detail::dynamic_micro_batch(j, key, budget, sp, sequences);
     };
-    if (actor_dynamic) j.actor.train_micro_batch = dynamic(A + "ppo_max_token_len_per_gpu", actor_budget, update_sequences);
+    if (actor_dynamic) {
+      j.actor.train_micro_batch = dynamic(A + "ppo_max_token_len_per_gpu", actor_budget, update_sequences);
+      r.actor_token_budget = actor_budget;
+    }
     if (k.flag(R + "log_prob_use_dynamic_bsz", actor_dynamic))
       j.actor.forward_micro_batch = dynamic(R + "log_prob_max_token_len_per_gpu", k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
     if (k.flag(F + "log_prob_use_dynamic_bsz", actor_dynamic))

@@ -246,6 +246,14 @@ TEST_CASE("verl's use_dynamic_bsz: passes of at most max_token_len tokens, balan
   std::vector<std::string> selected = dynamic;
   selected.push_back("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=${oc.select:no.such.key,4096}");
   CHECK(phase(job(f, selected), "experience")["terms"].dump().find("forward peak (8 sequences, 4160 x 1 tokens)") != std::string::npos);
+  // A budget of 65,536 holds all 64 sequences in one pass (33,280 tokens), as the reported failing 8 x 32; --explain
+  // halves the budget: 32,768 gives ceil(33,280 / 32,768) = 2 passes of 32 sequences, which fit as 4 x 32 did.
+  const nlohmann::json wide = job(f, {"actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=65536", "--explain"});
+  CHECK_FALSE(wide["fits"].get<bool>());
+  bool halved = false;
+  for (const auto& fix : wide["fixes"])
+    if (fix["change"] == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=32768") halved = fix["fits"].get<bool>();
+  CHECK(halved);
   // verl asserts that a budget holds one sequence of the maxima (400 + 2048 tokens).
   const zeromem::test::cli_result small =
       run_cli({"job", jobs + f, "actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2000"});

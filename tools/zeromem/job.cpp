@@ -69,7 +69,12 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
   if (!j.actor.gradient_checkpointing)
     groups.push_back({key("gradient_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing", "worker.actor.model.enable_gradient_checkpointing") +
                       (openrlhf ? "=" : "=true")});
-  {
+  if (r.actor_token_budget > 0) {  // verl's dynamic batches: a smaller token budget per pass, down to one sequence
+    std::vector<std::string> g;
+    for (std::int64_t t = r.actor_token_budget / 2; t >= j.prompt_tokens + j.response_tokens; t /= 2)
+      g.push_back("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=" + std::to_string(t));
+    if (!g.empty()) groups.push_back(g);
+  } else {
     std::vector<std::string> g;
     for (std::int64_t m = j.actor.train_micro_batch / 2; m >= 1; m /= 2)
       g.push_back(openrlhf ? "micro_train_batch_size=" + std::to_string(m)
