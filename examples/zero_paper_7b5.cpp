@@ -7,6 +7,7 @@
 int main() {
   using namespace zeromem;
   using namespace zeromem::literals;
+  using namespace zeromem::devices;  // cpu, nvme
 
   training_states t{};
   t.params = 7.5_Gparams;
@@ -32,9 +33,9 @@ int main() {
     std::snprintf(label, sizeof label, "ZeRO stage %d", stage);
     row(label, estimate_model_states(t));
   }
-  t.zero = zero<2, offload_device::none, offload_device::cpu>::config();
+  t.zero = zero<2, offload_optimizer<cpu>>::config();
   row("ZeRO-2 + optimizer on CPU", estimate_model_states(t));
-  t.zero = zero<3, offload_device::cpu, offload_device::cpu>::config();
+  t.zero = zero<3, offload_params<cpu>, offload_optimizer<cpu>>::config();
   row("ZeRO-3 + params, optim CPU", estimate_model_states(t));
   std::printf("\nGB = 1e9 B. The paper's Figure 1 gives 120, 31.4, 16.6 and 1.9 GB for stages 0-3.\n");
   return 0;

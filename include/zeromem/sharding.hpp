@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "zeromem/error.hpp"
 
@@ -90,25 +91,88 @@ struct zero_stage {
   static constexpr int value = S;
 };
 
-/// A ZeRO configuration fixed at compile time; invalid combinations do not compile.
-template <int S, offload_device Params = offload_device::none, offload_device Optimizer = offload_device::none>
+/// Where a ZeRO state is offloaded, named: offload_optimizer<cpu> (DeepSpeed `offload_optimizer`) and
+/// offload_params<nvme> (`offload_param`). Values of one enum, so that zero<> can take them and say what is wrong
+/// with anything else (C++17 takes no class-type template arguments).
+enum class offload_placement { optimizer_cpu, optimizer_nvme, params_cpu, params_nvme };
+
+/// The devices by their short names, for `using namespace zeromem::devices;` and then offload_optimizer<cpu>.
+/// In a namespace of their own: `cpu` is a common name (device_kind::cpu, users' own variables).
+namespace devices {
+inline constexpr offload_device cpu = offload_device::cpu;
+inline constexpr offload_device nvme = offload_device::nvme;
+}  // namespace devices
+
+namespace detail {
+template <offload_device D, bool Params>
+struct placement_of {
+  static_assert(D != offload_device::none,
+                "zeromem: offload_optimizer<none> / offload_params<none> is no offload; leave the placement out");
+  static constexpr offload_placement value = Params ? (D == offload_device::nvme ? offload_placement::params_nvme : offload_placement::params_cpu)
+                                                    : (D == offload_device::nvme ? offload_placement::optimizer_nvme : offload_placement::optimizer_cpu);
+};
+
+template <class T>
+constexpr bool is_placement_v = std::is_same_v<T, offload_placement>;
+
+/// The device a placement puts the parameters (Params) or the optimizer states (!Params) on; none if it is the other's.
+template <bool Params>
+constexpr offload_device device_for(offload_placement x) {
+  switch (x) {
+    case offload_placement::optimizer_cpu: return Params ? offload_device::none : offload_device::cpu;
+    case offload_placement::optimizer_nvme: return Params ? offload_device::none : offload_device::nvme;
+    case offload_placement::params_cpu: return Params ? offload_device::cpu : offload_device::none;
+    case offload_placement::params_nvme: return Params ? offload_device::nvme : offload_device::none;
+  }
+  return offload_device::none;
+}
+
+template <bool Params, class... P>
+constexpr offload_device placed(P... p) {
+  offload_device d = offload_device::none;
+  ((d = device_for<Params>(offload_placement(p)) != offload_device::none ? device_for<Params>(offload_placement(p)) : d), ...);
+  return d;
+}
+
+template <bool Params, class... P>
+constexpr int placements_of(P... p) {
+  return (0 + ... + (device_for<Params>(offload_placement(p)) != offload_device::none ? 1 : 0));
+}
+}  // namespace detail
+
+template <offload_device D>
+inline constexpr offload_placement offload_optimizer = detail::placement_of<D, false>::value;
+template <offload_device D>
+inline constexpr offload_placement offload_params = detail::placement_of<D, true>::value;
+
+/// A ZeRO configuration fixed at compile time: zero<3, offload_optimizer<cpu>, offload_params<nvme>> (with
+/// `using namespace zeromem::devices`). Invalid
+/// combinations do not compile, each with a message naming the fix.
+template <int S, auto... Placements>
 struct zero {
   // In the class body, so that every use of zero<S> (config() included) checks the stage, not only ::stage.
   static_assert(S >= 0 && S <= 3, "zeromem: ZeRO stage must be 0, 1, 2 or 3; use zero<3> for full sharding");
+  static_assert((detail::is_placement_v<decltype(Placements)> && ...),
+                "zeromem: say which state is offloaded: zero<3, offload_optimizer<cpu>> or zero<3, offload_params<nvme>>, "
+                "not a bare offload_device");
   static constexpr int stage = S;
-  static_assert(Params == offload_device::none || S == 3,
+  static constexpr offload_device params = detail::placed<true>(Placements...);
+  static constexpr offload_device optimizer = detail::placed<false>(Placements...);
+  static_assert(detail::placements_of<true>(Placements...) <= 1 && detail::placements_of<false>(Placements...) <= 1,
+                "zeromem: each state has one place; name offload_optimizer<...> and offload_params<...> at most once each");
+  static_assert(params == offload_device::none || S == 3,
                 "zeromem: parameter offload needs ZeRO stage 3; set stage 3 or turn parameter offload off");
-  static_assert(Optimizer == offload_device::none || S != 0,
+  static_assert(optimizer == offload_device::none || S != 0,
                 "zeromem: optimizer offload needs ZeRO stage 1, 2 or 3 (at stage 0 DeepSpeed ignores offload_optimizer); "
                 "set a stage or turn optimizer offload off");
-  static_assert(Optimizer != offload_device::nvme || S == 3,
+  static_assert(optimizer != offload_device::nvme || S == 3,
                 "zeromem: optimizer offload to NVMe needs ZeRO stage 3 (ZeRO-Infinity); set stage 3 or offload the "
                 "optimizer to cpu");
   static constexpr zero_config config() {
     zero_config z{};
     z.stage = S;
-    z.params.device = Params;
-    z.optimizer.device = Optimizer;
+    z.params.device = params;
+    z.optimizer.device = optimizer;
     return z;
   }
 };

@@ -4,9 +4,10 @@
 
 int main() {
   using namespace zeromem;
+  using namespace zeromem::devices;
   using namespace zeromem::literals;
 #ifdef ZEROMEM_COMPILE_FAIL
-  (void)zero<1, offload_device::none, offload_device::nvme>::config();
+  (void)zero<1, offload_optimizer<nvme>>::config();
 #endif
   return 0;
 }

@@ -3,9 +3,10 @@
 #include "zeromem/zeromem.hpp"
 
 int main() {
-  using zeromem::offload_device;
+  using namespace zeromem;
+  using namespace zeromem::devices;
 #ifdef ZEROMEM_COMPILE_FAIL
-  (void)zeromem::zero<0, offload_device::none, offload_device::cpu>::config();
+  (void)zero<0, offload_optimizer<cpu>>::config();
 #endif
   return 0;
 }

@@ -4,9 +4,10 @@
 
 int main() {
   using namespace zeromem;
+  using namespace zeromem::devices;
   using namespace zeromem::literals;
 #ifdef ZEROMEM_COMPILE_FAIL
-  (void)zero<2, offload_device::cpu>::config();
+  (void)zero<2, offload_params<cpu>>::config();
 #endif
   return 0;
 }

@@ -43,7 +43,14 @@ static_assert(estimate_model_states(zero_paper(2)).gpu() == bytes_of(16'640'625'
 static_assert(estimate_model_states(zero_paper(3)).gpu() == bytes_of(1'875'000'000));
 
 // Typed ZeRO configuration.
-static_assert(zero<3, offload_device::cpu, offload_device::cpu>::config().params.device == offload_device::cpu);
+static_assert(zero<3, offload_params<devices::cpu>, offload_optimizer<devices::cpu>>::config().params.device == offload_device::cpu);
+// Placements are named and order-free: the optimizer's placement never moves the parameters, and the other way round.
+static_assert(zero<2, offload_optimizer<devices::cpu>>::optimizer == offload_device::cpu);
+static_assert(zero<2, offload_optimizer<devices::cpu>>::params == offload_device::none);
+static_assert(zero<3, offload_optimizer<devices::nvme>, offload_params<devices::cpu>>::params == offload_device::cpu);
+static_assert(zero<3, offload_optimizer<devices::nvme>, offload_params<devices::cpu>>::optimizer == offload_device::nvme);
+static_assert(zero<3, offload_params<devices::cpu>, offload_optimizer<devices::nvme>>::config().optimizer.device == offload_device::nvme);
+static_assert(zero<1>::params == offload_device::none && zero<1>::optimizer == offload_device::none);
 static_assert(zero_stage<2>::value == 2);
 
 // DeepSpeed parity in a constant expression: T0_3B, no offload, zero_init: GPU 4L + int(18P).

@@ -133,7 +133,7 @@ TEST_CASE("CPU offload moves optimizer states to host RAM per node", "[model_sta
   // is offloaded), fp32 master 4, fp32 gradients 4 and Adam moments 8 bytes per parameter of its 8e9 / 16 = 5e8:
   // 20 x 5e8 = 10e9 B on the host, a node 8 x 10e9 = 80e9 B; the GPU holds none. (DeepSpeed's estimator
   // counts 18 B per parameter: it leaves out the 16-bit gradient partition.)
-  training_states t = bf16_adamw(8_Gparams, zero<3, offload_device::cpu, offload_device::cpu>::config(), 16, 8);
+  training_states t = bf16_adamw(8_Gparams, zero<3, offload_params<devices::cpu>, offload_optimizer<devices::cpu>>::config(), 16, 8);
   model_state_estimate e = estimate_model_states(t);
   CHECK(e.gpu().count() == 0);
   CHECK(e.host_per_rank().count() == 10'000'000'000);
@@ -146,7 +146,7 @@ TEST_CASE("CPU offload moves optimizer states to host RAM per node", "[model_sta
   // Optimizer only: the 16-bit weights shard stays on the GPU, 2 x 8e9 / 16 = 1e9, and the host loses it:
   // (2 + 4 + 4 + 8) x 5e8 = 9e9 per rank, 8 ranks per node.
   t.largest_layer = elements_of(0);
-  t.zero = zero<3, offload_device::none, offload_device::cpu>::config();
+  t.zero = zero<3, offload_optimizer<devices::cpu>>::config();
   t.zero.optimizer.pin_memory = true;
   e = estimate_model_states(t);
   CHECK(e.gpu().count() == 1'000'000'000);
@@ -157,7 +157,7 @@ TEST_CASE("CPU offload moves optimizer states to host RAM per node", "[model_sta
 TEST_CASE("ZeRO-2 with ZeRO-Offload keeps only 16-bit weights on the GPU", "[model_states][offload]") {
   // DeepSpeed's ZeRO-2 offload estimate is GPU 2P; the host holds 16 B/param over the ranks
   // (4 fp32 gradients + 4 master + 8 moments): P = 1e9, 4 ranks on one node -> 16e9 B per node.
-  training_states t = bf16_adamw(1_Gparams, zero<2, offload_device::none, offload_device::cpu>::config(), 4, 4);
+  training_states t = bf16_adamw(1_Gparams, zero<2, offload_optimizer<devices::cpu>>::config(), 4, 4);
   t.optimizer.kind = optimizer_kind::adam;
   const model_state_estimate e = estimate_model_states(t);
   CHECK(e.gpu().count() == 2'000'000'000);
@@ -169,7 +169,7 @@ TEST_CASE("ZeRO-1/2 CPU offload stages gradients in buffers of the largest layer
   // temp_grad_buffer_for_cpu_offload (host) hold largest_param_numel 16-bit elements each; with
   // gradient_accumulation_steps > 1, accumulated_grads_in_cpu holds every parameter of the rank's partition whole.
   // P = 1e9, largest layer 1e8, dp 4 (4 ranks per node), bf16 + AdamW, optimizer pinned on the CPU.
-  training_states t = bf16_adamw(1_Gparams, zero<2, offload_device::none, offload_device::cpu>::config(), 4, 4);
+  training_states t = bf16_adamw(1_Gparams, zero<2, offload_optimizer<devices::cpu>>::config(), 4, 4);
   t.zero.optimizer.pin_memory = true;
   t.largest_layer = elements_of(100'000'000);
   // GPU: replicated weights 2 x 1e9 + staging 2 x 1e8 = 2.2e9.
@@ -202,7 +202,7 @@ TEST_CASE("ZeRO-1/2 CPU offload stages gradients in buffers of the largest layer
   CHECK(e.per_rank.offload_staging.gpu.count() == 0);
   CHECK(e.per_rank.offload_staging.host.count() == 500'000'000);  // 2 B x 2.5e8
   // Stage 3 accumulates into its gradient partition instead: no staging term at any accumulation count.
-  t.zero = zero<3, offload_device::none, offload_device::cpu>::config();
+  t.zero = zero<3, offload_optimizer<devices::cpu>>::config();
   t.largest_layer = elements_of(100'000'000);
   CHECK(estimate_model_states(t).per_rank.offload_staging.total().count() == 0);
   t.gradient_accumulation_steps = 0;
@@ -217,7 +217,7 @@ TEST_CASE("NVMe offload puts states on NVMe and pins swap buffers on the host", 
   // = 16e9, parameters 5 x 1e8 x 2 B = 1e9. Per node 8 x 19e9 = 152e9, of which pinned (the swap buffers
   // only; pin_memory is off) 8 x 17e9 = 136e9.
   const model_state_estimate e =
-      estimate_model_states(bf16_adamw(64_Gparams, zero<3, offload_device::nvme, offload_device::nvme>::config(), 64, 8));
+      estimate_model_states(bf16_adamw(64_Gparams, zero<3, offload_params<devices::nvme>, offload_optimizer<devices::nvme>>::config(), 64, 8));
   CHECK(e.nvme_per_node().count() == 144'000'000'000);
   CHECK(e.host_per_node().count() == 152'000'000'000);
   CHECK(e.host_pinned_per_node().count() == 136'000'000'000);
