@@ -8,15 +8,17 @@ namespace {
 using namespace zeromem;
 using namespace zeromem::literals;
 
-// Llama-2-7B, mixed bf16 AdamW, ZeRO-3 over 8 GPUs, 4096-token sequences, flash attention, full recompute.
+// Llama-2-7B, mixed bf16 AdamW, ZeRO-3 over 8 GPUs, 4096-token sequences, flash attention, full recompute, on an
+// A100 80GB named from the GPU table. The degrees come from parallel(), each named: data_parallel{8} cannot be
+// passed where tensor_parallel is meant.
 struct llama7b_zero3_on_8 {
   static constexpr transformer_config model() { return preset_config("llama-2-7b"); }
   static constexpr training_states states() {
     training_states t{};
     t.zero = zero<3>::config();
-    t.dp = 8;
     return t;
   }
+  static constexpr parallel_layout parallel() { return parallel_layout{data_parallel{8}}; }
   static constexpr activation_config activations() {
     activation_config a{};
     a.seq_len = 4096;
@@ -26,14 +28,15 @@ struct llama7b_zero3_on_8 {
     return a;
   }
   static constexpr pipeline_config pipeline() { return {}; }
-  static constexpr bytes capacity() { return 80_GB; }
+  static constexpr bytes capacity() { return find_gpu("a100-80gb").capacity; }
 };
 
 constexpr bytes headroom = assert_fits<llama7b_zero3_on_8>::headroom;  // does not compile if it does not fit
+static_assert(job_gpu_bytes_v<llama7b_zero3_on_8> <= find_gpu("a100-80gb").capacity);
 }  // namespace
 
 int main() {
-  std::printf("Llama-2-7B, ZeRO-3 over 8 GPUs, 4096 tokens: %s per GPU, %s headroom on an 80 GB GPU (checked at compile time)\n",
+  std::printf("Llama-2-7B, ZeRO-3 over 8 GPUs, 4096 tokens: %s per GPU, %s headroom on an A100 80GB (checked at compile time)\n",
               format_bytes(job_gpu_bytes_v<llama7b_zero3_on_8>, size_unit::GB).c_str(), format_bytes(headroom, size_unit::GB).c_str());
   return 0;
 }

@@ -27,8 +27,9 @@ inline constexpr std::array<gpu_model, 6> gpu_models{{
 }};
 // clang-format on
 
-/// A catalogued GPU by name, case-insensitively ("H100-80GB" is h100-80gb).
-inline const gpu_model& find_gpu(std::string_view name) {
+/// A catalogued GPU by name, case-insensitively ("H100-80GB" is h100-80gb); constexpr, so a job's capacity() can
+/// name its GPU.
+constexpr const gpu_model& find_gpu(std::string_view name) {
   const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
   for (const gpu_model& g : gpu_models) {
     bool same = g.name.size() == name.size();

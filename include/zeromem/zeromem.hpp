@@ -10,6 +10,7 @@
 #include "zeromem/parse.hpp"
 #include "zeromem/recipe.hpp"
 #include "zeromem/sharding.hpp"
+#include "zeromem/parallel.hpp"
 #include "zeromem/model_states.hpp"
 #include "zeromem/deepspeed.hpp"
 #include "zeromem/model.hpp"

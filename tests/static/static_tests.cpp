@@ -51,6 +51,49 @@ static_assert(zero<3, offload_optimizer<devices::nvme>, offload_params<devices::
 static_assert(zero<3, offload_optimizer<devices::nvme>, offload_params<devices::cpu>>::optimizer == offload_device::nvme);
 static_assert(zero<3, offload_params<devices::cpu>, offload_optimizer<devices::nvme>>::config().optimizer.device == offload_device::nvme);
 static_assert(zero<1>::params == offload_device::none && zero<1>::optimizer == offload_device::none);
+
+// Parallel degrees as types: named, in any order, the rest 1; the layout's degrees land where the job keeps them.
+static_assert(parallel_layout{tensor_parallel{2}, data_parallel{8}}.gpus() == 16);
+static_assert(parallel_layout{data_parallel{8}, tensor_parallel{2}}.tp().value() == 2);
+static_assert(parallel_layout{pipeline_parallel{4}}.dp().value() == 1);
+static_assert(parallel_layout{}.gpus() == 1);
+static_assert(with_layout(training_states{}, parallel_layout{data_parallel{8}, tensor_parallel{2}}).dp == 8);
+static_assert(with_layout(activation_config{}, parallel_layout{context_parallel{2}, tensor_parallel{4}}).cp == 2);
+static_assert(with_layout(pipeline_config{}, parallel_layout{pipeline_parallel{4}}).pp == 4);
+static_assert(find_gpu("H100-80GB").capacity == bytes_of(85'017'493'504));
+
+// A job whose degrees come from its layout costs what the same job with the degrees in its parts costs.
+struct layout_job {
+  static constexpr transformer_config model() { return preset_config("llama-2-7b"); }
+  static constexpr training_states states() {
+    training_states t{};
+    t.zero = zero<3>::config();
+    return t;
+  }
+  static constexpr activation_config activations() {
+    activation_config a{};
+    a.seq_len = 4096;
+    a.recomputation = recompute::full;
+    return a;
+  }
+  static constexpr pipeline_config pipeline() { return {}; }
+  static constexpr parallel_layout parallel() { return parallel_layout{data_parallel{4}, tensor_parallel{2}}; }
+  static constexpr bytes capacity() { return find_gpu("h100-80gb").capacity; }
+};
+struct fields_job : layout_job {
+  static constexpr training_states states() { return with_layout(layout_job::states(), parallel_layout{data_parallel{4}}); }
+  static constexpr activation_config activations() {
+    activation_config a = layout_job::activations();
+    a.tp = 2;
+    return a;
+  }
+};
+struct one_gpu : layout_job {
+  static constexpr parallel_layout parallel() { return parallel_layout{}; }
+};
+static_assert(job_gpu_bytes_v<layout_job> == training_gpu_bytes(layout_job::model(), fields_job::states(), fields_job::activations()));
+static_assert(job_gpu_bytes_v<layout_job> < job_gpu_bytes_v<one_gpu>);
+static_assert(assert_fits<layout_job>::headroom > 0_B);
 static_assert(zero_stage<2>::value == 2);
 
 // DeepSpeed parity in a constant expression: T0_3B, no offload, zero_init: GPU 4L + int(18P).
