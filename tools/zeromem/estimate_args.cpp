@@ -103,6 +103,12 @@ adaptation adaptation_of(const estimate_args& a) {
   return d;
 }
 
+/// The flags' degrees through the same typed layout a constexpr job uses (job.hpp with_layout), so the two paths
+/// put each degree in the same place.
+parallel_layout layout_of(const estimate_args& a) {
+  return parallel_layout{data_parallel{a.dp}, tensor_parallel{a.tp}, pipeline_parallel{a.pp}, context_parallel{a.cp}};
+}
+
 void set_model_states(const estimate_args& a, estimate_inputs& in) {
   training_states& t = in.states;
   t.adapt = adaptation_of(a);
@@ -128,7 +134,8 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
     t.optimizer.adafactor_factored =
         elements_of(detail::ceil_div(detail::checked_mul(factored.count(), t.params.count()), in.counts.total.count()));
   }
-  t.dp = a.dp;
+  const parallel_layout layout = layout_of(a);
+  t = with_layout(t, layout);
   t.gpus_per_node = a.gpus_per_node;
   if (!a.fsdp.empty()) {
     const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
@@ -149,7 +156,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   else if (in.has_model && needs_largest_layer(t.zero))
     t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
   t.gradient_accumulation_steps = a.grad_accum_steps;
-  t.model_parallel = detail::checked_product(a.tp, a.pp, a.cp);
+  t.model_parallel = layout.gpus() / layout.dp().value();  // tp x pp x cp
   validate(t);
 }
 
@@ -161,9 +168,8 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   c.activation_dtype =
       a.activation_dtype.empty() ? compute_dtype_of(parse_precision(a.precision_name)) : parse_dtype(a.activation_dtype);
   c.autocast = in.states.recipe.autocast;
-  c.tp = a.tp;
+  c = with_layout(c, layout_of(a));
   c.sequence_parallel = a.sp;
-  c.cp = a.cp;
   c.recomputation = parse_recompute(a.recompute_name);
   c.attention = parse_attention(a.attention_name);
   c.dropout = a.dropout;
@@ -172,7 +178,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   else if (a.device_name == "cpu") c.device = device_kind::cpu;
   else detail::fail("unknown --device " + detail::quoted(a.device_name) + "; expected cuda or cpu");
   c.torch_major = static_cast<int>(a.torch_major);
-  in.pipe = {a.pp, a.virtual_stages, a.microbatches};
+  in.pipe = with_layout(pipeline_config{1, a.virtual_stages, a.microbatches}, layout_of(a));
   validate(c, in.model);
   validate(in.pipe, in.model);
   step_config& st = in.step;
