@@ -139,8 +139,9 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
 /// or, with LoRA dropout, the mask and the dropped copy; lora_B keeps the rank-r intermediate (PEFT
 /// tuners/lora/layer.py Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling). The residual stream is
 /// taken to require grad in every layer, as PEFT's enable_input_require_grads makes it under checkpointing.
-constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, detail::assume_valid_t,
-                                                   const adaptation& adapt = {}) {
+namespace detail {
+constexpr layer_activations layer_activation_bytes_unchecked(const transformer_config& m, const activation_config& c,
+                                                             const adaptation& adapt = {}) {
   using detail::checked_product, detail::checked_sum;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
   const bool frozen = adapt.lora_enabled();
@@ -258,7 +259,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward.
   const bytes weights = c.autocast ? bytes_of(checked_product(a, detail::ceil_div(
-                                                   detail::checked_sub(count_parameters(m, detail::assume_valid).layer.count(),
+                                                   detail::checked_sub(detail::count_parameters_unchecked(m).layer.count(),
                                                                        checked_product(2, detail::norm_params(m.norm, h))),
                                                    c.tp)))
                                    : none;
@@ -266,10 +267,11 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
                            output, residual_mask, norm,  mlp_input, mlp_hidden, residual_mask, none,           weights,
                            bytes_of(lora_bytes)};
 }
+}  // namespace detail
 constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {}) {
   validate(c, m);
   validate(adapt, m);
-  return layer_activation_bytes(m, c, detail::assume_valid, adapt);
+  return detail::layer_activation_bytes_unchecked(m, c, adapt);
 }
 
 /// The activations a pipeline stage holds at its peak.
@@ -294,10 +296,11 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
   if (p.pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(p.pp), "lower pp");
 }
 
-constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
-                                                    const pipeline_config& p, detail::assume_valid_t, const adaptation& adapt = {}) {
+namespace detail {
+constexpr stage_activations first_stage_activations_unchecked(const transformer_config& m, const activation_config& c,
+                                                              const pipeline_config& p, const adaptation& adapt = {}) {
   using detail::checked_product, detail::checked_sum;
-  const layer_activations per_layer = layer_activation_bytes(m, c, detail::assume_valid, adapt);
+  const layer_activations per_layer = detail::layer_activation_bytes_unchecked(m, c, adapt);
   const std::int64_t layers_on_stage = detail::ceil_div(m.layers, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
   const std::int64_t inflight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
@@ -337,12 +340,13 @@ constexpr stage_activations first_stage_activations(const transformer_config& m,
   return stage_activations{per_layer,         layers_on_stage, inflight, layers, input_ids, embedding_dropout,
                            output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits};
 }
+}  // namespace detail
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
                                                     const pipeline_config& p = {}, const adaptation& adapt = {}) {
   validate(c, m);
   validate(p, m);
   validate(adapt, m);
-  return first_stage_activations(m, c, p, detail::assume_valid, adapt);
+  return detail::first_stage_activations_unchecked(m, c, p, adapt);
 }
 
 constexpr std::string_view name(recompute r) {

@@ -31,8 +31,10 @@ struct cluster {
   double additional_buffer_factor = 1.5;  // DeepSpeed default; scales the CPU figure only
 };
 
-namespace detail_ds {
-constexpr void validate(std::int64_t total_params, const cluster& c) {
+}  // namespace zeromem::deepspeed
+
+namespace zeromem::detail {
+constexpr void validate_deepspeed_inputs(std::int64_t total_params, const deepspeed::cluster& c) {
   if (total_params <= 0)
     detail::fail_value("the parameter count must be positive", static_cast<long double>(total_params), "pass --params such as 3B");
   // Beyond 2^53 Python's float arithmetic is no longer exact integer arithmetic; refuse rather than differ.
@@ -50,27 +52,29 @@ constexpr bytes py_int(double v) {
   return bytes_of_checked(static_cast<std::int64_t>(v));
 }
 constexpr double py_max(double a, double b) { return a >= b ? a : b; }
-}  // namespace detail_ds
+}  // namespace zeromem::detail
+
+namespace zeromem::deepspeed {
 
 /// estimate_zero2_model_states_mem_needs(total_params, num_gpus_per_node, num_nodes, cpu_offload,
 /// additional_buffer_factor), returning (cpu_mem, gpu_mem) as bytes.
 constexpr estimator_row estimate_zero2(std::int64_t total_params, const cluster& c, bool cpu_offload,
                                        zero2_formula formula = zero2_formula::current) {
-  detail_ds::validate(total_params, c);
+  detail::validate_deepspeed_inputs(total_params, c);
   const std::int64_t total_gpus = detail::checked_mul(c.nodes, c.gpus_per_node);
   const double P = static_cast<double>(total_params);
   const double f = c.additional_buffer_factor;
   estimator_row row{};
   row.offload_optimizer = cpu_offload;
   if (cpu_offload) {
-    row.gpu = detail_ds::py_int(2 * P);                                                          // 2 * total_params
-    row.cpu = detail_ds::py_int(P * detail_ds::py_max(4.0 * static_cast<double>(total_gpus), 16.0) * f);  // P*max(4N,16)*f
+    row.gpu = detail::py_int(2 * P);                                                          // 2 * total_params
+    row.cpu = detail::py_int(P * detail::py_max(4.0 * static_cast<double>(total_gpus), 16.0) * f);  // P*max(4N,16)*f
   } else {
     if (formula == zero2_formula::current)
-      row.gpu = detail_ds::py_int(2 * P + static_cast<double>(detail_ds::py_int(18 * P / static_cast<double>(total_gpus)).count()));
+      row.gpu = detail::py_int(2 * P + static_cast<double>(detail::py_int(18 * P / static_cast<double>(total_gpus)).count()));
     else
-      row.gpu = detail_ds::py_int(4 * P + static_cast<double>(detail_ds::py_int(16 * P / static_cast<double>(total_gpus)).count()));
-    row.cpu = detail_ds::py_int(P * 4 * static_cast<double>(c.gpus_per_node) * f);  // P*4*g*f
+      row.gpu = detail::py_int(4 * P + static_cast<double>(detail::py_int(16 * P / static_cast<double>(total_gpus)).count()));
+    row.cpu = detail::py_int(P * 4 * static_cast<double>(c.gpus_per_node) * f);  // P*4*g*f
   }
   return row;
 }
@@ -79,7 +83,7 @@ constexpr estimator_row estimate_zero2(std::int64_t total_params, const cluster&
 /// cpu_offload, cpu_offload_params, zero_init, additional_buffer_factor).
 constexpr estimator_row estimate_zero3(std::int64_t total_params, std::int64_t largest_layer_params, const cluster& c,
                                        bool cpu_offload, bool cpu_offload_params, bool zero_init) {
-  detail_ds::validate(total_params, c);
+  detail::validate_deepspeed_inputs(total_params, c);
   if (largest_layer_params <= 0 || largest_layer_params > total_params)
     detail::fail_value("the largest layer must have between 1 and total_params parameters",
                        static_cast<long double>(largest_layer_params), "pass --largest-layer-params");
@@ -97,17 +101,17 @@ constexpr estimator_row estimate_zero3(std::int64_t total_params, std::int64_t l
   double cpu = 0;
   if (cpu_offload) {
     if (cpu_offload_params) {
-      row.gpu = detail_ds::py_int(largest_layer_memory);
-      cpu = zero_init ? P * 18 * gpus_factor * f : P * detail_ds::py_max(4 * g, 18 * gpus_factor) * f;
+      row.gpu = detail::py_int(largest_layer_memory);
+      cpu = zero_init ? P * 18 * gpus_factor * f : P * detail::py_max(4 * g, 18 * gpus_factor) * f;
     } else {
-      row.gpu = detail_ds::py_int(largest_layer_memory + static_cast<double>(detail_ds::py_int(2 * P / N).count()));
-      cpu = zero_init ? P * 16 * gpus_factor * f : P * detail_ds::py_max(4 * g, 16 * gpus_factor) * f;
+      row.gpu = detail::py_int(largest_layer_memory + static_cast<double>(detail::py_int(2 * P / N).count()));
+      cpu = zero_init ? P * 16 * gpus_factor * f : P * detail::py_max(4 * g, 16 * gpus_factor) * f;
     }
   } else {
-    row.gpu = detail_ds::py_int(largest_layer_memory + static_cast<double>(detail_ds::py_int(18 * P / N).count()));
+    row.gpu = detail::py_int(largest_layer_memory + static_cast<double>(detail::py_int(18 * P / N).count()));
     cpu = zero_init ? L * 4 * g * f : P * 4 * g * f;
   }
-  row.cpu = detail_ds::py_int(cpu);
+  row.cpu = detail::py_int(cpu);
   return row;
 }
 

@@ -69,11 +69,11 @@ constexpr bytes training_gpu_bytes(const transformer_config& m, training_states 
                                    const pipeline_config& p = {}, const runtime_overheads& o = {}) {
   validate(a, m);  // validates the model too
   validate(p, m);
-  const parameter_counts counts = count_parameters(m, detail::assume_valid);
+  const parameter_counts counts = detail::count_parameters_unchecked(m);
   place_on_rank(t, m, counts, a.tp, p.pp);
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
   validate(t);
-  return estimate_model_states(t, -1, detail::assume_valid).gpu() + first_stage_activations(m, a, p, detail::assume_valid, t.adapt).total +
+  return detail::estimate_model_states_unchecked(t, -1).gpu() + detail::first_stage_activations_unchecked(m, a, p, t.adapt).total +
          deepspeed_buffers(t.zero.stage, o) + o.cuda_context;
 }
 

@@ -138,7 +138,8 @@ constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == no
 constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
 }  // namespace detail
 
-constexpr parameter_counts count_parameters(const transformer_config& m, detail::assume_valid_t) {
+namespace detail {
+constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
   using detail::linear;
   const std::int64_t h = m.hidden, d = m.head_size();
   const std::int64_t q_out = detail::checked_mul(m.heads, d), kv_out = detail::checked_mul(m.kv_heads, d);
@@ -198,9 +199,10 @@ constexpr parameter_counts count_parameters(const transformer_config& m, detail:
                           elements_of(norms), layer, elements_of(final_norm), elements_of(lm_head), elements_of(vision),
                           language_model + elements_of(vision), language_model, elements_of(largest)};
 }
+}  // namespace detail
 constexpr parameter_counts count_parameters(const transformer_config& m) {
   validate(m);
-  return count_parameters(m, detail::assume_valid);
+  return detail::count_parameters_unchecked(m);
 }
 
 /// Elements of Adafactor's factored second moment over all of a model's parameters, as Hugging Face's Adafactor

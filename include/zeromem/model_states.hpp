@@ -184,7 +184,8 @@ constexpr placement on_host_pinned(bytes b) { return {bytes{}, b, b, bytes{}}; }
 }  // namespace detail
 
 /// Model states of rank `rank` (0-based within the shard group), or of the most loaded rank when rank < 0.
-constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank, detail::assume_valid_t) {
+namespace detail {
+constexpr model_state_estimate estimate_model_states_unchecked(const training_states& t, std::int64_t rank) {
   const std::int64_t n = shard_group_of(t);
   const zero_config& z = t.zero;
   const precision_recipe r = trainable_recipe(t);
@@ -292,9 +293,10 @@ constexpr model_state_estimate estimate_model_states(const training_states& t, s
                                                 frozen_weights},
                               ranks_per_node(t), n};
 }
+}  // namespace detail
 constexpr model_state_estimate estimate_model_states(const training_states& t, std::int64_t rank = -1) {
   validate(t);
-  return estimate_model_states(t, rank, detail::assume_valid);
+  return detail::estimate_model_states_unchecked(t, rank);
 }
 
 /// The training states of model m's most loaded tensor/pipeline-parallel rank (the stage parameters_per_rank picks):

@@ -187,7 +187,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(p, m);
   validate(s);
   using detail::checked_product;
-  const parameter_counts counts = count_parameters(m, detail::assume_valid);
+  const parameter_counts counts = detail::count_parameters_unchecked(m);
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
@@ -195,7 +195,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const parameter_split split = split_parameters(m, counts, t.adapt, t.recipe.weights);
 
   const dtype compute = a.activation_dtype;
-  const stage_activations stage = first_stage_activations(m, a, p, detail::assume_valid, t.adapt);
+  const stage_activations stage = detail::first_stage_activations_unchecked(m, a, p, t.adapt);
   const std::int64_t L = stage.layers_on_stage;
   const std::int64_t s_local = detail::quotient(a.seq_len, a.cp), sb = checked_product(s_local, a.micro_batch);
   const bytes hidden_grad = elements_of(checked_product(sb, m.hidden)) * size_of(compute);  // dL/d(hidden states), c sbh
@@ -205,7 +205,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
   activation_config whole = a;
   whole.recomputation = recompute::none;
-  const bytes layer_whole = a.recomputation == recompute::none ? bytes{} : layer_activation_bytes(m, whole, detail::assume_valid, t.adapt).total();
+  const bytes layer_whole = a.recomputation == recompute::none ? bytes{} : detail::layer_activation_bytes_unchecked(m, whole, t.adapt).total();
   const bytes recomputed = a.recomputation == recompute::none ? bytes{} : layer_whole - stage.per_layer.total();
 
   // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
@@ -243,7 +243,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_grads_unsharded = layer_trainable * size_of(compute);
     reduce_input = layer_trainable * size_of(storage);        // reduce_dtype: the gradients' dtype (fp32 when mixed)
   } else {
-    const model_state_estimate e = estimate_model_states(t, -1, detail::assume_valid);
+    const model_state_estimate e = detail::estimate_model_states_unchecked(t, -1);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
     resting = e.gpu() - grads_all;
     // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters;

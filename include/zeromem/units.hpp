@@ -19,7 +19,7 @@
 
 namespace zeromem {
 
-namespace units_detail {
+namespace detail {
 namespace bu = boost::units;
 
 struct element_base_dimension : bu::base_dimension<element_base_dimension, 9101> {};
@@ -43,7 +43,7 @@ using byte_per_element_unit = bu::divide_typeof_helper<byte_unit, element_unit>:
 // elements x bytes/element must reduce to bytes: Boost proves it at compile time.
 static_assert(std::is_same_v<bu::multiply_typeof_helper<element_unit, byte_per_element_unit>::type, byte_unit>,
               "zeromem: element x byte/element must be byte");
-}  // namespace units_detail
+}  // namespace detail
 
 class bytes;
 class bytes_per_element;
@@ -52,7 +52,7 @@ constexpr bytes_per_element bits_per_element(std::int64_t bits);
 /// A number of elements (parameters, activations, tokens x hidden...). Never negative.
 class elements {
  public:
-  using quantity_type = boost::units::quantity<units_detail::element_unit, std::int64_t>;
+  using quantity_type = boost::units::quantity<detail::element_unit, std::int64_t>;
 
   constexpr elements() = default;
   template <class T>
@@ -111,7 +111,7 @@ inline elements parse_elements(std::string_view text, const char* what = "an ele
 /// A number of bytes. Signed, so that differences such as headroom can go below zero.
 class bytes {
  public:
-  using quantity_type = boost::units::quantity<units_detail::byte_unit, std::int64_t>;
+  using quantity_type = boost::units::quantity<detail::byte_unit, std::int64_t>;
 
   constexpr bytes() = default;
   template <class T>
@@ -171,7 +171,7 @@ inline bytes parse_bytes(std::string_view text, const char* what = "a size") { r
 /// Bytes per element: a non-negative whole number of bits per element (int4 is 0.5 B, Adam states 12 B).
 class bytes_per_element {
  public:
-  using quantity_type = boost::units::quantity<units_detail::byte_per_element_unit, double>;
+  using quantity_type = boost::units::quantity<detail::byte_per_element_unit, double>;
 
   constexpr bytes_per_element() = default;
   template <class T>
@@ -355,8 +355,7 @@ constexpr bytes bytes_from(long double value, size_unit u) {
 
 // ---- literals ----------------------------------------------------------------------------------
 
-namespace literals {
-namespace detail_literals {
+namespace detail {
 constexpr elements count_literal(long double v, long double scale) {
   const long double n = v * scale;
   if (n > static_cast<long double>(detail::i64_max)) detail::fail_overflow("a parameter-count literal");
@@ -375,35 +374,37 @@ constexpr bytes size_literal(unsigned long long v, size_unit u) {
   if (v > static_cast<unsigned long long>(detail::i64_max / bytes_in(u))) detail::fail_overflow("a size literal");
   return bytes_of_checked(static_cast<std::int64_t>(v) * bytes_in(u));
 }
-}  // namespace detail_literals
+}  // namespace detail
+
+namespace literals {
 
 // clang-format off
-constexpr elements operator""_params(unsigned long long v) { return detail_literals::count_literal(v, 1); }
-constexpr elements operator""_Kparams(unsigned long long v) { return detail_literals::count_literal(v, 1'000); }
-constexpr elements operator""_Kparams(long double v) { return detail_literals::count_literal(v, 1e3L); }
-constexpr elements operator""_Mparams(unsigned long long v) { return detail_literals::count_literal(v, 1'000'000); }
-constexpr elements operator""_Mparams(long double v) { return detail_literals::count_literal(v, 1e6L); }
-constexpr elements operator""_Gparams(unsigned long long v) { return detail_literals::count_literal(v, 1'000'000'000); }
-constexpr elements operator""_Gparams(long double v) { return detail_literals::count_literal(v, 1e9L); }
-constexpr elements operator""_Tparams(unsigned long long v) { return detail_literals::count_literal(v, 1'000'000'000'000); }
-constexpr elements operator""_Tparams(long double v) { return detail_literals::count_literal(v, 1e12L); }
+constexpr elements operator""_params(unsigned long long v) { return detail::count_literal(v, 1); }
+constexpr elements operator""_Kparams(unsigned long long v) { return detail::count_literal(v, 1'000); }
+constexpr elements operator""_Kparams(long double v) { return detail::count_literal(v, 1e3L); }
+constexpr elements operator""_Mparams(unsigned long long v) { return detail::count_literal(v, 1'000'000); }
+constexpr elements operator""_Mparams(long double v) { return detail::count_literal(v, 1e6L); }
+constexpr elements operator""_Gparams(unsigned long long v) { return detail::count_literal(v, 1'000'000'000); }
+constexpr elements operator""_Gparams(long double v) { return detail::count_literal(v, 1e9L); }
+constexpr elements operator""_Tparams(unsigned long long v) { return detail::count_literal(v, 1'000'000'000'000); }
+constexpr elements operator""_Tparams(long double v) { return detail::count_literal(v, 1e12L); }
 
-constexpr bytes operator""_B(unsigned long long v) { return detail_literals::size_literal(v, size_unit::B); }
-constexpr bytes operator""_kB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::kB); }
+constexpr bytes operator""_B(unsigned long long v) { return detail::size_literal(v, size_unit::B); }
+constexpr bytes operator""_kB(unsigned long long v) { return detail::size_literal(v, size_unit::kB); }
 constexpr bytes operator""_kB(long double v) { return bytes_from(v, size_unit::kB); }
-constexpr bytes operator""_MB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::MB); }
+constexpr bytes operator""_MB(unsigned long long v) { return detail::size_literal(v, size_unit::MB); }
 constexpr bytes operator""_MB(long double v) { return bytes_from(v, size_unit::MB); }
-constexpr bytes operator""_GB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::GB); }
+constexpr bytes operator""_GB(unsigned long long v) { return detail::size_literal(v, size_unit::GB); }
 constexpr bytes operator""_GB(long double v) { return bytes_from(v, size_unit::GB); }
-constexpr bytes operator""_TB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::TB); }
+constexpr bytes operator""_TB(unsigned long long v) { return detail::size_literal(v, size_unit::TB); }
 constexpr bytes operator""_TB(long double v) { return bytes_from(v, size_unit::TB); }
-constexpr bytes operator""_KiB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::KiB); }
+constexpr bytes operator""_KiB(unsigned long long v) { return detail::size_literal(v, size_unit::KiB); }
 constexpr bytes operator""_KiB(long double v) { return bytes_from(v, size_unit::KiB); }
-constexpr bytes operator""_MiB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::MiB); }
+constexpr bytes operator""_MiB(unsigned long long v) { return detail::size_literal(v, size_unit::MiB); }
 constexpr bytes operator""_MiB(long double v) { return bytes_from(v, size_unit::MiB); }
-constexpr bytes operator""_GiB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::GiB); }
+constexpr bytes operator""_GiB(unsigned long long v) { return detail::size_literal(v, size_unit::GiB); }
 constexpr bytes operator""_GiB(long double v) { return bytes_from(v, size_unit::GiB); }
-constexpr bytes operator""_TiB(unsigned long long v) { return detail_literals::size_literal(v, size_unit::TiB); }
+constexpr bytes operator""_TiB(unsigned long long v) { return detail::size_literal(v, size_unit::TiB); }
 constexpr bytes operator""_TiB(long double v) { return bytes_from(v, size_unit::TiB); }
 // clang-format on
 }  // namespace literals
