@@ -1,4 +1,4 @@
-# Conan 2 recipe for zeromem, a header-only library. The version is read from include/zeromem/version.hpp.
+# Conan 2 recipe for zeromem, a header-only library. The version is read from include/zeromem/core/version.hpp.
 import os
 import re
 
@@ -10,11 +10,11 @@ required_conan_version = ">=2.0"
 
 
 def read_version(folder):
-    """The version string from include/zeromem/version.hpp under folder."""
-    text = load(None, os.path.join(folder, "include", "zeromem", "version.hpp"))
+    """The version string from include/zeromem/core/version.hpp under folder."""
+    text = load(None, os.path.join(folder, "include", "zeromem", "core", "version.hpp"))
     match = re.search(r'#define ZEROMEM_VERSION_STRING "(\d+\.\d+\.\d+)"', text)
     if not match:
-        raise ValueError("zeromem: ZEROMEM_VERSION_STRING not found in include/zeromem/version.hpp")
+        raise ValueError("zeromem: ZEROMEM_VERSION_STRING not found in include/zeromem/core/version.hpp")
     return match.group(1)
 
 

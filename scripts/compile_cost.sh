@@ -8,8 +8,8 @@ cxx=${CXX:-g++}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 printf 'int main() { return 0; }\n' > "$dir/plain.cpp"
-printf '#include <zeromem/version.hpp>\n#include <zeromem/error.hpp>\n#include <zeromem/parse.hpp>\n#include <zeromem/sharding.hpp>\nint main() { return 0; }\n' > "$dir/boost_free.cpp"
-printf '#include <zeromem/units.hpp>\nint main() { return 0; }\n' > "$dir/units.cpp"
+printf '#include <zeromem/core/version.hpp>\n#include <zeromem/core/error.hpp>\n#include <zeromem/core/parse.hpp>\n#include <zeromem/training/sharding.hpp>\nint main() { return 0; }\n' > "$dir/boost_free.cpp"
+printf '#include <zeromem/core/units.hpp>\nint main() { return 0; }\n' > "$dir/units.cpp"
 printf '#include <zeromem/zeromem.hpp>\nint main() { return 0; }\n' > "$dir/umbrella.cpp"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for tu in plain boost_free units umbrella; do

@@ -1,5 +1,5 @@
 // A separate program that reads a config.json through the optional component (zeromem::hf_config).
-#include <zeromem/hf_config.hpp>
+#include <zeromem/model/hf_config.hpp>
 
 #include <cstdio>
 

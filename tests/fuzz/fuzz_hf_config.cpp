@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "zeromem/hf_config.hpp"
+#include "zeromem/model/hf_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -17,7 +17,7 @@ def code_of(line):
     return line.split("//")[0]
 
 
-for header in sorted(root.glob("*.hpp")):
+for header in sorted(root.rglob("*.hpp")):
     lines = header.read_text().split("\n")
     stack = []  # ("ns", is_detail) | ("class", False) | ("block", False)
     i = 0
@@ -53,7 +53,16 @@ for header in sorted(root.glob("*.hpp")):
             else:
                 stack.append(("block", False))
         i += 1
+# Layers, bottom up: a header includes only its own layer's and lower layers' headers.
+layers = ["core", "model", "training", "inference", "engines", "jobs", "report"]
+for header in sorted(root.rglob("*.hpp")):
+    own = header.parent.name
+    if own not in layers:
+        continue
+    for used in re.findall(r'#include "zeromem/(\w+)/', header.read_text()):
+        if used not in layers or layers.index(used) > layers.index(own):
+            offenders.append(f"{own}/{header.name} includes a header of the {used} layer, above its own")
 for o in offenders:
     print(o)
-print(f"{len(offenders)} public signatures name a detail:: type, or internals sit outside `detail`")
+print(f"{len(offenders)} offences: public signatures naming a detail:: type, internals outside `detail`, layers included upward")
 sys.exit(1 if offenders else 0)

@@ -1,6 +1,6 @@
 """Checks the Conan recipe without a Conan client (none can be installed here): the recipe is loaded with
 stand-ins for the three conan modules it imports, and its set_version() must read the version that
-include/zeromem/version.hpp, CMake's project() and the vcpkg port all carry."""
+include/zeromem/core/version.hpp, CMake's project() and the vcpkg port all carry."""
 import importlib.util
 import json
 import os
@@ -37,7 +37,7 @@ spec.loader.exec_module(recipe)
 conanfile = recipe.ZeromemConan()
 conanfile.set_version()
 
-header = open(os.path.join(root, "include/zeromem/version.hpp"), encoding="utf-8").read()
+header = open(os.path.join(root, "include/zeromem/core/version.hpp"), encoding="utf-8").read()
 parts = [re.search(rf"#define ZEROMEM_VERSION_{p} (\d+)", header).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
 header_version = ".".join(parts)
 string_version = re.search(r'#define ZEROMEM_VERSION_STRING "([^"]+)"', header).group(1)

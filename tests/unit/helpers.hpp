@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "zeromem/units.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem::test {
 

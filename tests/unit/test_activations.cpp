@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "catch.hpp"
-#include "zeromem/activations.hpp"
+#include "zeromem/training/activations.hpp"
 
 using namespace zeromem;
 

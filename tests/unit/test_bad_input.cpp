@@ -8,7 +8,7 @@
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
-#include "zeromem/hf_config.hpp"
+#include "zeromem/model/hf_config.hpp"
 #include "zeromem/zeromem.hpp"
 
 namespace {

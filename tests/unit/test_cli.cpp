@@ -11,12 +11,12 @@
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
-#include "zeromem/format.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/parse.hpp"
-#include "zeromem/plan.hpp"
-#include "zeromem/vllm.hpp"
-#include "zeromem/version.hpp"
+#include "zeromem/core/format.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/core/parse.hpp"
+#include "zeromem/jobs/plan.hpp"
+#include "zeromem/inference/vllm.hpp"
+#include "zeromem/core/version.hpp"
 
 namespace {
 using result = zeromem::test::cli_result;

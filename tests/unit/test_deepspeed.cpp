@@ -6,7 +6,7 @@
 
 #include "catch.hpp"
 #include "helpers.hpp"
-#include "zeromem/deepspeed.hpp"
+#include "zeromem/engines/deepspeed.hpp"
 
 using namespace zeromem;
 namespace ds = zeromem::deepspeed;

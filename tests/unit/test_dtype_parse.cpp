@@ -1,8 +1,8 @@
 #include <stdexcept>
 
 #include "catch.hpp"
-#include "zeromem/dtype.hpp"
-#include "zeromem/parse.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/parse.hpp"
 
 using namespace zeromem;
 

@@ -5,9 +5,9 @@
 
 #include "catch.hpp"
 #include "helpers.hpp"
-#include "zeromem/kv_cache.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/vllm.hpp"
+#include "zeromem/inference/kv_cache.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/inference/vllm.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;

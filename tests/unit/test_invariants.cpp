@@ -10,7 +10,7 @@
 
 #include "catch.hpp"
 #include "cli_runner.hpp"
-#include "zeromem/format.hpp"
+#include "zeromem/core/format.hpp"
 
 namespace {
 using result = zeromem::test::cli_result;

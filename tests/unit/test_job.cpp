@@ -1,6 +1,6 @@
 // Job breakdowns: a constexpr job checked against a capacity, and the runtime overheads as explicit terms.
 #include "catch.hpp"
-#include "zeromem/job.hpp"
+#include "zeromem/jobs/job.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;

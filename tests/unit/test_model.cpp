@@ -2,8 +2,8 @@
 #include <string>
 
 #include "catch.hpp"
-#include "zeromem/hf_config.hpp"
-#include "zeromem/model.hpp"
+#include "zeromem/model/hf_config.hpp"
+#include "zeromem/model/model.hpp"
 
 using namespace zeromem;
 

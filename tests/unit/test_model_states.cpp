@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "catch.hpp"
-#include "zeromem/model_states.hpp"
+#include "zeromem/training/model_states.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;

@@ -3,8 +3,8 @@
 #include <limits>
 
 #include "catch.hpp"
-#include "zeromem/plan.hpp"
-#include "zeromem/svg.hpp"
+#include "zeromem/jobs/plan.hpp"
+#include "zeromem/report/svg.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;

@@ -2,7 +2,7 @@
 #include <random>
 
 #include "catch.hpp"
-#include "zeromem/model_states.hpp"
+#include "zeromem/training/model_states.hpp"
 
 using namespace zeromem;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
-#include "zeromem/rlhf_config.hpp"
+#include "zeromem/jobs/rlhf_config.hpp"
 
 namespace {
 using zeromem::test::run_cli;

@@ -3,9 +3,9 @@
 #include <type_traits>
 
 #include "catch.hpp"
-#include "zeromem/dtype.hpp"
-#include "zeromem/format.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/format.hpp"
+#include "zeromem/core/units.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;

@@ -7,7 +7,7 @@
 #include <ostream>
 #include <stdexcept>
 
-#include "zeromem/hf_config.hpp"
+#include "zeromem/model/hf_config.hpp"
 
 namespace zeromem::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "zeromem/rlhf_config.hpp"
+#include "zeromem/jobs/rlhf_config.hpp"
 
 namespace zeromem::cli {
 

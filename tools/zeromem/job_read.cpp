@@ -6,7 +6,7 @@
 
 #include "job.hpp"
 #include "job_yaml.hpp"
-#include "zeromem/hf_config.hpp"
+#include "zeromem/model/hf_config.hpp"
 
 namespace zeromem::cli {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <optional>
 
-#include "zeromem/error.hpp"
+#include "zeromem/core/error.hpp"
 
 namespace zeromem::cli {
 

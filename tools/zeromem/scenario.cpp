@@ -7,7 +7,7 @@
 
 #include "embedded_jobs.hpp"
 #include "job.hpp"
-#include "zeromem/report.hpp"
+#include "zeromem/report/report.hpp"
 
 namespace zeromem::cli {
 namespace {

@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "zeromem/error.hpp"
-#include "zeromem/model.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/model/model.hpp"
 
 namespace zeromem {
 namespace detail::hf {

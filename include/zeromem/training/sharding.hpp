@@ -7,7 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "zeromem/error.hpp"
+#include "zeromem/core/error.hpp"
 
 namespace zeromem {
 

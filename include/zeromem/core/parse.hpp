@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "zeromem/error.hpp"
+#include "zeromem/core/error.hpp"
 
 namespace zeromem {
 

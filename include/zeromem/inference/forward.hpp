@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <string_view>
 
-#include "zeromem/activations.hpp"
-#include "zeromem/adapters.hpp"
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/training/activations.hpp"
+#include "zeromem/model/adapters.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

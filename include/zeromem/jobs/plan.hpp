@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "zeromem/activations.hpp"
-#include "zeromem/gpus.hpp"
-#include "zeromem/job.hpp"
-#include "zeromem/step.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/model_states.hpp"
+#include "zeromem/training/activations.hpp"
+#include "zeromem/core/gpus.hpp"
+#include "zeromem/jobs/job.hpp"
+#include "zeromem/jobs/step.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/training/model_states.hpp"
 
 namespace zeromem {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "zeromem/format.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/format.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <string_view>
 
-#include "zeromem/adapters.hpp"
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/model/adapters.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

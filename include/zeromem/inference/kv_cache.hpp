@@ -3,10 +3,10 @@
 
 #include <cstdint>
 
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

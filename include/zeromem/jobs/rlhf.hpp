@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "zeromem/forward.hpp"
-#include "zeromem/job.hpp"
-#include "zeromem/kv_cache.hpp"
-#include "zeromem/step.hpp"
-#include "zeromem/vllm.hpp"
+#include "zeromem/inference/forward.hpp"
+#include "zeromem/jobs/job.hpp"
+#include "zeromem/inference/kv_cache.hpp"
+#include "zeromem/jobs/step.hpp"
+#include "zeromem/inference/vllm.hpp"
 
 namespace zeromem {
 

@@ -9,13 +9,13 @@
 #include <utility>
 #include <vector>
 
-#include "zeromem/activations.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/gpus.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/model_states.hpp"
-#include "zeromem/parallel.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/training/activations.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/core/gpus.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/training/model_states.hpp"
+#include "zeromem/core/parallel.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

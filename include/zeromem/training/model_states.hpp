@@ -11,13 +11,13 @@
 
 #include <cstdint>
 
-#include "zeromem/adapters.hpp"
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/recipe.hpp"
-#include "zeromem/sharding.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/model/adapters.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/training/recipe.hpp"
+#include "zeromem/training/sharding.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

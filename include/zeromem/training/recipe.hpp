@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

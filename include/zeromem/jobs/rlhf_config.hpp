@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "zeromem/gpus.hpp"
-#include "zeromem/parse.hpp"
-#include "zeromem/rlhf.hpp"
+#include "zeromem/core/gpus.hpp"
+#include "zeromem/core/parse.hpp"
+#include "zeromem/jobs/rlhf.hpp"
 
 namespace zeromem {
 

@@ -9,8 +9,8 @@
 #include <array>
 #include <cstdint>
 
-#include "zeromem/error.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem::deepspeed {
 

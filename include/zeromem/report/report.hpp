@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "zeromem/format.hpp"
-#include "zeromem/job.hpp"
+#include "zeromem/core/format.hpp"
+#include "zeromem/jobs/job.hpp"
 
 namespace zeromem {
 

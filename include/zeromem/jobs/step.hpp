@@ -28,13 +28,13 @@
 #include <cstdint>
 #include <string_view>
 
-#include "zeromem/activations.hpp"
-#include "zeromem/dtype.hpp"
-#include "zeromem/error.hpp"
-#include "zeromem/job.hpp"
-#include "zeromem/model.hpp"
-#include "zeromem/model_states.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/training/activations.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/jobs/job.hpp"
+#include "zeromem/model/model.hpp"
+#include "zeromem/training/model_states.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "zeromem/error.hpp"
-#include "zeromem/parse.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/core/parse.hpp"
 
 namespace zeromem {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "zeromem/error.hpp"
+#include "zeromem/core/error.hpp"
 
 namespace zeromem {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "zeromem/error.hpp"
-#include "zeromem/units.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/core/units.hpp"
 
 namespace zeromem {
 
