@@ -290,3 +290,21 @@ TEST_CASE("invalid configurations throw with the fix", "[model_states][errors]")
   t.params = elements_of(std::int64_t{1} << 61);  // 2^61 params x 16 B overflows 64 bits
   CHECK_THROWS_AS(estimate_model_states(t), std::overflow_error);
 }
+
+TEST_CASE("the optimizer table is the one list: names parse back, help and errors list every row", "[model_states][optimizer]") {
+  std::string names;
+  for (const optimizer_traits& t : optimizer_table) {
+    CHECK(parse_optimizer(t.name) == t.kind);
+    CHECK(name(t.kind) == t.name);
+    CHECK_FALSE(t.source.empty());
+    CHECK(optimizer_names().find(std::string(t.name)) != std::string::npos);
+    names += std::string(names.empty() ? "" : ", ") + std::string(t.name);
+  }
+  CHECK_THROWS_WITH(parse_optimizer("rmsprop"), Catch::Matchers::Contains("expected one of " + names));
+  // A row with parameter-sized moments costs moments x the optimizer dtype per parameter: mixed bf16 keeps them in
+  // fp32, so Adam's two moments are 8 B and Lion's one 4 B per parameter (ZeRO paper K = 12 with the 4 B master).
+  const precision_recipe mixed = recipe_of(precision::mixed_bf16);
+  CHECK(optimizer_state_bytes(optimizer_spec{optimizer_kind::adamw}, mixed, 1000_params) == 8000_B);
+  CHECK(optimizer_state_bytes(optimizer_spec{optimizer_kind::lion}, mixed, 1000_params) == 4000_B);
+  CHECK(optimizer_state_bytes(optimizer_spec{optimizer_kind::sgd}, mixed, 1000_params) == 0_B);
+}

@@ -6,7 +6,7 @@ namespace zeromem::cli {
 void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--params", a.params, "parameter count: 7.5e9, 7.5B, 350M, 1T (or give a model)");
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
-  text_option(app, "--optimizer", a.optimizer_name, "adam | adamw | sgd | sgd-momentum | adam-8bit | adafactor | lion")->capture_default_str();
+  text_option(app, "--optimizer", a.optimizer_name, optimizer_names())->capture_default_str();
   auto* stage = integer_option(app, "--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)", 0, 3);
   auto* fsdp = text_option(app, "--fsdp", a.fsdp, "FSDP strategy: NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2");
   stage->excludes(fsdp);

@@ -12,17 +12,10 @@ std::string both_units(bytes b) { return format_bytes(b, size_unit::GiB) + " (" 
 // What the optimizer keeps, in words that match optimizer_state_bytes (recipe.hpp).
 std::string states_of(const training_states& t) {
   const std::string d(name(t.adapt.paged_optimizer ? dtype::fp32 : trainable_recipe(t).optimizer_dtype()));
-  switch (t.optimizer.kind) {
-    case optimizer_kind::adam:
-    case optimizer_kind::adamw: return "two moments in " + d;
-    case optimizer_kind::sgd: return "no state";
-    case optimizer_kind::sgd_momentum:
-    case optimizer_kind::lion: return "one momentum in " + d;
-    case optimizer_kind::adam_8bit: return "two 8-bit moments with an fp32 scale per 2048 values";
-    case optimizer_kind::adafactor:
-      return std::string("factored second moment in fp32") + (t.optimizer.adafactor_momentum ? ", momentum in " + d : "");
-  }
-  return d;
+  const optimizer_traits& o = traits_of(t.optimizer.kind);
+  if (t.optimizer.kind == optimizer_kind::adafactor)
+    return std::string(o.keeps) + (t.optimizer.adafactor_momentum ? ", momentum in " + d : "");
+  return std::string(o.keeps) + (o.moments > 0 ? " in " + d : "");
 }
 
 std::string number_text(double p) {

@@ -41,7 +41,7 @@ void add_plan_flags(CLI::App& app, plan_args& a) {
   tokens_option(app, "--seq-len", a.seq_len, "tokens per sequence: 4096, 32K (= 32,768)")->required();
   integer_option(app, "--global-batch", a.global_batch, "sequences per step (dp x micro-batch must divide it)");
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
-  text_option(app, "--optimizer", a.optimizer_name, "adamw, adam, sgd, ...")->capture_default_str();
+  text_option(app, "--optimizer", a.optimizer_name, optimizer_names())->capture_default_str();
   text_option(app, "--implementation", a.implementation_name, "hf (transformers' modeling code) | eager | fused | paper (docs/activations.md)")->capture_default_str();
   text_option(app, "--attention", a.attention_name, "flash (SDPA/FlashAttention, transformers' default) | eager (s^2 scores kept)")->capture_default_str();
   share_or_size_option(app, "--min-headroom", a.min_headroom,

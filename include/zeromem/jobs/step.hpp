@@ -317,9 +317,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
 
   // ---- optimizer step ----
   bytes temporaries{};
-  const bool adam = t.optimizer.kind == optimizer_kind::adam || t.optimizer.kind == optimizer_kind::adamw;
-  // A paged optimizer runs bitsandbytes' own fused update (no foreach temporaries).
-  if (adam && t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
+  // Optimizers whose foreach update allocates a temporary (optimizer_table); a paged optimizer runs bitsandbytes' own
+  // fused update (no foreach temporaries).
+  if (traits_of(t.optimizer.kind).foreach_temporary && t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
     const dtype state = fsdp ? storage : r.optimizer_dtype();
     const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
     if (s.optimizer == optimizer_impl::foreach_kernels)

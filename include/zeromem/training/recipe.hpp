@@ -73,24 +73,51 @@ inline precision parse_precision(std::string_view s) {
 
 enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion };
 
-constexpr std::string_view name(optimizer_kind o) {
-  switch (o) {
-    case optimizer_kind::adam: return "adam";
-    case optimizer_kind::adamw: return "adamw";
-    case optimizer_kind::sgd: return "sgd";
-    case optimizer_kind::sgd_momentum: return "sgd-momentum";
-    case optimizer_kind::adam_8bit: return "adam-8bit";
-    case optimizer_kind::adafactor: return "adafactor";
-    case optimizer_kind::lion: return "lion";
-  }
-  detail::fail("unknown optimizer");
+/// One row per optimizer: everything else (names, parsing, help, state bytes, reports, the step's temporaries)
+/// reads this table. A new optimizer is a value above and a row here.
+struct optimizer_traits {
+  optimizer_kind kind;
+  std::string_view name;
+  /// Parameter-sized state tensors in the recipe's optimizer dtype; -1: a formula of its own (optimizer_state_bytes).
+  int moments;
+  std::string_view keeps;  // what it keeps, in words, for reports
+  /// Its default CUDA update (foreach) allocates one parameter-sized temporary (torch._foreach_sqrt of the second
+  /// moments, torch/optim/adam.py _multi_tensor_adam).
+  bool foreach_temporary;
+  std::string_view source;
+};
+
+// clang-format off
+inline constexpr optimizer_traits optimizer_table[] = {
+    {optimizer_kind::adam,         "adam",         2,  "two moments",     true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master"},
+    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq"},
+    {optimizer_kind::sgd,          "sgd",          0,  "no state",        false, "torch.optim.SGD with momentum=0 keeps no state"},
+    {optimizer_kind::sgd_momentum, "sgd-momentum", 1,  "one momentum",    false, "torch.optim.SGD momentum_buffer; TM101: 8 B with the master"},
+    {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", false,
+     "Dettmers et al. 2022, 8-bit Optimizers via Block-wise Quantization, §2.1"},
+    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
+    {optimizer_kind::lion,         "lion",         1,  "one momentum",    false, "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
+};
+// clang-format on
+
+constexpr const optimizer_traits& traits_of(optimizer_kind o) {
+  for (const optimizer_traits& t : optimizer_table)
+    if (t.kind == o) return t;
+  detail::fail("unknown optimizer; add its row to optimizer_table");
 }
 
+constexpr std::string_view name(optimizer_kind o) { return traits_of(o).name; }
+
 inline optimizer_kind parse_optimizer(std::string_view s) {
-  static constexpr optimizer_kind all[] = {optimizer_kind::adam,      optimizer_kind::adamw,     optimizer_kind::sgd,
-                                           optimizer_kind::sgd_momentum, optimizer_kind::adam_8bit, optimizer_kind::adafactor,
-                                           optimizer_kind::lion};
-  return detail::parse_named(s, all, "optimizer");
+  for (const optimizer_traits& t : optimizer_table)
+    if (t.name == s) return t.kind;
+  detail::fail("unknown optimizer " + detail::quoted(s) + "; expected one of " +
+               detail::join_names(optimizer_table, ", ", [](const optimizer_traits& t) { return t.name; }));
+}
+
+/// "adam | adamw | ...": the names, for help text.
+inline std::string optimizer_names(const char* separator = " | ") {
+  return detail::join_names(optimizer_table, separator, [](const optimizer_traits& t) { return t.name; });
 }
 
 struct optimizer_spec {
@@ -125,18 +152,9 @@ constexpr std::int64_t isqrt_ceil(std::int64_t n) {
 constexpr bytes optimizer_state_bytes(const optimizer_spec& o, const precision_recipe& r, elements n) {
   const bytes_per_element state = size_of(r.optimizer_dtype());
   const bytes_per_element fp32 = size_of(dtype::fp32);
+  const optimizer_traits& t = traits_of(o.kind);
+  if (t.moments >= 0) return n * (state * t.moments);  // the table's parameter-sized moments (its source per row)
   switch (o.kind) {
-    case optimizer_kind::adam:
-    case optimizer_kind::adamw:
-      // Two moments m and v (Kingma & Ba 2015, Alg. 1; Loshchilov & Hutter 2019 for AdamW): with the
-      // fp32 master, K = 12 B/param in the ZeRO paper (arXiv 1910.02054, §3.1).
-      return n * (state * 2);
-    case optimizer_kind::sgd:
-      return bytes_of(0);  // plain SGD keeps no state (torch.optim.SGD with momentum=0)
-    case optimizer_kind::sgd_momentum:
-      return n * state;  // one momentum buffer (torch.optim.SGD momentum_buffer); TM101: 8 B with master
-    case optimizer_kind::lion:
-      return n * state;  // one momentum (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Alg. 2)
     case optimizer_kind::adam_8bit: {
       // Two 8-bit moments plus one fp32 absmax per block of 2048 per moment (Dettmers et al. 2022,
       // "8-bit Optimizers via Block-wise Quantization", §2.1); TM101: 6 B/param with the fp32 master.
@@ -151,8 +169,9 @@ constexpr bytes optimizer_state_bytes(const optimizer_spec& o, const precision_r
       const bytes second = factored * fp32;
       return o.adafactor_momentum ? second + n * state : second;
     }
+    default: break;
   }
-  detail::fail("unknown optimizer");
+  detail::fail("optimizer " + std::string(t.name) + " has moments -1 in optimizer_table but no formula in optimizer_state_bytes");
 }
 
 }  // namespace zeromem
