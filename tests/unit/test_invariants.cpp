@@ -137,3 +137,42 @@ TEST_CASE("JSON, text and --explain print the same numbers for one job", "[invar
     CHECK(text.out.find(j["explain"].get<std::string>()) != std::string::npos);
   }
 }
+
+TEST_CASE("plan and estimate evaluate one job: each ranked configuration, re-run by estimate, gives the same bytes", "[invariants][plan]") {
+  // The planner's configurations written back as estimate flags: the GPU figure (device used: reserved + context)
+  // and the host RAM of offloaded states must be the same numbers, or one of the two lost a field of the job.
+  struct sweep {
+    std::vector<std::string> plan;
+    std::string model, seq_len, gpus_per_node;
+  };
+  const sweep sweeps[] = {
+      {{"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--seq-len", "4096", "--top", "10", "--json"}, "llama-2-7b", "4096", "8"},
+      {{"plan", "--model", "llama-3-70b", "--gpu", "a100-80gb", "--gpus", "8", "--nodes", "2", "--seq-len", "4096", "--top", "10", "--json"},
+       "llama-3-70b", "4096", "8"},
+  };
+  int compared = 0;
+  for (const sweep& s : sweeps) {
+    const auto p = run_json(s.plan);
+    for (const auto& c : p["configs"]) {
+      if (c["training"] != "full") continue;
+      std::vector<std::string> a{"estimate", "--model", s.model, "--gpu", "a100-80gb", "--seq-len", s.seq_len, "--gpus-per-node", s.gpus_per_node,
+                                 "--zero-stage", std::to_string(c["zero_stage"].get<int>()), "--dp", std::to_string(c["dp"].get<std::int64_t>()),
+                                 "--tp", std::to_string(c["tp"].get<std::int64_t>()), "--pp", std::to_string(c["pp"].get<std::int64_t>()),
+                                 "--micro-batch", std::to_string(c["micro_batch"].get<std::int64_t>()), "--recompute", c["recompute"].get<std::string>(),
+                                 "--json"};
+      if (c["sequence_parallel"].get<bool>()) a.push_back("--sp");
+      for (const char* placement : {"offload_optimizer", "offload_params"})
+        if (c[placement] != "none") {
+          a.push_back(std::string(placement) == "offload_optimizer" ? "--offload-optimizer" : "--offload-params");
+          a.push_back(c[placement].get<std::string>());
+        }
+      INFO(joined(a));
+      const auto e = run_json(a);
+      CHECK(e["per_gpu"]["device_used_bytes"] == c["per_gpu_bytes"]);
+      CHECK(e["verdict"]["margin_bytes"] == c["headroom_bytes"]);
+      CHECK(e["per_node_host"]["total_bytes"] == c["offloaded_host_bytes_per_node"]);
+      ++compared;
+    }
+  }
+  CHECK(compared >= 15);
+}
