@@ -65,15 +65,13 @@ struct estimate_args {
 };
 
 /// The job the flags describe, as the library's types. Every printed number is computed from this.
+/// The job the flags describe (the library's training_job, which plan and the RLHF roles evaluate too), and what
+/// the flags left out: a model (--params alone gives model states only) and the activations (no --seq-len).
 struct estimate_inputs {
-  training_states states{};
+  training_job job{};
   bool has_model = false;
-  transformer_config model{};
   parameter_counts counts{};
   bool has_activations = false;
-  activation_config act{};
-  pipeline_config pipe{};
-  step_config step{};
 };
 
 void add_estimate_flags(CLI::App& app, estimate_args& a);

@@ -110,11 +110,11 @@ parallel_layout layout_of(const estimate_args& a) {
 }
 
 void set_model_states(const estimate_args& a, estimate_inputs& in) {
-  training_states& t = in.states;
+  training_states& t = in.job.states;
   t.adapt = adaptation_of(a);
   t.recipe = recipe_of(parse_precision(a.precision_name));
   if (in.has_model) {
-    in.counts = count_parameters(in.model);
+    in.counts = count_parameters(in.job.model);
   } else {
     if (a.tp != 1 || a.pp != 1) detail::fail("--tp and --pp split a model's layers; give the model (--model, --hf-config or --hidden ...)");
     if (t.adapt.lora_enabled() || t.adapt.freeze_vision || t.adapt.freeze_embeddings || t.adapt.quantize != quantization::none)
@@ -124,13 +124,13 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   t.recipe.fp32_gradient_copy = a.fp32_grad_copy;
   if (!a.main_grads.empty()) t.recipe.gradients = parse_dtype(a.main_grads);
   // Model states are those of the most loaded tensor/pipeline-parallel rank: what trains there and what is frozen.
-  if (in.has_model) t = states_on_rank(in.model, in.counts, t, a.tp, a.pp);
+  if (in.has_model) t = states_on_rank(in.job.model, in.counts, t, a.tp, a.pp);
   t.optimizer.kind = parse_optimizer(a.optimizer_name);
   if (t.optimizer.kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
     detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
     // The model's own tensor shapes, split like the parameters over tensor and pipeline ranks.
-    const elements factored = adafactor_second_moment_elements(in.model);
+    const elements factored = adafactor_second_moment_elements(in.job.model);
     t.optimizer.adafactor_factored =
         elements_of(detail::ceil_div(detail::checked_mul(factored.count(), t.params.count()), in.counts.total.count()));
   }
@@ -162,12 +162,12 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
 
 void set_step(const estimate_args& a, estimate_inputs& in) {
   in.has_activations = true;
-  activation_config& c = in.act;
+  activation_config& c = in.job.activations;
   c.seq_len = a.seq_len;
   c.micro_batch = a.micro_batch;
   c.activation_dtype =
       a.activation_dtype.empty() ? compute_dtype_of(parse_precision(a.precision_name)) : parse_dtype(a.activation_dtype);
-  c.autocast = in.states.recipe.autocast;
+  c.autocast = in.job.states.recipe.autocast;
   c = with_layout(c, layout_of(a));
   c.sequence_parallel = a.sp;
   c.recomputation = parse_recompute(a.recompute_name);
@@ -178,10 +178,10 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   else if (a.device_name == "cpu") c.device = device_kind::cpu;
   else detail::fail("unknown --device " + detail::quoted(a.device_name) + "; expected cuda or cpu");
   c.torch_major = static_cast<int>(a.torch_major);
-  in.pipe = with_layout(pipeline_config{1, a.virtual_stages, a.microbatches}, layout_of(a));
-  validate(c, in.model);
-  validate(in.pipe, in.model);
-  step_config& st = in.step;
+  in.job.pipeline = with_layout(pipeline_config{1, a.virtual_stages, a.microbatches}, layout_of(a));
+  validate(c, in.job.model);
+  validate(in.job.pipeline, in.job.model);
+  step_config& st = in.job.step;
   st.loss = parse_loss(a.loss);
   st.optimizer = parse_optimizer_impl(a.optimizer_impl);
   st.allocator = parse_allocator(a.allocator);
@@ -192,7 +192,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   if (!a.fsdp.empty()) {
     // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.
     const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
-    if (f != fsdp_strategy::no_shard) st.fsdp_world = shard_group_of(in.states);
+    if (f != fsdp_strategy::no_shard) st.fsdp_world = shard_group_of(in.job.states);
     st.reshard_after_forward = f == fsdp_strategy::full_shard || f == fsdp_strategy::hybrid_shard;
   }
   validate(st);
@@ -205,7 +205,7 @@ estimate_inputs to_inputs(const estimate_args& a) {
   in.has_model = a.model.given();
   if (in.has_model && !a.params.empty()) detail::fail("give either --params or a model (--model, --hf-config, --hidden ...), not both");
   if (!in.has_model && a.params.empty()) detail::fail("give --params (such as 7.5B) or a model (--model, --hf-config, --hidden ...)");
-  if (in.has_model) in.model = model_of(a.model);
+  if (in.has_model) in.job.model = model_of(a.model);
   set_model_states(a, in);
 
   constexpr activation_config defaults{};

@@ -9,7 +9,7 @@
 namespace zeromem::cli {
 namespace {
 
-step_estimate step_of(const estimate_inputs& in) { return estimate_step(in.model, in.states, in.act, in.step, in.pipe); }
+step_estimate step_of(const estimate_inputs& in) { return estimate_step(in.job); }
 
 // The smallest change that makes the step fit, tried from the least disruptive: each evaluates the whole job
 // with one field changed, never a rebuilt subset of it.
@@ -38,27 +38,27 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
     edit(c);
     changes.push_back({std::move(what), std::move(c)});
   };
-  if (in.step.optimizer == optimizer_impl::foreach_kernels)
-    with("--optimizer-impl fused", [](estimate_inputs& c) { c.step.optimizer = optimizer_impl::fused; });
-  if (in.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.step.loss = loss_impl::fused; });
-  if (in.step.ddp && !in.step.gradient_as_bucket_view)
-    with("--gradient-as-bucket-view", [](estimate_inputs& c) { c.step.gradient_as_bucket_view = true; });
-  if (in.act.recomputation == recompute::none)
-    with("--recompute selective", [](estimate_inputs& c) { c.act.recomputation = recompute::selective; });
-  if (in.act.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.act.recomputation = recompute::full; });
-  if (in.states.adapt.lora_enabled() && !in.states.adapt.paged_optimizer && in.states.zero.optimizer.device == offload_device::none)
-    with("--paged-optimizer", [](estimate_inputs& c) { c.states.adapt.paged_optimizer = true; });
-  if (in.states.adapt.lora_enabled() && in.states.adapt.quantize == quantization::none)
-    with("--quantize nf4 (QLoRA)", [](estimate_inputs& c) { c.states.adapt.quantize = quantization::nf4; });
-  if (in.act.micro_batch > 1)
-    with("--micro-batch " + std::to_string(in.act.micro_batch / 2), [](estimate_inputs& c) { c.act.micro_batch /= 2; });
+  if (in.job.step.optimizer == optimizer_impl::foreach_kernels)
+    with("--optimizer-impl fused", [](estimate_inputs& c) { c.job.step.optimizer = optimizer_impl::fused; });
+  if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.job.step.loss = loss_impl::fused; });
+  if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
+    with("--gradient-as-bucket-view", [](estimate_inputs& c) { c.job.step.gradient_as_bucket_view = true; });
+  if (in.job.activations.recomputation == recompute::none)
+    with("--recompute selective", [](estimate_inputs& c) { c.job.activations.recomputation = recompute::selective; });
+  if (in.job.activations.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.job.activations.recomputation = recompute::full; });
+  if (in.job.states.adapt.lora_enabled() && !in.job.states.adapt.paged_optimizer && in.job.states.zero.optimizer.device == offload_device::none)
+    with("--paged-optimizer", [](estimate_inputs& c) { c.job.states.adapt.paged_optimizer = true; });
+  if (in.job.states.adapt.lora_enabled() && in.job.states.adapt.quantize == quantization::none)
+    with("--quantize nf4 (QLoRA)", [](estimate_inputs& c) { c.job.states.adapt.quantize = quantization::nf4; });
+  if (in.job.activations.micro_batch > 1)
+    with("--micro-batch " + std::to_string(in.job.activations.micro_batch / 2), [](estimate_inputs& c) { c.job.activations.micro_batch /= 2; });
   // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
-  const bool sharded_over_dp = in.states.zero.stage > 0 && shard_group_of(in.states) == in.states.dp;
-  if (sharded_over_dp && in.states.dp <= detail::i64_max / 2)
-    with("--dp " + std::to_string(in.states.dp * 2) + " (twice the GPUs)", [](estimate_inputs& c) {
-      c.states.dp *= 2;
-      if (c.step.fsdp_world > 0) c.step.fsdp_world *= 2;
-      if (c.states.zero.shard_group > 0) c.states.zero.shard_group *= 2;
+  const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
+  if (sharded_over_dp && in.job.states.dp <= detail::i64_max / 2)
+    with("--dp " + std::to_string(in.job.states.dp * 2) + " (twice the GPUs)", [](estimate_inputs& c) {
+      c.job.states.dp *= 2;
+      if (c.job.step.fsdp_world > 0) c.job.step.fsdp_world *= 2;
+      if (c.job.states.zero.shard_group > 0) c.job.states.zero.shard_group *= 2;
     });
   for (const change& c : changes) {
     try {
@@ -86,7 +86,7 @@ json step_terms_json(const step_terms& t) {
 }
 
 json estimate_json(const estimate_inputs& in, const model_state_estimate& e, const stage_activations* act, const step_estimate* step) {
-  const training_states& t = in.states;
+  const training_states& t = in.job.states;
   const model_state_terms& m = e.per_rank;
   json j;
   j["inputs"] = {{"params_per_rank", t.params.count()}, {"weights_dtype", std::string(name(t.recipe.weights))},
@@ -99,13 +99,13 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
   j["inputs"]["frozen_params_per_rank"] = t.frozen.count();
   j["inputs"]["frozen_weights_bytes_per_rank"] = t.frozen_weights.count();
   if (in.has_model) {
-    const parameter_split split = split_parameters(in.model, in.counts, t.adapt, t.recipe.weights);
+    const parameter_split split = split_parameters(in.job.model, in.counts, t.adapt, t.recipe.weights);
     j["model"] = {{"params", in.counts.total.count()}, {"language_model_params", in.counts.language_model.count()},
                   {"vision_params", in.counts.vision.count()}, {"params_per_layer", in.counts.layer.count()},
                   {"embedding_params", in.counts.embedding.count()}, {"lm_head_params", in.counts.lm_head.count()},
                   {"largest_layer_params", in.counts.largest_layer.count()},
-                  {"trainable_params", split.trainable(in.model.layers).count()},
-                  {"frozen_params", split.frozen(in.model.layers).count()},
+                  {"trainable_params", split.trainable(in.job.model.layers).count()},
+                  {"frozen_params", split.frozen(in.job.model.layers).count()},
                   {"adapter_params", split.adapters.total.count()}};
     // PEFT's print_trainable_parameters counts the adapters among all parameters.
     j["model"]["all_params_with_adapters"] = (in.counts.total + split.adapters.total).count();
@@ -129,8 +129,8 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
   if (act != nullptr) {
     json terms = json::object();
     act->per_layer.for_each([&](const char* term, bytes b) { terms[term] = b.count(); });
-    j["activations"] = {{"attention", std::string(name(in.act.attention))}, {"implementation", std::string(name(in.act.impl))},
-                        {"recompute", std::string(name(in.act.recomputation))},
+    j["activations"] = {{"attention", std::string(name(in.job.activations.attention))}, {"implementation", std::string(name(in.job.activations.impl))},
+                        {"recompute", std::string(name(in.job.activations.recomputation))},
                         {"per_layer_bytes", act->per_layer.total().count()}, {"per_layer_terms", terms},
                         {"layers_on_stage", act->layers_on_stage}, {"microbatches_in_flight", act->microbatches_in_flight},
                         {"layers_bytes", act->layers.count()}, {"input_ids_bytes", act->input_ids.count()},
@@ -214,11 +214,11 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   if (a.forward_output != name(forward_only_config{}.output) || a.no_cache)
     detail::fail("--forward-output and --no-cache describe a forward-only run; add --forward-only");
   const estimate_inputs in = to_inputs(a);
-  const model_state_estimate e = estimate_model_states(in.states);
+  const model_state_estimate e = estimate_model_states(in.job.states);
   stage_activations act{};
   step_estimate step{};
   if (in.has_activations) {
-    act = first_stage_activations(in.model, in.act, in.pipe, in.states.adapt);
+    act = first_stage_activations(in.job.model, in.job.activations, in.job.pipeline, in.job.states.adapt);
     step = step_of(in);
   }
   const stage_activations* act_ptr = in.has_activations ? &act : nullptr;

@@ -39,11 +39,11 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
   out << "  peak per GPU " << both_units(e.peak) << " in " << decides << "\n";
   out << "  device used  " << both_units(e.device_used()) << " = reserved " << format_bytes(e.reserved, size_unit::GiB)
       << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
-      << (in.step.reserve_fraction > 0.0 ? "" : " (fragmentation not included: --reserve-fraction)") << "\n";
-  out << "  step         loss " << name(in.step.loss) << ", optimizer " << name(in.step.optimizer) << ", allocator " << name(in.step.allocator)
-      << (in.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.step.fsdp_world) + (in.step.reshard_after_forward ? "" : " (no reshard after forward)")
+      << (in.job.step.reserve_fraction > 0.0 ? "" : " (fragmentation not included: --reserve-fraction)") << "\n";
+  out << "  step         loss " << name(in.job.step.loss) << ", optimizer " << name(in.job.step.optimizer) << ", allocator " << name(in.job.step.allocator)
+      << (in.job.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.job.step.fsdp_world) + (in.job.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())
-      << (in.step.ddp ? std::string(", DDP buckets") + (in.step.gradient_as_bucket_view ? " (gradients as bucket views)" : "") : std::string())
+      << (in.job.step.ddp ? std::string(", DDP buckets") + (in.job.step.gradient_as_bucket_view ? " (gradients as bucket views)" : "") : std::string())
       << "\n";
 }
 
@@ -59,7 +59,7 @@ void print_phases(std::ostream& out, const step_estimate& e) {
 }
 
 void print_sharding(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e) {
-  const training_states& t = in.states;
+  const training_states& t = in.job.states;
   out << "  sharding     ";
   if (!a.fsdp.empty()) out << "FSDP " << a.fsdp << " (ZeRO stage " << t.zero.stage << " equivalent)";
   else out << "ZeRO stage " << t.zero.stage;
@@ -72,7 +72,7 @@ void print_sharding(std::ostream& out, const estimate_args& a, const estimate_in
 }
 
 void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e) {
-  const training_states& t = in.states;
+  const training_states& t = in.job.states;
   if (in.has_model) {
     out << "  model        " << format_count(in.counts.total.count()) << " parameters";
     if (in.counts.vision.count() > 0) out << " (vision tower " << format_count(in.counts.vision.count()) << ")";
@@ -103,9 +103,9 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
       << (t.zero.optimizer.pin_memory ? " (pinned)" : "")
       << (t.gradient_accumulation_steps > 1 ? "; " + std::to_string(t.gradient_accumulation_steps) + " micro-batches per step" : "") << "\n";
   if (in.has_activations) {
-    const activation_config& c = in.act;
+    const activation_config& c = in.job.activations;
     out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype) << ", tp " << c.tp
-        << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.pipe.pp << ", recompute " << name(c.recomputation)
+        << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.job.pipeline.pp << ", recompute " << name(c.recomputation)
         << ", attention " << name(c.attention) << ", dropout " << c.dropout << ", profile " << name(c.impl) << "\n";
   }
   if (t.optimizer.kind == optimizer_kind::adafactor)

@@ -91,16 +91,19 @@ inline bool better(const plan_config& a, const plan_config& b) {
 }  // namespace detail
 
 /// Evaluates one configuration of a plan request.
-inline plan_config evaluate(const plan_request& r, plan_config c) {
+/// The training job a configuration of `r` stands for: what `plan` evaluates, and what `zeromem estimate` with the
+/// configuration's flags evaluates too (tested).
+inline training_job plan_job(const plan_request& r, const plan_config& c) {
   detail::require_positive(c.dp, "the data-parallel degree");
   detail::require_positive(c.micro_batch, "the micro-batch size");
-  training_states t{};
+  training_job j{};
+  j.model = r.model;
+  training_states& t = j.states;
   t.recipe = r.recipe;
   t.optimizer = r.optimizer;
   t.zero.stage = c.stage;
   t.zero.optimizer.device = c.optimizer_offload;
   t.zero.params.device = c.params_offload;
-  t.dp = c.dp;
   t.gpus_per_node = r.gpus_per_node;
   if (c.training != plan_training::full) {
     t.adapt.lora = r.lora;
@@ -112,19 +115,25 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
                          "pick a global batch that is a multiple of dp x micro-batch");
     t.gradient_accumulation_steps = r.global_batch / c.dp / c.micro_batch;
   }
-  activation_config a{};
+  activation_config& a = j.activations;
   a.seq_len = r.seq_len;
   a.micro_batch = c.micro_batch;
-  a.tp = c.tp;
   a.sequence_parallel = c.tp > 1;
   a.recomputation = c.recomputation;
   a.attention = r.attention;
   a.impl = r.impl;
-  const pipeline_config p{c.pp, 1, 0};
+  j.step = r.step;
+  j.overheads = r.overheads;
+  return with_layout(j, parallel_layout{data_parallel{c.dp}, tensor_parallel{c.tp}, pipeline_parallel{c.pp}});
+}
+
+inline plan_config evaluate(const plan_request& r, plan_config c) {
+  training_job j = plan_job(r, c);
   // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context.
-  c.gpu = estimate_step(r.model, t, a, r.step, p, r.overheads).device_used();
+  c.gpu = estimate_step(j).device_used();
   c.headroom = r.gpu_capacity - c.gpu;
   // Host RAM holds model states only when something is offloaded (or paged); otherwise it is 0 B.
+  training_states& t = j.states;
   if (t.zero.optimizer.device != offload_device::none || t.zero.params.device != offload_device::none || t.adapt.paged_optimizer) {
     const parameter_counts counts = count_parameters(r.model);
     place_on_rank(t, r.model, counts, c.tp, c.pp);

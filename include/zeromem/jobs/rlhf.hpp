@@ -255,27 +255,30 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
 /// A trained role's update: every state on the GPU (sleeping states are loaded back), and the step model's
 /// peak above them.
 inline void update(const group_view& v, const std::string& role, const rlhf_role& r, const rlhf_job& j) {
-  const transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
-  const activation_config a = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
-  step_config s = j.step;
+  training_job t{};  // the role's update as one training job, evaluated as `zeromem estimate` evaluates one
+  t.model = r.value_model ? value_backbone(r.model) : r.model;
+  t.states = role_states(r, t.model);
+  t.activations = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
+  t.step = j.step;
+  t.overheads = j.overheads;
   if (r.fsdp && r.zero_stage >= 2) {
-    s.fsdp_world = r.gpus;
-    s.reshard_after_forward = r.zero_stage == 3;
+    t.step.fsdp_world = r.gpus;
+    t.step.reshard_after_forward = r.zero_stage == 3;
   }
-  const step_estimate e = estimate_step(m, role_states(r, m), a, s, pipeline_config{}, j.overheads);
+  const step_estimate e = estimate_step(t);
   step_terms peak = e.phase(e.peak_phase);
   if (r.value_model) {  // a scalar head: no logits; take the largest phase without them
     step_terms f = e.forward, b = e.backward, o = e.optimizer_step;
     f.loss = b.loss = o.loss = bytes{};
     peak = max_of(max_of(f, b), o);
   }
-  const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(a.seq_len) + " x " +
-                            std::to_string(a.micro_batch) + " tokens";
+  const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(t.activations.seq_len) + " x " +
+                            std::to_string(t.activations.micro_batch) + " tokens";
   peak.for_each([&](const char* term, bytes b) { v.gpu(role, std::string(term) + (std::string_view(term) == "activations" ? " (" + shape + ")" : ""), b); });
-  const model_state_estimate states = estimate_model_states(role_states(r, m));
+  const model_state_estimate states = estimate_model_states(t.states);
   v.host(role, "offloaded states", states.host_per_rank());
   if (j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing)
-    v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", count_parameters(m).total * size_of(dtype::bf16),
+    v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", count_parameters(t.model).total * size_of(dtype::bf16),
           "DeepSpeed issue #7116 / PR #6726");
 }
 

@@ -343,4 +343,29 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   return out;
 }
 
+/// One training job, as every path describes it: the model, its states (precision, optimizer, sharding, offload,
+/// adapters, dp), what a micro-batch keeps (activations: sequence, micro-batch, tp, cp, recompute), the pipeline,
+/// the step's kernels and allocator, and the runtime overheads. `zeromem estimate`, its --explain, `plan` and the
+/// trained roles of an RLHF job all build this struct and evaluate it with estimate_step.
+struct training_job {
+  transformer_config model{};
+  training_states states{};
+  activation_config activations{};
+  pipeline_config pipeline{};
+  step_config step{};
+  runtime_overheads overheads{};
+};
+
+constexpr step_estimate estimate_step(const training_job& j) {
+  return estimate_step(j.model, j.states, j.activations, j.step, j.pipeline, j.overheads);
+}
+
+/// A layout's degrees into every part of the job that keeps one.
+constexpr training_job with_layout(training_job j, const parallel_layout& l) {
+  j.states = with_layout(j.states, l);
+  j.activations = with_layout(j.activations, l);
+  j.pipeline = with_layout(j.pipeline, l);
+  return j;
+}
+
 }  // namespace zeromem
