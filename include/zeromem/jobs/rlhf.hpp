@@ -432,7 +432,7 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
                                                        : detail::engine_idle(v, j, resident_only.gpu_total());
           if (!refusal.empty() && blocked.empty()) blocked = "vLLM on " + g.label + ": " + refusal;
         }
-        v.gpu("all", "CUDA contexts (" + std::to_string(g.processes) + " processes)", j.step.cuda_context * g.processes);
+        v.gpu("all", "CUDA contexts (" + std::to_string(g.processes) + (g.processes == 1 ? " process)" : " processes)"), j.step.cuda_context * g.processes);
         moments.emplace_back(activity, std::move(b));
       };
       if (phase == rlhf_phase::rollout) {
