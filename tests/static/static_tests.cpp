@@ -52,6 +52,13 @@ static_assert(zero<3, offload_optimizer<devices::nvme>, offload_params<devices::
 static_assert(zero<3, offload_params<devices::cpu>, offload_optimizer<devices::nvme>>::config().optimizer.device == offload_device::nvme);
 static_assert(zero<1>::params == offload_device::none && zero<1>::optimizer == offload_device::none);
 
+// A dtype-typed count turns into bytes through its dtype only: 10 bf16 values are 20 B, 10 fp32 values 40 B, and
+// 10 int4 values pack into 5 B.
+static_assert(typed_elements<dtype::bf16>{elements_of(10)}.size() == 20_B);
+static_assert(typed_elements<dtype::fp32>{elements_of(10)}.size() == 40_B);
+static_assert(typed_elements<dtype::int4>{elements_of(10)}.size() == 5_B);
+static_assert((typed_elements<dtype::bf16>{elements_of(6)} + typed_elements<dtype::bf16>{elements_of(4)}).size() == 20_B);
+
 // Parallel degrees as types: named, in any order, the rest 1; the layout's degrees land where the job keeps them.
 static_assert(parallel_layout{tensor_parallel{2}, data_parallel{8}}.gpus() == 16);
 static_assert(parallel_layout{data_parallel{8}, tensor_parallel{2}}.tp().value() == 2);

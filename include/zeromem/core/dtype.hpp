@@ -79,4 +79,30 @@ using fp8_e5m2_t = dtype_tag<dtype::fp8_e5m2>;
 using int8_t_tag = dtype_tag<dtype::int8>;
 using int4_t_tag = dtype_tag<dtype::int4>;
 
+/// A count of elements stored in dtype D. It turns into bytes only through D (`bytes()`), so a bf16 count cannot be
+/// priced at fp32's size, and counts of two dtypes do not mix.
+template <dtype D>
+class typed_elements {
+ public:
+  static constexpr dtype type = D;
+  constexpr typed_elements() = default;
+  constexpr explicit typed_elements(elements n) : n_(n) {}
+  template <dtype E>
+  constexpr typed_elements(typed_elements<E> other) : n_(other.count()) {  // NOLINT: only to refuse
+    static_assert(E == D, "zeromem: elements of one dtype are not elements of another; build a new count in the target dtype");
+  }
+  constexpr elements count() const { return n_; }
+  /// D's size times the count (sub-byte types rounded up to whole bytes, as their packed storage is).
+  constexpr bytes size() const { return n_ * dtype_tag<D>::size; }
+  friend constexpr typed_elements operator+(typed_elements a, typed_elements b) { return typed_elements(a.n_ + b.n_); }
+  template <class S>
+  friend constexpr bytes operator*(typed_elements, S) {
+    static_assert(detail::always_false<S>, "zeromem: a typed element count knows its dtype's size; call .size() instead of multiplying");
+    return bytes{};
+  }
+
+ private:
+  elements n_{};
+};
+
 }  // namespace zeromem
