@@ -197,7 +197,7 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK(bare.err.find("'=2'") != std::string::npos);
 }
 
-TEST_CASE("a launch file states its title and its cases; malformed case lines are errors naming the line", "[rlhf][bad-input]") {
+TEST_CASE("a launch file states its title and its cases, and malformed case lines are errors naming the line", "[rlhf][bad-input]") {
   const zeromem::launch_header h = zeromem::read_launch_header(
       "# A job on 8 GPUs, with a title over\n# two lines. Assumed: nothing.\n# zeromem: --gpu h100-80gb\n"
       "# zeromem case: as launched | reported: out of memory\n"
