@@ -141,3 +141,39 @@ TEST_CASE("Adafactor's factored second moment from a model's shapes", "[model]")
   // 2,836,992.
   CHECK(adafactor_second_moment_elements(find_preset("llama-2-7b").config).count() == 2'836'992);
 }
+
+TEST_CASE("Adafactor over a vision tower: the Conv3d patch embed is factored as shape[:-1] and shape[:-2] + shape[-1:]", "[model]") {
+  // Qwen2.5-VL-7B by hand. Text, per layer: q 3584 + 3584 + bias 3584 = 10,752; k and v 512 + 3584 + 512 = 4,608
+  // each; o 7,168; gate and up 18944 + 3584 = 22,528 each, down 22,528; two RMSNorms 7,168: 101,888, x 28 =
+  // 2,852,864; embedding and output layer 2 x (152064 + 3584) = 311,296; final norm 3,584: 3,167,744.
+  // Vision, per block: qkv 3840 + 1280 + 3840 = 8,960; proj 3 x 1280 = 3,840; gate and up 3420 + 1280 + 3420 =
+  // 8,120 each; down 1280 + 3420 + 1280 = 5,980; two RMSNorms 2,560: 37,580, x 32 = 1,202,560.
+  // Patch embed [1280, 3, 2, 14, 14]: rows 1280*3*2*14 = 107,520, columns 1280*3*2 * 14 = 107,520: 215,040.
+  // Merger: norm 1,280; Linear(5120, 5120) 3 x 5120 = 15,360; Linear(5120, 3584) 3584 + 5120 + 3584 = 12,288.
+  // Vision 1,446,528; total 4,614,272.
+  CHECK(adafactor_second_moment_elements(find_preset("qwen2.5-vl-7b").config).count() == 4'614'272);
+}
+
+TEST_CASE("one walk over the modules: what count_parameters sums and what LoRA adapts", "[model]") {
+  // Llama-2-7B per layer, by hand: q, k, v, o 4096 x 4096; gate, up 4096 -> 11008, down 11008 -> 4096; two
+  // RMSNorms of 4096; embedding and output layer 32000 x 4096; final norm 4096.
+  const transformer_config m = find_preset("llama-2-7b").config;
+  int linears = 0, tables = 0, norms = 0;
+  std::int64_t layer = 0;
+  for_each_module(m, [&](const module_shape& s) {
+    if (s.linear) ++linears;
+    else if (s.matrix) ++tables;
+    else ++norms;
+    if (s.group == module_group::attention || s.group == module_group::mlp || s.group == module_group::layer_norms)
+      layer += s.elements() * s.count;
+  });
+  CHECK(linears == 7);
+  CHECK(tables == 2);
+  CHECK(norms == 2);
+  CHECK(layer == 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096);
+  CHECK(count_parameters(m).layer.count() == layer);
+  // The output layer is not an nn.Linear to LoRA (PEFT's all-linear leaves it out): for_each_linear skips it.
+  int linear_modules = 0;
+  for_each_linear(m, [&](const linear_shape&) { ++linear_modules; });
+  CHECK(linear_modules == 7);
+}

@@ -14,29 +14,6 @@
 
 namespace zeromem {
 
-/// The linear modules LoRA can adapt, by their Hugging Face names. PEFT matches target_modules against the last
-/// component of each module's name (peft/tuners/tuners_utils.py check_target_module_exists), so one name adapts
-/// every module so called: gate_proj adapts every expert's and the vision tower's gated MLP too. On a fused qkv
-/// projection (GPT-2's c_attn), q_proj/k_proj/v_proj adapt its slices as loralib's MergedLinear does (the LoRA
-/// paper's code, loralib/layers.py enable_lora); qkv adapts the fused module whole.
-enum class lora_module : std::uint16_t {
-  none = 0,  // linears matched only by all-linear: the MoE router, the vision merger
-  q_proj = 1 << 0,
-  k_proj = 1 << 1,
-  v_proj = 1 << 2,
-  o_proj = 1 << 3,
-  gate_proj = 1 << 4,
-  up_proj = 1 << 5,
-  down_proj = 1 << 6,
-  fc1 = 1 << 7,
-  fc2 = 1 << 8,
-  qkv = 1 << 9,
-  proj = 1 << 10,       // the vision tower's attention output
-  all_linear = 1 << 15  // PEFT's "all-linear": every nn.Linear but the output layer (tuners_utils.py _maybe_include_all_linear_layers)
-};
-
-constexpr std::uint16_t bit(lora_module m) { return static_cast<std::uint16_t>(m); }
-
 /// How the frozen base is stored. nf4: QLoRA's 4-bit NormalFloat, blocks of 64 (Dettmers et al. 2023,
 /// arXiv 2305.14314 §3; bitsandbytes functional.quantize_4bit). int8: LLM.int8() (Dettmers et al. 2022,
 /// arXiv 2208.07339 §3.2; bitsandbytes Int8Params: int8 weight and one fp32 scale per output row).
@@ -101,55 +78,6 @@ inline std::uint16_t parse_lora_targets(std::string_view list) {
                    detail::join_names(detail::lora_names, ", ", [](const detail::lora_name& n) { return n.text; }));
     if (comma == std::string_view::npos) return bits;
     list.remove_prefix(comma + 1);
-  }
-}
-
-/// One kind of linear module: in x out weight (plus bias), `count` of them per decoder layer (vision: in the tower).
-struct linear_shape {
-  lora_module role;
-  std::int64_t in, out, count;
-  bool bias;
-  bool vision;
-};
-
-/// Every linear module of the architecture, in the layout count_parameters counts (model.hpp).
-template <class F>
-constexpr void for_each_linear(const transformer_config& m, F&& f) {
-  using detail::checked_product, detail::checked_sum;
-  const std::int64_t h = m.hidden, d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
-  if (m.fused_qkv) f(linear_shape{lora_module::qkv, h, checked_sum(q_out, kv_out, kv_out), 1, m.qkv_bias, false});
-  else {
-    f(linear_shape{lora_module::q_proj, h, q_out, 1, m.qkv_bias, false});
-    f(linear_shape{lora_module::k_proj, h, kv_out, 1, m.qkv_bias, false});
-    f(linear_shape{lora_module::v_proj, h, kv_out, 1, m.qkv_bias, false});
-  }
-  f(linear_shape{lora_module::o_proj, q_out, h, 1, m.attention_out_bias, false});
-  const bool moe = m.moe.experts > 0;
-  const std::int64_t mlps = moe ? checked_sum(m.moe.experts, m.moe.shared_experts) : 1, ffn = moe ? m.moe.expert_ffn : m.ffn;
-  if (m.mlp == mlp_kind::swiglu) {
-    f(linear_shape{lora_module::gate_proj, h, ffn, mlps, m.mlp_bias, false});
-    f(linear_shape{lora_module::up_proj, h, ffn, mlps, m.mlp_bias, false});
-    f(linear_shape{lora_module::down_proj, ffn, h, mlps, m.mlp_bias, false});
-  } else {
-    f(linear_shape{lora_module::fc1, h, ffn, mlps, m.mlp_bias, false});
-    f(linear_shape{lora_module::fc2, ffn, h, mlps, m.mlp_bias, false});
-  }
-  if (moe) f(linear_shape{lora_module::none, h, m.moe.experts, 1, m.moe.router_bias, false});
-  if (m.vision.blocks > 0) {
-    const vision_config& v = m.vision;
-    const std::int64_t c = v.hidden, merged = checked_product(c, v.spatial_merge, v.spatial_merge);
-    f(linear_shape{lora_module::qkv, c, checked_product(3, c), v.blocks, v.biases, true});
-    f(linear_shape{lora_module::proj, c, c, v.blocks, v.biases, true});
-    if (v.gated_mlp) {
-      f(linear_shape{lora_module::gate_proj, c, v.mlp_hidden, v.blocks, v.biases, true});
-      f(linear_shape{lora_module::up_proj, c, v.mlp_hidden, v.blocks, v.biases, true});
-      f(linear_shape{lora_module::down_proj, v.mlp_hidden, c, v.blocks, v.biases, true});
-    } else {
-      f(linear_shape{lora_module::fc1, c, v.mlp_hidden, v.blocks, v.biases, true});
-      f(linear_shape{lora_module::fc2, v.mlp_hidden, c, v.blocks, v.biases, true});
-    }
-    f(linear_shape{lora_module::none, merged, merged, 1, true, true});
-    f(linear_shape{lora_module::none, merged, v.out_hidden, 1, true, true});
   }
 }
 

@@ -114,6 +114,138 @@ constexpr void validate_tensor_parallel(const transformer_config& m, std::int64_
     detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(tp), "pick another tp");
 }
 
+/// The linear modules LoRA can adapt, by their Hugging Face names. PEFT matches target_modules against the last
+/// component of each module's name (peft/tuners/tuners_utils.py check_target_module_exists), so one name adapts
+/// every module so called: gate_proj adapts every expert's and the vision tower's gated MLP too. On a fused qkv
+/// projection (GPT-2's c_attn), q_proj/k_proj/v_proj adapt its slices as loralib's MergedLinear does (the LoRA
+/// paper's code, loralib/layers.py enable_lora); qkv adapts the fused module whole.
+enum class lora_module : std::uint16_t {
+  none = 0,  // linears matched only by all-linear: the MoE router, the vision merger
+  q_proj = 1 << 0,
+  k_proj = 1 << 1,
+  v_proj = 1 << 2,
+  o_proj = 1 << 3,
+  gate_proj = 1 << 4,
+  up_proj = 1 << 5,
+  down_proj = 1 << 6,
+  fc1 = 1 << 7,
+  fc2 = 1 << 8,
+  qkv = 1 << 9,
+  proj = 1 << 10,       // the vision tower's attention output
+  all_linear = 1 << 15  // PEFT's "all-linear": every nn.Linear but the output layer (tuners_utils.py _maybe_include_all_linear_layers)
+};
+
+constexpr std::uint16_t bit(lora_module m) { return static_cast<std::uint16_t>(m); }
+
+/// Where a module's parameters count (the fields of parameter_counts). attention, mlp and layer_norms are per
+/// decoder layer; the others are counted once in the model.
+enum class module_group : unsigned { embedding, position_embedding, attention, mlp, layer_norms, final_norm, lm_head, vision };
+static_assert(static_cast<unsigned>(module_group::vision) == 7, "count_parameters sums the 8 groups in an array");
+
+/// One kind of module that holds parameters, as Hugging Face transformers builds it: its weight's shape S in
+/// PyTorch order (nn.Linear [out, in], nn.Embedding [rows, dim], Conv3d [out, in, t, p, p], a norm [n]) kept as
+/// rows = prod(S[:-1]), last = S[-1] and prefix = prod(S[:-2]); its bias elements (a LayerNorm's bias too); and how
+/// many of them a decoder layer holds (per-layer groups) or the model holds.
+struct module_shape {
+  module_group group;
+  lora_module role;  // an nn.Linear's name as LoRA matches it; none for the router, the merger and non-linear modules
+  bool linear;       // an nn.Linear [out = rows, in = last] (the output layer is not: all-linear leaves it out)
+  bool matrix;       // the weight has two or more dimensions (a norm's is a vector: rows 1)
+  std::int64_t rows, last, prefix;
+  std::int64_t bias;
+  std::int64_t count;
+
+  constexpr std::int64_t weight_elements() const { return detail::checked_mul(rows, last, "a parameter count"); }
+  /// Parameters of one module: weight and bias (what DeepSpeed's largest_layer_params compares).
+  constexpr std::int64_t elements() const { return detail::checked_add(weight_elements(), bias, "a parameter count"); }
+  /// Adafactor's statistics of the weight (transformers optimization.py _get_options: factored when it has two or
+  /// more dimensions): rows prod(S[:-1]) + columns prod(S[:-2]) x S[-1]; a vector keeps every value.
+  constexpr std::int64_t factored_statistics() const {
+    return matrix ? detail::checked_add(rows, detail::checked_mul(prefix, last)) : weight_elements();
+  }
+};
+
+/// Every module of the architecture that holds parameters: the one walk that parameter counts, Adafactor's state,
+/// LoRA adapters, quantized storage and LoRA's saved inputs are computed from.
+template <class F>
+constexpr void for_each_module(const transformer_config& m, F&& f) {
+  using detail::checked_product, detail::checked_sum;
+  const std::int64_t h = m.hidden, d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
+  const auto linear = [&f](module_group g, lora_module role, std::int64_t in, std::int64_t out, bool bias, std::int64_t count) {
+    f(module_shape{g, role, true, true, out, in, 1, bias ? out : 0, count});
+  };
+  const auto table = [&f](module_group g, std::int64_t rows, std::int64_t dim) {
+    f(module_shape{g, lora_module::none, false, true, rows, dim, 1, 0, 1});
+  };
+  const auto norm = [&f](module_group g, norm_kind k, std::int64_t n, std::int64_t count) {  // LayerNorm: weight and bias
+    f(module_shape{g, lora_module::none, false, false, 1, n, 1, k == norm_kind::layernorm ? n : 0, count});
+  };
+  table(module_group::embedding, m.vocab, h);
+  if (m.positions == position_kind::learned) table(module_group::position_embedding, m.max_positions, h);
+  // Attention: q, k, v (or one fused qkv module) and the output projection.
+  if (m.fused_qkv) linear(module_group::attention, lora_module::qkv, h, checked_sum(q_out, kv_out, kv_out), m.qkv_bias, 1);
+  else {
+    linear(module_group::attention, lora_module::q_proj, h, q_out, m.qkv_bias, 1);
+    linear(module_group::attention, lora_module::k_proj, h, kv_out, m.qkv_bias, 1);
+    linear(module_group::attention, lora_module::v_proj, h, kv_out, m.qkv_bias, 1);
+  }
+  linear(module_group::attention, lora_module::o_proj, q_out, h, m.attention_out_bias, 1);
+  // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
+  // A mixture of experts holds experts + shared experts of them and a router h -> experts.
+  const bool moe = m.moe.experts > 0;
+  const std::int64_t mlps = moe ? checked_sum(m.moe.experts, m.moe.shared_experts) : 1, ffn = moe ? m.moe.expert_ffn : m.ffn;
+  if (m.mlp == mlp_kind::swiglu) {
+    linear(module_group::mlp, lora_module::gate_proj, h, ffn, m.mlp_bias, mlps);
+    linear(module_group::mlp, lora_module::up_proj, h, ffn, m.mlp_bias, mlps);
+    linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
+  } else {
+    linear(module_group::mlp, lora_module::fc1, h, ffn, m.mlp_bias, mlps);
+    linear(module_group::mlp, lora_module::fc2, ffn, h, m.mlp_bias, mlps);
+  }
+  if (moe) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
+  norm(module_group::layer_norms, m.norm, h, 2);
+  norm(module_group::final_norm, m.norm, h, 1);
+  if (!m.tied_embeddings) table(module_group::lm_head, m.vocab, h);
+  // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of norm1, qkv (3C),
+  // proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).
+  if (m.vision.blocks > 0) {
+    const vision_config& v = m.vision;
+    const std::int64_t c = v.hidden, merged = checked_product(c, v.spatial_merge, v.spatial_merge);
+    const std::int64_t conv_prefix = checked_product(c, v.in_channels, v.temporal_patch);  // [C, in, t, p, p]
+    f(module_shape{module_group::vision, lora_module::none, false, true, checked_product(conv_prefix, v.patch), v.patch, conv_prefix, 0, 1});
+    linear(module_group::vision, lora_module::qkv, c, checked_product(3, c), v.biases, v.blocks);
+    linear(module_group::vision, lora_module::proj, c, c, v.biases, v.blocks);
+    if (v.gated_mlp) {
+      linear(module_group::vision, lora_module::gate_proj, c, v.mlp_hidden, v.biases, v.blocks);
+      linear(module_group::vision, lora_module::up_proj, c, v.mlp_hidden, v.biases, v.blocks);
+      linear(module_group::vision, lora_module::down_proj, v.mlp_hidden, c, v.biases, v.blocks);
+    } else {
+      linear(module_group::vision, lora_module::fc1, c, v.mlp_hidden, v.biases, v.blocks);
+      linear(module_group::vision, lora_module::fc2, v.mlp_hidden, c, v.biases, v.blocks);
+    }
+    norm(module_group::vision, v.norm, c, checked_product(2, v.blocks));
+    norm(module_group::vision, v.norm, c, 1);
+    linear(module_group::vision, lora_module::none, merged, merged, true, 1);
+    linear(module_group::vision, lora_module::none, merged, v.out_hidden, true, 1);
+  }
+}
+
+/// One kind of linear module: in x out weight (plus bias), `count` of them per decoder layer (vision: in the tower).
+struct linear_shape {
+  lora_module role;
+  std::int64_t in, out, count;
+  bool bias;
+  bool vision;
+};
+
+/// Every nn.Linear of the architecture (for_each_module's linear modules): what LoRA adapts and what is quantized.
+template <class F>
+constexpr void for_each_linear(const transformer_config& m, F&& f) {
+  for_each_module(m, [&f](const module_shape& s) {
+    if (s.linear) f(linear_shape{s.role, s.last, s.rows, s.count, s.bias > 0, s.group == module_group::vision});
+  });
+}
+
 /// Parameter counts. Per-layer figures are for one decoder layer; totals count every layer once.
 struct parameter_counts {
   elements embedding{};          // vocab x hidden
@@ -131,66 +263,22 @@ struct parameter_counts {
 };
 
 namespace detail {
-constexpr std::int64_t linear(std::int64_t in, std::int64_t out, bool bias) {
-  return checked_add(checked_mul(in, out, "a parameter count"), bias ? out : 0, "a parameter count");
-}
 constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? checked_mul(2, n) : n; }
 constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
 }  // namespace detail
 
 namespace detail {
 constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
-  using detail::linear;
-  const std::int64_t h = m.hidden, d = m.head_size();
-  const std::int64_t q_out = detail::checked_mul(m.heads, d), kv_out = detail::checked_mul(m.kv_heads, d);
-  using detail::checked_sum, detail::checked_product;
-
-  const std::int64_t embedding = detail::checked_mul(m.vocab, h);
-  const std::int64_t positions = m.positions == position_kind::learned ? detail::checked_mul(m.max_positions, h) : 0;
-  std::int64_t largest = detail::max_of(embedding, positions);
-
-  // Attention: q, k, v (or one fused qkv module) and the output projection.
-  const std::int64_t q = linear(h, q_out, m.qkv_bias), k = linear(h, kv_out, m.qkv_bias), o = linear(q_out, h, m.attention_out_bias);
-  const std::int64_t attention = checked_sum(q, k, k, o);
-  largest = detail::max_of(largest, m.fused_qkv ? checked_sum(q, k, k) : detail::max_of(q, k));
-  largest = detail::max_of(largest, o);
-
-  // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
-  const auto dense_mlp = [&](std::int64_t f, bool bias) {
-    const std::int64_t in = linear(h, f, bias);
-    return m.mlp == mlp_kind::swiglu ? checked_sum(in, in, linear(f, h, bias)) : checked_sum(in, linear(f, h, bias));
-  };
-  const auto largest_mlp_module = [&](std::int64_t f, bool bias) { return detail::max_of(linear(h, f, bias), linear(f, h, bias)); };
-  std::int64_t mlp = 0;
-  if (m.moe.experts > 0) {
-    const std::int64_t router = linear(h, m.moe.experts, m.moe.router_bias);
-    mlp = detail::checked_add(detail::checked_mul(checked_sum(m.moe.experts, m.moe.shared_experts), dense_mlp(m.moe.expert_ffn, m.mlp_bias)), router);
-    largest = detail::max_of(largest, detail::max_of(router, largest_mlp_module(m.moe.expert_ffn, m.mlp_bias)));
-  } else {
-    mlp = dense_mlp(m.ffn, m.mlp_bias);
-    largest = detail::max_of(largest, largest_mlp_module(m.ffn, m.mlp_bias));
-  }
-  const std::int64_t norms = checked_product(2, detail::norm_params(m.norm, h));
-  const std::int64_t final_norm = detail::norm_params(m.norm, h);
-  const std::int64_t lm_head = m.tied_embeddings ? 0 : embedding;
-
-  // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of
-  // norm1, qkv (3C), proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).
-  std::int64_t vision = 0;
-  if (m.vision.blocks > 0) {
-    const vision_config& v = m.vision;
-    const std::int64_t c = v.hidden;
-    const std::int64_t patch_embed = checked_product(v.in_channels, v.temporal_patch, v.patch, v.patch, c);
-    const std::int64_t up = linear(c, v.mlp_hidden, v.biases), down = linear(v.mlp_hidden, c, v.biases);
-    const std::int64_t vmlp = v.gated_mlp ? checked_sum(up, up, down) : checked_sum(up, down);
-    const std::int64_t vnorm = detail::norm_params(v.norm, c);
-    const std::int64_t block = checked_sum(linear(c, checked_product(3, c), v.biases), linear(c, c, v.biases), vmlp, vnorm, vnorm);
-    const std::int64_t merged = checked_product(c, v.spatial_merge, v.spatial_merge);
-    const std::int64_t merger = checked_sum(vnorm, linear(merged, merged, true), linear(merged, v.out_hidden, true));
-    vision = checked_sum(patch_embed, checked_product(v.blocks, block), merger);
-    largest = detail::max_of(largest, detail::max_of(linear(merged, merged, true), linear(merged, v.out_hidden, true)));
-  }
-
+  // Sums by group from the one walk over the modules (for_each_module); per-layer groups for one decoder layer.
+  std::int64_t sum[8] = {}, largest = 0;  // indexed by module_group (an array: a chain of ifs per module costs more)
+  for_each_module(m, [&](const module_shape& s) {
+    const std::int64_t one = s.elements();
+    std::int64_t& g = sum[static_cast<unsigned>(s.group) & 7u];
+    g = checked_add(g, s.count == 1 ? one : checked_mul(one, s.count, "a parameter count"), "a parameter count");
+    largest = max_of(largest, one);
+  });
+  const std::int64_t embedding = sum[0], positions = sum[1], attention = sum[2], mlp = sum[3], norms = sum[4], final_norm = sum[5],
+                     lm_head = sum[6], vision = sum[7];
   const elements layer = elements_of(attention) + elements_of(mlp) + elements_of(norms);
   const elements language_model =
       elements_of(embedding) + elements_of(positions) + layer * m.layers + elements_of(final_norm) + elements_of(lm_head);
@@ -206,42 +294,17 @@ constexpr parameter_counts count_parameters(const transformer_config& m) {
 }
 
 /// Elements of Adafactor's factored second moment over all of a model's parameters, as Hugging Face's Adafactor
-/// keeps it (optimization.py, `factored = len(shape) >= 2`): a matrix out x in keeps out + in statistics
-/// (rows shape[:-1], columns shape[:-2] + shape[-1:]); a vector keeps all its values (Shazeer & Stern 2018, Alg. 4).
+/// keeps it (optimization.py, `factored = len(shape) >= 2`): a weight of shape S keeps prod(S[:-1]) row and
+/// prod(S[:-2]) x S[-1] column statistics; a vector keeps all its values (Shazeer & Stern 2018, Alg. 4). Summed
+/// over the same walk as count_parameters (for_each_module).
 constexpr elements adafactor_second_moment_elements(const transformer_config& m) {
   validate(m);
-  using detail::checked_sum, detail::checked_product;
-  const std::int64_t h = m.hidden, d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
-  const auto linear = [](std::int64_t in, std::int64_t out, bool bias) { return checked_sum(out, in, bias ? out : 0); };
-  const auto norm = [](norm_kind k, std::int64_t n) { return detail::norm_params(k, n); };  // vectors keep every value
-  const auto mlp = [&](std::int64_t f, bool bias) {
-    const std::int64_t up = linear(h, f, bias), down = linear(f, h, bias);
-    return m.mlp == mlp_kind::swiglu ? checked_sum(up, up, down) : checked_sum(up, down);
-  };
-  const std::int64_t attention =
-      m.fused_qkv ? checked_sum(linear(h, checked_sum(q_out, kv_out, kv_out), m.qkv_bias), linear(q_out, h, m.attention_out_bias))
-                  : checked_sum(linear(h, q_out, m.qkv_bias), linear(h, kv_out, m.qkv_bias), linear(h, kv_out, m.qkv_bias),
-                                linear(q_out, h, m.attention_out_bias));
-  const std::int64_t mlps =
-      m.moe.experts > 0 ? checked_sum(checked_product(checked_sum(m.moe.experts, m.moe.shared_experts), mlp(m.moe.expert_ffn, m.mlp_bias)),
-                                      linear(h, m.moe.experts, m.moe.router_bias))
-                        : mlp(m.ffn, m.mlp_bias);
-  std::int64_t total = checked_product(m.layers, checked_sum(attention, mlps, norm(m.norm, h), norm(m.norm, h)));
-  total = checked_sum(total, m.vocab, h, norm(m.norm, h));                                     // embedding, final norm
-  if (m.positions == position_kind::learned) total = checked_sum(total, m.max_positions, h);
-  if (!m.tied_embeddings) total = checked_sum(total, m.vocab, h);                              // output layer
-  if (m.vision.blocks > 0) {
-    const vision_config& v = m.vision;
-    const std::int64_t c = v.hidden, merged = checked_product(c, v.spatial_merge, v.spatial_merge);
-    const std::int64_t up = linear(c, v.mlp_hidden, v.biases), down = linear(v.mlp_hidden, c, v.biases);
-    const std::int64_t vmlp = v.gated_mlp ? checked_sum(up, up, down) : checked_sum(up, down);
-    const std::int64_t block =
-        checked_sum(linear(c, checked_product(3, c), v.biases), linear(c, c, v.biases), vmlp, norm(v.norm, c), norm(v.norm, c));
-    // Conv3d weight (C, in, t, p, p): rows C*in*t*p, columns C*in*t*p as well (shape[:-2] + shape[-1:]).
-    const std::int64_t conv = checked_product(2, c, v.in_channels, v.temporal_patch, v.patch);
-    total = checked_sum(total, checked_product(v.blocks, block), conv, norm(v.norm, c), linear(merged, merged, true),
-                        linear(merged, v.out_hidden, true));
-  }
+  std::int64_t total = 0;
+  for_each_module(m, [&](const module_shape& s) {
+    const std::int64_t per_layer = s.group == module_group::attention || s.group == module_group::mlp || s.group == module_group::layer_norms
+                                       ? m.layers : 1;
+    total = detail::checked_sum(total, detail::checked_product(s.count, per_layer, detail::checked_sum(s.factored_statistics(), s.bias)));
+  });
   return elements_of(total);
 }
 
