@@ -3,6 +3,7 @@
 // and --explain report the same numbers for one job.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 #include <string>
@@ -175,4 +176,69 @@ TEST_CASE("plan and estimate evaluate one job: each ranked configuration, re-run
     }
   }
   CHECK(compared >= 15);
+}
+
+TEST_CASE("each job field changes estimate and --explain alike: the suggested change, applied, gives the printed figure", "[invariants][explain]") {
+  // The fields --explain once lost when it rebuilt a job from a subset: each variant below changes one of them. The
+  // variant must change a per-GPU, phase or host figure of estimate (or the field is not read), and --explain's "smallest change that
+  // fits: FLAGS -> X GiB (margin M GiB)" must be what estimate prints for the variant with FLAGS applied.
+  const std::vector<std::string> base{"estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--micro-batch", "4", "--dp", "16",
+                                      "--gpus-per-node", "8", "--zero-stage", "3", "--gpu", "a100-80gb"};
+  const std::vector<std::vector<std::string>> variants{
+      {"--shard-group", "8"},
+      {"--hpz", "8"},
+      {"--offload-optimizer", "cpu", "--pin-memory"},
+      {"--grad-accum-steps", "4", "--zero-stage", "2"},
+      {"--tp", "2", "--sp", "--dp", "8"},
+      {"--cp", "2", "--dp", "8"},
+      {"--pp", "2", "--dp", "8"},
+      {"--precision", "amp-bf16"},
+      {"--loss", "fused"},
+      {"--optimizer-impl", "fused"},
+  };
+  using zeromem::bytes_of;
+  using zeromem::format_bytes;
+  using zeromem::size_unit;
+  const auto gib = [](const nlohmann::json& v) { return format_bytes(bytes_of(v.get<std::int64_t>()), size_unit::GiB); };
+  // Flags applied to a command line: a flag given already takes the new value, a new one is appended.
+  const auto with = [](std::vector<std::string> a, const std::vector<std::string>& flags) {
+    for (std::size_t k = 0; k < flags.size(); ++k) {
+      const bool has_value = k + 1 < flags.size() && flags[k + 1].rfind("--", 0) != 0;
+      const auto at = std::find(a.begin(), a.end(), flags[k]);
+      if (at == a.end()) {
+        a.push_back(flags[k]);
+        if (has_value) a.push_back(flags[k + 1]);
+      } else if (has_value) {
+        *(at + 1) = flags[k + 1];
+      }
+      if (has_value) ++k;
+    }
+    return a;
+  };
+  const auto before = run_json(with(base, {"--json"}));
+  int suggested = 0;
+  for (const auto& v : variants) {
+    const std::vector<std::string> job = with(base, v);
+    INFO(joined(job));
+    const auto e = run_json(with(job, {"--json"}));
+    CHECK((e["per_gpu"] != before["per_gpu"] || e["phases"] != before["phases"] || e["per_node_host"] != before["per_node_host"]));
+    const result x = run(with(job, {"--explain"}));
+    REQUIRE(x.code == 0);
+    CHECK(x.out.find("  verdict: " + gib(e["verdict"]["needed_bytes"]) + " of ") != std::string::npos);
+    const std::string marker = "smallest change that fits: ";
+    const std::size_t at = x.out.find(marker);
+    if (at == std::string::npos) continue;  // it fits already, or nothing listed fits
+    const std::string line = x.out.substr(at + marker.size(), x.out.find('\n', at) - at - marker.size());
+    INFO(line);
+    const std::size_t arrow = line.find(" -> ");
+    REQUIRE(arrow != std::string::npos);
+    std::vector<std::string> change;
+    std::istringstream words(line.substr(0, arrow));
+    for (std::string w; words >> w;) change.push_back(w);
+    const auto fixed = run_json(with(with(job, change), {"--json"}));
+    CHECK(line.substr(arrow + 4).rfind(gib(fixed["verdict"]["needed_bytes"]) + " (margin " + gib(fixed["verdict"]["margin_bytes"]) + ")", 0) == 0);
+    CHECK(fixed["verdict"]["fits"] == true);
+    ++suggested;
+  }
+  CHECK(suggested >= 8);
 }
