@@ -164,8 +164,7 @@ TEST_CASE("one walk over the modules: what count_parameters sums and what LoRA a
     if (s.linear) ++linears;
     else if (s.matrix) ++tables;
     else ++norms;
-    if (s.group == module_group::attention || s.group == module_group::mlp || s.group == module_group::layer_norms)
-      layer += s.elements() * s.count;
+    if (s.in_every_layer()) layer += s.elements() * s.count;
   });
   CHECK(linears == 7);
   CHECK(tables == 2);

@@ -156,6 +156,10 @@ struct module_shape {
   std::int64_t count;
 
   constexpr std::int64_t weight_elements() const { return detail::checked_mul(rows, last, "a parameter count"); }
+  /// attention, mlp and layer_norms modules are in every decoder layer; the other groups are in the model once.
+  constexpr bool in_every_layer() const {
+    return group == module_group::attention || group == module_group::mlp || group == module_group::layer_norms;
+  }
   /// Parameters of one module: weight and bias (what DeepSpeed's largest_layer_params compares).
   constexpr std::int64_t elements() const { return detail::checked_add(weight_elements(), bias, "a parameter count"); }
   /// Adafactor's statistics of the weight (transformers optimization.py _get_options: factored when it has two or
@@ -301,9 +305,8 @@ constexpr elements adafactor_second_moment_elements(const transformer_config& m)
   validate(m);
   std::int64_t total = 0;
   for_each_module(m, [&](const module_shape& s) {
-    const std::int64_t per_layer = s.group == module_group::attention || s.group == module_group::mlp || s.group == module_group::layer_norms
-                                       ? m.layers : 1;
-    total = detail::checked_sum(total, detail::checked_product(s.count, per_layer, detail::checked_sum(s.factored_statistics(), s.bias)));
+    total = detail::checked_sum(total, detail::checked_product(s.count, s.in_every_layer() ? m.layers : 1,
+                                                                detail::checked_sum(s.factored_statistics(), s.bias)));
   });
   return elements_of(total);
 }
