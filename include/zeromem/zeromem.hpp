@@ -22,6 +22,7 @@
 // inference: KV caches, vLLM engines, forward-only passes
 #include "zeromem/inference/kv_cache.hpp"
 #include "zeromem/inference/vllm.hpp"
+#include "zeromem/inference/sglang.hpp"
 #include "zeromem/inference/forward.hpp"
 // engines: DeepSpeed's own estimators, reproduced
 #include "zeromem/engines/deepspeed.hpp"

@@ -8,6 +8,7 @@
 #include "zeromem/inference/kv_cache.hpp"
 #include "zeromem/model/model.hpp"
 #include "zeromem/inference/vllm.hpp"
+#include "zeromem/inference/sglang.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;
@@ -208,4 +209,57 @@ TEST_CASE("an engine sized from its model: KV tokens, full-length sequences, and
   CHECK(none.memory.refusal().find("no memory is left for the KV cache") != std::string::npos);
   CHECK_THROWS_WITH(vllm_profile(s.model, 5, s.limits), Catch::Matchers::Contains("attention heads must divide"));
   CHECK_THROWS_WITH(vllm_profile(s.model, 1, {0, 256}), Catch::Matchers::Contains("max_num_batched_tokens"));
+}
+
+TEST_CASE("SGLang sizes its KV pool from the free memory before and after loading", "[inference][sglang]") {
+  // Qwen2.5-7B on one H100 80GB (85,017,493,504 B) after a 650,969,088 B CUDA context: 84,366,524,416 B free.
+  // Weights 7,615,616,512 x 2 B = 15,231,233,024 B; mem_fraction_static 0.8.
+  // rest = (84,366,524,416 - 15,231,233,024) - 0.2 x 84,366,524,416 = 69,135,291,392 - 16,873,304,883.2
+  //      = 52,261,986,508.8 -> 52,261,986,508 B.
+  // Per token: 2 x 28 layers x 4 KV heads x 128 x 2 B = 57,344 B; 52,261,986,508 // 57,344 = 911,376 tokens
+  // (911,376 x 57,344 = 52,261,945,344, 41,164 B left). Pool: (911,376 + 1) x 57,344 = 52,262,002,688 B.
+  // Requests: int(911,376 / 32,768 x 512) = 14,240, capped at 4096; req_to_token 4096 x (32,768 + 4) x 4 B
+  // = 536,936,448 B. With a 131,072 context: int(3,560.06) = 3,560 requests, 3,560 x 131,076 x 4 = 1,866,522,240 B.
+  const transformer_config m = find_preset("qwen2.5-7b").config;
+  const bytes free_before = bytes_of(85'017'493'504LL - 650'969'088LL);
+  const sglang_engine_memory e = size_sglang_engine(m, 1, free_before, 0.8, 32'768);
+  CHECK(e.starts());
+  CHECK(e.rest.count() == 52'261'986'508LL);
+  CHECK(e.kv_tokens == 911'376);
+  CHECK(e.kv_pool.count() == 52'262'002'688LL);
+  CHECK(e.max_requests == 4096);
+  CHECK(e.req_to_token.count() == 536'936'448LL);
+  CHECK(e.runtime_room.count() == 16'873'304'883LL);
+  const sglang_engine_memory long_context = size_sglang_engine(m, 1, free_before, 0.8, 131'072);
+  CHECK(long_context.max_requests == 3560);
+  CHECK(long_context.req_to_token.count() == 1'866'522'240LL);
+  // verl's max_num_seqs becomes max_running_requests: 1024 x 32,772 x 4 B = 1024 x 131,088 = 134,234,112 B.
+  CHECK(size_sglang_engine(m, 1, free_before, 0.8, 32'768, 1024).req_to_token.count() == 134'234'112LL);
+  // Pages of 16: 911,376 is a multiple of 16 (56,961 pages); the pool pads 16 slots: 911,392 x 57,344 B.
+  sglang_engine_config paged{};
+  paged.free_before_load = free_before;
+  paged.weights = bytes_of(15'231'233'024LL);
+  paged.mem_fraction_static = 0.8;
+  paged.kv_per_token = bytes_of(57'344);
+  paged.page_size = 16;
+  paged.context_len = 32'768;
+  CHECK(sglang_engine(paged).kv_pool.count() == 911'392LL * 57'344LL);
+}
+
+TEST_CASE("SGLang refuses to start when the weights take more than mem_fraction_static of the free memory", "[inference][sglang]") {
+  // 0.15 x 84,366,524,416 = 12,654,978,662.4 B < 15,231,233,024 B of weights: rest = -2,576,254,361.6, which
+  // Python's int() truncates to -2,576,254,361 B; no KV pool.
+  const sglang_engine_memory e =
+      size_sglang_engine(find_preset("qwen2.5-7b").config, 1, bytes_of(85'017'493'504LL - 650'969'088LL), 0.15, 32'768);
+  CHECK_FALSE(e.starts());
+  CHECK(e.kv_pool.count() == 0);
+  CHECK(e.rest.count() == -2'576'254'361LL);
+  CHECK_THAT(e.refusal(), Catch::Matchers::Contains("increase --mem-fraction-static") &&
+                              Catch::Matchers::Contains("raise mem_fraction_static (verl: rollout.gpu_memory_utilization)"));
+  sglang_engine_config bad{};
+  bad.free_before_load = bytes_of(1LL << 34);
+  bad.kv_per_token = bytes_of(57'344);
+  bad.context_len = 4096;
+  bad.mem_fraction_static = 1.0;
+  CHECK_THROWS_WITH(sglang_engine(bad), Catch::Matchers::Contains("mem_fraction_static must be in (0, 1)"));
 }
