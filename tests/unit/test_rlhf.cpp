@@ -261,3 +261,32 @@ TEST_CASE("verl's use_dynamic_bsz: passes of at most max_token_len tokens, balan
   CHECK(small.err.find("ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size = 2000 tokens is below one sequence of") != std::string::npos);
   CHECK(small.err.find("= 2448") != std::string::npos);
 }
+
+TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows and release on sleep", "[rlhf][sglang]") {
+  // Logic-RL's file on A100 80GB (79.35 GiB = 85,201,413,734 B), rollout tp 1, gpu_memory_utilization 0.6 passed as
+  // mem_fraction_static. The actor sleeps in host RAM and the reference is offloaded, so SGLang finds the card less
+  // its CUDA context free: 85,201,413,734 - 650,969,088 = 84,550,444,646 B. Qwen2.5-7B weights 15,231,233,024 B.
+  // rest = (84,550,444,646 - 15,231,233,024) - 0.4 x 84,550,444,646 = 69,319,211,622 - 33,820,177,858.4
+  //      = 35,499,033,763.6 -> 35,499,033,763 B; 57,344 B per token: 619,053 tokens (619,053 x 57,344 =
+  // 35,499,032,576); pool (619,053 + 1) x 57,344 = 35,499,089,920 B. max_num_seqs (verl's rollout.yaml: 256)
+  // requests x (400 + 2048 + 4) int32: 256 x 2,452 x 4 = 2,510,848 B.
+  const nlohmann::json j = job("logic-rl-7b-grpo.yaml", {"actor_rollout_ref.rollout.name=sglang"});
+  const nlohmann::json& rollout = phase(j, "rollout");
+  CHECK(term(rollout, "SGLang", "weights (bf16)") == 15'231'233'024LL);
+  CHECK(term(rollout, "SGLang", "KV pool") == 35'499'089'920LL);
+  CHECK(term(rollout, "SGLang", "req_to_token pool") == 2'510'848LL);
+  CHECK(rollout["gpus"].get<std::string>().find("SGLang") != std::string::npos);
+  // Asleep (free_cache_engine, the default) it holds nothing: no SGLang term in the training phase, on GPU or host.
+  CHECK(phase(j, "training")["terms"].dump().find("SGLang") == std::string::npos);
+  // max_num_seqs=1024: 1024 x 2,452 x 4 = 10,043,392 B.
+  CHECK(term(phase(job("logic-rl-7b-grpo.yaml", {"actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.max_num_seqs=1024"}), "rollout"),
+             "SGLang", "req_to_token pool") == 10'043'392LL);
+  // mem_fraction_static 0.15: 0.15 x 84,550,444,646 < 15,231,233,024 B of weights, so SGLang refuses to start.
+  const nlohmann::json low = job("logic-rl-7b-grpo.yaml", {"actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.gpu_memory_utilization=0.15"});
+  CHECK_FALSE(phase(low, "rollout")["fits"].get<bool>());
+  CHECK(phase(low, "rollout").dump().find("increase --mem-fraction-static") != std::string::npos);
+  // Engines that are not modelled are errors naming the key.
+  const zeromem::test::cli_result other = run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "actor_rollout_ref.rollout.name=hf"});
+  CHECK(other.code == 2);
+  CHECK(other.err.find("actor_rollout_ref.rollout.name 'hf' is not modelled; use vllm or sglang") != std::string::npos);
+}

@@ -14,6 +14,7 @@
 #include "zeromem/inference/kv_cache.hpp"
 #include "zeromem/jobs/step.hpp"
 #include "zeromem/inference/vllm.hpp"
+#include "zeromem/inference/sglang.hpp"
 
 namespace zeromem {
 
@@ -52,9 +53,14 @@ struct rlhf_role {
   std::int64_t forward_micro_batch = 1;  // sequences in one forward-only pass on one GPU
 };
 
-/// The rollout engines (vLLM). Every engine spans `tp` GPUs.
+/// Which inference engine generates the rollouts.
+enum class rollout_engine_kind { vllm, sglang };
+constexpr std::string_view name(rollout_engine_kind k) { return k == rollout_engine_kind::vllm ? "vLLM" : "SGLang"; }
+
+/// The rollout engines (vLLM or SGLang). Every engine spans `tp` GPUs.
 struct rollout_engines {
   bool present = false;
+  rollout_engine_kind kind = rollout_engine_kind::vllm;
   std::int64_t engines = 0;
   std::int64_t tp = 1;
   double gpu_memory_utilization = 0.9;
@@ -69,6 +75,10 @@ struct rollout_engines {
   std::int64_t block_size = 16;
   std::int64_t swap_space_gib = 0;           // vLLM V0's pinned CPU swap per GPU worker (EngineArgs.swap_space)
   vllm_batch_limits limits{};                // size the profiled activation peak (vllm_default_limits by version)
+  /// SGLang: max_running_requests (verl passes rollout.max_num_seqs; 0: SGLang's default from the KV tokens) and
+  /// the context length its req_to_token rows are sized for.
+  std::int64_t max_running_requests = 0;
+  std::int64_t context_len = 0;
 };
 
 struct rlhf_job {
@@ -330,7 +340,7 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
   }
   for (gpu_group& g : groups) {
     for (const auto& r : g.roles) g.label += (g.label.empty() ? "" : "+") + r.first;
-    if (g.engine) g.label += g.label.empty() ? "vLLM" : "+vLLM";
+    if (g.engine) g.label += (g.label.empty() ? "" : "+") + std::string(name(j.rollout.kind));
   }
   return groups;
 }
@@ -354,8 +364,25 @@ inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
   return size_vllm_engine(spec, v);
 }
 
+/// One SGLang engine's pools on one of its GPUs: it measures the free memory after its own CUDA context, with
+/// `resident` bytes of the training roles on the GPU when it is sized after them.
+inline sglang_engine_memory sglang_memory(const rlhf_job& j, bytes resident) {
+  const bytes free_before = j.gpu_capacity - j.step.cuda_context - (j.rollout.sized_on_empty_gpu ? bytes{} : resident);
+  if (free_before.count() <= 0) return {};  // nothing free: it does not start (rest 0 B)
+  return size_sglang_engine(j.actor.model, j.rollout.tp, free_before, j.rollout.gpu_memory_utilization, j.rollout.context_len,
+                            j.rollout.max_running_requests);
+}
+
 /// The awake engine's GPU terms; returns why it does not start (empty when it does).
 inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes resident) {
+  if (j.rollout.kind == rollout_engine_kind::sglang) {
+    const sglang_engine_memory e = sglang_memory(j, resident);
+    v.gpu("SGLang", "weights (bf16)", largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp));
+    v.gpu("SGLang", "KV pool", e.kv_pool, std::to_string(e.kv_tokens) + " tokens");
+    v.gpu("SGLang", "req_to_token pool", e.req_to_token,
+          std::to_string(e.max_requests) + " requests x " + std::to_string(j.rollout.context_len + 4) + " int32 slots");
+    return e.refusal();
+  }
   const vllm_sizing e = engine_memory(j, resident);
   v.gpu("vLLM", "weights (bf16)", e.weights);
   v.gpu("vLLM", "activation peak (profiled)", e.profile.peak(),
@@ -368,6 +395,9 @@ inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes re
 inline std::string engine_idle(const group_view& v, const rlhf_job& j, bytes resident) {
   const bytes weights = largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
   if (j.rollout.sleep_level == 0) return engine_awake(v, j, resident);
+  // SGLang's release_memory_occupation(tags=["kv_cache", "weights"]) frees both (torch_memory_saver); verl's
+  // hybrid engine reloads the weights from the actor when it resumes, so nothing stays on the host either.
+  if (j.rollout.kind == rollout_engine_kind::sglang) return {};
   v.host("vLLM", "weights (asleep, level " + std::to_string(j.rollout.sleep_level) + ")", vllm_sleep_host_bytes(j.rollout.sleep_level, weights));
   v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
   return {};  // whether it starts is decided in the rollout phase, where it is awake
@@ -428,15 +458,15 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
           else detail::forward_pass(v, role.first, *role.second, j);
         }
         if (g.engine) {
-          const std::string refusal = active == "vLLM" ? detail::engine_awake(v, j, resident_only.gpu_total())
+          const std::string refusal = active == "engine" ? detail::engine_awake(v, j, resident_only.gpu_total())
                                                        : detail::engine_idle(v, j, resident_only.gpu_total());
-          if (!refusal.empty() && blocked.empty()) blocked = "vLLM on " + g.label + ": " + refusal;
+          if (!refusal.empty() && blocked.empty()) blocked = std::string(name(j.rollout.kind)) + " on " + g.label + ": " + refusal;
         }
         v.gpu("all", "CUDA contexts (" + std::to_string(g.processes) + (g.processes == 1 ? " process)" : " processes)"), j.step.cuda_context * g.processes);
         moments.emplace_back(activity, std::move(b));
       };
       if (phase == rlhf_phase::rollout) {
-        moment(g.engine ? "generation" : "idle", g.engine ? "vLLM" : "");
+        moment(g.engine ? "generation" : "idle", g.engine ? "engine" : "");
       } else {
         bool any = false;
         for (const auto& role : g.roles) {
@@ -474,7 +504,16 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
   out.notes.push_back("tokens per sequence: " + std::to_string(detail::tokens_per_sequence(j)) +
                       (j.mean_tokens > 0 ? " (assumed mean)" : " (prompt + response maxima; pass --mean-tokens for real lengths)") +
                       (j.packing ? ", packed" : ", padded to the maxima"));
-  if (j.rollout.present) {
+  if (j.rollout.present && j.rollout.kind == rollout_engine_kind::sglang) {
+    const sglang_engine_memory e = detail::sglang_memory(j, bytes{});
+    std::string fraction = std::to_string(j.rollout.gpu_memory_utilization);  // 0.800000 -> 0.8
+    fraction.erase(fraction.find_last_not_of('0') + 1);
+    if (fraction.back() == '.') fraction.pop_back();
+    out.notes.push_back("SGLang mem_fraction_static " + fraction +
+                        ": KV pool = free before loading x fraction - weights; it leaves (1 - fraction) of the free memory for "
+                        "activations and CUDA graphs, which are not modelled (on an empty GPU: " +
+                        format_bytes(e.runtime_room, size_unit::GiB) + ")");
+  } else if (j.rollout.present) {
     out.notes.push_back("vLLM " + std::string(name(j.rollout.semantics)) + " gpu_memory_utilization; profiled with " +
                         std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens and " +
                         std::to_string(j.rollout.limits.max_num_seqs) + " sequences");

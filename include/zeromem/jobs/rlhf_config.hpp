@@ -524,25 +524,41 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
   }
-  // The rollout engine: vLLM in the same worker, tensor parallel within the GPUs.
+  // The rollout engine: vLLM (or SGLang, verl only) in the same worker, tensor parallel within the GPUs.
   const std::string engine = k.text(R + "name").value_or("vllm");
-  if (engine != "vllm") detail::fail(R + "name " + detail::quoted(engine) + " is not modelled; use vllm");
+  if (engine != "vllm" && (easyr1 || engine != "sglang"))
+    detail::fail(R + "name " + detail::quoted(engine) + " is not modelled; use vllm" + (easyr1 ? "" : " or sglang"));
   rollout_engines& e = j.rollout;
   e.present = true;
   e.tp = k.integer(easyr1 ? R + "tensor_parallel_size" : R + "tensor_model_parallel_size", 2);  // both default to 2
   e.engines = detail::quotient(world, e.tp);
   e.gpu_memory_utilization = k.fraction(R + "gpu_memory_utilization", 0.5);
   e.enforce_eager = k.flag(R + "enforce_eager", true);
-  detail::set_vllm_version(e, s.vllm_version, true);
-  r.assumed.push_back("vLLM " + s.vllm_version);
-  // The engine is built after the FSDP actor (fsdp_workers.py _build_rollout); free_cache_engine frees the KV cache
-  // and offload_model_weights the weights after generation (verl's vllm 0.6.3); later versions sleep(level=1).
+  // The engine is built after the FSDP actor (fsdp_workers.py _build_rollout).
   e.sized_on_empty_gpu = false;
-  const bool patched = e.semantics == vllm_semantics::verl_free_fraction;
-  e.sleep_level = patched ? (k.flag(R + "free_cache_engine", true) ? 2 : 0) : 1;
-  if (patched) e.swap_space_gib = 4;
   j.prompt_tokens = k.integer("data.max_prompt_length", 512);
   j.response_tokens = k.integer("data.max_response_length", 512);
+  if (engine == "sglang") {
+    // verl's sglang_rollout/async_sglang_server.py: mem_fraction_static = gpu_memory_utilization, max_running_requests
+    // = max_num_seqs (rollout.yaml: 256), enable_memory_saver; sleep() releases kv_cache and weights when
+    // free_cache_engine is set, and the hybrid engine reloads the weights from the actor on wake-up.
+    e.kind = rollout_engine_kind::sglang;
+    e.max_running_requests = k.integer(R + "max_num_seqs", 256);
+    e.sleep_level = k.flag(R + "free_cache_engine", true) ? 2 : 0;
+    // SGLang sizes req_to_token rows by the model's context length (max_position_embeddings), which verl does not
+    // pass; zeromem takes prompt + response, the longest sequence the rollout produces.
+    e.context_len = detail::checked_add(j.prompt_tokens, j.response_tokens);
+    r.assumed.push_back("SGLang context_len = prompt + response (" + std::to_string(e.context_len) +
+                        " tokens; SGLang uses the model's max_position_embeddings for its req_to_token rows)");
+  } else {
+    detail::set_vllm_version(e, s.vllm_version, true);
+    r.assumed.push_back("vLLM " + s.vllm_version);
+    // free_cache_engine frees the KV cache and offload_model_weights the weights after generation (verl's vllm
+    // 0.6.3); later versions sleep(level=1).
+    const bool patched = e.semantics == vllm_semantics::verl_free_fraction;
+    e.sleep_level = patched ? (k.flag(R + "free_cache_engine", true) ? 2 : 0) : 1;
+    if (patched) e.swap_space_gib = 4;
+  }
   if (!easyr1) {
     // use_dynamic_bsz: a pass holds at most max_token_len x sp real tokens (dp_actor.py update_policy and
     // compute_log_prob, dp_critic.py; the defaults from verl's actor, rollout, ref and critic yaml).
