@@ -134,7 +134,7 @@ TEST_CASE("easyr1-vl-7b-grpo: host RAM over Ray's 0.95 with both offloads on, un
 
 TEST_CASE("published example launches read without unknown keys and give a verdict", "[rlhf]") {
   for (const char* f : {"openrlhf-llama3-8b-ppo.args", "openrlhf-llama3-70b-ppo.args", "openrlhf-llama3-8b-hybrid.args",
-                        "verl-qwen2-7b-ppo.sh"}) {
+                        "verl-qwen2-7b-ppo.sh", "verl-qwen2-7b-ppo-sglang.sh"}) {
     INFO(f);
     const nlohmann::json j = job(f);
     CHECK(j["config"]["unknown"].empty());
@@ -150,6 +150,12 @@ TEST_CASE("published example launches read without unknown keys and give a verdi
   // verl's example: the critic is a value model (PPO's gae), sharded with the actor over 8 GPUs.
   const nlohmann::json v = job("verl-qwen2-7b-ppo.sh");
   CHECK(phase(v, "training")["gpus"] == "actor+critic+reference+vLLM");
+  // verl's SGLang example: the engine is sized last, after actor, critic and reference are resident (ray_trainer.py
+  // init_workers builds the rollout at the end), and the rollout phase holds SGLang's pools beside them.
+  const nlohmann::json sg = job("verl-qwen2-7b-ppo-sglang.sh");
+  CHECK(phase(sg, "rollout")["gpus"] == "actor+critic+reference+SGLang");
+  CHECK(term(phase(sg, "rollout"), "SGLang", "KV pool") > 0);
+  CHECK(term(phase(sg, "rollout"), "critic", "optimizer states") > 0);
 }
 
 TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {

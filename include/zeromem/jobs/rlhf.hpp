@@ -420,10 +420,14 @@ inline void validate(const rlhf_job& j) {
       if (r->zero_stage < 0 || r->zero_stage > 3) fail_value("ZeRO stage must be 0, 1, 2 or 3", static_cast<long double>(r->zero_stage), "use 3 for full sharding");
     }
   if (j.rollout.present) {
-    require_positive(j.rollout.engines, "the number of vLLM engines");
-    require_positive(j.rollout.tp, "the vLLM tensor-parallel size");
-    require_positive(j.rollout.limits.max_num_batched_tokens, "the vLLM max_num_batched_tokens");
-    require_positive(j.rollout.limits.max_num_seqs, "the vLLM max_num_seqs");
+    require_positive(j.rollout.engines, "the number of rollout engines");
+    require_positive(j.rollout.tp, "the rollout tensor-parallel size");
+    if (j.rollout.kind == rollout_engine_kind::vllm) {
+      require_positive(j.rollout.limits.max_num_batched_tokens, "the vLLM max_num_batched_tokens");
+      require_positive(j.rollout.limits.max_num_seqs, "the vLLM max_num_seqs");
+    } else {
+      require_positive(j.rollout.context_len, "the SGLang context length");
+    }
   }
 }
 

@@ -591,8 +591,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   }
   // verl passes rollout.max_num_batched_tokens to vLLM from c99df03f (Jan 2025; EasyR1 too); max_num_seqs only
   // from verl PR #2960 (Aug 2025), so vLLM's default applies.
-  e.limits = detail::default_limits(j, s);
-  e.limits.max_num_batched_tokens = k.integer(R + "max_num_batched_tokens", 8192);
+  if (e.kind == rollout_engine_kind::vllm) {
+    e.limits = detail::default_limits(j, s);
+    e.limits.max_num_batched_tokens = k.integer(R + "max_num_batched_tokens", 8192);
+  }
   j.packing = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding");
   j.ulysses = sp;
   k.sort_rest(r, {"data.train_files", "data.val_files", "data.prompt_key", "data.answer_key", "data.image_key", "data.tokenizer",
