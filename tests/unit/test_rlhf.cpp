@@ -291,6 +291,14 @@ TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows an
   const nlohmann::json low = job("logic-rl-7b-grpo.yaml", {"actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.gpu_memory_utilization=0.15"});
   CHECK_FALSE(phase(low, "rollout")["fits"].get<bool>());
   CHECK(phase(low, "rollout").dump().find("increase --mem-fraction-static") != std::string::npos);
+  // --explain raises the fraction for an engine that does not start: 0.20 x 84,550,444,646 = 16,910,088,929 B > the
+  // weights (a 4-prompt batch, so that training fits too).
+  const nlohmann::json raised = job("logic-rl-7b-grpo.yaml", {"actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.gpu_memory_utilization=0.15",
+                                                             "data.train_batch_size=4", "--explain"});
+  bool fits_at_020 = false;
+  for (const auto& fix : raised["fixes"])
+    if (fix["change"] == "actor_rollout_ref.rollout.gpu_memory_utilization=0.20") fits_at_020 = fix["fits"].get<bool>();
+  CHECK(fits_at_020);
   // Engines that are not modelled are errors naming the key.
   const zeromem::test::cli_result other = run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "actor_rollout_ref.rollout.name=hf"});
   CHECK(other.code == 2);

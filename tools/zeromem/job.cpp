@@ -48,11 +48,21 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
   std::vector<std::vector<std::string>> groups;  // each group: alternatives from the mildest; the first that fits is shown
   const auto key = [&](const char* o, const char* v, const char* e) { return std::string(openrlhf ? o : easyr1 ? e : v); };
   if (j.rollout.present) {
+    // Lower the utilization; when the engine does not start at all (no room left for its KV cache), raise it.
+    const auto utilization = [&](int u) {
+      return key("vllm_gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization", "worker.rollout.gpu_memory_utilization") +
+             "=" + std::to_string(u / 20) + "." + (u % 20 * 5 < 10 ? "0" : "") + std::to_string(u % 20 * 5);
+    };
+    const int now = static_cast<int>(j.rollout.gpu_memory_utilization * 20 + 1e-9);
     std::vector<std::string> g;
-    for (int u = static_cast<int>(j.rollout.gpu_memory_utilization * 20 + 1e-9) - 1; u >= 2; --u)
-      g.push_back(key("vllm_gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization", "worker.rollout.gpu_memory_utilization") +
-                  "=" + std::to_string(u / 20) + "." + (u % 20 * 5 < 10 ? "0" : "") + std::to_string(u % 20 * 5));
+    for (int u = now - 1; u >= 2; --u) g.push_back(utilization(u));
     groups.push_back(g);
+    const rlhf_estimate e = estimate_rlhf(j);
+    if (std::any_of(e.phases.begin(), e.phases.end(), [](const rlhf_phase_estimate& p) { return !p.blocked.empty(); })) {
+      std::vector<std::string> up;
+      for (int u = now + 1; u <= 19; ++u) up.push_back(utilization(u));
+      if (!up.empty()) groups.push_back(up);
+    }
   }
   if (openrlhf && j.colocate_all) {
     if (j.rollout.present && j.rollout.sleep_level == 0) groups.push_back({"vllm_enable_sleep="});
