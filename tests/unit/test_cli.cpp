@@ -426,8 +426,8 @@ TEST_CASE("zeromem --help lists every command with one example, and every exampl
       std::istringstream words(line.substr(10));
       examples.push_back({std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()});
     }
-  REQUIRE(examples.size() == 7);
-  for (const char* command : {"estimate", "kv", "scenario", "plan", "deepspeed", "job", "vllm"}) {
+  REQUIRE(examples.size() == 8);
+  for (const char* command : {"estimate", "kv", "scenario", "plan", "deepspeed", "job", "vllm", "sglang"}) {
     INFO(command);
     int shown = 0;
     for (const auto& e : examples) shown += e.front() == command;
@@ -632,4 +632,28 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
                   {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K", "--tp", "3"},
                   {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K",
                    "--enforce-eager", "--cuda-graphs", "1GiB"}});
+}
+
+TEST_CASE("sglang prints SGLang's KV pool, req_to_token rows and the free share", "[cli][sglang]") {
+  // Qwen2.5-7B on an H100 (85,017,493,504 B less the 650,969,088 B context = 84,366,524,416 B free), fraction 0.8,
+  // 32K context: rest = 69,135,291,392 - 16,873,304,883.2 B; 911,376 tokens of 57,344 B (2 x 28 x 4 x 128 x 2 B);
+  // pool 911,377 x 57,344 = 52,262,002,688 B; 4096 requests (int(911,376 / 32,768 x 512) = 14,240, capped) x
+  // 32,772 x 4 B = 536,936,448 B; 911,376 // 32,768 = 27 full-length sequences.
+  const auto j = run_json({"sglang", "--model", "qwen2.5-7b", "--gpu", "h100-80gb", "--mem-fraction-static", "0.8", "--context-len", "32K", "--json"});
+  CHECK(j["kv_pool"]["tokens"] == 911'376);
+  CHECK(j["per_gpu"]["kv_pool_bytes"] == 52'262'002'688LL);
+  CHECK(j["per_gpu"]["req_to_token_bytes"] == 536'936'448LL);
+  CHECK(j["per_gpu"]["runtime_room_bytes"] == 16'873'304'883LL);
+  CHECK(j["kv_pool"]["full_length_sequences"] == 27);
+  CHECK(j["starts"] == true);
+  const result text = run({"sglang", "--model", "qwen2.5-7b", "--gpu", "h100-80gb", "--mem-fraction-static", "0.8", "--context-len", "32K"});
+  CHECK(text.out.find("KV pool: 911,376 tokens of 57,344 B; 27 sequences of 32,768 tokens at once") != std::string::npos);
+  // 0.15 leaves less than the weights: it does not start, and says which flag to raise.
+  const result low = run({"sglang", "--model", "qwen2.5-7b", "--gpu", "h100-80gb", "--mem-fraction-static", "0.15", "--context-len", "32K"});
+  CHECK(low.out.find("does not start") != std::string::npos);
+  check_rejected({{"sglang", "--model", "qwen2.5-7b", "--gpu", "h100-80gb", "--context-len", "32K"},
+                  {"sglang", "--model", "qwen2.5-7b", "--gpu", "h100-80gb", "--mem-fraction-static", "1", "--context-len", "32K"},
+                  {"sglang", "--model", "qwen2.5-7b", "--gpu", "h100-80gb", "--mem-fraction-static", "0.8", "--context-len", "0"},
+                  {"sglang", "--model", "qwen2.5-7b", "--mem-fraction-static", "0.8", "--context-len", "32K"},
+                  {"sglang", "--gpu", "h100-80gb", "--mem-fraction-static", "0.8", "--context-len", "32K"}});
 }

@@ -17,7 +17,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(version_string));
   const std::vector<command> commands{add_estimate_command(app), add_kv_command(app), add_scenario_command(app), add_plan_command(app),
-                                      add_deepspeed_command(app), add_job_command(app), add_vllm_command(app)};
+                                      add_deepspeed_command(app), add_job_command(app), add_vllm_command(app),
+                                      add_sglang_command(app)};
   std::string examples = "Examples (one per command):";
   for (const command& c : commands) examples += "\n  " + c.example;
   app.footer(examples + "\n\nUnits: GB = 10^9 B, GiB = 2^30 B. Sources: docs/references.md. Bad input exits 2 with one line on stderr.");

@@ -44,6 +44,7 @@ command add_plan_command(CLI::App& parent);
 command add_deepspeed_command(CLI::App& parent);
 command add_job_command(CLI::App& parent);
 command add_vllm_command(CLI::App& parent);
+command add_sglang_command(CLI::App& parent);
 
 // ---- options ----------------------------------------------------------------------------------------
 /// An integer flag in [lo, hi], plain decimal digits.

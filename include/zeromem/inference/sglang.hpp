@@ -35,12 +35,13 @@ struct sglang_engine_memory {
   bytes req_to_token{};         // max_requests x (context_len + 4) int32 slots
   /// (1 - mem_fraction_static) x free before loading: what SGLang leaves free for activations and CUDA graphs.
   bytes runtime_room{};
+  bytes page{};                 // one page of KV: page_size x bytes per token
   constexpr bool starts() const { return kv_tokens > 0; }
   std::string refusal() const {
     if (starts()) return {};
     return "SGLang does not start (\"Not enough memory. Please try to increase --mem-fraction-static\"): its weights leave " +
-           format_bytes(rest, size_unit::GiB) + " for the KV pool; raise mem_fraction_static (verl: rollout.gpu_memory_utilization), " +
-           "use more tensor parallelism or free the GPU";
+           format_bytes(rest, size_unit::GiB) + " for the KV pool, less than one page of " + format_bytes(page, size_unit::GiB) +
+           "; raise mem_fraction_static (verl: rollout.gpu_memory_utilization), use more tensor parallelism or free the GPU";
   }
 };
 
@@ -62,6 +63,7 @@ constexpr sglang_engine_memory sglang_engine(const sglang_engine_config& c) {
   if (c.max_running_requests < 0)
     detail::fail_value("max_running_requests cannot be negative", static_cast<long double>(c.max_running_requests), "pass 0 for SGLang's default");
   sglang_engine_memory r{};
+  r.page = c.kv_per_token * c.page_size;
   const long double before = static_cast<long double>(c.free_before_load.count());
   const long double after = before - static_cast<long double>(c.weights.count());
   const long double reserve = before * (1.0L - static_cast<long double>(c.mem_fraction_static));
