@@ -55,7 +55,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--loss", a.loss, "hf (transformers ForCausalLMLoss: full logits, fp32 upcast) | fused (chunked linear-cross-entropy)")
       ->capture_default_str();
   text_option(app, "--optimizer-impl", a.optimizer_impl, "foreach (PyTorch's default on CUDA) | fused | forloop")->capture_default_str();
-  text_option(app, "--allocator", a.allocator, "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)")
+  text_option(app, "--allocator", a.allocator,
+              "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); recorded in the report: the allocated peak does "
+              "not depend on it, and reserved memory is not modelled (--reserve-fraction)")
       ->capture_default_str();
   app.add_flag("--forward-only", a.forward_only,
                "one forward without autograd (RLHF reference/reward model, log-prob pass): weights + one layer's live tensors + the output");
