@@ -26,6 +26,7 @@ struct sglang_engine_config {
 };
 
 struct sglang_engine_memory {
+  bytes weights{};              // as given: one rank's weights
   /// free after loading - free before loading x (1 - mem_fraction_static): the bytes left for the KV pool
   /// (negative when the weights take more than mem_fraction_static of the free memory).
   bytes rest{};
@@ -40,7 +41,8 @@ struct sglang_engine_memory {
   std::string refusal() const {
     if (starts()) return {};
     return "SGLang does not start (\"Not enough memory. Please try to increase --mem-fraction-static\"): its weights leave " +
-           format_bytes(rest, size_unit::GiB) + " for the KV pool, less than one page of " + format_bytes(page, size_unit::GiB) +
+           format_bytes(rest, size_unit::GiB) + " for the KV pool" +
+           (rest.count() > 0 ? ", less than one page of " + format_bytes(page, size_unit::GiB) : std::string()) +
            "; raise mem_fraction_static (verl: rollout.gpu_memory_utilization), use more tensor parallelism or free the GPU";
   }
 };
@@ -63,6 +65,7 @@ constexpr sglang_engine_memory sglang_engine(const sglang_engine_config& c) {
   if (c.max_running_requests < 0)
     detail::fail_value("max_running_requests cannot be negative", static_cast<long double>(c.max_running_requests), "pass 0 for SGLang's default");
   sglang_engine_memory r{};
+  r.weights = c.weights;
   r.page = c.kv_per_token * c.page_size;
   const long double before = static_cast<long double>(c.free_before_load.count());
   const long double after = before - static_cast<long double>(c.weights.count());

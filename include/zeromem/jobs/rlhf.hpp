@@ -368,7 +368,12 @@ inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
 /// `resident` bytes of the training roles on the GPU when it is sized after them.
 inline sglang_engine_memory sglang_memory(const rlhf_job& j, bytes resident) {
   const bytes free_before = j.gpu_capacity - j.step.cuda_context - (j.rollout.sized_on_empty_gpu ? bytes{} : resident);
-  if (free_before.count() <= 0) return {};  // nothing free: it does not start (rest 0 B)
+  if (free_before.count() <= 0) {  // nothing free: it does not start
+    sglang_engine_memory none{};
+    none.rest = free_before;
+    none.weights = largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
+    return none;
+  }
   return size_sglang_engine(j.actor.model, j.rollout.tp, free_before, j.rollout.gpu_memory_utilization, j.rollout.context_len,
                             j.rollout.max_running_requests);
 }
@@ -377,7 +382,7 @@ inline sglang_engine_memory sglang_memory(const rlhf_job& j, bytes resident) {
 inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes resident) {
   if (j.rollout.kind == rollout_engine_kind::sglang) {
     const sglang_engine_memory e = sglang_memory(j, resident);
-    v.gpu("SGLang", "weights (bf16)", largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp));
+    v.gpu("SGLang", "weights (bf16)", e.weights);
     v.gpu("SGLang", "KV pool", e.kv_pool, std::to_string(e.kv_tokens) + " tokens");
     v.gpu("SGLang", "req_to_token pool", e.req_to_token,
           std::to_string(e.max_requests) + " requests x " + std::to_string(j.rollout.context_len + 4) + " int32 slots");
