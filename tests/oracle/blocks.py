@@ -106,11 +106,14 @@ def repeat_kv(x, n_rep):
 
 
 class LlamaBlock(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qkv_bias):
+    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False):
         super().__init__()
         self.h, self.heads, self.kv = h, heads, kv_heads
         d = h // heads
         self.norm1 = LlamaRMSNorm(h)
+        # Qwen3 (transformers modeling_qwen3.py Qwen3Attention): q_norm and k_norm over each head's d values.
+        self.q_norm = LlamaRMSNorm(d) if qk_norm else None
+        self.k_norm = LlamaRMSNorm(d) if qk_norm else None
         self.q = torch.nn.Linear(h, heads * d, bias=qkv_bias)
         self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
         self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
@@ -130,8 +133,11 @@ class LlamaBlock(torch.nn.Module):
         b, s, h = x.shape
         d = h // self.heads
         y = self.norm1(x)
-        q = self.q(y).view(b, s, self.heads, d).transpose(1, 2)
-        k = self.k(y).view(b, s, self.kv, d).transpose(1, 2)
+        q = self.q(y).view(b, s, self.heads, d)
+        k = self.k(y).view(b, s, self.kv, d)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v(y).view(b, s, self.kv, d).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -186,7 +192,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     if kind == "gpt":
         block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
     else:
-        block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"]).to(dtype)
+        block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
@@ -215,7 +221,7 @@ def count_model_parameters(kind, cfg):
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"], h),
                                      torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
     else:
-        blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"]) for _ in range(layers)]
+        blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False)) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), LlamaRMSNorm(h), torch.nn.Linear(h, v, bias=False)])
     model = torch.nn.ModuleList(blocks + [extra])
     return sum(p.numel() for p in model.parameters())

@@ -25,6 +25,8 @@ def zeromem(binary, kind, cfg, layers, vocab):
         args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
         if cfg["qkv_bias"]:
             args.append("--qkv-bias")
+        if cfg.get("qk_norm"):
+            args.append("--qk-norm")
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
@@ -47,6 +49,7 @@ def random_config(rng, kind):
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["ffn"] = rng.randint(8, 512)
         cfg["qkv_bias"] = rng.random() < 0.5
+        cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         names = ["q", "k", "v", "o"] + (["fc1", "fc2"] if kind == "gpt" else ["gate", "up", "down"])

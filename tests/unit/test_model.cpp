@@ -1,4 +1,5 @@
 // Parameter counts against the publishers' figures and hand derivations.
+#include <cstdlib>
 #include <string>
 
 #include "catch.hpp"
@@ -13,6 +14,10 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
     const std::int64_t counted = count_parameters(p.config).total.count();
     if (p.published_precision == 1) {
       CHECK(counted == p.published_total);
+    } else if (p.name == "qwen3-8b") {
+      // Qwen3-8B's card rounds to 8.2B: 8,190,735,360 (derived in "Qwen3's q_norm and k_norm") rounds to it.
+      CHECK(counted == 8'190'735'360LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else {
       // GPT-3: the paper's 175.0B vs 174,604,259,328 from its architecture, 395,740,672 (0.23%) unexplained.
       CHECK(p.name == "gpt3-175b");
@@ -95,6 +100,24 @@ TEST_CASE("Hugging Face config.json fixtures", "[model][hf]") {
   CHECK(count_parameters(mixtral).total.count() == 46'702'792'704);
   CHECK(mixtral.moe.experts == 8);
   CHECK(mixtral.moe.top_k == 2);
+}
+
+TEST_CASE("Qwen3's q_norm and k_norm, written out", "[model][hf][published]") {
+  // Qwen3-8B config.json: hidden 4096, 36 layers, 32 query and 8 KV heads of head_dim 128, intermediate 12288, vocab
+  // 151936, untied, no attention bias. Per layer: q and o 4096 x 4096 = 16,777,216 each; k and v 4096 x 1024 =
+  // 4,194,304 each; q_norm and k_norm 128 each; SwiGLU 3 x 4096 x 12288 = 150,994,944; two RMSNorms 8,192:
+  // 192,946,432. x 36 = 6,946,071,552; embedding and output layer 2 x 151936 x 4096 = 1,244,659,712; final norm
+  // 4,096: 8,190,735,360 (the model card: 8.2B).
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/qwen3-8b.json");
+  CHECK(m.qk_norm);
+  CHECK(m.head_size() == 128);
+  CHECK(count_parameters(m).layer.count() == 192'946'432);
+  CHECK(count_parameters(m).total.count() == 8'190'735'360LL);
+  CHECK(count_parameters(find_preset("qwen3-8b").config).total.count() == 8'190'735'360LL);
+  // Adafactor keeps both 128-value norms whole: per layer 2 x (4096 + 4096) + 2 x (1024 + 4096) + 256 + 3 x (12288 +
+  // 4096) + 8192 = 16,384 + 10,240 + 256 + 49,152 + 8,192 = 84,224; x 36 = 3,032,064; + 2 x (151936 + 4096) + 4096
+  // = 3,348,224.
+  CHECK(adafactor_second_moment_elements(m).count() == 3'348'224);
 }
 
 TEST_CASE("Mixtral's parameters, written out", "[model][published]") {

@@ -107,6 +107,7 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(integer_option(app, "--max-positions", f.max_positions, "learned position embeddings of this many positions"));
     shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
     shape.push_back(app.add_flag("--qkv-bias", f.qkv_bias, "q, k, v projections with bias"));
+    shape.push_back(app.add_flag("--qk-norm", f.qk_norm, "an RMSNorm over each head's query and key (Qwen3's q_norm, k_norm)"));
     shape.push_back(integer_option(app, "--experts", f.experts, "mixture of experts: routed experts per layer (Mixtral: 8)"));
     shape.push_back(integer_option(app, "--experts-per-token", f.experts_per_token, "experts each token is routed to (Mixtral: 2)"));
     shape.push_back(integer_option(app, "--expert-ffn", f.expert_ffn, "each expert's MLP intermediate size (default: --ffn)"));
@@ -142,6 +143,7 @@ transformer_config model_of(const model_flags& f) {
     m.max_positions = f.max_positions;
   }
   m.tied_embeddings = f.tied;
+  m.qk_norm = f.qk_norm;
   // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).
   m.qkv_bias = f.qkv_bias || m.mlp == mlp_kind::gelu;
   m.attention_out_bias = m.mlp_bias = m.mlp == mlp_kind::gelu;

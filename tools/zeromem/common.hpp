@@ -72,6 +72,7 @@ struct model_flags {
   std::string norm = "rmsnorm";
   bool tied = false;
   bool qkv_bias = false;
+  bool qk_norm = false;
   std::int64_t experts = 0, experts_per_token = 0, expert_ffn = 0, shared_experts = 0;  // 0: not given (dense)
   bool given() const { return !preset.empty() || !hf_config.empty() || shape_given(); }
   bool shape_given() const {

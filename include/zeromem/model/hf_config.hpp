@@ -118,6 +118,13 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.moe.expert_ffn = m.ffn;
   } else if (type == "qwen2") {
     m = llama_like(j, type, true);
+  } else if (type == "qwen3") {
+    // Qwen3Config: head_dim (default 128 in the config class; every released config gives it), attention_bias
+    // (default false) on q, k, v and o, and Qwen3Attention's q_norm / k_norm.
+    m = llama_like(j, type, false);
+    if (m.head_dim == 0) m.head_dim = 128;
+    m.mlp_bias = false;
+    m.qk_norm = true;
   } else if (type == "qwen2_5_vl" || type == "qwen2_vl") {
     const json* text_config = find(j, "text_config");
     const json& t = text_config != nullptr && text_config->is_object() && text_config->contains("hidden_size") ? *text_config : j;
@@ -162,7 +169,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.gelu_tensor_ops = act == nullptr || (act->is_string() && act->get<std::string>() == "gelu_new");
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, qwen2, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
   }
   validate(m);
   return m;

@@ -64,6 +64,9 @@ struct transformer_config {
   /// runs it in the model's dtype for GPT-2 (modeling_gpt2.py eager_attention_forward).
   bool eager_softmax_fp32 = true;
   bool tied_embeddings = false;
+  /// Qwen3: an RMSNorm over each head's query and key before RoPE (modeling_qwen3.py Qwen3Attention q_norm, k_norm
+  /// of head_dim each).
+  bool qk_norm = false;
   moe_config moe{};
   vision_config vision{};
 
@@ -194,6 +197,7 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
     linear(module_group::attention, lora_module::v_proj, h, kv_out, m.qkv_bias, 1);
   }
   linear(module_group::attention, lora_module::o_proj, q_out, h, m.attention_out_bias, 1);
+  if (m.qk_norm) norm(module_group::attention, norm_kind::rmsnorm, d, 2);  // Qwen3's q_norm and k_norm
   // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
   // A mixture of experts holds experts + shared experts of them and a router h -> experts.
   const bool moe = m.moe.experts > 0;
@@ -357,6 +361,13 @@ constexpr transformer_config qwen2_text(std::int64_t h, std::int64_t layers, std
   m.qkv_bias = true; m.tied_embeddings = tied;
   return m;
 }
+constexpr transformer_config qwen3(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv,
+                                   std::int64_t ffn, std::int64_t vocab, bool tied) {
+  transformer_config m{};
+  m.hidden = h; m.layers = layers; m.heads = heads; m.kv_heads = kv; m.head_dim = 128; m.ffn = ffn; m.vocab = vocab;
+  m.qk_norm = true; m.tied_embeddings = tied;
+  return m;
+}
 constexpr transformer_config llama(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv,
                                    std::int64_t ffn, std::int64_t vocab) {
   transformer_config m{};
@@ -385,11 +396,13 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 12> model_presets{{
+inline constexpr std::array<model_preset, 13> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
      "Qwen/Qwen2.5-7B(-Instruct-1M) config.json; Qwen2.5 model card (7.61B)"},
+    {"qwen3-8b", detail::qwen3(4096, 36, 32, 8, 12288, 151936, false), 8'200'000'000, 100'000'000,
+     "Qwen/Qwen3-8B config.json; Qwen3-8B model card (Number of Parameters: 8.2B)"},
     {"qwen2-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
      "Qwen/Qwen2-7B-Instruct config.json (the shape of Qwen2.5-7B); Qwen2 model card (7.62B)"},
     {"llama-3-8b", detail::llama(4096, 32, 32, 8, 14336, 128256), 8'030'261'248, 1,

@@ -67,7 +67,7 @@ struct pipeline_config {
 struct layer_activations {
   bytes attention_norm;       // what the first norm saves
   bytes attention_input;      // input of the q, k, v projections
-  bytes query, key, value;    // q, k, v as the attention core saves them
+  bytes query, key, value;    // q, k, v as the attention core saves them (q and k with Qwen3's q_norm / k_norm)
   bytes attention_scores;     // s^2 terms: softmax output (and its cast copy)
   bytes attention_dropout;    // s^2 terms: dropout mask and dropped-out probabilities
   bytes attention_lse;        // FlashAttention: fp32 log-sum-exp
@@ -240,6 +240,19 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
+  // Qwen3's q_norm and k_norm (modeling_qwen3.py: an RMSNorm over each head's d values of the q_proj / k_proj
+  // output, before RoPE): as LlamaRMSNorm above, per head row and on the linear's 16-bit output (also under autocast):
+  // the fp32 copy kept by pow (and PyTorch 1.x's x^2), the rsqrt per row, and the normalised tensor cast back, kept
+  // by the weight multiply unless the weight is frozen. Fused profiles keep the input and the fp32 rstd.
+  const auto head_norm_saved = [&](std::int64_t rows) -> std::int64_t {
+    if (!m.qk_norm) return 0;
+    const std::int64_t values = checked_product(rows, d);
+    if (c.impl == implementation::hf)
+      return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, values), frozen ? 0 : checked_product(a, values), checked_product(4, rows));
+    return checked_sum(checked_product(a, values), checked_product(4, rows));
+  };
+  const bytes q_norm = bytes_of(head_norm_saved(checked_product(sb, heads)));
+  const bytes k_norm = bytes_of(head_norm_saved(checked_product(sb, kv_heads)));
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
   const bytes lse = c.attention == attention_kind::flash ? bytes_of(checked_product(4, heads, s, b)) : none;
   const bytes output = bytes_of(checked_product(a, sb, heads, d, keepers(1, output_keepers)));  // "output projection: 2sbh"
@@ -263,7 +276,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                                                                        checked_product(2, detail::norm_params(m.norm, h))),
                                                    c.tp)))
                                    : none;
-  return layer_activations{norm,   input,         query, key,       key,        scores,        scores_dropout, lse,
+  return layer_activations{norm,   input,         query + q_norm, key + k_norm, key,        scores,        scores_dropout, lse,
                            output, residual_mask, norm,  mlp_input, mlp_hidden, residual_mask, none,           weights,
                            bytes_of(lora_bytes)};
 }
