@@ -71,9 +71,12 @@ def eager_attention(query, key, value, mask, scaling, n_rep):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False):
         super().__init__()
         self.heads, self.kv, self.d = heads, kv_heads, d
+        # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key.
+        self.q_norm = RMSNorm(d) if qk_norm else None
+        self.k_norm = RMSNorm(d) if qk_norm else None
         self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
         self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
         self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
@@ -82,8 +85,12 @@ class Attention(torch.nn.Module):
     def forward(self, hidden_states, cos, sin, mask, cache):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.d)
-        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        if self.q_norm is not None:
+            query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        else:
+            query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+            key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
         if cache is not None:  # DynamicCache.update on its first call keeps the tensors themselves
@@ -107,10 +114,10 @@ class MLP(torch.nn.Module):
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn):
+    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False):
         super().__init__()
         self.input_layernorm = RMSNorm(h)
-        self.self_attn = Attention(h, heads, kv_heads, h // heads)
+        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm)
         self.post_attention_layernorm = RMSNorm(h)
         self.mlp = MLP(h, ffn)
 
@@ -130,7 +137,7 @@ def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
     torch.manual_seed(cfg.get("seed", 0))
-    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"]).to(dtype)
+    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False)).to(dtype)
     d = h // heads
     x = torch.randn(b, s, h, dtype=dtype)
     mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
@@ -155,7 +162,7 @@ class CausalLM(torch.nn.Module):
         h, heads = cfg["hidden"], cfg["heads"]
         self.d = h // heads
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
-        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"]) for _ in range(cfg["layers"]))
+        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False)) for _ in range(cfg["layers"]))
         self.norm = RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))

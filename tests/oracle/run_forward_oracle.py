@@ -29,6 +29,7 @@ def main():
                "ffn": rng.randint(8, 512), "use_cache": rng.random() < 0.5, "seed": rng.randint(0, 10**6),
                "output": rng.choice(["hidden-states", "logits", "log-probs"])}
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
+        cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
         measured = forward.measure_forward_model(cfg)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -36,6 +37,8 @@ def main():
                 "--attention", "eager", "--forward-output", cfg["output"]]
         if not cfg["use_cache"]:
             args.append("--no-cache")
+        if cfg["qk_norm"]:
+            args.append("--qk-norm")
         j = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["forward_only"]
         predicted = j["peak_bytes"] - j["weights_bytes"] - 8 * cfg["seq_len"] * cfg["micro_batch"]
         error = abs(predicted - measured) / measured

@@ -71,12 +71,18 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   const std::int64_t F = checked_product(c, sb, m.ffn);
   const std::int64_t norm = detail::forward_norm_peak(c, sbh, sb);
 
+  // Qwen3 (modeling_qwen3.py): q_norm(q_proj(Y)) beside Y, then k_norm(k_proj(Y)) beside Y and the normed q, each
+  // an RMSNorm per head row above its input (forward_norm_peak over the projection's values and head rows).
+  std::int64_t qk_norms = 0;
+  if (m.qk_norm)
+    qk_norms = max_of(checked_sum(H, Q, detail::forward_norm_peak(c, checked_product(sb, m.heads, d), checked_product(sb, m.heads))),
+                      checked_sum(H, Q, K, detail::forward_norm_peak(c, checked_product(sb, m.kv_heads, d), checked_product(sb, m.kv_heads))));
   // Attention, the normed input Y = H alive throughout. apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds
   // q, its two products and the sum (3Q) beside k and v; then k likewise beside q_embed.
   const std::int64_t rope = max_of(checked_sum(H, checked_product(4, Q), checked_product(2, K)),
                                    checked_sum(H, checked_product(2, Q), checked_product(5, K)));
   const std::int64_t after_rope = checked_sum(H, Q, checked_product(2, K));  // Y, q_embed, k_embed, v
-  std::int64_t attention = rope, probs_kept = 0;
+  std::int64_t attention = max_of(rope, qk_norms), probs_kept = 0;
   if (f.attention == attention_kind::eager) {
     // eager_attention_forward: repeat_kv copies K and V to every head unless one kv head makes it a stride-0 view;
     // matmul folds (batch, heads) into one dimension, copying an operand that cannot be folded as a view (b > 1:
