@@ -364,6 +364,11 @@ inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
   return size_vllm_engine(spec, v);
 }
 
+/// The rollout engine's weights on one of its GPUs: the actor's, in bf16, split over the engine's tp ranks.
+inline bytes engine_weights(const rlhf_job& j) {
+  return largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
+}
+
 /// One SGLang engine's pools on one of its GPUs: it measures the free memory after its own CUDA context, with
 /// `resident` bytes of the training roles on the GPU when it is sized after them.
 inline sglang_engine_memory sglang_memory(const rlhf_job& j, bytes resident) {
@@ -371,7 +376,7 @@ inline sglang_engine_memory sglang_memory(const rlhf_job& j, bytes resident) {
   if (free_before.count() <= 0) {  // nothing free: it does not start
     sglang_engine_memory none{};
     none.rest = free_before;
-    none.weights = largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
+    none.weights = engine_weights(j);
     return none;
   }
   return size_sglang_engine(j.actor.model, j.rollout.tp, free_before, j.rollout.gpu_memory_utilization, j.rollout.context_len,
@@ -398,8 +403,8 @@ inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes re
 }
 
 inline std::string engine_idle(const group_view& v, const rlhf_job& j, bytes resident) {
-  const bytes weights = largest_share(count_parameters(j.actor.model).total * size_of(dtype::bf16), j.rollout.tp);
   if (j.rollout.sleep_level == 0) return engine_awake(v, j, resident);
+  const bytes weights = engine_weights(j);
   // SGLang's release_memory_occupation(tags=["kv_cache", "weights"]) frees both (torch_memory_saver); verl's
   // hybrid engine reloads the weights from the actor when it resumes, so nothing stays on the host either.
   if (j.rollout.kind == rollout_engine_kind::sglang) return {};
