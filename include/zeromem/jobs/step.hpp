@@ -120,7 +120,21 @@ struct step_terms {
   }
 };
 
-constexpr step_terms max_of(const step_terms& a, const step_terms& b) { return a.total() >= b.total() ? a : b; }
+namespace detail {
+/// The high-water mark of one phase: the moment with the most bytes alive, its total computed once per moment.
+struct phase_high_water {
+  step_terms terms;
+  bytes total;
+  explicit constexpr phase_high_water(const step_terms& first) : terms(first), total(first.total()) {}
+  constexpr void consider(const step_terms& moment) {
+    const bytes t = moment.total();
+    if (t > total) {  // a tie keeps the earlier moment
+      terms = moment;
+      total = t;
+    }
+  }
+};
+}  // namespace detail
 
 struct step_estimate {
   step_terms forward{};
@@ -203,10 +217,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Activations: what every layer saves (a checkpoint under full recompute), and one layer computed whole.
   const bytes saved = stage.total - stage.logits;            // the log-softmax is the loss term's
   const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
-  activation_config whole = a;
-  whole.recomputation = recompute::none;
-  const bytes layer_whole = a.recomputation == recompute::none ? bytes{} : detail::layer_activation_bytes_unchecked(m, whole, t.adapt).total();
-  const bytes recomputed = a.recomputation == recompute::none ? bytes{} : layer_whole - stage.per_layer.total();
+  bytes recomputed{};
+  if (a.recomputation != recompute::none) {
+    activation_config whole = a;
+    whole.recomputation = recompute::none;
+    recomputed = detail::layer_activation_bytes_unchecked(m, whole, t.adapt).total() - stage.per_layer.total();
+  }
 
   // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
   const elements layer_params = largest_share(counts.layer, a.tp);
@@ -290,7 +306,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // ---- backward ----
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
-  step_terms backward{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}};
+  detail::phase_high_water backward{{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}}};
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
@@ -308,12 +324,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                             bytes{}, dequantized};
     const step_terms after{resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered, comm + pending + (fsdp ? reduce_input : bytes{}),
                            bytes{}, bytes{}};
-    backward = max_of(backward, max_of(before, after));
+    backward.consider(before);
+    backward.consider(after);
   }
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
   const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
-  backward = max_of(backward, step_terms{resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
-                                         comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}});
+  backward.consider({resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
+                     comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}});
 
   // ---- optimizer step ----
   bytes temporaries{};
@@ -329,14 +346,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   }
   const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}};
 
-  step_estimate out{forward, backward, optimizer_step, bytes{}, step_phase::forward, bytes{}, s.cuda_context};
-  out.peak = forward.total();
-  if (backward.total() > out.peak) {
-    out.peak = backward.total();
+  step_estimate out{forward, backward.terms, optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
+  if (backward.total > out.peak) {
+    out.peak = backward.total;
     out.peak_phase = step_phase::backward;
   }
-  if (optimizer_step.total() > out.peak) {
-    out.peak = optimizer_step.total();
+  if (const bytes o_total = optimizer_step.total(); o_total > out.peak) {
+    out.peak = o_total;
     out.peak_phase = step_phase::optimizer_step;
   }
   out.reserved = out.peak + bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
