@@ -91,6 +91,27 @@ TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any 
   CHECK(job("openrlhf-70b-ppo.args", {"--deepspeed-version", "0.15.0"})["fits"].get<bool>());
 }
 
+TEST_CASE("host RAM is the most loaded node's: roles on GPUs of their own are placed on nodes, not summed", "[rlhf][scenario]") {
+  // openrlhf-70b-ppo: actor 4 x 8, critic 2 x 8, reference 1 x 8, reward 1 x 8, vLLM 2 engines x 4 GPUs = 72 GPUs:
+  // the 9 nodes of 8 GPUs the report ran on.
+  const nlohmann::json j = job("openrlhf-70b-ppo.args");
+  CHECK(j["gpus"] == 72);
+  CHECK(j["nodes"] == 9);
+  CHECK(j["gpus_per_node"] == 8);
+  // Training: the critic (Llama-3-70B without lm_head: 70,553,706,496 - 128,256 x 8,192 = 69,503,033,344
+  // parameters) runs ZeRO-3 over 16 GPUs with Adam offloaded: each rank keeps 1/16 of its bf16 gradients (2 B),
+  // fp32 master weights and gradients (4 + 4 B) and Adam's moments (8 B) in host RAM = 18 B x 4,343,939,584.
+  // Its 8 GPUs on one node are the heaviest any placement can put there; the actor's ranks (16 B of a smaller
+  // share) and vLLM's swap are on other nodes. The old sum of every group on one node was 977.38 GB.
+  const std::int64_t critic_rank = 18 * (69'503'033'344LL / 16);
+  CHECK(phase(j, "training")["per_node_host"]["total_bytes"].get<std::int64_t>() == 8 * critic_rank);
+  // Nodes of 16 GPUs hold all 16 critic ranks.
+  CHECK(phase(job("openrlhf-70b-ppo.args", {"--node-gpus", "16"}), "training")["per_node_host"]["total_bytes"].get<std::int64_t>() ==
+        16 * critic_rank);
+  // One group on one node (verl) is unchanged: every GPU of the node.
+  CHECK(job("logic-rl-7b-grpo.yaml")["nodes"] == 1);
+}
+
 TEST_CASE("openrlhf-zero2-vs-zero3: ZeRO-2 keeps replicated 16-bit models, ZeRO-3 falls with the GPU count", "[rlhf][scenario]") {
   const auto peak = [](const std::string& stage, const std::string& gpus) {
     const nlohmann::json j = job("openrlhf-zero2-vs-zero3.args", {"zero_stage=" + stage, "actor_num_gpus_per_node=" + gpus,
@@ -201,6 +222,16 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   const zeromem::test::cli_result bare = run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "=2"});
   CHECK(bare.code == 2);
   CHECK(bare.err.find("'=2'") != std::string::npos);
+  // The node's GPUs: at least one, and only where the launch file does not say them (verl's trainer.n_gpus_per_node).
+  for (const char* n : {"0", "-8", "eight"}) {
+    const zeromem::test::cli_result refused = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--node-gpus", n});
+    CHECK(refused.code == 2);
+    CHECK(refused.err.find("--node-gpus") != std::string::npos);
+    CHECK(refused.err.find('\n') == refused.err.size() - 1);
+  }
+  const zeromem::test::cli_result verl_nodes = run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "--node-gpus", "8"});
+  CHECK(verl_nodes.code == 2);
+  CHECK(verl_nodes.err.find("trainer.n_gpus_per_node") != std::string::npos);
 }
 
 TEST_CASE("a launch file states its title and its cases, and malformed case lines are errors naming the line", "[rlhf][bad-input]") {

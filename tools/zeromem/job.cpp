@@ -23,7 +23,7 @@ void print_phase(std::ostream& out, const rlhf_phase_estimate& p) {
   for (const memory_term& t : m.terms)
     if (t.gpu.count() != 0) out << "  " << t.role << ": " << t.term << "  " << format_bytes(t.gpu, size_unit::GiB) << "\n";
   if (m.host_total().count() != 0 || m.host_capacity.count() != 0) {
-    out << "  host RAM per node: " << format_bytes(m.host_total(), size_unit::GB);
+    out << "  host RAM, most loaded node: " << format_bytes(m.host_total(), size_unit::GB);
     if (m.host_capacity.count() != 0) out << " of " << format_bytes(m.host_limit(), size_unit::GB) << " (Ray's threshold) -> " << (m.host_fits() ? "fits" : "DOES NOT FIT");
     out << "\n";
     for (const memory_term& t : m.terms)
@@ -119,7 +119,8 @@ int run_job(const job_args& a, std::ostream& out) {
   const rlhf_estimate e = estimate_rlhf(r.job);
   const std::vector<fix> fixes = a.explain && !e.fits() ? suggest_fixes(a, r) : std::vector<fix>{};
   if (a.json) {
-    json j{{"file", a.file}, {"framework", std::string(name(r.job.framework))}, {"fits", e.fits()}};
+    json j{{"file", a.file}, {"framework", std::string(name(r.job.framework))}, {"fits", e.fits()},
+           {"gpus", e.gpus}, {"nodes", e.nodes}, {"gpus_per_node", r.job.gpus_per_node}};
     const rlhf_phase_estimate* bad = e.first_failing();
     j["first_failing_phase"] = bad == nullptr ? json(nullptr) : json(std::string(name(bad->phase)));
     j["phases"] = json::array();
@@ -133,7 +134,8 @@ int run_job(const job_args& a, std::ostream& out) {
     out << j.dump(2) << "\n";
     return 0;
   }
-  out << "zeromem job " << a.file << " (" << name(r.job.framework) << "): " << r.job.nodes << " node(s) x " << r.job.gpus_per_node << " GPUs\n";
+  out << "zeromem job " << a.file << " (" << name(r.job.framework) << "): " << e.gpus << " GPUs on " << e.nodes << " node(s) of "
+      << r.job.gpus_per_node << " GPUs\n";
   for (const rlhf_phase_estimate& p : e.phases) print_phase(out, p);
   const rlhf_phase_estimate* bad = e.first_failing();
   out << "\nverdict: " << (bad == nullptr ? "every phase fits" : "breaks first in " + std::string(name(bad->phase)) + " (" + (bad->blocked.empty() ? "largest term: " : "") + bad->deciding_term() + ")") << "\n";

@@ -139,7 +139,7 @@ int run_scenario(const scenario_args& a, std::ostream& out) {
       out << "  with: " << detail::join_names(c.spec.words, " ", [](const std::string& w) { return w; }) << "\n";
     for (const rlhf_phase_estimate& p : c.estimate.phases)
       out << "  " << name(p.phase) << ": " << format_bytes(p.memory.gpu_total(), size_unit::GiB) << " per GPU"
-          << (p.memory.host_total().count() != 0 ? ", " + format_bytes(p.memory.host_total(), size_unit::GB) + " host RAM per node" : std::string())
+          << (p.memory.host_total().count() != 0 ? ", " + format_bytes(p.memory.host_total(), size_unit::GB) + " host RAM on the most loaded node" : std::string())
           << " -> " << (p.fits() ? "fits" : "DOES NOT FIT (" + p.deciding_term() + ")") << "\n";
     out << "  " << name(c.deciding().phase) << (c.deciding().fits() ? " (the highest peak):\n" : " (the first phase that does not fit):\n");
     if (!c.deciding().blocked.empty()) out << "    " << c.deciding().blocked << "\n";

@@ -132,6 +132,8 @@ struct rlhf_phase_estimate {
 struct rlhf_estimate {
   std::vector<rlhf_phase_estimate> phases;
   std::vector<std::string> notes;  // assumptions and what is not modelled
+  std::int64_t gpus = 0;           // GPUs the job holds: every group's, colocated roles and engines counted once
+  std::int64_t nodes = 0;          // nodes of gpus_per_node GPUs they need
   bool fits() const {
     return std::all_of(phases.begin(), phases.end(), [](const rlhf_phase_estimate& p) { return p.fits(); });
   }
@@ -185,15 +187,14 @@ inline training_states role_states(const rlhf_role& r, const transformer_config&
   return t;
 }
 
-/// Terms of one GPU and one node: each member adds its own. `ranks` is how many ranks of the group share a node.
+/// Terms of one GPU: its device memory and the host RAM of the processes that drive it. Each member adds its own.
 struct group_view {
   job_breakdown* out;
-  std::int64_t ranks;
   void gpu(const std::string& role, const std::string& term, bytes b, const std::string& note = {}) const {
     if (b.count() != 0) out->add(role, term, b, bytes{}, note);
   }
   void host(const std::string& role, const std::string& term, bytes per_rank, const std::string& note = {}) const {
-    if (per_rank.count() != 0) out->add(role, term, bytes{}, per_rank * ranks, note);
+    if (per_rank.count() != 0) out->add(role, term, bytes{}, per_rank, note);
   }
 };
 
@@ -447,25 +448,26 @@ inline void validate(const rlhf_job& j) {
 }  // namespace detail
 
 /// Every phase of one RLHF step. Each phase's GPU terms are those of its most loaded GPU at its most loaded moment;
-/// its host terms are one node's (each group's host bytes per rank x its ranks on a node).
+/// its host terms are those of the most loaded node (the heaviest GPUs' processes that can share one node).
 inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
   detail::validate(j);
   rlhf_estimate out{};
   const std::vector<detail::gpu_group> groups = detail::gpu_groups(j);
+  for (const detail::gpu_group& g : groups) out.gpus = detail::checked_add(out.gpus, g.gpus);
+  out.nodes = detail::ceil_div(out.gpus, j.gpus_per_node);
   for (rlhf_phase phase : {rlhf_phase::rollout, rlhf_phase::experience, rlhf_phase::training}) {
     rlhf_phase_estimate best{};
     best.phase = phase;
     std::string blocked;
-    job_breakdown host_side{};
+    std::vector<std::pair<job_breakdown, std::int64_t>> host_per_gpu;  // each group's host terms of one of its GPUs, its GPUs
     for (const detail::gpu_group& g : groups) {
-      const std::int64_t ranks = std::min(g.gpus, j.gpus_per_node);
       // Candidate moments of this phase on this group: who is active.
       std::vector<std::pair<std::string, job_breakdown>> moments;
       const auto moment = [&](const std::string& activity, const std::string& active) {
         job_breakdown b{};
-        const detail::group_view v{&b, ranks};
+        const detail::group_view v{&b};
         job_breakdown resident_only{};  // the other roles, as they rest while `active` runs
-        const detail::group_view rest{&resident_only, ranks};
+        const detail::group_view rest{&resident_only};
         for (const auto& role : g.roles)
           if (role.first != active) detail::idle(rest, role.first, *role.second);
         for (const memory_term& t : resident_only.terms) b.terms.push_back(t);
@@ -497,13 +499,29 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
                                          [](const auto& a, const auto& b) { return a.second.gpu_total() < b.second.gpu_total(); });
       const auto most_host = std::max_element(moments.begin(), moments.end(),
                                               [](const auto& a, const auto& b) { return a.second.host_total() < b.second.host_total(); });
+      job_breakdown one_gpu{};
       for (const memory_term& t : most_host->second.terms)
-        if (t.host.count() != 0) host_side.terms.push_back(t);
+        if (t.host.count() != 0) one_gpu.terms.push_back(t);
+      host_per_gpu.emplace_back(std::move(one_gpu), g.gpus);
       if (best.gpus.empty() || most->second.gpu_total() > best.memory.gpu_total()) {
         best.gpus = g.label;
         best.activity = most->first;
         best.memory = most->second;
       }
+    }
+    // The most loaded node. OpenRLHF asks Ray for one-GPU bundles packed onto nodes (launcher.py
+    // RayActorGroup._initiate_actors: placement_group(bundles, strategy="PACK")), so any gpus_per_node of the job's
+    // GPUs can share a node: the heaviest gpus_per_node GPUs bound every placement Ray can choose, and are the node
+    // when the job fits on one node or its groups fill whole nodes. verl and colocated jobs are one group.
+    std::stable_sort(host_per_gpu.begin(), host_per_gpu.end(),
+                     [](const auto& a, const auto& b) { return a.first.host_total() > b.first.host_total(); });
+    job_breakdown host_side{};
+    std::int64_t free_slots = j.gpus_per_node;
+    for (const auto& [terms, gpus] : host_per_gpu) {
+      const std::int64_t here = std::min(gpus, free_slots);
+      if (here == 0) break;
+      free_slots -= here;
+      for (const memory_term& t : terms.terms) host_side.terms.push_back({t.role, t.term, bytes{}, t.host * here, t.note});
     }
     // The phase: GPU terms of the most loaded GPU, host terms of the node.
     job_breakdown m{};

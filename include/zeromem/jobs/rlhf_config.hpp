@@ -30,6 +30,7 @@ struct job_settings {
   std::string deepspeed_version;      // 0.16.x has the ZeRO-3 checkpointing defect
   std::string openrlhf_version;       // from 0.6.0 --colocate_all_models turns both sleep modes on
   bytes host_unmodelled{};            // host RAM per node a report shows beyond the modelled terms
+  std::int64_t node_gpus = 0;         // GPUs of one node (OpenRLHF's arguments do not say); 0: 8
   std::optional<bytes> cuda_context;  // per process; default: step_config's measured value
   /// Reads a model path (a local directory with config.json); nullopt: match the path's name to a preset.
   std::function<std::optional<transformer_config>(const std::string& path)> resolve_model;
@@ -325,7 +326,6 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   const precision recipe = k.flag("bf16") ? precision::mixed_bf16 : precision::fp32;
   const bool checkpointing = k.flag("gradient_checkpointing");
   const std::int64_t nodes = k.integer("actor_num_nodes", 1), per_node = k.integer("actor_num_gpus_per_node", 8);
-  j.gpus_per_node = per_node;
   j.colocate_all = k.flag("colocate_all_models");
   j.colocate_actor_ref = k.flag("colocate_actor_ref");
   j.colocate_critic_reward = k.flag("colocate_critic_reward");
@@ -395,6 +395,14 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     detail::set_vllm_version(e, s.vllm_version, false);
     r.assumed.push_back("vLLM " + s.vllm_version);
   }
+  // The node's GPUs: the arguments say only how many each role takes per node (8 by default, train_ppo_ray.py).
+  if (s.node_gpus > 0) j.gpus_per_node = s.node_gpus;
+  else {
+    j.gpus_per_node = 8;
+    for (const char* name : {"actor", "ref", "critic", "reward"})
+      j.gpus_per_node = std::max(j.gpus_per_node, k.integer(std::string(name) + "_num_gpus_per_node", 8));
+    r.assumed.push_back(std::to_string(j.gpus_per_node) + " GPUs per node (--node-gpus)");
+  }
   j.prompt_tokens = k.integer("prompt_max_len", 1024);
   j.response_tokens = k.integer("generate_max_len", 1024);
   // create_vllm_engines passes max_model_len = prompt + response and leaves the batch limits at vLLM's defaults.
@@ -446,6 +454,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::string M = easyr1 ? "worker.actor.model." : "actor_rollout_ref.model.";
   j.nodes = k.integer("trainer.nnodes", 1);
   j.gpus_per_node = k.integer("trainer.n_gpus_per_node", 8);
+  if (s.node_gpus > 0)
+    detail::fail("--node-gpus is for OpenRLHF arguments; a verl or EasyR1 config gives its nodes' GPUs in trainer.n_gpus_per_node");
   const std::int64_t world = detail::checked_mul(j.nodes, j.gpus_per_node);
   const std::string path_key = easyr1 ? M + "model_path" : M + "path";
   const std::optional<std::string> path = k.text(path_key);
