@@ -270,7 +270,7 @@ TEST_CASE("every launch file in examples/jobs is a scenario, and each reported v
     }
     CHECK(run({"scenario", name, "--print-file"}).out.find("# zeromem case:") != std::string::npos);
   }
-  CHECK(files == 10);
+  CHECK(files == 11);
   CHECK(reported == 11);  // ORZ 2, Logic-RL 4, OpenRLHF 70B 3, EasyR1 2; the other files have no report
   check_rejected({{"scenario", "nope"}, {"scenario", "orz-1.5b-ppo", "--svg", "/nonexistent-dir/x.svg"}});
   CHECK(run({"scenario", "nope"}).err.find("expected one of easyr1-vl-7b-grpo, logic-rl-7b-grpo") != std::string::npos);

@@ -155,7 +155,7 @@ TEST_CASE("easyr1-vl-7b-grpo: host RAM over Ray's 0.95 with both offloads on, un
 
 TEST_CASE("published example launches read without unknown keys and give a verdict", "[rlhf]") {
   for (const char* f : {"openrlhf-llama3-8b-ppo.args", "openrlhf-llama3-70b-ppo.args", "openrlhf-llama3-8b-hybrid.args",
-                        "verl-qwen2-7b-ppo.sh", "verl-qwen2-7b-ppo-sglang.sh"}) {
+                        "openrlhf-llama3-8b-hybrid-grouped.args", "verl-qwen2-7b-ppo.sh", "verl-qwen2-7b-ppo-sglang.sh"}) {
     INFO(f);
     const nlohmann::json j = job(f);
     CHECK(j["config"]["unknown"].empty());
@@ -177,6 +177,75 @@ TEST_CASE("published example launches read without unknown keys and give a verdi
   CHECK(phase(sg, "rollout")["gpus"] == "actor+critic+reference+SGLang");
   CHECK(term(phase(sg, "rollout"), "SGLang", "KV pool") > 0);
   CHECK(term(phase(sg, "rollout"), "critic", "optimizer states") > 0);
+}
+
+TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, with the defaults of their version", "[rlhf]") {
+  // OpenRLHF's hybrid-engine example at v0.11.0: data.max_len 2048 caps prompt + response; train.dynamic_batch_enable
+  // packs passes of at most train.max_tokens_per_gpu 16,384 tokens. Training: train.batch_size 128 over 8 ranks = 16
+  // sequences per rank; 16,384 / 2,048 = 8 fit a pass, so 2 passes of 8. Experience: 1,024 x 1 samples, 8 per pass =
+  // 128 passes (a multiple of the 8 ranks) of 8.
+  const nlohmann::json g = job("openrlhf-llama3-8b-hybrid-grouped.args");
+  CHECK(phase(g, "training")["terms"].dump().find("activations (8 sequences, 16384 x 1 tokens)") != std::string::npos);
+  CHECK(phase(g, "experience")["terms"].dump().find("forward peak (8 sequences, 16384 x 1 tokens)") != std::string::npos);
+  // A budget of 4,096 tokens: 2 per pass, 8 passes of 2 in training; 512 passes (a multiple of 8) of 2 in experience.
+  const nlohmann::json small = job("openrlhf-llama3-8b-hybrid-grouped.args", {"train.max_tokens_per_gpu=4096"});
+  CHECK(phase(small, "training")["terms"].dump().find("(2 sequences, 4096 x 1 tokens)") != std::string::npos);
+  CHECK(phase(small, "experience")["terms"].dump().find("(2 sequences, 4096 x 1 tokens)") != std::string::npos);
+  // A budget below one sequence still holds one (first fit opens a pass for it); the rollout budget follows it.
+  CHECK(phase(job("openrlhf-llama3-8b-hybrid-grouped.args", {"train.max_tokens_per_gpu=1000"}), "experience")["terms"].dump().find(
+            "forward peak (1 sequences, 2048 x 1 tokens)") != std::string::npos);
+  // The same job in flat names (v0.10.1 spelled it so) reads the same, term for term.
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.27.1";
+  s.openrlhf_version = "0.10.1";
+  const std::vector<std::string> common = {"--actor_num_nodes", "1", "--actor_num_gpus_per_node", "8", "--ref_num_nodes", "1",
+                                           "--ref_num_gpus_per_node", "8", "--vllm_num_engines", "4", "--vllm_tensor_parallel_size", "2",
+                                           "--colocate_all_models", "--pretrain", "meta-llama/Llama-3.1-8B", "--zero_stage", "3",
+                                           "--max_len", "4096", "--max_new_tokens", "1024", "--gradient_checkpointing"};
+  std::vector<std::string> grouped = {"--actor.num_nodes", "1", "--actor.num_gpus_per_node", "8", "--ref.num_nodes", "1",
+                                      "--ref.num_gpus_per_node", "8", "--vllm.num_engines", "4", "--vllm.tensor_parallel_size", "2",
+                                      "--train.colocate_all", "--actor.model_name_or_path", "meta-llama/Llama-3.1-8B", "--ds.zero_stage", "3",
+                                      "--data.max_len", "4096", "--rollout.max_new_tokens", "1024", "--actor.gradient_checkpointing_enable"};
+  const zeromem::rlhf_estimate flat_estimate = zeromem::estimate_rlhf(zeromem::read_openrlhf(common, s).job);
+  s.openrlhf_version.clear();
+  const zeromem::job_reading grouped_reading = zeromem::read_openrlhf(grouped, s);
+  CHECK(grouped_reading.unknown.empty());
+  const zeromem::rlhf_estimate grouped_estimate = zeromem::estimate_rlhf(grouped_reading.job);
+  REQUIRE(flat_estimate.phases.size() == grouped_estimate.phases.size());
+  for (std::size_t i = 0; i < flat_estimate.phases.size(); ++i) {
+    CHECK(flat_estimate.phases[i].memory.gpu_total() == grouped_estimate.phases[i].memory.gpu_total());
+    CHECK(flat_estimate.phases[i].memory.host_total() == grouped_estimate.phases[i].memory.host_total());
+  }
+  // v0.10.x defaults (their train_ppo_ray.py): micro-batches of 1, vLLM at 0.95, bf16, max_len 4096 for vLLM.
+  CHECK(grouped_reading.job.actor.train_micro_batch == 1);
+  CHECK(grouped_reading.job.actor.forward_micro_batch == 1);
+  CHECK(grouped_reading.job.rollout.gpu_memory_utilization == 0.95);
+  CHECK(grouped_reading.job.actor.recipe == zeromem::precision::mixed_bf16);
+  CHECK(zeromem::detail::longest_sequence(grouped_reading.job) == 4096);
+  // No reference model without a KL penalty (algo.kl.init_coef 0; train_ppo_ray.py creates none).
+  grouped.insert(grouped.end(), {"--algo.kl.init_coef", "0"});
+  CHECK_FALSE(zeromem::read_openrlhf(grouped, s).job.reference.present);
+  // A flat launch without a version takes v0.6.0's defaults and says which it took.
+  const zeromem::job_reading old = zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--bf16"}, s);
+  CHECK(old.job.actor.train_micro_batch == 4);
+  CHECK(old.job.actor.forward_micro_batch == 8);
+  CHECK(zeromem::detail::longest_sequence(old.job) == 2048);
+  CHECK(nlohmann::json(old.assumed).dump().find("--micro_train_batch_size 4 (OpenRLHF's default before 0.10.0") != std::string::npos);
+  // One launch, one kind of names; errors name the key and its grouped spelling.
+  std::vector<std::string> mixed = grouped;
+  mixed.insert(mixed.end(), {"--zero_stage", "2"});
+  CHECK_THROWS_WITH(zeromem::read_openrlhf(mixed, s), Catch::Contains("--zero_stage") && Catch::Contains("--ds.zero_stage"));
+  s.openrlhf_version = "0.9.0";
+  CHECK_THROWS_WITH(zeromem::read_openrlhf(grouped, s), Catch::Contains("v0.10.2"));
+  s.openrlhf_version.clear();
+  for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+           {"--ds.param_dtype", "fp8"}, {"--actor.optim", "muon"}, {"--train.async_enable"}, {"--ds.attn_implementation", "eager"},
+           {"--ds.tensor_parallel_size", "2"}, {"--algo.kl.init_coef", "-1"}}) {
+    std::vector<std::string> bad = grouped;
+    bad.insert(bad.end(), extra.begin(), extra.end());
+    CHECK_THROWS_WITH(zeromem::read_openrlhf(bad, s), Catch::Contains(extra.front().substr(2)));
+  }
 }
 
 TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {

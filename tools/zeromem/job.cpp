@@ -81,7 +81,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
                       (openrlhf ? "=" : "=true")});
   if (r.actor_token_budget > 0) {  // verl's dynamic batches: a smaller token budget per pass, down to one sequence
     std::vector<std::string> g;
-    for (std::int64_t t = r.actor_token_budget / 2; t >= j.prompt_tokens + j.response_tokens; t /= 2)
+    for (std::int64_t t = r.actor_token_budget / 2; t >= detail::longest_sequence(j); t /= 2)
       g.push_back("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=" + std::to_string(t));
     if (!g.empty()) groups.push_back(g);
   } else {

@@ -18,7 +18,7 @@ const std::vector<setting_flag> job_setting_flags{
     {"--mean-tokens", "real tokens per sequence (prompt + response) on average; default: the configured maxima"},
     {"--vllm-version", "the vLLM version, such as 0.6.5: it decides what gpu_memory_utilization means"},
     {"--deepspeed-version", "the DeepSpeed version, such as 0.16.4 (0.16.x has a ZeRO-3 checkpointing defect)"},
-    {"--openrlhf-version", "the OpenRLHF version, such as 0.6.0 (from 0.6.0 --colocate_all_models turns both sleep modes on)"},
+    {"--openrlhf-version", "the OpenRLHF version, such as 0.6.1: defaults and sleep modes changed across versions"},
     {"--host-unmodelled", "host RAM per node a report shows beyond the modelled terms, such as 500GB"},
     {"--node-gpus", "GPUs of one node, such as 8 (OpenRLHF's arguments do not say; default 8): the roles' GPUs are placed on nodes of this size"},
     {"--cuda-context", "bytes per process outside PyTorch's allocator (default: measured on an H100, 650,969,088 B)"},

@@ -95,6 +95,7 @@ struct rlhf_job {
   bool colocate_critic_reward = false;
   std::int64_t prompt_tokens = 0;      // maxima, as configured
   std::int64_t response_tokens = 0;
+  std::int64_t max_tokens = 0;         // a cap on prompt + response (OpenRLHF >= 0.10.2 data.max_len); 0: none
   /// Real tokens of one sequence (prompt + response) on average; 0: the maxima. Only with packing does a shorter
   /// mean shrink a pass: padded batches are as long as their longest sequence.
   std::int64_t mean_tokens = 0;
@@ -153,8 +154,14 @@ inline transformer_config value_backbone(transformer_config m) {
   return m;
 }
 
+/// The longest sequence the job allows: prompt + response maxima, within max_tokens when it is set.
+inline std::int64_t longest_sequence(const rlhf_job& j) {
+  const std::int64_t both = checked_sum(j.prompt_tokens, j.response_tokens);
+  return j.max_tokens > 0 ? std::min(both, j.max_tokens) : both;
+}
+
 inline std::int64_t tokens_per_sequence(const rlhf_job& j) {
-  const std::int64_t most = checked_sum(j.prompt_tokens, j.response_tokens);
+  const std::int64_t most = longest_sequence(j);
   return j.mean_tokens > 0 ? std::min(j.mean_tokens, most) : most;
 }
 
@@ -165,7 +172,7 @@ inline activation_config pass_shape(const rlhf_job& j, std::int64_t sequences, b
     a.seq_len = ceil_div(checked_mul(sequences, tokens_per_sequence(j)), j.ulysses);
     a.micro_batch = 1;
   } else {
-    a.seq_len = ceil_div(checked_sum(j.prompt_tokens, j.response_tokens), j.ulysses);
+    a.seq_len = ceil_div(longest_sequence(j), j.ulysses);
     a.micro_batch = sequences;
   }
   a.attention = attention_kind::flash;  // flash-attention / SDPA: no s^2 terms (OpenRLHF --flash_attn, verl's default)
@@ -357,7 +364,7 @@ inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
   spec.tp = j.rollout.tp;
   spec.block_size = j.rollout.block_size;
   spec.limits = j.rollout.limits;
-  spec.max_model_len = checked_sum(j.prompt_tokens, j.response_tokens);  // OpenRLHF and verl: prompt + response maxima
+  spec.max_model_len = longest_sequence(j);  // OpenRLHF and verl: prompt + response maxima (OpenRLHF >= 0.10.2: max_len)
   vllm_engine_config v{};
   v.total = j.gpu_capacity;
   v.gpu_memory_utilization = j.rollout.gpu_memory_utilization;
@@ -424,6 +431,7 @@ inline void validate(const rlhf_job& j) {
   if (!j.actor.present) fail("an RLHF job needs an actor model; give its path (OpenRLHF --pretrain, verl actor_rollout_ref.model.path)");
   require_positive(j.prompt_tokens, "the prompt length");
   require_positive(j.response_tokens, "the response length");
+  if (j.max_tokens < 0) fail_value("the cap on prompt + response cannot be negative", static_cast<long double>(j.max_tokens), "pass 0 for none");
   require_positive(j.ulysses, "the Ulysses sequence-parallel size");
   if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", static_cast<long double>(j.mean_tokens), "pass 0 for the maxima");
   for (const rlhf_role* r : {&j.actor, &j.critic, &j.reference, &j.reward})
@@ -537,7 +545,10 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
     out.phases.push_back(std::move(best));
   }
   out.notes.push_back("tokens per sequence: " + std::to_string(detail::tokens_per_sequence(j)) +
-                      (j.mean_tokens > 0 ? " (assumed mean)" : " (prompt + response maxima; pass --mean-tokens for real lengths)") +
+                      (j.mean_tokens > 0 ? " (assumed mean)"
+                       : j.max_tokens > 0 && j.max_tokens < detail::checked_sum(j.prompt_tokens, j.response_tokens)
+                           ? " (the max_len cap on prompt + response; pass --mean-tokens for real lengths)"
+                           : " (prompt + response maxima; pass --mean-tokens for real lengths)") +
                       (j.packing ? ", packed" : ", padded to the maxima"));
   if (j.rollout.present && j.rollout.kind == rollout_engine_kind::sglang) {
     const sglang_engine_memory e = detail::sglang_memory(j, bytes{});

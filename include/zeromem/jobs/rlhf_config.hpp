@@ -219,6 +219,20 @@ class config_keys {
     if (!v || *v == "null" || *v == "~" || *v == "None") return otherwise;
     return parse_integer(*v, k.c_str(), 0, std::int64_t{1} << 40);
   }
+  /// A finite number of at least 0.
+  double number(const std::string& k, double otherwise) {
+    const std::optional<std::string> v = text(k);
+    if (!v) return otherwise;
+    std::size_t used = 0;
+    double d = -1;
+    try {
+      d = std::stod(*v, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != v->size() || !(d >= 0.0 && d < 1e300)) fail(k + " must be a number of at least 0, not " + detail::quoted(*v));
+    return d;
+  }
   double fraction(const std::string& k, double otherwise) {
     const std::optional<std::string> v = text(k);
     if (!v) return otherwise;
@@ -264,7 +278,7 @@ inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
 /// every sequence L tokens long (the mean, or the maxima) the largest holds ceil(N / that) sequences. verl asserts
 /// that the budget x sp holds one sequence of the configured maximum length.
 inline std::int64_t dynamic_micro_batch(const rlhf_job& j, const std::string& key, std::int64_t budget, std::int64_t sp, std::int64_t sequences) {
-  const std::int64_t longest = checked_sum(j.prompt_tokens, j.response_tokens);
+  const std::int64_t longest = longest_sequence(j);
   const std::int64_t room = checked_mul(budget, sp);
   if (room < longest)
     fail(key + " x ulysses_sequence_parallel_size = " + std::to_string(room) + " tokens is below one sequence of max_prompt_length + "
@@ -288,12 +302,83 @@ inline void set_vllm_version(rollout_engines& e, const std::string& version, boo
 /// vLLM's default batch limits for the job's version, GPU and context (prompt + response maxima).
 inline vllm_batch_limits default_limits(const rlhf_job& j, const job_settings& s) {
   return vllm_default_limits(version_number(s.vllm_version, "the vLLM version"), h100_or_h200(s.gpu),
-                             checked_sum(j.prompt_tokens, j.response_tokens));
+                             longest_sequence(j));
 }
 
 }  // namespace detail
 
-/// OpenRLHF `python -m openrlhf.cli.train_ppo_ray ...` arguments (v0.5-v0.8 names; openrlhf/cli/train_ppo_ray.py).
+namespace detail {
+/// OpenRLHF's argument names. Up to v0.10.1 they are flat (--zero_stage); from v0.10.2 grouped (--ds.zero_stage;
+/// openrlhf/cli/train_ppo_ray.py at v0.11.0, 3c3be623). Each pair means the same in both; the names that differ in
+/// meaning (lengths, precision, offload of the frozen models) are read apart in read_openrlhf.
+struct openrlhf_name {
+  std::string_view flat, grouped;
+};
+inline constexpr openrlhf_name openrlhf_names[] = {
+    {"pretrain", "actor.model_name_or_path"},           {"reward_pretrain", "reward.model_name_or_path"},
+    {"critic_pretrain", "critic.model_name_or_path"},   {"remote_rm_url", "reward.remote_url"},
+    {"actor_num_nodes", "actor.num_nodes"},             {"actor_num_gpus_per_node", "actor.num_gpus_per_node"},
+    {"critic_num_nodes", "critic.num_nodes"},           {"critic_num_gpus_per_node", "critic.num_gpus_per_node"},
+    {"ref_num_nodes", "ref.num_nodes"},                 {"ref_num_gpus_per_node", "ref.num_gpus_per_node"},
+    {"reward_num_nodes", "reward.num_nodes"},           {"reward_num_gpus_per_node", "reward.num_gpus_per_node"},
+    {"colocate_all_models", "train.colocate_all"},      {"colocate_actor_ref", "train.colocate_actor_ref"},
+    {"colocate_critic_reward", "train.colocate_critic_reward"},
+    {"zero_stage", "ds.zero_stage"},                    {"adam_offload", "ds.adam_offload"},
+    {"gradient_checkpointing", "actor.gradient_checkpointing_enable"},
+    {"deepspeed_enable_sleep", "ds.enable_sleep"},      {"vllm_enable_sleep", "vllm.enable_sleep"},
+    {"micro_train_batch_size", "train.micro_batch_size"}, {"micro_rollout_batch_size", "rollout.micro_batch_size"},
+    {"vllm_num_engines", "vllm.num_engines"},           {"vllm_tensor_parallel_size", "vllm.tensor_parallel_size"},
+    {"vllm_gpu_memory_utilization", "vllm.gpu_memory_utilization"}, {"enforce_eager", "vllm.enforce_eager"},
+    {"packing_samples", "ds.packing_samples"},          {"ring_attn_size", "ds.ring_attn_size"},
+    {"overlap_comm", "ds.overlap_comm"},                {"advantage_estimator", "algo.advantage.estimator"},
+    {"init_kl_coef", "algo.kl.init_coef"},              {"load_in_4bit", "ds.load_in_4bit"},
+    {"enable_ema", "train.enable_ema"},                 {"ds_tensor_parallel_size", "ds.tensor_parallel_size"},
+    {"lora_rank", "ds.lora.rank"},                      {"zpg", "ds.zpg"},
+    {"grad_accum_dtype", "ds.grad_accum_dtype"},        {"param_dtype", "ds.param_dtype"},
+    {"attn_implementation", "ds.attn_implementation"},  {"max_len", "data.max_len"},
+    {"max_new_tokens", "rollout.max_new_tokens"},       {"use_dynamic_batch", "train.dynamic_batch_enable"},
+    {"train_max_tokens_per_gpu", "train.max_tokens_per_gpu"}, {"rollout_max_tokens_per_gpu", "rollout.max_tokens_per_gpu"},
+    {"train_batch_size", "train.batch_size"},           {"rollout_batch_size", "rollout.batch_size"},
+    {"n_samples_per_prompt", "rollout.n_samples_per_prompt"}, {"async_train", "train.async_enable"},
+};
+/// Flat names with no grouped twin of the same meaning.
+inline constexpr std::string_view openrlhf_flat_only[] = {"bf16", "prompt_max_len", "generate_max_len", "ref_reward_offload", "flash_attn"};
+}  // namespace detail
+
+namespace detail {
+/// OpenRLHF's dynamic batches (--use_dynamic_batch from v0.9.0, --train.dynamic_batch_enable from v0.10.2): packing is
+/// forced on; a pass holds the sequences that fit a per-GPU token budget x ring_attn_size (first fit,
+/// utils/seqlen_balancing.py get_minimum_num_micro_batch_size), balanced over that many passes
+/// (get_seqlen_balanced_partitions). With every sequence L tokens long (the mean, or the maxima), a budget B holds
+/// f = max(1, floor(B / L)) sequences and N sequences take m = ceil(N / f) passes of ceil(N / m). Training: N =
+/// train_batch_size / dp on each rank (replay_buffer.py); the experience forward: N = rollout_batch_size x
+/// n_samples_per_prompt over max(floor(m / E) x E, E) passes, E = actor ranks / ring (experience_maker.py
+/// split_rollout_samples); the rollout budget is the training one (16192 tokens) unless given.
+template <class Name>
+inline void openrlhf_dynamic_batches(rlhf_job& j, config_keys& k, const Name& name) {
+  j.packing = true;
+  const std::int64_t ring = j.ulysses, length = tokens_per_sequence(j);
+  const std::int64_t train_budget = k.integer(name("train_max_tokens_per_gpu"), 16192);
+  const std::int64_t rollout_budget = k.integer(name("rollout_max_tokens_per_gpu"), train_budget);
+  const auto per_pass = [&](std::int64_t budget) { return std::max<std::int64_t>(1, checked_mul(budget, ring) / length); };
+  const std::int64_t train_batch = k.integer(name("train_batch_size"), 128);
+  for (rlhf_role* role : {&j.actor, &j.critic}) {
+    if (!role->present) continue;
+    const std::int64_t dp = std::max<std::int64_t>(1, role->gpus / ring), n = train_batch / dp;
+    if (n == 0)
+      fail("--" + name("train_batch_size") + " " + std::to_string(train_batch) + " gives no sequence to each of " + std::to_string(dp) +
+           " ranks; raise it");
+    role->train_micro_batch = ceil_div(n, ceil_div(n, per_pass(train_budget)));
+  }
+  const std::int64_t samples = checked_mul(k.integer(name("rollout_batch_size"), 1024), k.integer(name("n_samples_per_prompt"), 1));
+  const std::int64_t ranks = std::max<std::int64_t>(1, j.actor.gpus / ring);
+  const std::int64_t passes = std::max(ceil_div(samples, per_pass(rollout_budget)) / ranks * ranks, ranks);
+  for (rlhf_role* role : {&j.actor, &j.critic, &j.reference, &j.reward}) role->forward_micro_batch = ceil_div(samples, passes);
+}
+}  // namespace detail
+
+/// OpenRLHF `python -m openrlhf.cli.train_ppo_ray ...` arguments, flat (v0.5-v0.10.1) or grouped (v0.10.2 on)
+/// (openrlhf/cli/train_ppo_ray.py at c935fc71 and at v0.11.0).
 inline job_reading read_openrlhf(const std::vector<std::string>& words, const job_settings& s) {
   // The arguments start after the module (a `ray job submit ... -- python3 -m openrlhf.cli.train_ppo_ray` prefix too).
   std::size_t start = 0;
@@ -316,80 +401,138 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     }
     kv.emplace_back(key, value);
   }
+  // Grouped names (from v0.10.2) have a dot; one launch uses one kind.
+  const bool grouped = std::any_of(kv.begin(), kv.end(), [](const auto& p) { return p.first.find('.') != std::string::npos; });
+  if (grouped) {
+    for (const auto& p : kv) {
+      const auto twin = std::find_if(std::begin(detail::openrlhf_names), std::end(detail::openrlhf_names),
+                                     [&](const detail::openrlhf_name& n) { return n.flat == p.first; });
+      const bool flat_only = std::find(std::begin(detail::openrlhf_flat_only), std::end(detail::openrlhf_flat_only), p.first) !=
+                             std::end(detail::openrlhf_flat_only);
+      if (twin != std::end(detail::openrlhf_names) || flat_only)
+        detail::fail("--" + p.first + " is an OpenRLHF name from before v0.10.2 and the other arguments are grouped (--ds.zero_stage); " +
+                     (twin != std::end(detail::openrlhf_names) ? "write --" + std::string(twin->grouped)
+                                                               : std::string("see openrlhf/cli/train_ppo_ray.py for its grouped form")));
+    }
+    if (!s.openrlhf_version.empty() && detail::version_number(s.openrlhf_version, "the OpenRLHF version") < 10'002)
+      detail::fail("grouped OpenRLHF arguments (--ds.zero_stage) came in v0.10.2, not " + s.openrlhf_version + "; fix --openrlhf-version");
+  }
+  // A flat name as this launch spells it.
+  const auto name = [grouped](std::string_view flat) {
+    if (grouped)
+      for (const detail::openrlhf_name& n : detail::openrlhf_names)
+        if (n.flat == flat) return std::string(n.grouped);
+    return std::string(flat);
+  };
   detail::config_keys k(std::move(kv));
   job_reading r{};
   rlhf_job& j = r.job;
   j.framework = rlhf_framework::openrlhf;
   detail::apply_settings(j, s, r);
-  const int stage = static_cast<int>(k.integer("zero_stage", 2));  // default 2
-  if (stage > 3) detail::fail("zero_stage must be 0, 1, 2 or 3");
-  const precision recipe = k.flag("bf16") ? precision::mixed_bf16 : precision::fp32;
-  const bool checkpointing = k.flag("gradient_checkpointing");
-  const std::int64_t nodes = k.integer("actor_num_nodes", 1), per_node = k.integer("actor_num_gpus_per_node", 8);
-  j.colocate_all = k.flag("colocate_all_models");
-  j.colocate_actor_ref = k.flag("colocate_actor_ref");
-  j.colocate_critic_reward = k.flag("colocate_critic_reward");
-  // Sleep modes only act with --colocate_all_models; from 0.6.0 (commit 07608d73) it turns both on (train_ppo_ray.py).
-  bool forced_sleep = false;
-  if (j.colocate_all) {
+  const int stage = static_cast<int>(k.integer(name("zero_stage"), 2));  // default 2
+  if (stage > 3) detail::fail(name("zero_stage") + " must be 0, 1, 2 or 3");
+  // Defaults that changed across versions (train_ppo_ray.py): vllm_gpu_memory_utilization 0.9 -> 0.95 in v0.6.4,
+  // micro-batches 4 (train) / 8 (rollout) -> 1 / 1 and prompt_max_len + generate_max_len -> max_len + max_new_tokens
+  // in v0.10.0, --bf16 (else fp32) -> --param_dtype (bf16 by default) in v0.9.5. Grouped names imply v0.10.2 or
+  // later; a flat launch without --openrlhf-version takes v0.6.0's, and each one used is listed as assumed.
+  const std::int64_t version = !s.openrlhf_version.empty() ? detail::version_number(s.openrlhf_version, "the OpenRLHF version")
+                               : grouped                   ? 10'002
+                                                           : 0;
+  const auto version_default = [&](const std::string& flat, const std::string& value, const char* changed_in) {
+    if (version == 0 && !k.has(name(flat)))
+      r.assumed.push_back("--" + flat + " " + value + " (OpenRLHF's default before " + changed_in + "; pass --openrlhf-version)");
+  };
+  // Precision: --param_dtype bf16 or fp16 (from v0.9.5, bf16 by default), or --bf16 before (else fp32).
+  precision recipe = precision::fp32;
+  if (k.has(name("param_dtype")) || version >= 9'005) {
+    const std::string dtype_name = k.text(name("param_dtype")).value_or("bf16");
+    if (dtype_name != "bf16" && dtype_name != "fp16") detail::fail(name("param_dtype") + " must be bf16 or fp16, not " + detail::quoted(dtype_name));
+    recipe = dtype_name == "bf16" ? precision::mixed_bf16 : precision::mixed_fp16;
+  } else {
+    recipe = k.flag("bf16") ? precision::mixed_bf16 : precision::fp32;
+    if (recipe == precision::fp32 && version == 0)
+      r.assumed.push_back("fp32 training: no --bf16 (from OpenRLHF 0.9.5 --param_dtype is bf16 by default; pass --openrlhf-version)");
+  }
+  const bool checkpointing = k.flag(name("gradient_checkpointing"));
+  const std::int64_t nodes = k.integer(name("actor_num_nodes"), 1), per_node = k.integer(name("actor_num_gpus_per_node"), 8);
+  j.colocate_all = k.flag(name("colocate_all_models"));
+  j.colocate_actor_ref = k.flag(name("colocate_actor_ref"));
+  j.colocate_critic_reward = k.flag(name("colocate_critic_reward"));
+  // Sleep modes. vLLM's acts only with --colocate_all_models (turned off without it); DeepSpeed's on its own
+  // (ppo_actor.py, ppo_critic.py). For one day of the hybrid engine (commits a75d7a76 to 07608d73, numbered 0.6.0:
+  // after the v0.6.0 tag, which has no --colocate_all_models, before v0.6.0.post1) --colocate_all_models turned both
+  // on and DeepSpeed's needed it; no release does either.
+  if (j.colocate_all && !grouped) {
     if (s.openrlhf_version.empty())
-      detail::fail("--colocate_all_models means different things across OpenRLHF versions; pass --openrlhf-version (such as 0.6.0)");
-    forced_sleep = detail::version_number(s.openrlhf_version, "the OpenRLHF version") >= 6'000;
+      detail::fail("--colocate_all_models means different things across OpenRLHF versions; pass --openrlhf-version (such as 0.6.1)");
     r.assumed.push_back("OpenRLHF " + s.openrlhf_version);
   }
-  const bool ds_sleep = (k.flag("deepspeed_enable_sleep") || forced_sleep) && j.colocate_all;
-  const bool vllm_sleep = (k.flag("vllm_enable_sleep") || forced_sleep) && j.colocate_all;
-  const std::int64_t micro_train = k.integer("micro_train_batch_size", 4), micro_rollout = k.integer("micro_rollout_batch_size", 8);
-  const auto role = [&](bool trained, const std::string& path_key, const std::string& prefix, const char* key) {
+  const bool first_day = !grouped && version == 6'000 && s.openrlhf_version.find("post") == std::string::npos;
+  const bool forced_sleep = first_day && j.colocate_all;
+  const bool ds_sleep = (k.flag(name("deepspeed_enable_sleep")) && (!first_day || j.colocate_all)) || forced_sleep;
+  const bool vllm_sleep = (k.flag(name("vllm_enable_sleep")) || forced_sleep) && j.colocate_all;
+  const std::int64_t micro_train = k.integer(name("micro_train_batch_size"), version >= 10'000 ? 1 : 4);
+  const std::int64_t micro_rollout = k.integer(name("micro_rollout_batch_size"), version >= 10'000 ? 1 : 8);
+  version_default("micro_train_batch_size", "4", "0.10.0");
+  version_default("micro_rollout_batch_size", "8", "0.10.0");
+  const auto role = [&](bool trained, const std::string& path_key, const std::string& prefix) {
     rlhf_role x{};
     x.present = true;
-    x.model = detail::model_of_path(*k.text(path_key), s, key);
+    x.model = detail::model_of_path(*k.text(path_key), s, ("--" + path_key).c_str());
     x.trained = trained;
     x.recipe = recipe;
     // Frozen models run ZeRO-3 when the job does, else stage 0 (openrlhf/utils/deepspeed get_eval_ds_config).
     x.zero_stage = trained || stage == 3 ? stage : 0;
-    x.gpus = detail::checked_mul(k.integer(prefix + "_num_nodes", 1), k.integer(prefix + "_num_gpus_per_node", 8));
+    x.gpus = detail::checked_mul(k.integer(name(prefix + "_num_nodes"), 1), k.integer(name(prefix + "_num_gpus_per_node"), 8));
     x.gradient_checkpointing = trained && checkpointing;
     x.train_micro_batch = micro_train;
     x.forward_micro_batch = micro_rollout;
     return x;
   };
-  if (!k.has("pretrain")) detail::fail("the OpenRLHF arguments have no --pretrain (the actor model)");
-  j.actor = role(true, "pretrain", "actor", "--pretrain");
+  if (!k.has(name("pretrain"))) detail::fail("the OpenRLHF arguments have no --" + name("pretrain") + " (the actor model)");
+  j.actor = role(true, name("pretrain"), "actor");
   j.actor.gpus = detail::checked_mul(nodes, per_node);
-  j.actor.adam_offload = k.flag("adam_offload");
+  j.actor.adam_offload = k.flag(name("adam_offload"));
   j.actor.sleep_params = j.actor.sleep_optimizer = ds_sleep;
   j.nodes = nodes;
-  j.reference = role(false, "pretrain", "ref", "--pretrain");
-  const bool ref_offload = k.flag("ref_reward_offload");
-  j.reference.offload_params = ref_offload;
-  if (j.colocate_all || j.colocate_actor_ref) j.reference.gpus = j.actor.gpus;
+  // The reference model exists only with a KL penalty: init_kl_coef > 0 (default 0.01; train_ppo_ray.py).
+  const bool reference = k.number(name("init_kl_coef"), 0.01) > 0.0;
+  // Offloaded frozen models: flat --ref_reward_offload for both, grouped --ref.offload and --reward.offload.
+  const bool ref_offload = grouped ? k.flag("ref.offload") : k.flag("ref_reward_offload");
+  const bool reward_offload = grouped ? k.flag("reward.offload") : ref_offload;
+  if (reference) {
+    j.reference = role(false, name("pretrain"), "ref");
+    j.reference.offload_params = ref_offload;
+    if (j.colocate_all || j.colocate_actor_ref) j.reference.gpus = j.actor.gpus;
+  }
   // PPO's critic (advantage_estimator gae, the default): --critic_pretrain, else the reward model, else the actor.
-  const std::string estimator = k.text("advantage_estimator").value_or("gae");
-  const std::string critic_path = k.has("critic_pretrain") ? "critic_pretrain"
-                                  : k.has("reward_pretrain") && !k.has("remote_rm_url") ? "reward_pretrain" : "pretrain";
+  const std::string estimator = k.text(name("advantage_estimator")).value_or("gae");
+  const bool remote_reward = k.has(name("remote_rm_url"));
+  const std::string critic_path = k.has(name("critic_pretrain")) ? name("critic_pretrain")
+                                  : k.has(name("reward_pretrain")) && !remote_reward ? name("reward_pretrain") : name("pretrain");
   if (estimator == "gae") {
-    j.critic = role(true, critic_path, "critic", ("--" + critic_path).c_str());
+    j.critic = role(true, critic_path, "critic");
     j.critic.value_model = true;
     j.critic.adam_offload = j.actor.adam_offload;
     j.critic.sleep_params = j.critic.sleep_optimizer = ds_sleep;
     if (j.colocate_all) j.critic.gpus = j.actor.gpus;
   }
-  if (k.has("reward_pretrain") && !k.has("remote_rm_url")) {
-    j.reward = role(false, "reward_pretrain", "reward", "--reward_pretrain");
+  if (k.has(name("reward_pretrain")) && !remote_reward) {
+    j.reward = role(false, name("reward_pretrain"), "reward");
     j.reward.value_model = true;
-    j.reward.offload_params = ref_offload;
+    j.reward.offload_params = reward_offload;
     if (j.colocate_all) j.reward.gpus = j.actor.gpus;
     else if (j.colocate_critic_reward && j.critic.present) j.reward.gpus = j.critic.gpus;
   }
-  k.text("remote_rm_url");
-  if (k.integer("vllm_num_engines", 0) > 0) {
+  k.text(name("remote_rm_url"));
+  if (k.integer(name("vllm_num_engines"), 0) > 0) {
     rollout_engines& e = j.rollout;
     e.present = true;
-    e.engines = k.integer("vllm_num_engines", 0);
-    e.tp = k.integer("vllm_tensor_parallel_size", 1);
-    e.gpu_memory_utilization = k.fraction("vllm_gpu_memory_utilization", 0.9);  // vLLM's default when not passed
-    e.enforce_eager = k.flag("enforce_eager");
+    e.engines = k.integer(name("vllm_num_engines"), 0);
+    e.tp = k.integer(name("vllm_tensor_parallel_size"), 1);
+    e.gpu_memory_utilization = k.fraction(name("vllm_gpu_memory_utilization"), version >= 6'004 ? 0.95 : 0.9);
+    version_default("vllm_gpu_memory_utilization", "0.9", "0.6.4");
+    e.enforce_eager = k.flag(name("enforce_eager"));
     e.sleep_level = vllm_sleep ? 1 : 0;  // vllm_engine.py sleep(level=1)
     e.sized_on_empty_gpu = true;  // create_vllm_engines runs before the DeepSpeed models are built
     detail::set_vllm_version(e, s.vllm_version, false);
@@ -399,35 +542,78 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   if (s.node_gpus > 0) j.gpus_per_node = s.node_gpus;
   else {
     j.gpus_per_node = 8;
-    for (const char* name : {"actor", "ref", "critic", "reward"})
-      j.gpus_per_node = std::max(j.gpus_per_node, k.integer(std::string(name) + "_num_gpus_per_node", 8));
+    for (const char* prefix : {"actor", "ref", "critic", "reward"})
+      j.gpus_per_node = std::max(j.gpus_per_node, k.integer(name(std::string(prefix) + "_num_gpus_per_node"), 8));
     r.assumed.push_back(std::to_string(j.gpus_per_node) + " GPUs per node (--node-gpus)");
   }
-  j.prompt_tokens = k.integer("prompt_max_len", 1024);
-  j.response_tokens = k.integer("generate_max_len", 1024);
+  // Lengths. Before v0.10.0: prompt_max_len + generate_max_len (1024 each), max_len (if given) caps both for vLLM
+  // and the samples. From v0.10.0: max_len caps prompt + response (2048 by default) and max_new_tokens the response;
+  // vLLM gets max_model_len = max_len (create_vllm_engines).
+  if (k.has(name("max_new_tokens")) || (version >= 10'000 && !k.has("prompt_max_len") && !k.has("generate_max_len"))) {
+    j.max_tokens = k.integer(name("max_len"), 2048);
+    j.response_tokens = std::min(k.integer(name("max_new_tokens"), j.max_tokens), j.max_tokens);
+    j.prompt_tokens = j.max_tokens;
+  } else {
+    j.prompt_tokens = k.integer("prompt_max_len", 1024);
+    j.response_tokens = k.integer("generate_max_len", 1024);
+    j.max_tokens = k.integer(name("max_len"), 0);
+  }
   // create_vllm_engines passes max_model_len = prompt + response and leaves the batch limits at vLLM's defaults.
   if (j.rollout.present) j.rollout.limits = detail::default_limits(j, s);
-  j.packing = k.flag("packing_samples");
-  j.ulysses = k.integer("ring_attn_size", 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
-  j.overheads.overlap_comm = k.flag("overlap_comm");  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
-  k.flag("flash_attn");  // flash-attention 2 or transformers' SDPA default: no s^2 terms either way
+  j.packing = k.flag(name("packing_samples"));
+  j.ulysses = k.integer(name("ring_attn_size"), 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
+  j.overheads.overlap_comm = k.flag(name("overlap_comm"));  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
+  // Attention: flash-attention or transformers' SDPA: no s^2 terms. Eager attention is not modelled for RLHF jobs.
+  if (k.text(name("attn_implementation")).value_or("flash_attention_2") == "eager")
+    detail::fail("--" + name("attn_implementation") + " eager is not modelled for RLHF jobs; use flash_attention_2 or sdpa");
+  if (!grouped) k.flag("flash_attn");
   if (!s.deepspeed_version.empty()) {
     const std::int64_t v = detail::version_number(s.deepspeed_version, "the DeepSpeed version");
     j.defects.deepspeed_016_zero3_checkpointing_leak = v >= 16'000 && v < 17'000;
     r.assumed.push_back("DeepSpeed " + s.deepspeed_version);
   }
   // Memory matters but is not modelled for RLHF jobs: refuse rather than ignore.
-  for (const char* key : {"load_in_4bit", "enable_ema", "ds_tensor_parallel_size"})
-    if (k.has(key) && k.flag(key, false)) detail::fail(std::string("--") + key + " is not modelled for RLHF jobs; remove it to estimate the rest");
-  if (k.integer("lora_rank", 0) > 0) detail::fail("--lora_rank is not modelled for RLHF jobs; remove it to estimate full fine-tuning");
-  if (k.integer("zpg", 1) > 1) detail::fail("--zpg (ZeRO++ hpZ) is not modelled for RLHF jobs; remove it");
-  if (k.has("grad_accum_dtype") && *k.text("grad_accum_dtype") != "") detail::fail("--grad_accum_dtype is not modelled for RLHF jobs; remove it");
+  for (const char* key : {"load_in_4bit", "enable_ema"})
+    if (k.flag(name(key))) detail::fail("--" + name(key) + " is not modelled for RLHF jobs; remove it to estimate the rest");
+  if (k.integer(name("ds_tensor_parallel_size"), 1) > 1)
+    detail::fail("--" + name("ds_tensor_parallel_size") + " (DeepSpeed AutoTP) is not modelled for RLHF jobs; remove it to estimate the rest");
+  if (k.integer(name("lora_rank"), 0) > 0) detail::fail("--" + name("lora_rank") + " is not modelled for RLHF jobs; remove it to estimate full fine-tuning");
+  if (k.integer(name("zpg"), 1) > 1) detail::fail("--" + name("zpg") + " (ZeRO++ hpZ) is not modelled for RLHF jobs; remove it");
+  if (k.has(name("grad_accum_dtype")) && *k.text(name("grad_accum_dtype")) != "")
+    detail::fail("--" + name("grad_accum_dtype") + " is not modelled for RLHF jobs; remove it");
+  if (k.flag(name("async_train"))) detail::fail("--" + name("async_train") + " is not modelled for RLHF jobs; remove it to estimate the rest");
+  if (k.flag(name("use_dynamic_batch"))) detail::openrlhf_dynamic_batches(j, k, name);
+  if (grouped) {    for (const char* key : {"actor.optim", "critic.optim"})  // Muon keeps one momentum, not Adam's two moments
+      if (const std::string o = k.text(key).value_or("adam"); o != "adam")
+        detail::fail(std::string("--") + key + " " + o + " is not modelled for RLHF jobs; zeromem models Adam (--" + key + " adam)");
+  }
   // Known, no effect on one GPU: logging, data, learning rates; batch sizes and samples per prompt only set how many
   // micro-batches run (each is micro_*_batch_size per GPU).
+  if (grouped) {
+    k.sort_rest(r, {"logger.", "ckpt.", "eval.", "actor.adam.", "critic.adam.", "actor.muon.", "critic.muon.", "actor.lr_scheduler",
+                    "critic.lr_scheduler", "actor.lr_warmup_ratio", "critic.lr_warmup_ratio", "actor.min_lr_ratio", "critic.min_lr_ratio",
+                    "actor.max_norm", "critic.max_norm", "actor.aux_loss_coef", "actor.dual_clip", "actor.entropy_coef", "actor.eps_clip",
+                    "actor.eps_clip_low_high", "actor.gradient_checkpointing_reentrant", "actor.policy_loss_type", "critic.freezing_steps",
+                    "critic.save_value_network", "critic.value_clip", "algo.advantage.gamma", "algo.advantage.lambd",
+                    "algo.advantage.no_std_norm", "algo.advantage.is_correction_enable", "algo.advantage.is_correction_threshold",
+                    "algo.advantage.is_correction_type", "algo.dynamic_filtering_enable", "algo.dynamic_filtering_range",
+                    "algo.kl.estimator", "algo.kl.horizon", "algo.kl.target", "algo.kl.use_loss", "data.apply_chat_template",
+                    "data.dataloader_num_workers", "data.disable_fast_tokenizer", "data.input_key", "data.input_template", "data.label_key",
+                    "data.max_samples", "data.prompt_dataset", "data.prompt_probs", "data.prompt_split", "reward.clip_range",
+                    "reward.normalize_enable", "reward.overlong_buffer_len", "reward.overlong_penalty_factor",
+                    "reward.stop_properly_penalty_coef", "rollout.batch_size", "rollout.n_samples_per_prompt", "rollout.temperature",
+                    "rollout.top_p", "rollout.vllm_generate_batch_size", "rollout.max_tokens_per_gpu", "train.batch_size",
+                    "train.max_epochs", "train.num_episodes", "train.seed", "train.full_determinism_enable", "train.max_tokens_per_gpu",
+                    "train.agent_func_path", "train.async_queue_size", "train.partial_rollout_enable", "train.ema_beta",
+                    "vllm.enable_prefix_caching", "vllm.sync_backend", "vllm.sync_with_ray", "ds.value_head_prefix", "ds.use_universal_ckpt",
+                    "ds.use_liger_kernel", "ds.ring_attn_head_stride", "ds.lora.alpha", "ds.lora.dropout", "ds.lora.target_modules",
+                    "local_rank", "use_ms"});
+    return r;
+  }
   k.sort_rest(r, {"save_path", "ckpt_path", "save_steps", "logging_steps", "eval_steps", "max_ckpt_num", "max_ckpt_mem", "max_epochs",
                   "num_episodes", "max_samples", "prompt_data", "prompt_data_probs", "prompt_split", "input_key", "label_key",
                   "input_template", "apply_chat_template", "actor_learning_rate", "critic_learning_rate", "lr_warmup_ratio",
-                  "init_kl_coef", "kl_target", "n_samples_per_prompt", "rollout_batch_size", "train_batch_size", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
+                  "kl_target", "n_samples_per_prompt", "rollout_batch_size", "train_batch_size", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
                   "wandb_run_name", "use_tensorboard", "temperature", "top_p", "seed", "normalize_reward", "advantage_estimator",
                   "eps_clip", "value_clip", "lambd", "gamma", "l2", "max_norm", "ptx_coef", "adam_betas", "reward_clip_range", "reward_pretrain",
                   "save_hf_ckpt", "disable_ds_ckpt", "load_checkpoint", "vllm_sync_backend", "vllm_sync_with_ray",
@@ -557,7 +743,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     e.sleep_level = k.flag(R + "free_cache_engine", true) ? 2 : 0;
     // SGLang sizes req_to_token rows by the model's context length (max_position_embeddings), which verl does not
     // pass; zeromem takes prompt + response, the longest sequence the rollout produces.
-    e.context_len = detail::checked_add(j.prompt_tokens, j.response_tokens);
+    e.context_len = detail::longest_sequence(j);
     r.assumed.push_back("SGLang context_len = prompt + response (" + std::to_string(e.context_len) +
                         " tokens; SGLang uses the model's max_position_embeddings for its req_to_token rows)");
   } else {
