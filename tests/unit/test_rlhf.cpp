@@ -194,6 +194,13 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   // A budget below one sequence still holds one (first fit opens a pass for it); the rollout budget follows it.
   CHECK(phase(job("openrlhf-llama3-8b-hybrid-grouped.args", {"train.max_tokens_per_gpu=1000"}), "experience")["terms"].dump().find(
             "forward peak (1 sequences, 2048 x 1 tokens)") != std::string::npos);
+  // --explain speaks the launch's names: under dynamic batches the token budget, not the micro-batch, sets a pass.
+  const zeromem::test::cli_result explained =
+      run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "--gpu", "a100-40gb", "--explain"});
+  CHECK(explained.code == 0);
+  CHECK(explained.out.find("--train.max_tokens_per_gpu 8192 -> fits") != std::string::npos);
+  CHECK(explained.out.find("--ds.adam_offload -> fits") != std::string::npos);
+  CHECK(explained.out.find("micro_train_batch_size") == std::string::npos);
   // The same job in flat names (v0.10.1 spelled it so) reads the same, term for term.
   zeromem::job_settings s{};
   s.gpu = "a100-80gb";

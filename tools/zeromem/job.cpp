@@ -46,7 +46,9 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
   const bool openrlhf = j.framework == rlhf_framework::openrlhf;
   const bool easyr1 = std::any_of(r.read.begin(), r.read.end(), [](const std::string& k) { return k.rfind("worker.", 0) == 0; });
   std::vector<std::vector<std::string>> groups;  // each group: alternatives from the mildest; the first that fits is shown
-  const auto key = [&](const char* o, const char* v, const char* e) { return std::string(openrlhf ? o : easyr1 ? e : v); };
+  const auto key = [&](const char* o, const char* v, const char* e) {
+    return openrlhf ? detail::openrlhf_spelling(o, r.grouped_names) : std::string(easyr1 ? e : v);
+  };
   if (j.rollout.present) {
     // Lower the utilization; when the engine does not start at all (no room left for its KV cache), raise it.
     const auto utilization = [&](int u) {
@@ -65,10 +67,10 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
     }
   }
   if (openrlhf && j.colocate_all) {
-    if (j.rollout.present && j.rollout.sleep_level == 0) groups.push_back({"vllm_enable_sleep="});
-    if (!j.actor.sleep_params) groups.push_back({"deepspeed_enable_sleep="});
+    if (j.rollout.present && j.rollout.sleep_level == 0) groups.push_back({key("vllm_enable_sleep", "", "") + "="});
+    if (!j.actor.sleep_params) groups.push_back({key("deepspeed_enable_sleep", "", "") + "="});
   }
-  if (openrlhf && !j.actor.adam_offload) groups.push_back({"adam_offload="});
+  if (openrlhf && !j.actor.adam_offload) groups.push_back({key("adam_offload", "", "") + "="});
   if (!openrlhf) {
     const std::string A = easyr1 ? "worker.actor.offload." : "actor_rollout_ref.actor.fsdp_config.";
     const std::string P = easyr1 ? "offload_params" : "param_offload", O = easyr1 ? "offload_optimizer" : "optimizer_offload";
@@ -79,15 +81,15 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
   if (!j.actor.gradient_checkpointing)
     groups.push_back({key("gradient_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing", "worker.actor.model.enable_gradient_checkpointing") +
                       (openrlhf ? "=" : "=true")});
-  if (r.actor_token_budget > 0) {  // verl's dynamic batches: a smaller token budget per pass, down to one sequence
+  if (r.actor_token_budget > 0) {  // dynamic batches: a smaller token budget per pass, down to one sequence
     std::vector<std::string> g;
     for (std::int64_t t = r.actor_token_budget / 2; t >= detail::longest_sequence(j); t /= 2)
-      g.push_back("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=" + std::to_string(t));
+      g.push_back(r.token_budget_key + "=" + std::to_string(t));
     if (!g.empty()) groups.push_back(g);
   } else {
     std::vector<std::string> g;
     for (std::int64_t m = j.actor.train_micro_batch / 2; m >= 1; m /= 2)
-      g.push_back(openrlhf ? "micro_train_batch_size=" + std::to_string(m)
+      g.push_back(openrlhf ? key("micro_train_batch_size", "", "") + "=" + std::to_string(m)
                   : easyr1 ? "worker.actor.micro_batch_size_per_device_for_update=" + std::to_string(m)
                            : "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=" + std::to_string(m));
     if (!g.empty()) groups.push_back(g);

@@ -40,7 +40,9 @@ struct job_settings {
 struct job_reading {
   rlhf_job job;
   std::vector<std::string> read, ignored, unknown, assumed;
-  std::int64_t actor_token_budget = 0;  // verl use_dynamic_bsz: the actor's ppo_max_token_len_per_gpu; 0: fixed micro-batches
+  std::int64_t actor_token_budget = 0;  // dynamic batches: the actor's tokens per GPU and pass; 0: fixed micro-batches
+  std::string token_budget_key;         // the key that sets it (verl ppo_max_token_len_per_gpu, OpenRLHF max_tokens_per_gpu)
+  bool grouped_names = false;           // OpenRLHF's grouped arguments (v0.10.2 on)
 };
 
 /// Splits a shell command line as bash would for a launch script: backslash-newline joins lines, quotes group,
@@ -341,6 +343,13 @@ inline constexpr openrlhf_name openrlhf_names[] = {
     {"train_batch_size", "train.batch_size"},           {"rollout_batch_size", "rollout.batch_size"},
     {"n_samples_per_prompt", "rollout.n_samples_per_prompt"}, {"async_train", "train.async_enable"},
 };
+/// A flat name as a launch of grouped names spells it.
+inline std::string openrlhf_spelling(std::string_view flat, bool grouped) {
+  if (grouped)
+    for (const openrlhf_name& n : openrlhf_names)
+      if (n.flat == flat) return std::string(n.grouped);
+  return std::string(flat);
+}
 /// Flat names with no grouped twin of the same meaning.
 inline constexpr std::string_view openrlhf_flat_only[] = {"bf16", "prompt_max_len", "generate_max_len", "ref_reward_offload", "flash_attn"};
 }  // namespace detail
@@ -417,13 +426,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     if (!s.openrlhf_version.empty() && detail::version_number(s.openrlhf_version, "the OpenRLHF version") < 10'002)
       detail::fail("grouped OpenRLHF arguments (--ds.zero_stage) came in v0.10.2, not " + s.openrlhf_version + "; fix --openrlhf-version");
   }
-  // A flat name as this launch spells it.
-  const auto name = [grouped](std::string_view flat) {
-    if (grouped)
-      for (const detail::openrlhf_name& n : detail::openrlhf_names)
-        if (n.flat == flat) return std::string(n.grouped);
-    return std::string(flat);
-  };
+  const auto name = [grouped](std::string_view flat) { return detail::openrlhf_spelling(flat, grouped); };
   detail::config_keys k(std::move(kv));
   job_reading r{};
   rlhf_job& j = r.job;
@@ -582,7 +585,12 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   if (k.has(name("grad_accum_dtype")) && *k.text(name("grad_accum_dtype")) != "")
     detail::fail("--" + name("grad_accum_dtype") + " is not modelled for RLHF jobs; remove it");
   if (k.flag(name("async_train"))) detail::fail("--" + name("async_train") + " is not modelled for RLHF jobs; remove it to estimate the rest");
-  if (k.flag(name("use_dynamic_batch"))) detail::openrlhf_dynamic_batches(j, k, name);
+  r.grouped_names = grouped;
+  if (k.flag(name("use_dynamic_batch"))) {
+    detail::openrlhf_dynamic_batches(j, k, name);
+    r.token_budget_key = name("train_max_tokens_per_gpu");
+    r.actor_token_budget = k.integer(r.token_budget_key, 16192);
+  }
   if (grouped) {    for (const char* key : {"actor.optim", "critic.optim"})  // Muon keeps one momentum, not Adam's two moments
       if (const std::string o = k.text(key).value_or("adam"); o != "adam")
         detail::fail(std::string("--") + key + " " + o + " is not modelled for RLHF jobs; zeromem models Adam (--" + key + " adam)");
@@ -768,6 +776,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (actor_dynamic) {
       j.actor.train_micro_batch = dynamic(A + "ppo_max_token_len_per_gpu", actor_budget, update_sequences);
       r.actor_token_budget = actor_budget;
+      r.token_budget_key = A + "ppo_max_token_len_per_gpu";
     }
     if (k.flag(R + "log_prob_use_dynamic_bsz", actor_dynamic))
       j.actor.forward_micro_batch = dynamic(R + "log_prob_max_token_len_per_gpu", k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
