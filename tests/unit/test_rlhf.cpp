@@ -209,11 +209,13 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   const std::vector<std::string> common = {"--actor_num_nodes", "1", "--actor_num_gpus_per_node", "8", "--ref_num_nodes", "1",
                                            "--ref_num_gpus_per_node", "8", "--vllm_num_engines", "4", "--vllm_tensor_parallel_size", "2",
                                            "--colocate_all_models", "--pretrain", "meta-llama/Llama-3.1-8B", "--zero_stage", "3",
-                                           "--max_len", "4096", "--max_new_tokens", "1024", "--gradient_checkpointing"};
+                                           "--max_len", "4096", "--max_new_tokens", "1024", "--gradient_checkpointing",
+                                           "--use_dynamic_batch", "--train_max_tokens_per_gpu", "12288", "--train_batch_size", "64"};
   std::vector<std::string> grouped = {"--actor.num_nodes", "1", "--actor.num_gpus_per_node", "8", "--ref.num_nodes", "1",
                                       "--ref.num_gpus_per_node", "8", "--vllm.num_engines", "4", "--vllm.tensor_parallel_size", "2",
                                       "--train.colocate_all", "--actor.model_name_or_path", "meta-llama/Llama-3.1-8B", "--ds.zero_stage", "3",
-                                      "--data.max_len", "4096", "--rollout.max_new_tokens", "1024", "--actor.gradient_checkpointing_enable"};
+                                      "--data.max_len", "4096", "--rollout.max_new_tokens", "1024", "--actor.gradient_checkpointing_enable",
+                                      "--train.dynamic_batch_enable", "--train.max_tokens_per_gpu", "12288", "--train.batch_size", "64"};
   const zeromem::rlhf_estimate flat_estimate = zeromem::estimate_rlhf(zeromem::read_openrlhf(common, s).job);
   s.openrlhf_version.clear();
   const zeromem::job_reading grouped_reading = zeromem::read_openrlhf(grouped, s);
@@ -224,9 +226,13 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
     CHECK(flat_estimate.phases[i].memory.gpu_total() == grouped_estimate.phases[i].memory.gpu_total());
     CHECK(flat_estimate.phases[i].memory.host_total() == grouped_estimate.phases[i].memory.host_total());
   }
-  // v0.10.x defaults (their train_ppo_ray.py): micro-batches of 1, vLLM at 0.95, bf16, max_len 4096 for vLLM.
-  CHECK(grouped_reading.job.actor.train_micro_batch == 1);
-  CHECK(grouped_reading.job.actor.forward_micro_batch == 1);
+  // Dynamic batches of 12,288 tokens hold 3 sequences of 4,096: training 64 / 8 ranks = 8 per rank in 3 passes of
+  // 3. Experience: 1,024 samples (v0.10 defaults: rollout batch 1,024, 1 sample) need 342 passes, which OpenRLHF
+  // floors to a multiple of the 8 ranks, 336: passes of up to 4 sequences, above the budget.
+  CHECK(grouped_reading.job.actor.train_micro_batch == 3);
+  CHECK(grouped_reading.job.actor.forward_micro_batch == 4);
+  CHECK(grouped_reading.job.packing);
+  // v0.10.x defaults (their train_ppo_ray.py): vLLM at 0.95, bf16, max_len 4096 for vLLM.
   CHECK(grouped_reading.job.rollout.gpu_memory_utilization == 0.95);
   CHECK(grouped_reading.job.actor.recipe == zeromem::precision::mixed_bf16);
   CHECK(zeromem::detail::longest_sequence(grouped_reading.job) == 4096);
