@@ -288,10 +288,8 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   if (r.value_model) {  // a scalar head: no logits; take the largest phase without them
     step_terms f = e.forward, b = e.backward, o = e.optimizer_step;
     f.loss = b.loss = o.loss = bytes{};
-    phase_high_water highest{f};
-    highest.consider(b);
-    highest.consider(o);
-    peak = highest.terms;
+    const step_terms phases[] = {f, b, o};
+    peak = phases[highest(phases).index];
   }
   const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(t.activations.seq_len) + " x " +
                             std::to_string(t.activations.micro_batch) + " tokens";

@@ -121,19 +121,18 @@ struct step_terms {
 };
 
 namespace detail {
-/// The high-water mark of one phase: the moment with the most bytes alive, its total computed once per moment.
-struct phase_high_water {
-  step_terms terms;
+/// The moment with the most bytes alive (the first on a tie), and that total: each moment's total computed once.
+struct highest_moment {
+  std::size_t index;
   bytes total;
-  explicit constexpr phase_high_water(const step_terms& first) : terms(first), total(first.total()) {}
-  constexpr void consider(const step_terms& moment) {
-    const bytes t = moment.total();
-    if (t > total) {  // a tie keeps the earlier moment
-      terms = moment;
-      total = t;
-    }
-  }
 };
+template <std::size_t N>
+constexpr highest_moment highest(const step_terms (&moments)[N]) {
+  highest_moment h{0, moments[0].total()};
+  for (std::size_t k = 1; k < N; ++k)
+    if (const bytes t = moments[k].total(); t > h.total) h = {k, t};
+  return h;
+}
 }  // namespace detail
 
 struct step_estimate {
@@ -306,7 +305,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // ---- backward ----
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
-  detail::phase_high_water backward{{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}}};
+  // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end.
+  step_terms backward_moments[6]{};
+  backward_moments[0] = {resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}};
+  std::size_t moment = 1;
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
@@ -320,17 +322,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
-    const step_terms before{resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
-                            bytes{}, dequantized};
-    const step_terms after{resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered, comm + pending + (fsdp ? reduce_input : bytes{}),
-                           bytes{}, bytes{}};
-    backward.consider(before);
-    backward.consider(after);
+    backward_moments[moment++] = {resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
+                                  bytes{}, dequantized};  // before
+    backward_moments[moment++] = {resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
+                                  comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}};  // after
   }
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
   const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
-  backward.consider({resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
-                     comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}});
+  backward_moments[moment] = {resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
+                              comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}};
+  const detail::highest_moment backward = detail::highest(backward_moments);
 
   // ---- optimizer step ----
   bytes temporaries{};
@@ -346,7 +347,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   }
   const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}};
 
-  step_estimate out{forward, backward.terms, optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
+  step_estimate out{forward, backward_moments[backward.index], optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
   if (backward.total > out.peak) {
     out.peak = backward.total;
     out.peak_phase = step_phase::backward;
