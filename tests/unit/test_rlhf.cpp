@@ -201,6 +201,12 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   CHECK(explained.out.find("--train.max_tokens_per_gpu 8192 -> fits") != std::string::npos);
   CHECK(explained.out.find("--ds.adam_offload -> fits") != std::string::npos);
   CHECK(explained.out.find("micro_train_batch_size") == std::string::npos);
+  // More GPUs for a colocated job means more engines too: OpenRLHF asserts that they span the actor's GPUs.
+  CHECK(explained.out.find("--actor.num_nodes 2 --vllm.num_engines 8 -> ") != std::string::npos);
+  const zeromem::test::cli_result unequal = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "vllm.num_engines=2"});
+  CHECK(unequal.code == 2);
+  CHECK(unequal.err.find("--vllm.num_engines x --vllm.tensor_parallel_size = 4, --actor.num_nodes x --actor.num_gpus_per_node = 8") !=
+        std::string::npos);
   // The same job in flat names (v0.10.1 spelled it so) reads the same, term for term.
   zeromem::job_settings s{};
   s.gpu = "a100-80gb";

@@ -94,13 +94,23 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
                            : "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=" + std::to_string(m));
     if (!g.empty()) groups.push_back(g);
   }
-  groups.push_back({key("actor_num_nodes", "trainer.nnodes", "trainer.nnodes") + "=" + std::to_string(j.nodes * 2)});
+  // More GPUs: twice the actor's nodes; with every model colocated, twice the engines too (OpenRLHF asserts that
+  // they span the actor's GPUs).
+  std::string more = key("actor_num_nodes", "trainer.nnodes", "trainer.nnodes") + "=" + std::to_string(j.nodes * 2);
+  if (openrlhf && j.colocate_all && j.rollout.present) more += " " + key("vllm_num_engines", "", "") + "=" + std::to_string(j.rollout.engines * 2);
+  groups.push_back({more});
   std::vector<fix> out;
   for (const auto& g : groups) {
     fix last{};
-    for (const std::string& o : g) {
+    for (const std::string& o : g) {  // one change: key=value words separated by spaces
       job_args tried = a;
-      tried.overrides.push_back(o);
+      std::vector<std::string> words;
+      for (std::size_t from = 0; from < o.size();) {
+        const std::size_t to = std::min(o.find(' ', from), o.size());
+        words.push_back(o.substr(from, to - from));
+        from = to + 1;
+      }
+      tried.overrides.insert(tried.overrides.end(), words.begin(), words.end());
       tried.explain = false;
       bool fits = false;
       try {
@@ -108,7 +118,11 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
       } catch (const std::exception&) {
         continue;  // this change is not valid for the job (a micro-batch the batch does not divide, ...)
       }
-      last = {openrlhf ? "--" + (o.back() == '=' ? o.substr(0, o.size() - 1) : o.substr(0, o.find('=')) + " " + o.substr(o.find('=') + 1)) : o, fits};
+      std::string shown;
+      for (const std::string& w : words)  // OpenRLHF: --key value (--flag for a bare flag)
+        shown += (shown.empty() ? "" : " ") +
+                 (!openrlhf ? w : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
+      last = {shown, fits};
       if (fits) break;
     }
     if (!last.change.empty()) out.push_back(last);

@@ -540,6 +540,11 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     e.sized_on_empty_gpu = true;  // create_vllm_engines runs before the DeepSpeed models are built
     detail::set_vllm_version(e, s.vllm_version, false);
     r.assumed.push_back("vLLM " + s.vllm_version);
+    // Colocated engines share the actor's GPUs one for one (train_ppo_ray.py asserts it, from e0ff5f1a).
+    if (j.colocate_all && detail::checked_mul(e.engines, e.tp) != j.actor.gpus)
+      detail::fail("with --" + name("colocate_all_models") + " the vLLM engines must span the actor's GPUs: --" + name("vllm_num_engines") +
+                   " x --" + name("vllm_tensor_parallel_size") + " = " + std::to_string(detail::checked_mul(e.engines, e.tp)) +
+                   ", --" + name("actor_num_nodes") + " x --" + name("actor_num_gpus_per_node") + " = " + std::to_string(j.actor.gpus));
   }
   // The node's GPUs: the arguments say only how many each role takes per node (8 by default, train_ppo_ray.py).
   if (s.node_gpus > 0) j.gpus_per_node = s.node_gpus;
