@@ -251,6 +251,19 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   CHECK(old.job.actor.forward_micro_batch == 8);
   CHECK(zeromem::detail::longest_sequence(old.job) == 2048);
   CHECK(nlohmann::json(old.assumed).dump().find("--micro_train_batch_size 4 (OpenRLHF's default before 0.10.0") != std::string::npos);
+  // Ring attention runs on packed samples only: from v0.8.4 ring_attn_size > 1 turns packing on (train_ppo_ray.py);
+  // before, an unpacked batch takes the plain path and every GPU holds whole sequences (models/actor.py).
+  std::vector<std::string> ring = grouped;
+  ring.insert(ring.end(), {"--ds.ring_attn_size", "2"});
+  const zeromem::job_reading ring_new = zeromem::read_openrlhf(ring, s);
+  CHECK(ring_new.job.packing);
+  CHECK(ring_new.job.ulysses == 2);
+  s.openrlhf_version = "0.6.0";
+  const zeromem::job_reading ring_old =
+      zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--bf16", "--ring_attn_size", "2"}, s);
+  CHECK_FALSE(ring_old.job.packing);
+  CHECK(ring_old.job.ulysses == 1);
+  s.openrlhf_version.clear();
   // One launch, one kind of names; errors name the key and its grouped spelling.
   std::vector<std::string> mixed = grouped;
   mixed.insert(mixed.end(), {"--zero_stage", "2"});

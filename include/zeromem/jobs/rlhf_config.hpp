@@ -570,6 +570,13 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   if (j.rollout.present) j.rollout.limits = detail::default_limits(j, s);
   j.packing = k.flag(name("packing_samples"));
   j.ulysses = k.integer(name("ring_attn_size"), 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
+  // Ring attention runs on packed samples only (models/actor.py forward: unpacked batches take the plain path). From
+  // v0.8.4 (806d0296) ring_attn_size > 1 turns packing on; before, without packing, every GPU holds whole sequences.
+  if (j.ulysses > 1 && !j.packing) {
+    if (version == 0 || version >= 8'004) j.packing = true;
+    else j.ulysses = 1;
+    if (version == 0) r.assumed.push_back("--" + name("packing_samples") + " on with ring attention (OpenRLHF from 0.8.4; pass --openrlhf-version)");
+  }
   j.overheads.overlap_comm = k.flag(name("overlap_comm"));  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
   // Attention: flash-attention or transformers' SDPA: no s^2 terms. Eager attention is not modelled for RLHF jobs.
   if (k.text(name("attn_implementation")).value_or("flash_attention_2") == "eager")
