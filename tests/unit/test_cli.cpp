@@ -287,7 +287,7 @@ TEST_CASE("a scenario's report keeps one unit per table: GiB per GPU, GB per nod
     int gpu_rows = 0;
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("  per GPU (GiB = 2^30 B)", 0) == 0) { table = gpu; continue; }
-      if (line.rfind("  per node host RAM (GB = 10^9 B)", 0) == 0) { table = host; continue; }
+      if (line.rfind("  host RAM of the most loaded node (GB = 10^9 B)", 0) == 0) { table = host; continue; }
       if (line.rfind("    ", 0) != 0) { table = none; continue; }
       if (line.find("(source: ") != std::string::npos) continue;
       INFO(line);

@@ -27,7 +27,7 @@ inline std::string render_breakdown(const job_breakdown& job) {
                 job.gpu_fits() ? "fits" : "OUT OF MEMORY");
   out += line;
   if (job.host_total().count() != 0) {
-    out += "  per node host RAM (GB = 10^9 B)\n";
+    out += "  host RAM of the most loaded node (GB = 10^9 B)\n";
     for (const memory_term& t : job.terms)
       if (t.host.count() != 0) {
         std::snprintf(line, sizeof line, "    %-10s %-72s %12s\n", t.role.c_str(), t.term.c_str(), format_bytes(t.host, size_unit::GB).c_str());
