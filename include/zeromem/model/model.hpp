@@ -361,11 +361,12 @@ constexpr transformer_config qwen2_text(std::int64_t h, std::int64_t layers, std
   m.qkv_bias = true; m.tied_embeddings = tied;
   return m;
 }
+/// Qwen3: Qwen2's shape without the q/k/v biases, with q_norm and k_norm (transformers modeling_qwen3.py).
 constexpr transformer_config qwen3(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv,
                                    std::int64_t ffn, std::int64_t vocab, bool tied) {
-  transformer_config m{};
-  m.hidden = h; m.layers = layers; m.heads = heads; m.kv_heads = kv; m.head_dim = 128; m.ffn = ffn; m.vocab = vocab;
-  m.qk_norm = true; m.tied_embeddings = tied;
+  transformer_config m = qwen2_text(h, layers, heads, kv, ffn, vocab, tied);
+  m.qkv_bias = false;
+  m.qk_norm = true;
   return m;
 }
 constexpr transformer_config llama(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv,
