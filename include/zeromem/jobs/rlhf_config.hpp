@@ -28,7 +28,7 @@ struct job_settings {
   std::int64_t mean_tokens = 0;       // real tokens per sequence on average; 0: the maxima
   std::string vllm_version;           // decides what gpu_memory_utilization means
   std::string deepspeed_version;      // 0.16.x has the ZeRO-3 checkpointing defect
-  std::string openrlhf_version;       // from 0.6.0 --colocate_all_models turns both sleep modes on
+  std::string openrlhf_version;       // decides defaults and, for 0.6.0 only, forced sleep modes (read_openrlhf)
   bytes host_unmodelled{};            // host RAM per node a report shows beyond the modelled terms
   std::int64_t node_gpus = 0;         // GPUs of one node (OpenRLHF's arguments do not say); 0: 8
   std::optional<bytes> cuda_context;  // per process; default: step_config's measured value
