@@ -631,7 +631,44 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
                    "--gpu-memory-utilization", "1.5"},
                   {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K", "--tp", "3"},
                   {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K",
-                   "--enforce-eager", "--cuda-graphs", "1GiB"}});
+                   "--enforce-eager", "--cuda-graphs", "1GiB"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.27.1", "--max-model-len", "8K",
+                   "--cudagraph-estimate", "maybe"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.7.3", "--max-model-len", "8K",
+                   "--cudagraph-estimate", "on"},
+                  {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.27.1", "--max-model-len", "8K",
+                   "--cudagraph-estimate", "off", "--enforce-eager"}});
+}
+
+TEST_CASE("vllm: from 0.21 the CUDA graph estimate comes out of the KV budget, before it sits above", "[cli][vllm]") {
+  const std::vector<std::string> base{"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--max-model-len", "8K",
+                                      "--cuda-graphs", "368MiB", "--json"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_json(a);
+  };
+  const auto v27 = with({"--vllm-version", "0.27.1"});
+  const auto v20 = with({"--vllm-version", "0.20.1"});
+  const auto off = with({"--vllm-version", "0.27.1", "--cudagraph-estimate", "off"});
+  CHECK(v27["inputs"]["cuda_graphs_in_budget"] == true);
+  CHECK(v20["inputs"]["cuda_graphs_in_budget"] == false);
+  CHECK(off["inputs"]["cuda_graphs_in_budget"] == false);
+  const std::int64_t graphs = 368LL << 20;
+  const std::int64_t block = v27["kv_cache"]["block_bytes"].get<std::int64_t>();
+  CHECK(v27["per_gpu"]["cuda_graphs_bytes"] == graphs);
+  // In the budget: the KV room shrinks by the graphs and the engine holds the budget less part of one block.
+  CHECK(v20["per_gpu"]["kv_room_bytes"].get<std::int64_t>() - v27["per_gpu"]["kv_room_bytes"].get<std::int64_t>() == graphs);
+  const std::int64_t slack = v27["per_gpu"]["budget_bytes"].get<std::int64_t>() - v27["per_gpu"]["held_bytes"].get<std::int64_t>();
+  CHECK(slack >= 0);
+  CHECK(slack < block);
+  // Above the budget (before 0.21, or with the estimate off): the KV of no graphs, and the graphs on top of the
+  // budget: held - graphs is the budget less part of one block.
+  CHECK(off["kv_cache"]["blocks"] == v20["kv_cache"]["blocks"]);
+  CHECK(off["per_gpu"]["held_bytes"] == v20["per_gpu"]["held_bytes"]);
+  const std::int64_t above = off["per_gpu"]["held_bytes"].get<std::int64_t>() - graphs;
+  CHECK(above <= off["per_gpu"]["budget_bytes"].get<std::int64_t>());
+  CHECK(above > off["per_gpu"]["budget_bytes"].get<std::int64_t>() - block);
 }
 
 TEST_CASE("sglang prints SGLang's KV pool, req_to_token rows and the free share", "[cli][sglang]") {

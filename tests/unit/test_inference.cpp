@@ -99,6 +99,34 @@ TEST_CASE("the three meanings of gpu_memory_utilization", "[vllm]") {
   c.semantics = vllm_semantics::per_instance;
   c.cuda_graphs = 2464_MiB;  // Yi-34B TP4, vLLM issue #7553
   CHECK(vllm_engine(c).gpu_held == 10_GiB + 2_GiB + 1_GiB + 2464_MiB + 27_GiB);
+  // From 0.21 vLLM takes its graph estimate out of the budget (gpu_worker.py determine_available_memory):
+  // KV = 40 GiB - 13 GiB - 2464 MiB = 25,184 MiB, and the engine holds exactly the 40 GiB budget.
+  c.cuda_graphs_in_budget = true;
+  CHECK(vllm_engine(c).kv_cache == 25'184_MiB);
+  CHECK(vllm_engine(c).gpu_held == 40_GiB);
+  // Older meanings have no estimate to subtract.
+  c.semantics = vllm_semantics::global_cap;
+  CHECK_THROWS_WITH(vllm_engine(c), Catch::Matchers::Contains("per-instance budget only"));
+}
+
+TEST_CASE("vLLM's CUDA graph estimate is the same as a lower utilization (gpu_worker.py cg_util_delta)", "[vllm]") {
+  // vLLM logs "--gpu-memory-utilization=0.8200 is equivalent to --gpu-memory-utilization=0.8048 without CUDA graph
+  // memory profiling" (0.27.1, gpustack/runner PR #251): delta = estimate / total. With 1 GiB of graphs on 80 GiB,
+  // delta = 0.0125: util 0.82 with the estimate leaves the KV of util 0.8075 without it.
+  vllm_engine_config c{};
+  c.total = 80_GiB;
+  c.weights = 16_GiB;
+  c.activation_peak = 5_GiB;
+  c.non_torch = 1_GiB;
+  c.kv_block = 2_MiB;
+  c.gpu_memory_utilization = 0.8075;
+  const std::int64_t without = vllm_engine(c).kv_blocks;
+  c.gpu_memory_utilization = 0.82;
+  c.cuda_graphs = 1_GiB;
+  c.cuda_graphs_in_budget = true;
+  CHECK(vllm_engine(c).kv_blocks == without);
+  // 0.82 x 80 GiB = 65.6 GiB; less 23 GiB = 42.6 GiB = 21,811 blocks of 2 MiB (21,811.2).
+  CHECK(without == 21'811);
 }
 
 TEST_CASE("vLLM refusals and bad input", "[vllm][errors]") {
@@ -177,6 +205,10 @@ TEST_CASE("vLLM's default batch limits by version and GPU", "[vllm]") {
   CHECK_FALSE(vllm_traits(7'003, false).v1);
   CHECK(vllm_traits(8'000, false).refuse_if_free_below_budget);
   CHECK(vllm_traits(7'003, false).swap_space_gib == 4);
+  // VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: on by default from 0.21.0 (vllm/envs.py).
+  CHECK_FALSE(vllm_traits(20'002, false).cuda_graphs_in_budget);
+  CHECK(vllm_traits(21'000, false).cuda_graphs_in_budget);
+  CHECK(vllm_traits(27'001, false).cuda_graphs_in_budget);
 }
 
 TEST_CASE("an engine sized from its model: KV tokens, full-length sequences, and engines that do not start", "[vllm]") {

@@ -290,6 +290,31 @@ TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
   CHECK(text.out.find("Explain") != std::string::npos);
 }
 
+TEST_CASE("vLLM's CUDA graphs in a job: above the budget before 0.21, inside it from 0.21", "[rlhf][vllm]") {
+  // openrlhf-llama3-8b-ppo (vLLM 0.7.2, enforce_eager off): the rollout's peak is a vLLM GPU; graphs given as vLLM
+  // logs them add to it one for one.
+  const nlohmann::json base = job("openrlhf-llama3-8b-ppo.args");
+  const nlohmann::json above = job("openrlhf-llama3-8b-ppo.args", {"--vllm-cuda-graphs", "2464MiB"});
+  const auto peak = [](const nlohmann::json& j) { return phase(j, "rollout")["per_gpu"]["peak_bytes"].get<std::int64_t>(); };
+  CHECK(peak(above) - peak(base) == 2464LL << 20);
+  CHECK(term(phase(above, "rollout"), "vLLM", "CUDA graphs (above the budget)") == 2464LL << 20);
+  // The same launch on vLLM 0.21.0: the estimate comes out of the KV cache, the GPU's peak stays within a block.
+  const nlohmann::json in21 = job("openrlhf-llama3-8b-ppo.args", {"--vllm-version", "0.21.0"});
+  const nlohmann::json inside = job("openrlhf-llama3-8b-ppo.args", {"--vllm-version", "0.21.0", "--vllm-cuda-graphs", "2464MiB"});
+  CHECK(term(phase(inside, "rollout"), "vLLM", "CUDA graphs (estimate, in the budget)") == 2464LL << 20);
+  const std::int64_t kv_drop = term(phase(in21, "rollout"), "vLLM", "KV cache") - term(phase(inside, "rollout"), "vLLM", "KV cache");
+  // Llama-3-8B blocks: 16 tokens x 32 layers x 2 x 8 KV heads / 2 ranks x 128 x 2 B = 1,048,576 B; 2464 MiB = 2464 blocks.
+  CHECK(kv_drop == 2464LL << 20);
+  CHECK(peak(inside) == peak(in21));
+  // Given graphs contradict enforce_eager, and SGLang has none to give.
+  const zeromem::test::cli_result eager = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--vllm-cuda-graphs", "1GiB"});
+  CHECK(eager.code == 2);
+  CHECK(eager.err.find("enforce_eager") != std::string::npos);
+  const zeromem::test::cli_result sglang = run_cli({"job", jobs + "verl-qwen2-7b-ppo-sglang.sh", "--vllm-cuda-graphs", "1GiB"});
+  CHECK(sglang.code == 2);
+  CHECK(sglang.err.find("SGLang") != std::string::npos);
+}
+
 TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that name the key", "[rlhf][bad-input]") {
   const zeromem::command_line c = zeromem::split_command_line(
       "# zeromem: --gpu h100-80gb\npython3 -m x \\\n  --a 'b c' --d=\"e\" # trailing\n--f \\$g\n");

@@ -22,6 +22,7 @@ const std::vector<setting_flag> job_setting_flags{
     {"--host-unmodelled", "host RAM per node a report shows beyond the modelled terms, such as 500GB"},
     {"--node-gpus", "GPUs of one node, such as 8 (OpenRLHF's arguments do not say; default 8): the roles' GPUs are placed on nodes of this size"},
     {"--cuda-context", "bytes per process outside PyTorch's allocator (default: measured on an H100, 650,969,088 B)"},
+    {"--vllm-cuda-graphs", "vLLM's CUDA graph memory per GPU as it logs it, such as 0.36GiB (from 0.21: 'Estimated CUDA graph memory')"},
 };
 
 namespace {
@@ -67,6 +68,7 @@ job_settings settings_of(const job_args& a, const std::string& text) {
     else if (g.first == "--host-unmodelled") s.host_unmodelled = parse_bytes(v, "the unmodelled host RAM (--host-unmodelled)");
     else if (g.first == "--node-gpus") s.node_gpus = detail::require_positive(parse_count(v, "the GPUs per node (--node-gpus)"), "the GPUs per node (--node-gpus)");
     else if (g.first == "--cuda-context") s.cuda_context = parse_bytes(v, "the CUDA context (--cuda-context)");
+    else if (g.first == "--vllm-cuda-graphs") s.vllm_cuda_graphs = parse_bytes(v, "vLLM's CUDA graph memory (--vllm-cuda-graphs)");
   }
   s.resolve_model = [](const std::string& path) -> std::optional<transformer_config> {
     for (const std::string& f : {path + "/config.json", path})

@@ -20,6 +20,7 @@ struct vllm_args {
   std::int64_t block_size = 16;
   std::string dtype_name = "bf16", kv_dtype_name = "bf16";
   std::string other_processes, cuda_context, cuda_graphs;
+  std::string graph_estimate;  // "", "on", "off": VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
   bool enforce_eager = false;
   bool json = false;
 };
@@ -39,7 +40,10 @@ void add_vllm_flags(CLI::App& app, vllm_args& a) {
   text_option(app, "--kv-dtype", a.kv_dtype_name, "KV cache: bf16, fp16, fp8_e4m3, fp8_e5m2, fp32")->capture_default_str();
   text_option(app, "--other-processes", a.other_processes, "GPU memory held by other processes when the engine starts, such as 20GiB");
   text_option(app, "--cuda-context", a.cuda_context, "non-torch memory: CUDA context, NCCL (default: measured on an H100, 650,969,088 B)");
-  text_option(app, "--cuda-graphs", a.cuda_graphs, "CUDA graph memory as vLLM logs it after capture, such as 2464MiB (not modelled)");
+  text_option(app, "--cuda-graphs", a.cuda_graphs,
+              "CUDA graph memory as vLLM logs it, such as 2464MiB: 'Estimated CUDA graph memory' from 0.21, the capture's before (not modelled)");
+  text_option(app, "--cudagraph-estimate", a.graph_estimate,
+              "on | off: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, whether the graphs come out of the KV budget (default: on from 0.21.0)");
   app.add_flag("--enforce-eager", a.enforce_eager, "enforce_eager: no CUDA graphs");
   app.add_flag("--json", a.json, "print JSON with exact byte counts");
 }
@@ -50,9 +54,11 @@ std::string fixed2(double v) {
   return buf;
 }
 
-std::string semantics_text(vllm_semantics s) {
+std::string semantics_text(vllm_semantics s, bool graphs_in_budget) {
   switch (s) {
-    case vllm_semantics::per_instance: return "KV = util x total - (weights + activation peak + non-torch)";
+    case vllm_semantics::per_instance:
+      return graphs_in_budget ? "KV = util x total - (weights + activation peak + non-torch + CUDA graph estimate)"
+                              : "KV = util x total - (weights + activation peak + non-torch)";
     case vllm_semantics::global_cap: return "KV = util x total - (weights + activation peak + non-torch) - other processes";
     case vllm_semantics::verl_free_fraction: return "KV = util x (total - other processes - weights - activation peak - non-torch)";
   }
@@ -68,6 +74,12 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   const vllm_version_traits traits = vllm_traits(version, a.verl_patched);
   if (a.verl_patched && traits.semantics != vllm_semantics::verl_free_fraction)
     detail::fail("--verl-patched applies to verl's copies of vLLM up to 0.6.3; drop it for " + a.version);
+  if (!a.graph_estimate.empty() && a.graph_estimate != "on" && a.graph_estimate != "off")
+    detail::fail("--cudagraph-estimate takes on or off (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 or 0), not '" + a.graph_estimate + "'");
+  if (a.graph_estimate == "on" && !traits.v1)
+    detail::fail("--cudagraph-estimate on needs the V1 engine (vLLM >= 0.8); vLLM " + a.version + " captures its graphs outside the budget");
+  if (a.enforce_eager && !a.graph_estimate.empty()) detail::fail("--cudagraph-estimate has no graphs to estimate under --enforce-eager; drop one");
+  const bool graphs_in_budget = !a.enforce_eager && (a.graph_estimate.empty() ? traits.cuda_graphs_in_budget : a.graph_estimate == "on");
 
   vllm_engine_spec spec{};
   spec.model = model_of(a.model);
@@ -87,6 +99,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   c.non_torch = a.cuda_context.empty() ? step_config{}.cuda_context : parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   c.other_processes = a.other_processes.empty() ? bytes{} : parse_bytes(a.other_processes, "the other processes' memory (--other-processes)");
   c.cuda_graphs = a.cuda_graphs.empty() ? bytes{} : parse_bytes(a.cuda_graphs, "the CUDA graph memory (--cuda-graphs)");
+  c.cuda_graphs_in_budget = graphs_in_budget;
   const vllm_sizing s = size_vllm_engine(spec, c);
   const vllm_engine_memory& m = s.memory;
   const bool starts = m.start == vllm_start::starts;
@@ -94,7 +107,12 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   const std::string engine = std::string(traits.v1 ? "V1" : "V0") + (a.verl_patched ? ", verl-patched" : "");
   std::vector<std::string> notes;
   if (!a.enforce_eager && a.cuda_graphs.empty())
-    notes.push_back("CUDA graphs are captured (no --enforce-eager) but not modelled: pass --cuda-graphs with what vLLM logs");
+    notes.push_back(graphs_in_budget
+                        ? "CUDA graphs come out of the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS): the engine's total stays "
+                          "the budget, but the KV cache above still holds their share; pass --cuda-graphs with vLLM's 'Estimated CUDA "
+                          "graph memory'"
+                        : "CUDA graphs are captured (no --enforce-eager) above the budget but not modelled: pass --cuda-graphs with what "
+                          "vLLM logs");
   if (traits.v1) notes.push_back("the sampler term follows V0's top-k/top-p path; V1 and FlashInfer sampling are not modelled separately");
 
   if (a.json) {
@@ -102,7 +120,8 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
     j["inputs"] = {{"tp", spec.tp}, {"gpu_total_bytes", c.total.count()}, {"gpu_memory_utilization", a.utilization},
                    {"vllm_version", a.version}, {"engine", engine}, {"semantics", std::string(name(c.semantics))},
                    {"max_model_len", spec.max_model_len}, {"max_num_batched_tokens", spec.limits.max_num_batched_tokens},
-                   {"max_num_seqs", spec.limits.max_num_seqs}, {"block_size", spec.block_size}};
+                   {"max_num_seqs", spec.limits.max_num_seqs}, {"block_size", spec.block_size},
+                   {"cuda_graphs_in_budget", graphs_in_budget}};
     j["per_gpu"] = {{"budget_bytes", m.budget.count()}, {"weights_bytes", s.weights.count()},
                     {"activation_peak_bytes", s.profile.peak().count()}, {"activation_layer_bytes", s.profile.layer.count()},
                     {"activation_sampler_bytes", s.profile.sampler.count()}, {"non_torch_bytes", c.non_torch.count()},
@@ -119,7 +138,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
     return 0;
   }
   out << "zeromem vllm: tp " << spec.tp << ", " << format_bytes(c.total, size_unit::GiB) << " GPU (" << device.source << "), vLLM "
-      << a.version << " (" << engine << "), " << name(c.semantics) << ": " << semantics_text(c.semantics) << "\n";
+      << a.version << " (" << engine << "), " << name(c.semantics) << ": " << semantics_text(c.semantics, graphs_in_budget) << "\n";
   out << table_head("per GPU");
   out << bytes_row("budget (" + fixed2(a.utilization) + " x total)", m.budget) << "\n";
   out << bytes_row("weights (" + std::string(name(spec.weights)) + ")", s.weights) << "\n";
@@ -128,7 +147,8 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   out << bytes_row("non-torch (CUDA context)", c.non_torch) << "\n";
   if (c.other_processes.count() != 0) out << bytes_row("other processes", c.other_processes) << "\n";
   out << bytes_row("KV cache (" + format_count(m.kv_blocks) + " blocks)", m.kv_cache) << "\n";
-  if (c.cuda_graphs.count() != 0) out << bytes_row("CUDA graphs (outside the budget)", c.cuda_graphs) << "\n";
+  if (c.cuda_graphs.count() != 0)
+    out << bytes_row(graphs_in_budget ? "CUDA graphs (estimated, in the budget)" : "CUDA graphs (outside the budget)", c.cuda_graphs) << "\n";
   out << bytes_row("held by the engine", m.gpu_held) << "\n";
   if (!starts) {
     out << "does not start: " << m.refusal() << "\n";

@@ -43,7 +43,12 @@ struct vllm_engine_config {
   bytes activation_peak{};              // peak of the profiling forward pass
   bytes non_torch{};                    // CUDA context, NCCL buffers: memory outside PyTorch's allocator
   bytes other_processes{};              // memory held on the GPU by others when the engine starts
-  bytes cuda_graphs{};                  // captured after profiling, outside the budget; 0 with enforce_eager
+  /// CUDA graph memory; 0 with enforce_eager. Outside the budget (captured after the KV cache is sized) unless
+  /// `cuda_graphs_in_budget`.
+  bytes cuda_graphs{};
+  /// vLLM >= 0.21.0 estimates the graphs while profiling and takes them out of the KV budget (vllm/v1/worker/gpu_worker.py
+  /// determine_available_memory: requested - non-KV - cudagraph_memory_estimate_applied; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+  bool cuda_graphs_in_budget = false;
   bytes kv_block{};                     // bytes of one KV block on one GPU (kv_bytes_per_block)
   /// V1 refuses to start when free memory is below util x total (vLLM v1 worker request_memory).
   bool refuse_if_free_below_budget = false;
@@ -58,7 +63,8 @@ struct vllm_engine_memory {
   bytes kv_cache{};        // whole blocks
   std::int64_t kv_blocks = 0;
   bytes gpu_held{};        // what the engine holds awake: weights + KV + non-torch + CUDA graphs
-                           // (+ the profiled activation peak, which generation steps reach again)
+                           // (+ the profiled activation peak, which generation steps reach again). With the graphs in
+                           // the budget this is the budget (less part of a block) whatever the graphs take.
   vllm_start start = vllm_start::starts;
   /// Why the engine does not start, naming the fix; empty when it starts.
   std::string refusal() const {
@@ -86,10 +92,12 @@ constexpr vllm_engine_memory try_vllm_engine(const vllm_engine_config& c) {
   if (c.weights.count() < 0 || c.activation_peak.count() < 0 || c.non_torch.count() < 0 || c.other_processes.count() < 0 ||
       c.cuda_graphs.count() < 0)
     detail::fail("memory terms of a vLLM engine cannot be negative");
+  if (c.cuda_graphs_in_budget && c.semantics != vllm_semantics::per_instance)
+    detail::fail("the CUDA graph estimate (vLLM >= 0.21) takes from a per-instance budget only; drop it for vLLM before 0.6.4");
   const auto fraction = [&](bytes b) {  // round down: vLLM's int(total * util)
     return bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(b.count()) * c.gpu_memory_utilization));
   };
-  const bytes used_by_engine = c.weights + c.activation_peak + c.non_torch;
+  const bytes used_by_engine = c.weights + c.activation_peak + c.non_torch + (c.cuda_graphs_in_budget ? c.cuda_graphs : bytes{});
   vllm_engine_memory r{};
   bytes kv{};
   switch (c.semantics) {
@@ -155,6 +163,9 @@ struct vllm_version_traits {
   bool v1 = false;                          // V1 engine by default (vLLM >= 0.8.0)
   bool refuse_if_free_below_budget = false;  // V1 request_memory
   std::int64_t swap_space_gib = 0;           // V0 EngineArgs.swap_space default 4; V1 has no CPU swap
+  /// VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on by default from 0.21.0 (vllm/envs.py: "Enabled by default as of
+  /// v0.21.0"): the CUDA graphs come out of the KV budget instead of sitting above it.
+  bool cuda_graphs_in_budget = false;
 };
 
 /// `version` as major x 10^6 + minor x 10^3 + patch (0.6.3 = 6'003). `verl_patched`: verl's own copy of vLLM 0.6.3.
@@ -165,6 +176,7 @@ constexpr vllm_version_traits vllm_traits(std::int64_t version, bool verl_patche
   t.v1 = version >= 8'000;
   t.refuse_if_free_below_budget = t.v1;
   t.swap_space_gib = t.v1 ? 0 : 4;
+  t.cuda_graphs_in_budget = version >= 21'000;
   return t;
 }
 

@@ -66,7 +66,11 @@ struct rollout_engines {
   double gpu_memory_utilization = 0.9;
   vllm_semantics semantics = vllm_semantics::per_instance;
   bool refuse_if_free_below_budget = false;  // vLLM V1 (>= 0.8 by default)
-  bool enforce_eager = true;                 // false: CUDA graphs are captured (not modelled; said in the notes)
+  bool enforce_eager = true;                 // false: CUDA graphs are captured
+  /// vLLM's CUDA graph memory on one GPU as vLLM logs it (zeromem does not derive it; 0: unknown). From 0.21.0 it is
+  /// vLLM's estimate and comes out of the KV budget (`cuda_graphs_in_budget`); before, the graphs sit above it.
+  bytes cuda_graphs{};
+  bool cuda_graphs_in_budget = false;
   /// 0: stays awake and keeps its KV cache; 1: sleep level 1 (weights to host RAM, KV freed); 2: level 2 (both
   /// discarded; verl's free_cache_engine + offload_model_weights behave the same).
   int sleep_level = 0;
@@ -370,6 +374,8 @@ inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
   v.non_torch = j.step.cuda_context;
   v.other_processes = j.rollout.sized_on_empty_gpu ? bytes{} : resident;
   v.refuse_if_free_below_budget = j.rollout.refuse_if_free_below_budget;
+  v.cuda_graphs = j.rollout.cuda_graphs;
+  v.cuda_graphs_in_budget = j.rollout.cuda_graphs_in_budget && !j.rollout.enforce_eager;
   return size_vllm_engine(spec, v);
 }
 
@@ -407,6 +413,7 @@ inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes re
   v.gpu("vLLM", "activation peak (profiled)", e.profile.peak(),
         std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens, " + std::to_string(j.rollout.limits.max_num_seqs) + " sequences");
   v.gpu("vLLM", "KV cache", e.memory.kv_cache, std::to_string(e.memory.kv_blocks) + " blocks of " + std::to_string(j.rollout.block_size) + " tokens");
+  v.gpu("vLLM", j.rollout.cuda_graphs_in_budget ? "CUDA graphs (estimate, in the budget)" : "CUDA graphs (above the budget)", j.rollout.cuda_graphs);
   v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
   return e.memory.refusal();
 }
@@ -445,7 +452,11 @@ inline void validate(const rlhf_job& j) {
     if (j.rollout.kind == rollout_engine_kind::vllm) {
       require_positive(j.rollout.limits.max_num_batched_tokens, "the vLLM max_num_batched_tokens");
       require_positive(j.rollout.limits.max_num_seqs, "the vLLM max_num_seqs");
+      if (j.rollout.cuda_graphs.count() < 0) fail("vLLM's CUDA graph memory cannot be negative");
+      if (j.rollout.enforce_eager && j.rollout.cuda_graphs.count() > 0)
+        fail("CUDA graph memory is given but the engines run with enforce_eager, which captures none; drop one");
     } else {
+      if (j.rollout.cuda_graphs.count() != 0) fail("CUDA graph memory is read for vLLM engines only; drop it for SGLang");
       require_positive(j.rollout.context_len, "the SGLang context length");
     }
   }
@@ -561,7 +572,13 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
     out.notes.push_back("vLLM " + std::string(name(j.rollout.semantics)) + " gpu_memory_utilization; profiled with " +
                         std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens and " +
                         std::to_string(j.rollout.limits.max_num_seqs) + " sequences");
-    if (!j.rollout.enforce_eager) out.notes.push_back("vLLM CUDA graphs (enforce_eager off) are not modelled");
+    if (!j.rollout.enforce_eager && j.rollout.cuda_graphs.count() == 0)
+      out.notes.push_back(j.rollout.cuda_graphs_in_budget
+                              ? "vLLM >= 0.21 takes its CUDA graph estimate out of the KV budget: the engine's GPU bytes hold the graphs "
+                                "whatever they take, inside its KV cache line (pass --vllm-cuda-graphs with vLLM's 'Estimated CUDA graph "
+                                "memory' to split them out)"
+                              : "vLLM CUDA graphs (enforce_eager off) sit above the budget and are not modelled: pass --vllm-cuda-graphs "
+                                "with the graph memory vLLM logs");
   }
   if (j.actor.model.vision.blocks > 0) out.notes.push_back("the vision tower's forward and image tokens are not modelled");
   out.notes.push_back("not modelled: Ray's object store, dataloaders, per-process host memory of Ray workers and CUDA runtimes");

@@ -32,6 +32,7 @@ struct job_settings {
   bytes host_unmodelled{};            // host RAM per node a report shows beyond the modelled terms
   std::int64_t node_gpus = 0;         // GPUs of one node (OpenRLHF's arguments do not say); 0: 8
   std::optional<bytes> cuda_context;  // per process; default: step_config's measured value
+  bytes vllm_cuda_graphs{};           // CUDA graph memory per GPU as vLLM logs it; 0: not given
   /// Reads a model path (a local directory with config.json); nullopt: match the path's name to a preset.
   std::function<std::optional<transformer_config>(const std::string& path)> resolve_model;
 };
@@ -272,6 +273,7 @@ inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
   j.mean_tokens = s.mean_tokens;
   j.host_unmodelled = s.host_unmodelled;
   if (s.cuda_context) j.step.cuda_context = *s.cuda_context;
+  j.rollout.cuda_graphs = s.vllm_cuda_graphs;
   if (s.mean_tokens > 0) r.assumed.push_back("mean tokens per sequence " + std::to_string(s.mean_tokens));
 }
 
@@ -291,14 +293,15 @@ inline std::int64_t dynamic_micro_batch(const rlhf_job& j, const std::string& ke
 }
 
 /// vLLM's gpu_memory_utilization by version (docs/references.md §4): 0.6.0-0.6.3 a cap on everything on the GPU,
-/// 0.6.4 on a per-instance budget, V1 (the default from 0.8.0) also refuses to start below it; V0 keeps
-/// swap_space (4 GiB) of pinned host RAM per worker.
+/// 0.6.4 on a per-instance budget, V1 (the default from 0.8.0) also refuses to start below it, and from 0.21.0 its
+/// CUDA graph estimate comes out of the budget; V0 keeps swap_space (4 GiB) of pinned host RAM per worker.
 inline void set_vllm_version(rollout_engines& e, const std::string& version, bool verl_patched) {
   if (version.empty()) fail("the vLLM version decides what gpu_memory_utilization means; pass --vllm-version (such as 0.6.5)");
   const vllm_version_traits t = vllm_traits(version_number(version, "the vLLM version"), verl_patched);
   e.semantics = t.semantics;
   e.refuse_if_free_below_budget = t.refuse_if_free_below_budget;
   e.swap_space_gib = t.swap_space_gib;
+  e.cuda_graphs_in_budget = t.cuda_graphs_in_budget;
 }
 
 /// vLLM's default batch limits for the job's version, GPU and context (prompt + response maxima).
