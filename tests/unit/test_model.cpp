@@ -18,6 +18,10 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // Qwen3-8B's card rounds to 8.2B: 8,190,735,360 (derived in "Qwen3's q_norm and k_norm") rounds to it.
       CHECK(counted == 8'190'735'360LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "qwen2.5-3b") {
+      // Its card rounds to 3.09B: 3,085,938,688 (derived in "Qwen2.5-3B component by component") rounds to it.
+      CHECK(counted == 3'085'938'688LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else {
       // GPT-3: the paper's 175.0B vs 174,604,259,328 from its architecture, 395,740,672 (0.23%) unexplained.
       CHECK(p.name == "gpt3-175b");
@@ -39,6 +43,20 @@ TEST_CASE("Qwen2.5-1.5B component by component", "[model]") {
   CHECK(c.lm_head.count() == 0);
   CHECK(c.total.count() == 233'373'696 + 28 * 46'797'824LL + 1'536);
   CHECK(c.largest_layer.count() == 233'373'696);  // the embedding is the largest module
+}
+
+TEST_CASE("Qwen2.5-3B component by component", "[model]") {
+  // embedding 151936 x 2048 = 311,164,928 (tied: no output matrix); attention q 2048x2048+2048 = 4,196,352, k and v
+  // 2048x256+256 = 524,544 each, o 2048x2048 = 4,194,304: 9,439,744; SwiGLU 3 x 2048 x 11008 = 67,633,152; two
+  // RMSNorms 4,096; layer 77,076,992; total = 311,164,928 + 36 x 77,076,992 + 2,048 = 3,085,938,688 (the model
+  // card: 3.09B, 2.77B without embeddings).
+  const parameter_counts c = count_parameters(find_preset("qwen2.5-3b").config);
+  CHECK(c.embedding.count() == 311'164'928);
+  CHECK(c.attention.count() == 9'439'744);
+  CHECK(c.mlp.count() == 67'633'152);
+  CHECK(c.layer.count() == 77'076'992);
+  CHECK(c.total.count() == 3'085'938'688);
+  CHECK(c.total.count() - c.embedding.count() == 2'774'773'760);  // "2.77B" non-embedding
 }
 
 TEST_CASE("Qwen2.5-VL-7B vision tower", "[model][published]") {

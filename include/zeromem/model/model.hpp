@@ -397,9 +397,11 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 13> model_presets{{
+inline constexpr std::array<model_preset, 14> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
+    {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
+     "Qwen/Qwen2.5-3B-Instruct config.json; Qwen2.5-3B model card (3.09B, 2.77B without embeddings)"},
     {"qwen2.5-7b", detail::qwen2_text(3584, 28, 28, 4, 18944, 152064, false), 7'615'616'512, 1,
      "Qwen/Qwen2.5-7B(-Instruct-1M) config.json; Qwen2.5 model card (7.61B)"},
     {"qwen3-8b", detail::qwen3(4096, 36, 32, 8, 12288, 151936, false), 8'200'000'000, 100'000'000,
