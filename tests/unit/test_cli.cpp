@@ -270,7 +270,7 @@ TEST_CASE("every launch file in examples/jobs is a scenario, and each reported v
     }
     CHECK(run({"scenario", name, "--print-file"}).out.find("# zeromem case:") != std::string::npos);
   }
-  CHECK(files == 11);
+  CHECK(files == 12);
   CHECK(reported == 11);  // ORZ 2, Logic-RL 4, OpenRLHF 70B 3, EasyR1 2; the other files have no report
   check_rejected({{"scenario", "nope"}, {"scenario", "orz-1.5b-ppo", "--svg", "/nonexistent-dir/x.svg"}});
   CHECK(run({"scenario", "nope"}).err.find("expected one of easyr1-vl-7b-grpo, logic-rl-7b-grpo") != std::string::npos);
@@ -638,6 +638,23 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
                    "--cudagraph-estimate", "on"},
                   {"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.27.1", "--max-model-len", "8K",
                    "--cudagraph-estimate", "off", "--enforce-eager"}});
+}
+
+TEST_CASE("vllm --max-lora-rank: enable_lora's slots load with the weights, inside the budget", "[cli][vllm][lora]") {
+  const std::vector<std::string> base{"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5",
+                                      "--max-model-len", "8K", "--enforce-eager", "--json"};
+  std::vector<std::string> with_lora = base;
+  with_lora.insert(with_lora.end(), {"--max-lora-rank", "32"});
+  const auto plain = run_json(base);
+  const auto lora = run_json(with_lora);
+  // Llama-3-8B, r 32, tp 1: 32 x (7 x 4096 + 2 x 4096 + 2 x 1024 + 3 x 14336) x 32 layers = 83,886,080 elements in
+  // bf16 (the same count as PEFT's all-linear adapters of rank 32).
+  CHECK(lora["per_gpu"]["lora_slots_bytes"] == 167'772'160);
+  CHECK(plain["per_gpu"]["lora_slots_bytes"] == 0);
+  CHECK(plain["per_gpu"]["kv_room_bytes"].get<std::int64_t>() - lora["per_gpu"]["kv_room_bytes"].get<std::int64_t>() == 167'772'160);
+  check_rejected({{"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K", "--max-lora-rank", "33"},
+                  {"vllm", "--model", "mixtral-8x7b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5", "--max-model-len", "8K", "--tp", "4",
+                   "--max-lora-rank", "16"}});
 }
 
 TEST_CASE("vllm: from 0.21 the CUDA graph estimate comes out of the KV budget, before it sits above", "[cli][vllm]") {

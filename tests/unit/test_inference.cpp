@@ -109,6 +109,23 @@ TEST_CASE("the three meanings of gpu_memory_utilization", "[vllm]") {
   CHECK_THROWS_WITH(vllm_engine(c), Catch::Matchers::Contains("per-instance budget only"));
 }
 
+TEST_CASE("vLLM's LoRA slots: max_lora_rank from the allowed set, slots per decoder linear layer", "[vllm][lora]") {
+  // vllm/config/lora.py MaxLoRARanks: 1, 8, 16, 32, 64, 128, 256, 320, 512; verl rounds a rank up to the next.
+  CHECK(vllm_max_lora_rank(1) == 1);
+  CHECK(vllm_max_lora_rank(2) == 8);
+  CHECK(vllm_max_lora_rank(64) == 64);
+  CHECK(vllm_max_lora_rank(65) == 128);
+  CHECK(vllm_max_lora_rank(300) == 320);
+  CHECK_THROWS_WITH(vllm_max_lora_rank(513), Catch::Matchers::Contains("at most 512"));
+  CHECK_THROWS_WITH(vllm_max_lora_rank(0), Catch::Matchers::Contains("LoRA rank"));
+  // Qwen2.5-3B (h 2048, 16 heads of 128, 2 KV heads, f 11008, 36 layers), tp 2, r 64: per layer and rank
+  // 64 x (7 x 2048 + 2 x 1024 + 2 x 128 + 3 x 5504) = 64 x 33,152 = 2,121,728; x 36 = 76,382,208.
+  CHECK(vllm_lora_slot_elements(find_preset("qwen2.5-3b").config, 2, 64).count() == 76'382'208);
+  // Two slots hold twice as much.
+  CHECK(vllm_lora_slot_elements(find_preset("qwen2.5-3b").config, 2, 64, 2).count() == 2 * 76'382'208LL);
+  CHECK_THROWS_WITH(vllm_lora_slot_elements(find_preset("mixtral-8x7b").config, 1, 16), Catch::Matchers::Contains("dense SwiGLU"));
+}
+
 TEST_CASE("vLLM's CUDA graph estimate is the same as a lower utilization (gpu_worker.py cg_util_delta)", "[vllm]") {
   // vLLM logs "--gpu-memory-utilization=0.8200 is equivalent to --gpu-memory-utilization=0.8048 without CUDA graph
   // memory profiling" (0.27.1, gpustack/runner PR #251): delta = estimate / total. With 1 GiB of graphs on 80 GiB,

@@ -315,6 +315,74 @@ TEST_CASE("vLLM's CUDA graphs in a job: above the budget before 0.21, inside it 
   CHECK(sglang.err.find("SGLang") != std::string::npos);
 }
 
+TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference model, vLLM's slots, the weight sync", "[rlhf][lora]") {
+  // verl's run_qwen2_5-3b_gsm8k_grpo_lora.sh: Qwen2.5-3B (3,085,938,688 parameters), rank 64 on all linear layers,
+  // FSDP over 2 GPUs. Adapters per layer: q 64 x (2048 + 2048) = 262,144, k and v 64 x (2048 + 256) = 147,456 each,
+  // o 262,144, gate, up and down 64 x (2048 + 11008) = 835,584 each: 3,325,952; x 36 layers = 119,734,272.
+  const nlohmann::json j = job("verl-qwen2.5-3b-grpo-lora.sh");
+  CHECK(j["config"]["unknown"].empty());
+  const nlohmann::json& rollout = phase(j, "rollout");
+  // The actor's resting weights on each GPU: the fp32 base and fp32 adapters, half each: 4 x (3,085,938,688 +
+  // 119,734,272) / 2. Adam keeps 8 B per adapter parameter only: 8 x 119,734,272 / 2.
+  CHECK(term(rollout, "actor", "weights") == 6'411'345'920LL);
+  CHECK(term(rollout, "actor", "optimizer states") == 478'937'088LL);
+  // vLLM: max_lora_rank 64 slots, bf16: 76,382,208 elements x 2 B (test_inference derives the elements).
+  CHECK(term(rollout, "vLLM", "LoRA slots") == 152'764'416LL);
+  // The reference is the actor without adapters (ref_in_actor): no reference model anywhere.
+  for (const auto& p : j["phases"])
+    for (const auto& t : p["terms"]) CHECK(t["role"] != "reference");
+  CHECK(j["config"]["assumed"].dump().find("ref_in_actor") != std::string::npos);
+
+  // The sync moment (library): the actor loaded, plus what FSDP gathers in fp32.
+  zeromem::job_settings s{};
+  s.gpu = "h100-80gb";
+  s.vllm_version = "0.9.1";
+  const auto read = [&](const std::string& layered) {
+    return zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-3B-Instruct"}, {"trainer.n_gpus_per_node", "2"},
+                               {"algorithm.adv_estimator", "grpo"}, {"actor_rollout_ref.model.lora_rank", "64"},
+                               {"actor_rollout_ref.rollout.load_format", "safetensors"},
+                               {"actor_rollout_ref.rollout.layered_summon", layered}}, s).job;
+  };
+  const auto gathered = [](const zeromem::rlhf_job& rj) {
+    zeromem::job_breakdown b{};
+    zeromem::detail::lora_sync(zeromem::detail::group_view{&b}, "actor", rj.actor, rj);
+    for (const auto& t : b.terms)
+      if (t.term.rfind("parameters gathered", 0) == 0) return t.gpu.count();
+    return std::int64_t{-1};
+  };
+  // summon_full_params of the whole model: 4 x (3,085,938,688 + 119,734,272) on each GPU.
+  CHECK(gathered(read("False")) == 12'822'691'840LL);
+  // layered_summon: the largest unit, the tied embedding (311,164,928 > a layer's 77,076,992 + 3,325,952), in fp32.
+  CHECK(gathered(read("True")) == 4 * 311'164'928LL);
+  // load_format dummy: the first sync copies the fp32 base to host RAM in each process: 4 x 3,085,938,688 x 2 GPUs.
+  const nlohmann::json dummy = job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.rollout.layered_summon=False",
+                                                                    "actor_rollout_ref.rollout.load_format=dummy"});
+  CHECK(term(phase(dummy, "rollout"), "actor", "base in host RAM", "host_bytes") == 2 * 12'343'754'752LL);
+  // Adapters on q and v only: 64 x (4096 + 2304) x 36 = 14,745,600; Adam 8 B each over 2 GPUs.
+  CHECK(term(phase(job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.model.target_modules=[q_proj,v_proj]"}), "rollout"), "actor",
+             "optimizer states") == 8 * 14'745'600LL / 2);
+  // What verl refuses or zeromem does not model: one line naming the key.
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"actor_rollout_ref.rollout.load_format=dummy", "layered_summon"},
+      {"actor_rollout_ref.model.exclude_modules=[o_proj]", "exclude_modules"},
+      {"actor_rollout_ref.rollout.name=sglang", "vLLM only"},
+      {"+actor_rollout_ref.model.lora.rank=16", "Megatron-Bridge"},
+      {"+critic.model.lora_rank=16", "critic.model.lora_rank"},
+      {"actor_rollout_ref.model.target_modules=[q_proj,attn]", "unknown LoRA target"},
+  };
+  for (const auto& [override, words] : refused) {
+    INFO(override);
+    const zeromem::test::cli_result bad = run_cli({"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", override});
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find(words) != std::string::npos);
+    CHECK(bad.err.find('\n') == bad.err.size() - 1);
+  }
+  const zeromem::test::cli_result adapter_only =
+      run_cli({"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "actor_rollout_ref.model.lora_rank=0", "+actor_rollout_ref.model.lora_adapter_path=/a"});
+  CHECK(adapter_only.code == 2);
+  CHECK(adapter_only.err.find("lora_rank") != std::string::npos);
+}
+
 TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that name the key", "[rlhf][bad-input]") {
   const zeromem::command_line c = zeromem::split_command_line(
       "# zeromem: --gpu h100-80gb\npython3 -m x \\\n  --a 'b c' --d=\"e\" # trailing\n--f \\$g\n");

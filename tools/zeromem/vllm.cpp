@@ -18,6 +18,7 @@ struct vllm_args {
   std::int64_t max_model_len = 0;
   std::int64_t max_num_seqs = 0, max_num_batched_tokens = 0;  // 0: the version's default
   std::int64_t block_size = 16;
+  std::int64_t max_lora_rank = 0;  // enable_lora; 0: off
   std::string dtype_name = "bf16", kv_dtype_name = "bf16";
   std::string other_processes, cuda_context, cuda_graphs;
   std::string graph_estimate;  // "", "on", "off": VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
@@ -36,6 +37,7 @@ void add_vllm_flags(CLI::App& app, vllm_args& a) {
   integer_option(app, "--max-num-seqs", a.max_num_seqs, "max_num_seqs (default: the version's, stated in the output)");
   tokens_option(app, "--max-num-batched-tokens", a.max_num_batched_tokens, "max_num_batched_tokens (default: the version's)");
   integer_option(app, "--block-size", a.block_size, "tokens per KV block")->capture_default_str();
+  integer_option(app, "--max-lora-rank", a.max_lora_rank, "enable_lora with max_loras 1 and this max_lora_rank (1, 8, 16, 32, 64, 128, 256, 320, 512)");
   text_option(app, "--dtype", a.dtype_name, "weights and activations: bf16, fp16, fp32")->capture_default_str();
   text_option(app, "--kv-dtype", a.kv_dtype_name, "KV cache: bf16, fp16, fp8_e4m3, fp8_e5m2, fp32")->capture_default_str();
   text_option(app, "--other-processes", a.other_processes, "GPU memory held by other processes when the engine starts, such as 20GiB");
@@ -88,6 +90,10 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   spec.kv_dtype = parse_dtype(a.kv_dtype_name);
   spec.block_size = a.block_size;
   spec.max_model_len = a.max_model_len;
+  if (a.max_lora_rank != 0 && vllm_max_lora_rank(a.max_lora_rank) != a.max_lora_rank)
+    detail::fail("--max-lora-rank " + std::to_string(a.max_lora_rank) + " is not one vLLM accepts; use " +
+                 std::to_string(vllm_max_lora_rank(a.max_lora_rank)) + " (1, 8, 16, 32, 64, 128, 256, 320 or 512)");
+  spec.max_lora_rank = a.max_lora_rank;
   const vllm_batch_limits defaults = vllm_default_limits(version, h100_or_h200(device.name), a.max_model_len);
   spec.limits = {a.max_num_batched_tokens != 0 ? a.max_num_batched_tokens : defaults.max_num_batched_tokens,
                  a.max_num_seqs != 0 ? a.max_num_seqs : defaults.max_num_seqs};
@@ -123,7 +129,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
                    {"max_num_seqs", spec.limits.max_num_seqs}, {"block_size", spec.block_size},
                    {"cuda_graphs_in_budget", graphs_in_budget}};
     j["per_gpu"] = {{"budget_bytes", m.budget.count()}, {"weights_bytes", s.weights.count()},
-                    {"activation_peak_bytes", s.profile.peak().count()}, {"activation_layer_bytes", s.profile.layer.count()},
+                    {"lora_slots_bytes", s.lora_slots.count()}, {"activation_peak_bytes", s.profile.peak().count()}, {"activation_layer_bytes", s.profile.layer.count()},
                     {"activation_sampler_bytes", s.profile.sampler.count()}, {"non_torch_bytes", c.non_torch.count()},
                     {"cuda_graphs_bytes", c.cuda_graphs.count()}, {"kv_room_bytes", m.kv_room.count()},
                     {"kv_cache_bytes", m.kv_cache.count()}, {"held_bytes", m.gpu_held.count()}};
@@ -142,6 +148,8 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   out << table_head("per GPU");
   out << bytes_row("budget (" + fixed2(a.utilization) + " x total)", m.budget) << "\n";
   out << bytes_row("weights (" + std::string(name(spec.weights)) + ")", s.weights) << "\n";
+  if (s.lora_slots.count() != 0)
+    out << bytes_row("LoRA slots (max_lora_rank " + std::to_string(spec.max_lora_rank) + ")", s.lora_slots) << "\n";
   out << bytes_row(std::string("activation peak (") + (s.profile.sampler >= s.profile.layer ? "sampler" : "layer") + ")", s.profile.peak())
       << "\n";
   out << bytes_row("non-torch (CUDA context)", c.non_torch) << "\n";

@@ -260,6 +260,36 @@ constexpr vllm_profile_peak vllm_profile(const transformer_config& m, std::int64
   return p;
 }
 
+/// vLLM's max_lora_rank for an adapter of rank `rank`: the smallest allowed value at or above it (vllm/config/lora.py
+/// MaxLoRARanks = 1, 8, 16, 32, 64, 128, 256, 320, 512; verl rounds up so, vllm_rollout/utils.py get_vllm_max_lora_rank).
+constexpr std::int64_t vllm_max_lora_rank(std::int64_t rank) {
+  detail::require_positive(rank, "the LoRA rank");
+  for (std::int64_t allowed : {1, 8, 16, 32, 64, 128, 256, 320, 512})
+    if (rank <= allowed) return allowed;
+  detail::fail_value("vLLM serves LoRA ranks up to 512", static_cast<long double>(rank), "use a LoRA rank of at most 512");
+}
+
+/// Elements of the LoRA slots an engine with enable_lora allocates on one tensor-parallel rank when it loads the model,
+/// whatever adapter it later serves: max_loras slots of max_lora_rank for every decoder linear layer
+/// (vllm/lora/layers/base_linear.py create_lora_weights: lora_a [max_loras, 1, r, input], lora_b [max_loras, 1, output, r];
+/// column-parallel layers keep the whole input and their output shard, row-parallel ones their input shard and the
+/// whole output; q/k/v are three slices of qkv_proj, gate and up two of gate_up_proj). Per layer and slot:
+/// r x (7h + (2q + 3f) / tp + 2 kv-per-rank). The embedding and lm_head slots are not counted.
+constexpr elements vllm_lora_slot_elements(const transformer_config& m, std::int64_t tp, std::int64_t max_lora_rank, std::int64_t max_loras = 1) {
+  validate(m);
+  detail::require_positive(tp, "the vLLM tensor-parallel size");
+  detail::require_positive(max_loras, "max_loras");
+  if (m.moe.experts > 0 || m.mlp != mlp_kind::swiglu)
+    detail::fail("vLLM LoRA slots are modelled for dense SwiGLU decoders (Llama, Qwen, Mistral); this model is not one");
+  using detail::ceil_div, detail::checked_mul, detail::checked_sum;
+  const std::int64_t d = m.head_size();
+  const std::int64_t q = ceil_div(checked_mul(m.heads, d), tp);
+  const std::int64_t kv = checked_mul(kv_heads_per_rank(attention_shape_of(m), tp), d);
+  const std::int64_t f = ceil_div(m.ffn, tp);
+  const std::int64_t per_rank_unit = checked_sum(checked_mul(7, m.hidden), checked_mul(2, q), checked_mul(2, kv), checked_mul(3, f));
+  return elements_of(checked_mul(checked_mul(checked_mul(max_lora_rank, per_rank_unit), m.layers), max_loras));
+}
+
 /// One engine as launched: the model, its tensor parallelism, dtypes, block size, batch limits and context length.
 struct vllm_engine_spec {
   transformer_config model{};
@@ -269,10 +299,12 @@ struct vllm_engine_spec {
   std::int64_t block_size = 16;
   vllm_batch_limits limits{};
   std::int64_t max_model_len = 0;
+  std::int64_t max_lora_rank = 0;  // enable_lora with max_loras = 1; 0: LoRA off
 };
 
 struct vllm_sizing {
   bytes weights{};         // this GPU's share of the weights
+  bytes lora_slots{};      // enable_lora's slots, loaded with the weights (inside the budget)
   vllm_profile_peak profile{};
   bytes kv_block{};
   vllm_engine_memory memory{};
@@ -289,13 +321,15 @@ constexpr vllm_sizing size_vllm_engine(const vllm_engine_spec& s, vllm_engine_co
   detail::require_positive(s.max_model_len, "the maximum model length");
   vllm_sizing r{};
   r.weights = largest_share(count_parameters(s.model).total * size_of(s.weights), s.tp);
+  // lora_dtype "auto" is the model's dtype (vllm/config/lora.py).
+  if (s.max_lora_rank > 0) r.lora_slots = vllm_lora_slot_elements(s.model, s.tp, s.max_lora_rank) * size_of(s.weights);
   r.profile = vllm_profile(s.model, s.tp, s.limits, s.weights);
   kv_cache_config kv{};
   kv.kv_dtype = s.kv_dtype;
   kv.tp = s.tp;
   kv.block_size = s.block_size;
   r.kv_block = kv_bytes_per_block(s.model, kv);
-  c.weights = r.weights;
+  c.weights = r.weights + r.lora_slots;
   c.activation_peak = r.profile.peak();
   c.kv_block = r.kv_block;
   r.memory = try_vllm_engine(c);

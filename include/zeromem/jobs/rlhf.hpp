@@ -51,6 +51,21 @@ struct rlhf_role {
   std::int64_t gpus = 1;                 // ranks the role runs on (its data-parallel / shard group)
   std::int64_t train_micro_batch = 1;    // sequences in one training pass on one GPU
   std::int64_t forward_micro_batch = 1;  // sequences in one forward-only pass on one GPU
+  /// A trained role's LoRA adapters (PEFT get_peft_model): the base is frozen in the recipe's weight dtype and only
+  /// the adapters have gradients and optimizer states.
+  adaptation adapt{};
+};
+
+/// verl's LoRA weight sync at the start of each rollout (fsdp_workers.py rollout_mode -> fsdp_utils.py
+/// collect_lora_params), with the actor loaded on its GPUs and the engine asleep.
+struct lora_weight_sync {
+  bool present = false;
+  /// FSDP.summon_full_params over the whole actor (strategy fsdp without rollout.layered_summon): every parameter
+  /// unsharded on each GPU in its storage dtype. Otherwise one decoder layer (layered_summon) or one tensor (FSDP2).
+  bool whole_model = false;
+  /// rollout.load_format dummy: vLLM starts without the base, so the first sync copies the whole base to host RAM
+  /// in each process (model.to("cpu") and param.cpu()) before sending it.
+  bool base_through_host = false;
 };
 
 /// Which inference engine generates the rollouts.
@@ -83,6 +98,7 @@ struct rollout_engines {
   /// the context length its req_to_token rows are sized for.
   std::int64_t max_running_requests = 0;
   std::int64_t context_len = 0;
+  std::int64_t max_lora_rank = 0;            // vLLM enable_lora (max_loras 1); 0: off
 };
 
 struct rlhf_job {
@@ -103,6 +119,7 @@ struct rlhf_job {
   /// Real tokens of one sequence (prompt + response) on average; 0: the maxima. Only with packing does a shorter
   /// mean shrink a pass: padded batches are as long as their longest sequence.
   std::int64_t mean_tokens = 0;
+  lora_weight_sync lora_sync{};        // verl with LoRA: the adapters (and first the base) sent to the engine
   bool packing = false;                // padding removed (OpenRLHF --packing_samples, verl use_remove_padding)
   std::int64_t ulysses = 1;            // Ulysses sequence parallelism: each GPU holds 1/ulysses of a pass's tokens
   step_config step{};                  // loss, optimizer implementation, allocator, CUDA context per process
@@ -195,6 +212,8 @@ inline training_states role_states(const rlhf_role& r, const transformer_config&
   t.dp = r.gpus;
   t.gpus_per_node = r.gpus;
   t.largest_layer = needs_largest_layer(t.zero) ? count_parameters(m).largest_layer : elements{};
+  t.adapt = r.adapt;
+  if (t.adapt.any()) place_on_rank(t, m, count_parameters(m), 1, 1);  // adapters train, the base is frozen
   return t;
 }
 
@@ -214,7 +233,7 @@ struct group_view {
 inline void idle_trained(const group_view& v, const std::string& role, const rlhf_role& r) {
   const transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
   const model_state_estimate e = estimate_model_states(role_states(r, m));
-  const placement weights = e.per_rank.weights + e.per_rank.master_weights + e.per_rank.hpz_secondary;
+  const placement weights = e.per_rank.weights + e.per_rank.master_weights + e.per_rank.hpz_secondary + e.per_rank.frozen_weights;
   const placement states = e.per_rank.optimizer_moments;
   const placement buffers = e.per_rank.offload_staging + e.per_rank.swap_buffers;
   if (r.sleep_params) v.host(role, "weights (asleep in host RAM)", weights.gpu + weights.host);
@@ -305,6 +324,24 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
           "DeepSpeed issue #7116 / PR #6726");
 }
 
+/// The actor during verl's LoRA weight sync: its states loaded on the GPU (load_fsdp_model_to_gpu brings sleeping
+/// parameters back), the parameters FSDP gathers in their storage dtype, and on the first sync with load_format
+/// dummy the whole base copied to host RAM by each process (verl/utils/fsdp_utils.py collect_lora_params).
+inline void lora_sync(const group_view& v, const std::string& role, rlhf_role r, const rlhf_job& j) {
+  r.sleep_params = false;
+  idle(v, role, r);
+  const transformer_config& m = r.model;
+  const parameter_counts c = count_parameters(m);
+  const bytes_per_element storage = size_of(recipe_of(r.recipe).weights);
+  const parameter_split split = split_parameters(m, c, r.adapt, recipe_of(r.recipe).weights);
+  if (j.lora_sync.whole_model)
+    v.gpu(role, "parameters gathered for the LoRA sync (summon_full_params, whole model)", (c.total + split.adapters.total) * storage);
+  else
+    v.gpu(role, "parameters gathered for the LoRA sync (one unit: layered_summon or FSDP2)",
+          std::max({split.layer_trainable + split.layer_frozen, c.embedding, c.lm_head}) * storage);
+  if (j.lora_sync.base_through_host) v.host(role, "base in host RAM for the first LoRA sync (load_format dummy)", c.total * storage);
+}
+
 struct gpu_group {
   std::string label;
   std::vector<std::pair<std::string, const rlhf_role*>> roles;
@@ -367,6 +404,7 @@ inline vllm_sizing engine_memory(const rlhf_job& j, bytes resident) {
   spec.block_size = j.rollout.block_size;
   spec.limits = j.rollout.limits;
   spec.max_model_len = longest_sequence(j);  // OpenRLHF and verl: prompt + response maxima (OpenRLHF >= 0.10.2: max_len)
+  spec.max_lora_rank = j.rollout.max_lora_rank;
   vllm_engine_config v{};
   v.total = j.gpu_capacity;
   v.gpu_memory_utilization = j.rollout.gpu_memory_utilization;
@@ -410,6 +448,7 @@ inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes re
   }
   const vllm_sizing e = engine_memory(j, resident);
   v.gpu("vLLM", "weights (bf16)", e.weights);
+  v.gpu("vLLM", "LoRA slots (max_lora_rank " + std::to_string(j.rollout.max_lora_rank) + ")", e.lora_slots);
   v.gpu("vLLM", "activation peak (profiled)", e.profile.peak(),
         std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens, " + std::to_string(j.rollout.limits.max_num_seqs) + " sequences");
   v.gpu("vLLM", "KV cache", e.memory.kv_cache, std::to_string(e.memory.kv_blocks) + " blocks of " + std::to_string(j.rollout.block_size) + " tokens");
@@ -420,7 +459,10 @@ inline std::string engine_awake(const group_view& v, const rlhf_job& j, bytes re
 
 inline std::string engine_idle(const group_view& v, const rlhf_job& j, bytes resident) {
   if (j.rollout.sleep_level == 0) return engine_awake(v, j, resident);
-  const bytes weights = engine_weights(j);
+  // vLLM allocates its LoRA slots while loading the model, under the weights tag that sleep level 1 offloads.
+  const bytes slots = j.rollout.max_lora_rank > 0 ? vllm_lora_slot_elements(j.actor.model, j.rollout.tp, j.rollout.max_lora_rank) * size_of(dtype::bf16)
+                                                  : bytes{};
+  const bytes weights = engine_weights(j) + slots;
   // SGLang's release_memory_occupation(tags=["kv_cache", "weights"]) frees both (torch_memory_saver); verl's
   // hybrid engine reloads the weights from the actor when it resumes, so nothing stays on the host either.
   if (j.rollout.kind == rollout_engine_kind::sglang) return {};
@@ -445,7 +487,9 @@ inline void validate(const rlhf_job& j) {
       require_positive(r->train_micro_batch, "the training micro-batch");
       require_positive(r->forward_micro_batch, "the forward micro-batch");
       if (r->zero_stage < 0 || r->zero_stage > 3) fail_value("ZeRO stage must be 0, 1, 2 or 3", static_cast<long double>(r->zero_stage), "use 3 for full sharding");
+      if (r->adapt.any() && !r->trained) fail("adapters (LoRA, frozen components) apply to trained roles; a frozen role has no adapters to train");
     }
+  if (j.lora_sync.present && !j.actor.adapt.lora_enabled()) fail("a LoRA weight sync needs LoRA adapters on the actor; set its LoRA rank");
   if (j.rollout.present) {
     require_positive(j.rollout.engines, "the number of rollout engines");
     require_positive(j.rollout.tp, "the rollout tensor-parallel size");
@@ -453,10 +497,14 @@ inline void validate(const rlhf_job& j) {
       require_positive(j.rollout.limits.max_num_batched_tokens, "the vLLM max_num_batched_tokens");
       require_positive(j.rollout.limits.max_num_seqs, "the vLLM max_num_seqs");
       if (j.rollout.cuda_graphs.count() < 0) fail("vLLM's CUDA graph memory cannot be negative");
+      if (j.rollout.max_lora_rank != 0 && vllm_max_lora_rank(j.rollout.max_lora_rank) != j.rollout.max_lora_rank)
+        fail_value("vLLM's max_lora_rank must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512", static_cast<long double>(j.rollout.max_lora_rank),
+                   "round it up with vllm_max_lora_rank");
       if (j.rollout.enforce_eager && j.rollout.cuda_graphs.count() > 0)
         fail("CUDA graph memory is given but the engines run with enforce_eager, which captures none; drop one");
     } else {
       if (j.rollout.cuda_graphs.count() != 0) fail("CUDA graph memory is read for vLLM engines only; drop it for SGLang");
+      if (j.rollout.max_lora_rank != 0) fail("LoRA slots are modelled for vLLM engines only; drop max_lora_rank for SGLang");
       require_positive(j.rollout.context_len, "the SGLang context length");
     }
   }
@@ -480,7 +528,9 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
     for (const detail::gpu_group& g : groups) {
       // Candidate moments of this phase on this group: who is active.
       std::vector<std::pair<std::string, job_breakdown>> moments;
-      const auto moment = [&](const std::string& activity, const std::string& active) {
+      const std::string sync = "actor:lora-sync";  // the actor's LoRA weight sync (rollout phase, verl)
+      const auto moment = [&](const std::string& activity, const std::string& moment_of) {
+        const std::string active = moment_of == sync ? "actor" : moment_of;
         job_breakdown b{};
         const detail::group_view v{&b};
         job_breakdown resident_only{};  // the other roles, as they rest while `active` runs
@@ -490,7 +540,8 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
         for (const memory_term& t : resident_only.terms) b.terms.push_back(t);
         for (const auto& role : g.roles) {
           if (role.first != active) continue;
-          if (phase == rlhf_phase::training) detail::update(v, role.first, *role.second, j);
+          if (moment_of == sync) detail::lora_sync(v, role.first, *role.second, j);
+          else if (phase == rlhf_phase::training) detail::update(v, role.first, *role.second, j);
           else detail::forward_pass(v, role.first, *role.second, j);
         }
         if (g.engine) {
@@ -503,6 +554,8 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
       };
       if (phase == rlhf_phase::rollout) {
         moment(g.engine ? "generation" : "idle", g.engine ? "engine" : "");
+        const bool has_actor = std::any_of(g.roles.begin(), g.roles.end(), [](const auto& role) { return role.first == "actor"; });
+        if (j.lora_sync.present && has_actor) moment("LoRA weight sync", sync);
       } else {
         bool any = false;
         for (const auto& role : g.roles) {

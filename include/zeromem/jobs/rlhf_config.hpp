@@ -649,6 +649,52 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   return r;
 }
 
+namespace detail {
+/// "all-linear", "[q_proj, v_proj]" or "['q_proj','v_proj']" -> PEFT target bits.
+inline std::uint16_t lora_targets_of(std::string list) {
+  std::string clean;
+  for (char c : list)
+    if (c != '[' && c != ']' && c != '\'' && c != '"' && c != ' ') clean += c;
+  return parse_lora_targets(clean);
+}
+
+/// verl's FSDP LoRA (docs/advance/ppo_lora.rst; workers/config/model.py lora_rank, target_modules, exclude_modules;
+/// fsdp_workers.py _build_model_optimizer applies get_peft_model to the actor). The reference policy is the actor
+/// with its adapters disabled (ray_trainer.py ref_in_actor), so no reference model is built. Returns the rank.
+inline std::int64_t read_verl_lora(config_keys& k, rlhf_job& j, job_reading& r, const std::string& M, const std::string& R,
+                                   const std::string& strategy, const std::string& engine) {
+  if (k.integer(M + "lora.rank", 0) > 0)
+    fail(M + "lora.rank is Megatron-Bridge's LoRA; with actor strategy " + strategy + " set " + M + "lora_rank instead");
+  if (k.integer("critic.model.lora_rank", 0) > 0) fail("critic.model.lora_rank (a LoRA critic) is not modelled; remove it to estimate a full critic");
+  const std::int64_t rank = k.integer(M + "lora_rank", 0);
+  const std::optional<std::string> adapter = k.text(M + "lora_adapter_path");
+  const bool has_adapter = adapter && *adapter != "null" && *adapter != "~" && !adapter->empty();
+  if (rank == 0) {
+    if (has_adapter) fail(M + "lora_adapter_path needs " + M + "lora_rank: give the adapter's rank (its adapter_config.json r)");
+    return 0;
+  }
+  if (engine != "vllm") fail(M + "lora_rank with rollout.name " + detail::quoted(engine) + ": verl's LoRA runs with vLLM only");
+  if (const std::optional<std::string> ex = k.text(M + "exclude_modules"); ex && *ex != "null" && *ex != "~" && !ex->empty())
+    fail(M + "exclude_modules is not modelled; list the adapted modules in " + M + "target_modules instead");
+  j.actor.adapt.lora.rank = rank;
+  j.actor.adapt.lora.targets = lora_targets_of(k.text(M + "target_modules").value_or("all-linear"));
+  j.actor.adapt.lora.adapter_dtype = dtype::fp32;  // adapters in the actor's fp32 like the base (PEFT, verl loads fp32)
+  k.text(M + "lora_alpha");                         // scales the update; no memory
+  j.reference.present = false;
+  r.assumed.push_back("reference = the actor with its LoRA adapters disabled (verl ref_in_actor): no reference model");
+  // The sync: load_format dummy leaves the base out of vLLM, so the first sync sends it; layered_summon refuses that.
+  const std::string load_format = k.text(R + "load_format").value_or("dummy");
+  const bool layered = k.flag(R + "layered_summon");
+  const bool dummy = load_format.find("dummy") != std::string::npos;
+  if (layered && dummy)
+    fail(R + "layered_summon needs the base preloaded in vLLM (verl raises); set " + R + "load_format=safetensors");
+  j.lora_sync.present = true;
+  j.lora_sync.whole_model = strategy == "fsdp" && !layered;
+  j.lora_sync.base_through_host = dummy;
+  return rank;
+}
+}  // namespace detail
+
 /// verl's ppo_trainer config (and EasyR1's, told apart by its `worker.` keys) as flat dotted keys.
 inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> keys, const job_settings& s) {
   const bool easyr1 = std::any_of(keys.begin(), keys.end(), [](const auto& p) { return p.first.rfind("worker.", 0) == 0; });
@@ -743,8 +789,9 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
   }
-  // The rollout engine: vLLM (or SGLang, verl only) in the same worker, tensor parallel within the GPUs.
   const std::string engine = k.text(R + "name").value_or("vllm");
+  const std::int64_t lora_rank = easyr1 ? 0 : detail::read_verl_lora(k, j, r, M, R, strategy, engine);
+  // The rollout engine: vLLM (or SGLang, verl only) in the same worker, tensor parallel within the GPUs.
   if (engine != "vllm" && (easyr1 || engine != "sglang"))
     detail::fail(R + "name " + detail::quoted(engine) + " is not modelled; use vllm" + (easyr1 ? "" : " or sglang"));
   rollout_engines& e = j.rollout;
@@ -772,6 +819,9 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   } else {
     detail::set_vllm_version(e, s.vllm_version, true);
     r.assumed.push_back("vLLM " + s.vllm_version);
+    // enable_lora, max_loras 1, max_lora_rank rounded up to vLLM's allowed ranks (vllm_async_server.py; before
+    // verl 1546ce23, vllm_rollout_spmd.py passed lora_rank itself, which vLLM accepts only from that set).
+    if (lora_rank > 0) e.max_lora_rank = vllm_max_lora_rank(lora_rank);
     // free_cache_engine frees the KV cache and offload_model_weights the weights after generation (verl's vllm
     // 0.6.3); later versions sleep(level=1).
     const bool patched = e.semantics == vllm_semantics::verl_free_fraction;
