@@ -595,7 +595,11 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     if (k.flag(name(key))) detail::fail("--" + name(key) + " is not modelled for RLHF jobs; remove it to estimate the rest");
   if (k.integer(name("ds_tensor_parallel_size"), 1) > 1)
     detail::fail("--" + name("ds_tensor_parallel_size") + " (DeepSpeed AutoTP) is not modelled for RLHF jobs; remove it to estimate the rest");
-  if (k.integer(name("lora_rank"), 0) > 0) detail::fail("--" + name("lora_rank") + " is not modelled for RLHF jobs; remove it to estimate full fine-tuning");
+  // LoRA with vLLM engines stops at the first weight sync: broadcast_to_vllm sends PEFT's parameter names, which the
+  // engine has no target for (OpenRLHF issues #546, #991, #1349, up to v0.11.3).
+  if (k.integer(name("lora_rank"), 0) > 0)
+    detail::fail("--" + name("lora_rank") + " is not modelled for OpenRLHF jobs (with vLLM engines OpenRLHF fails at the first weight sync, "
+                 "issues #546, #1349); remove it to estimate full fine-tuning");
   if (k.integer(name("zpg"), 1) > 1) detail::fail("--" + name("zpg") + " (ZeRO++ hpZ) is not modelled for RLHF jobs; remove it");
   if (k.has(name("grad_accum_dtype")) && *k.text(name("grad_accum_dtype")) != "")
     detail::fail("--" + name("grad_accum_dtype") + " is not modelled for RLHF jobs; remove it");
