@@ -640,6 +640,18 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
                    "--cudagraph-estimate", "off", "--enforce-eager"}});
 }
 
+TEST_CASE("estimate: without --optimizer-impl the optimizer's PyTorch default (Adafactor: the for-loop)", "[cli][step]") {
+  // Qwen2.5-1.5B, mixed bf16 (fp32 master): Adafactor's one var_estimate of the largest tensor, the tied embedding
+  // 151936 x 1536 = 233,373,696 elements in fp32 = 933,494,784 B; AdamW's foreach: one fp32 buffer per parameter.
+  const auto ada = run_json({"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "adafactor", "--seq-len", "1024", "--json"});
+  CHECK(ada["inputs"]["optimizer_impl"] == "forloop");
+  CHECK(ada["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 933'494'784);
+  const auto adamw = run_json({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--json"});
+  CHECK(adamw["inputs"]["optimizer_impl"] == "foreach");
+  CHECK(adamw["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 4 * 1'543'714'304LL);
+  check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "adafactor", "--optimizer-impl", "fused", "--seq-len", "1024"}});
+}
+
 TEST_CASE("vllm --max-lora-rank: enable_lora's slots load with the weights, inside the budget", "[cli][vllm][lora]") {
   const std::vector<std::string> base{"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5",
                                       "--max-model-len", "8K", "--enforce-eager", "--json"};

@@ -65,6 +65,28 @@ TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
   CHECK(estimate_step(llama2(), amp, a, step_config{}).optimizer_step.optimizer_temporaries == bytes_of(26'953'662'464));
 }
 
+TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default, all at once with foreach", "[step]") {
+  // _single_tensor_adafactor: var_estimate = row_var @ col_var is the size of the matrix it updates (then clamp_,
+  // rsqrt_, mul_ in place). Pure bf16 Llama-2-7B: the largest tensor is the embedding, 32000 x 4096 = 131,072,000
+  // elements, 2 B each = 262,144,000 B; foreach builds one per matrix at once: 6,738,415,616 x 2 = 13,476,831,232 B
+  // (the vectors' grad * grad and clones are the same size as the vectors, counted once).
+  training_states t = pure_bf16();
+  t.optimizer.kind = optimizer_kind::adafactor;
+  step_config s{};
+  s.optimizer = pytorch_default_impl(optimizer_kind::adafactor);
+  CHECK(s.optimizer == optimizer_impl::forloop);
+  CHECK(pytorch_default_impl(optimizer_kind::adamw) == optimizer_impl::foreach_kernels);
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000));
+  s.optimizer = optimizer_impl::foreach_kernels;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
+  s.optimizer = optimizer_impl::fused;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("Adafactor has no fused"));
+  // SGD keeps no temporaries (its foreach update is in place without weight decay: optim/sgd.py _multi_tensor_sgd).
+  t.optimizer.kind = optimizer_kind::sgd_momentum;
+  s.optimizer = optimizer_impl::foreach_kernels;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(0));
+}
+
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
   // Pure bf16 AdamW: weights 2 + moments 4 B/param rest (40,430,493,696 B); gradients 2 B/param
   // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B).

@@ -47,7 +47,7 @@ struct estimate_args {
   std::int64_t torch_major = 2;
   // the step model
   std::string loss = "hf";
-  std::string optimizer_impl = "foreach";
+  std::string optimizer_impl;  // empty: PyTorch's default for the optimizer (pytorch_default_impl)
   std::string allocator = "default";
   bool ddp = false;
   // forward only (a reference or reward model, a log-prob pass)

@@ -54,7 +54,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   integer_option(app, "--torch-version", a.torch_major, "PyTorch major version, 1 or 2", 1, 2)->capture_default_str();
   text_option(app, "--loss", a.loss, "hf (transformers ForCausalLMLoss: full logits, fp32 upcast) | fused (chunked linear-cross-entropy)")
       ->capture_default_str();
-  text_option(app, "--optimizer-impl", a.optimizer_impl, "foreach (PyTorch's default on CUDA) | fused | forloop")->capture_default_str();
+  text_option(app, "--optimizer-impl", a.optimizer_impl,
+              "foreach | fused | forloop (default: PyTorch's for the optimizer: foreach on CUDA, the for-loop for Adafactor)");
   text_option(app, "--allocator", a.allocator,
               "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); recorded in the report: the allocated peak does "
               "not depend on it, and reserved memory is not modelled (--reserve-fraction)")
@@ -185,7 +186,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   validate(in.job.pipeline, in.job.model);
   step_config& st = in.job.step;
   st.loss = parse_loss(a.loss);
-  st.optimizer = parse_optimizer_impl(a.optimizer_impl);
+  st.optimizer = a.optimizer_impl.empty() ? pytorch_default_impl(in.job.states.optimizer.kind) : parse_optimizer_impl(a.optimizer_impl);
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   st.reserve_fraction = a.reserve_fraction;

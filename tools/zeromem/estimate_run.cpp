@@ -38,7 +38,7 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
     edit(c);
     changes.push_back({std::move(what), std::move(c)});
   };
-  if (in.job.step.optimizer == optimizer_impl::foreach_kernels)
+  if (in.job.step.optimizer == optimizer_impl::foreach_kernels && in.job.states.optimizer.kind != optimizer_kind::adafactor)
     with("--optimizer-impl fused", [](estimate_inputs& c) { c.job.step.optimizer = optimizer_impl::fused; });
   if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.job.step.loss = loss_impl::fused; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
@@ -96,6 +96,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                  {"ranks_per_node", e.ranks_per_node}, {"offload_optimizer", std::string(name(t.zero.optimizer.device))},
                  {"offload_params", std::string(name(t.zero.params.device))}, {"hpz_partition", t.zero.hpz_partition},
                  {"largest_layer_params", t.largest_layer.count()}, {"gradient_accumulation_steps", t.gradient_accumulation_steps}};
+  j["inputs"]["optimizer_impl"] = std::string(name(in.job.step.optimizer));
   j["inputs"]["frozen_params_per_rank"] = t.frozen.count();
   j["inputs"]["frozen_weights_bytes_per_rank"] = t.frozen_weights.count();
   if (in.has_model) {

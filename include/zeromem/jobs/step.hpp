@@ -47,6 +47,13 @@ enum class loss_impl { hf, fused };
 /// torch.optim's implementation of the update (optim/adam.py): foreach (default on CUDA), fused, forloop.
 enum class optimizer_impl { foreach_kernels, fused, forloop };
 
+/// What torch.optim picks when neither foreach nor fused is given: foreach on CUDA (optim/optimizer.py
+/// _default_to_fused_or_foreach), except Adafactor, which keeps its for-loop unless foreach=True is passed
+/// (optim/_adafactor.py: "Adafactor will default to the slower single tensor for-loop implementation").
+constexpr optimizer_impl pytorch_default_impl(optimizer_kind k) {
+  return k == optimizer_kind::adafactor ? optimizer_impl::forloop : optimizer_impl::foreach_kernels;
+}
+
 /// PyTorch's CUDA caching allocator: default segments, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
 enum class allocator_mode { caching, expandable };
 
@@ -344,6 +351,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       temporaries = updated * size_of(state);  // torch._foreach_sqrt(exp_avg_sqs): one buffer per parameter at once
     else if (s.optimizer == optimizer_impl::forloop)
       temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * 2;  // sqrt and its quotient, one tensor
+  }
+  // torch.optim.Adafactor (optim/_adafactor.py): a matrix's update is var_estimate = row_var @ col_var, one tensor of
+  // its size, rescaled in place (clamp_, rsqrt_, mul_ by the gradient); the for-loop (its default) builds one at a
+  // time, foreach all of them at once. It has no fused kernel.
+  if (t.optimizer.kind == optimizer_kind::adafactor && t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
+    const dtype state = fsdp ? storage : r.optimizer_dtype();
+    const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
+    if (s.optimizer == optimizer_impl::fused)
+      detail::fail("torch.optim.Adafactor has no fused implementation; use the for-loop (its default) or foreach");
+    temporaries = (s.optimizer == optimizer_impl::foreach_kernels ? updated : largest_share(split.largest_trainable, a.tp)) * size_of(state);
   }
   const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}};
 
