@@ -19,7 +19,7 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       CHECK(counted == 8'190'735'360LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else if (p.name == "qwen2.5-3b") {
-      // Its card rounds to 3.09B: 3,085,938,688 (derived in "Qwen2.5-3B component by component") rounds to it.
+      // Its card rounds to 3.09B: 3,085,938,688 (derived in "Qwen2.5-1.5B and 3B component by component") rounds to it.
       CHECK(counted == 3'085'938'688LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else {
@@ -30,33 +30,32 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
   }
 }
 
-TEST_CASE("Qwen2.5-1.5B component by component", "[model]") {
-  // embedding 151936 x 1536 = 233,373,696 (tied: no output matrix);
-  // attention q 1536x1536+1536, k and v 1536x256+256, o 1536x1536 = 5,507,072;
-  // SwiGLU 3 x 1536 x 8960 = 41,287,680; two RMSNorms 3,072; layer 46,797,824; x 28 + final norm 1,536.
-  const parameter_counts c = count_parameters(find_preset("qwen2.5-1.5b").config);
-  CHECK(c.embedding.count() == 233'373'696);
-  CHECK(c.attention.count() == 5'507'072);
-  CHECK(c.mlp.count() == 41'287'680);
-  CHECK(c.norms.count() == 3'072);
-  CHECK(c.layer.count() == 46'797'824);
-  CHECK(c.lm_head.count() == 0);
-  CHECK(c.total.count() == 233'373'696 + 28 * 46'797'824LL + 1'536);
-  CHECK(c.largest_layer.count() == 233'373'696);  // the embedding is the largest module
-}
-
-TEST_CASE("Qwen2.5-3B component by component", "[model]") {
-  // embedding 151936 x 2048 = 311,164,928 (tied: no output matrix); attention q 2048x2048+2048 = 4,196,352, k and v
-  // 2048x256+256 = 524,544 each, o 2048x2048 = 4,194,304: 9,439,744; SwiGLU 3 x 2048 x 11008 = 67,633,152; two
-  // RMSNorms 4,096; layer 77,076,992; total = 311,164,928 + 36 x 77,076,992 + 2,048 = 3,085,938,688 (the model
-  // card: 3.09B, 2.77B without embeddings).
-  const parameter_counts c = count_parameters(find_preset("qwen2.5-3b").config);
-  CHECK(c.embedding.count() == 311'164'928);
-  CHECK(c.attention.count() == 9'439'744);
-  CHECK(c.mlp.count() == 67'633'152);
-  CHECK(c.layer.count() == 77'076'992);
-  CHECK(c.total.count() == 3'085'938'688);
-  CHECK(c.total.count() - c.embedding.count() == 2'774'773'760);  // "2.77B" non-embedding
+TEST_CASE("Qwen2.5-1.5B and 3B component by component", "[model]") {
+  // Qwen2 text models (tied embeddings, q/k/v biases, 2 KV heads of 128):
+  // 1.5B: embedding 151936 x 1536 = 233,373,696; attention q 1536x1536+1536, k and v 1536x256+256, o 1536x1536 =
+  //   5,507,072; SwiGLU 3 x 1536 x 8960 = 41,287,680; two RMSNorms 3,072; layer 46,797,824; x 28 + final norm 1,536.
+  // 3B: embedding 151936 x 2048 = 311,164,928; attention q 2048x2048+2048 = 4,196,352, k and v 2048x256+256 = 524,544
+  //   each, o 2048x2048 = 4,194,304: 9,439,744; SwiGLU 3 x 2048 x 11008 = 67,633,152; two RMSNorms 4,096; layer
+  //   77,076,992; x 36 + final norm 2,048 = 3,085,938,688 (its card: 3.09B, 2.77B without embeddings).
+  struct expected {
+    const char* name;
+    std::int64_t embedding, attention, mlp, norms, layer, layers, final_norm;
+  };
+  for (const expected& e : {expected{"qwen2.5-1.5b", 233'373'696, 5'507'072, 41'287'680, 3'072, 46'797'824, 28, 1'536},
+                            expected{"qwen2.5-3b", 311'164'928, 9'439'744, 67'633'152, 4'096, 77'076'992, 36, 2'048}}) {
+    INFO(e.name);
+    const parameter_counts c = count_parameters(find_preset(e.name).config);
+    CHECK(c.embedding.count() == e.embedding);
+    CHECK(c.attention.count() == e.attention);
+    CHECK(c.mlp.count() == e.mlp);
+    CHECK(c.norms.count() == e.norms);
+    CHECK(c.layer.count() == e.layer);
+    CHECK(c.lm_head.count() == 0);  // tied: no output matrix
+    CHECK(c.total.count() == e.embedding + e.layers * e.layer + e.final_norm);
+    CHECK(c.largest_layer.count() == e.embedding);  // the embedding is the largest module
+  }
+  CHECK(count_parameters(find_preset("qwen2.5-3b").config).total.count() == 3'085'938'688);
+  CHECK(count_parameters(find_preset("qwen2.5-3b").config).total.count() - 311'164'928 == 2'774'773'760);  // "2.77B"
 }
 
 TEST_CASE("Qwen2.5-VL-7B vision tower", "[model][published]") {
