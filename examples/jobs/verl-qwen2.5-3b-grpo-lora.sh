@@ -1,10 +1,11 @@
 # verl's own example: GRPO with LoRA (rank 64, all linear layers) on Qwen2.5-3B-Instruct over one node of 2 GPUs,
 # vLLM at tensor parallel 2 with the adapters synced layer by layer. From verl
 # examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora.sh at commit 25d78fa9 (2025-09-25; its setup.py allows
-# vllm <= 0.9.1); verl's defaults (ppo_trainer.yaml of that commit) fill what the script leaves out.
-# Assumed: H100 80GB GPUs, vLLM 0.9.1.
+# vllm <= 0.9.1); verl's defaults fill what the script leaves out. zeromem's reader knows verl's January 2025
+# defaults; of the ones that matter here, that commit's rollout.yaml differs in one, enforce_eager False (CUDA
+# graphs are captured), which the case passes. Assumed: H100 80GB GPUs, vLLM 0.9.1.
 # zeromem: --gpu h100-80gb --vllm-version 0.9.1
-# zeromem case: as published | reported: none
+# zeromem case: as published (rollout.enforce_eager False, the commit's default) | reported: none | actor_rollout_ref.rollout.enforce_eager=False
 
 set -x
 

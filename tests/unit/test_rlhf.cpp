@@ -306,6 +306,20 @@ TEST_CASE("vLLM's CUDA graphs in a job: above the budget before 0.21, inside it 
   // Llama-3-8B blocks: 16 tokens x 32 layers x 2 x 8 KV heads / 2 ranks x 128 x 2 B = 1,048,576 B; 2464 MiB = 2464 blocks.
   CHECK(kv_drop == 2464LL << 20);
   CHECK(peak(inside) == peak(in21));
+  // A sleeping engine keeps its graphs: sleep releases the weights' and KV cache's pools only (vLLM PR #56373). verl's
+  // engine sleeps (level 1) through experience and training: both phases rise by the graphs, one for one.
+  const std::vector<std::string> graphs_on{"actor_rollout_ref.rollout.enforce_eager=False"};
+  std::vector<std::string> graphs_given = graphs_on;
+  graphs_given.insert(graphs_given.end(), {"--vllm-cuda-graphs", "1GiB"});
+  const nlohmann::json awake_only = job("verl-qwen2.5-3b-grpo-lora.sh", graphs_on);
+  const nlohmann::json kept = job("verl-qwen2.5-3b-grpo-lora.sh", graphs_given);
+  for (const char* name : {"experience", "training"}) {
+    INFO(name);
+    CHECK(phase(kept, name)["per_gpu"]["peak_bytes"].get<std::int64_t>() - phase(awake_only, name)["per_gpu"]["peak_bytes"].get<std::int64_t>() ==
+          1LL << 30);
+    CHECK(term(phase(kept, name), "vLLM", "CUDA graphs (kept while asleep)") == 1LL << 30);
+  }
+  CHECK(awake_only["notes"].dump().find("stay on the GPU while the engine sleeps") != std::string::npos);
   // Given graphs contradict enforce_eager, and SGLang has none to give.
   const zeromem::test::cli_result eager = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--vllm-cuda-graphs", "1GiB"});
   CHECK(eager.code == 2);

@@ -467,6 +467,9 @@ inline std::string engine_idle(const group_view& v, const rlhf_job& j, bytes res
   // hybrid engine reloads the weights from the actor when it resumes, so nothing stays on the host either.
   if (j.rollout.kind == rollout_engine_kind::sglang) return {};
   v.host("vLLM", "weights (asleep, level " + std::to_string(j.rollout.sleep_level) + ")", vllm_sleep_host_bytes(j.rollout.sleep_level, weights));
+  // Sleep releases the weights and KV cache pools only; the CUDA graphs' pool stays on the GPU (vLLM PR #56373:
+  // "Level-1 cuMem sleep releases weights and KV cache, but leaves graph executables and native CUDA graph pools").
+  v.gpu("vLLM", "CUDA graphs (kept while asleep)", j.rollout.cuda_graphs);
   v.host("vLLM", "swap space (pinned)", vllm_swap_space_bytes(j.rollout.swap_space_gib));
   return {};  // whether it starts is decided in the rollout phase, where it is awake
 }
@@ -626,12 +629,12 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
                         std::to_string(j.rollout.limits.max_num_batched_tokens) + " tokens and " +
                         std::to_string(j.rollout.limits.max_num_seqs) + " sequences");
     if (!j.rollout.enforce_eager && j.rollout.cuda_graphs.count() == 0)
-      out.notes.push_back(j.rollout.cuda_graphs_in_budget
-                              ? "vLLM >= 0.21 takes its CUDA graph estimate out of the KV budget: the engine's GPU bytes hold the graphs "
-                                "whatever they take, inside its KV cache line (pass --vllm-cuda-graphs with vLLM's 'Estimated CUDA graph "
-                                "memory' to split them out)"
-                              : "vLLM CUDA graphs (enforce_eager off) sit above the budget and are not modelled: pass --vllm-cuda-graphs "
-                                "with the graph memory vLLM logs");
+      out.notes.push_back(std::string(j.rollout.cuda_graphs_in_budget
+                                          ? "vLLM >= 0.21 takes its CUDA graph estimate out of the KV budget: the awake engine's GPU bytes "
+                                            "hold the graphs whatever they take, inside its KV cache line"
+                                          : "vLLM CUDA graphs (enforce_eager off) sit above the budget and are not modelled") +
+                          (j.rollout.sleep_level > 0 ? "; they stay on the GPU while the engine sleeps" : "") +
+                          ": pass --vllm-cuda-graphs with the graph memory vLLM logs");
   }
   if (j.actor.model.vision.blocks > 0) out.notes.push_back("the vision tower's forward and image tokens are not modelled");
   out.notes.push_back("not modelled: Ray's object store, dataloaders, per-process host memory of Ray workers and CUDA runtimes");
