@@ -391,6 +391,20 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
     CHECK(bad.err.find(words) != std::string::npos);
     CHECK(bad.err.find('\n') == bad.err.size() - 1);
   }
+  // Qwen2.5-7B with LoRA on two 40 GiB GPUs, parameters offloaded between phases, the sync without layered_summon:
+  // the whole actor gathered in fp32, 4 x (7,615,616,512 + adapters) > 28 GiB, breaks the rollout; --explain finds
+  // the layer-by-layer gather, which fits.
+  const nlohmann::json whole = job("verl-qwen2.5-3b-grpo-lora.sh",
+                                   {"actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+                                    "actor_rollout_ref.actor.fsdp_config.param_offload=True", "actor_rollout_ref.rollout.layered_summon=False",
+                                    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "--gpu", "a100-40gb", "--mean-tokens", "256", "--explain"});
+  CHECK(phase(whole, "rollout")["activity"] == "LoRA weight sync");
+  CHECK_FALSE(phase(whole, "rollout")["fits"].get<bool>());
+  CHECK(term(phase(whole, "rollout"), "actor", "parameters gathered for the LoRA sync (summon_full_params") > 4 * 7'615'616'512LL);
+  bool layered = false;
+  for (const auto& f : whole["fixes"])
+    if (f["change"].get<std::string>().rfind("actor_rollout_ref.rollout.layered_summon=True", 0) == 0) layered = f["fits"].get<bool>();
+  CHECK(layered);
   const zeromem::test::cli_result adapter_only =
       run_cli({"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "actor_rollout_ref.model.lora_rank=0", "+actor_rollout_ref.model.lora_adapter_path=/a"});
   CHECK(adapter_only.code == 2);

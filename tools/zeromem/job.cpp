@@ -78,6 +78,9 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
     groups.push_back({A + P + "=" + flip[!j.actor.sleep_params]});
     groups.push_back({A + O + "=" + flip[!j.actor.sleep_optimizer]});
   }
+  // verl LoRA: gather the actor layer by layer for the sync instead of whole (layered_summon needs the base preloaded).
+  if (j.lora_sync.whole_model)
+    groups.push_back({"actor_rollout_ref.rollout.layered_summon=True actor_rollout_ref.rollout.load_format=safetensors"});
   if (!j.actor.gradient_checkpointing)
     groups.push_back({key("gradient_checkpointing", "actor_rollout_ref.model.enable_gradient_checkpointing", "worker.actor.model.enable_gradient_checkpointing") +
                       (openrlhf ? "=" : "=true")});
