@@ -411,6 +411,39 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
   CHECK(adapter_only.err.find("lora_rank") != std::string::npos);
 }
 
+TEST_CASE("verl releases: rollout defaults by --verl-version (enforce_eager, max_num_seqs, LoRA ranks)", "[rlhf]") {
+  // Without a version zeromem takes verl's defaults before v0.6.0 and says so.
+  const nlohmann::json before = job("verl-qwen2.5-3b-grpo-lora.sh");
+  CHECK(before["config"]["assumed"].dump().find("enforce_eager True (verl's default before v0.6.0") != std::string::npos);
+  // From v0.6.0 (verl ff6978c1, beb62461): CUDA graphs are captured by default and rollout.max_num_seqs reaches vLLM.
+  const nlohmann::json v6 = job("verl-qwen2.5-3b-grpo-lora.sh", {"--verl-version", "0.6.0", "actor_rollout_ref.rollout.max_num_seqs=64"});
+  CHECK(v6["notes"].dump().find("vLLM CUDA graphs (enforce_eager off)") != std::string::npos);
+  // vLLM's profile with 64 sequences of Qwen2.5-3B at tp 2: sampling (8192 x 2048 + 64 x 151,936) x 2 B + 38 B x 64 x
+  // 151,936 = 422,510,592 B, above the widest layer moment 8192 x (4 x 2048 + 3 x 5504) x 2 B = 404,750,336 B.
+  CHECK(term(phase(v6, "rollout"), "vLLM", "activation peak") == 422'510'592LL);
+  // Before v0.6.0 the key does not reach vLLM: its own default (1024 on an H100) applies, and the reading says so.
+  const nlohmann::json ignored = job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.rollout.max_num_seqs=64"});
+  CHECK(term(phase(ignored, "rollout"), "vLLM", "activation peak") > 422'510'592LL);
+  CHECK(ignored["config"]["assumed"].dump().find("max_num_seqs not passed to vLLM") != std::string::npos);
+  // LoRA ranks: verl 0.7.0 rounds 48 up to vLLM's 64 (slots of rank 64: 152,764,416 B, test_inference derives them);
+  // before, it passes 48, which vLLM refuses.
+  CHECK(term(phase(job("verl-qwen2.5-3b-grpo-lora.sh", {"--verl-version", "0.7.0", "actor_rollout_ref.model.lora_rank=48"}), "rollout"), "vLLM",
+             "LoRA slots (max_lora_rank 64)") == 152'764'416LL);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+      {{"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "--verl-version", "0.6.0", "actor_rollout_ref.model.lora_rank=48"}, "before 0.7.0"},
+      {{"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "--openrlhf-version", "0.6.0"}, "--openrlhf-version is for OpenRLHF"},
+      {{"job", jobs + "orz-1.5b-ppo.args", "--verl-version", "0.6.0"}, "--verl-version is for verl"},
+      {{"job", jobs + "easyr1-vl-7b-grpo.yaml", "--verl-version", "0.6.0"}, "EasyR1"},
+      {{"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "--verl-version", "six"}, "--verl-version"},
+  };
+  for (const auto& [args, words] : refused) {
+    INFO(words);
+    const zeromem::test::cli_result bad = run_cli(args);
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find(words) != std::string::npos);
+  }
+}
+
 TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that name the key", "[rlhf][bad-input]") {
   const zeromem::command_line c = zeromem::split_command_line(
       "# zeromem: --gpu h100-80gb\npython3 -m x \\\n  --a 'b c' --d=\"e\" # trailing\n--f \\$g\n");

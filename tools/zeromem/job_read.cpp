@@ -19,6 +19,7 @@ const std::vector<setting_flag> job_setting_flags{
     {"--vllm-version", "the vLLM version, such as 0.6.5: it decides what gpu_memory_utilization means"},
     {"--deepspeed-version", "the DeepSpeed version, such as 0.16.4 (0.16.x has a ZeRO-3 checkpointing defect)"},
     {"--openrlhf-version", "the OpenRLHF version, such as 0.6.1: defaults and sleep modes changed across versions"},
+    {"--verl-version", "the verl version, such as 0.6.0: rollout defaults changed across versions (default: those before 0.6.0)"},
     {"--host-unmodelled", "host RAM per node a report shows beyond the modelled terms, such as 500GB"},
     {"--node-gpus", "GPUs of one node, such as 8 (OpenRLHF's arguments do not say; default 8): the roles' GPUs are placed on nodes of this size"},
     {"--cuda-context", "bytes per process outside PyTorch's allocator (default: measured on an H100, 650,969,088 B)"},
@@ -65,6 +66,7 @@ job_settings settings_of(const job_args& a, const std::string& text) {
     else if (g.first == "--vllm-version") s.vllm_version = v;
     else if (g.first == "--deepspeed-version") s.deepspeed_version = v;
     else if (g.first == "--openrlhf-version") s.openrlhf_version = v;
+    else if (g.first == "--verl-version") s.verl_version = v;
     else if (g.first == "--host-unmodelled") s.host_unmodelled = parse_bytes(v, "the unmodelled host RAM (--host-unmodelled)");
     else if (g.first == "--node-gpus") s.node_gpus = detail::require_positive(parse_count(v, "the GPUs per node (--node-gpus)"), "the GPUs per node (--node-gpus)");
     else if (g.first == "--cuda-context") s.cuda_context = parse_bytes(v, "the CUDA context (--cuda-context)");

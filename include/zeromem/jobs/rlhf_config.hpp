@@ -29,6 +29,7 @@ struct job_settings {
   std::string vllm_version;           // decides what gpu_memory_utilization means
   std::string deepspeed_version;      // 0.16.x has the ZeRO-3 checkpointing defect
   std::string openrlhf_version;       // decides defaults and, for 0.6.0 only, forced sleep modes (read_openrlhf)
+  std::string verl_version;           // decides verl's rollout defaults (read_verl); empty: those before v0.6.0
   bytes host_unmodelled{};            // host RAM per node a report shows beyond the modelled terms
   std::int64_t node_gpus = 0;         // GPUs of one node (OpenRLHF's arguments do not say); 0: 8
   std::optional<bytes> cuda_context;  // per process; default: step_config's measured value
@@ -429,6 +430,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     if (!s.openrlhf_version.empty() && detail::version_number(s.openrlhf_version, "the OpenRLHF version") < 10'002)
       detail::fail("grouped OpenRLHF arguments (--ds.zero_stage) came in v0.10.2, not " + s.openrlhf_version + "; fix --openrlhf-version");
   }
+  if (!s.verl_version.empty()) detail::fail("--verl-version is for verl configs; this is an OpenRLHF launch (use --openrlhf-version)");
   const auto name = [grouped](std::string_view flat) { return detail::openrlhf_spelling(flat, grouped); };
   detail::config_keys k(std::move(kv));
   job_reading r{};
@@ -666,7 +668,7 @@ inline std::uint16_t lora_targets_of(std::string list) {
 /// fsdp_workers.py _build_model_optimizer applies get_peft_model to the actor). The reference policy is the actor
 /// with its adapters disabled (ray_trainer.py ref_in_actor), so no reference model is built. Returns the rank.
 inline std::int64_t read_verl_lora(config_keys& k, rlhf_job& j, job_reading& r, const std::string& M, const std::string& R,
-                                   const std::string& strategy, const std::string& engine) {
+                                   const std::string& strategy, const std::string& engine, std::int64_t verl_version) {
   if (k.integer(M + "lora.rank", 0) > 0)
     fail(M + "lora.rank is Megatron-Bridge's LoRA; with actor strategy " + strategy + " set " + M + "lora_rank instead");
   if (k.integer("critic.model.lora_rank", 0) > 0) fail("critic.model.lora_rank (a LoRA critic) is not modelled; remove it to estimate a full critic");
@@ -678,6 +680,9 @@ inline std::int64_t read_verl_lora(config_keys& k, rlhf_job& j, job_reading& r, 
     return 0;
   }
   if (engine != "vllm") fail(M + "lora_rank with rollout.name " + detail::quoted(engine) + ": verl's LoRA runs with vLLM only");
+  if (verl_version > 0 && verl_version < 7'000 && vllm_max_lora_rank(rank) != rank)
+    fail(M + "lora_rank " + std::to_string(rank) + " is not a rank vLLM accepts, and verl before 0.7.0 passes it as is; use " +
+         std::to_string(vllm_max_lora_rank(rank)) + " (1, 8, 16, 32, 64, 128, 256, 320 or 512)");
   if (const std::optional<std::string> ex = k.text(M + "exclude_modules"); ex && *ex != "null" && *ex != "~" && !ex->empty())
     fail(M + "exclude_modules is not modelled; list the adapted modules in " + M + "target_modules instead");
   j.actor.adapt.lora.rank = rank;
@@ -719,6 +724,12 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::string path_key = easyr1 ? M + "model_path" : M + "path";
   const std::optional<std::string> path = k.text(path_key);
   if (!path) detail::fail("the config has no " + path_key + " (the actor model)");
+  // verl's release: from v0.6.0 rollout.enforce_eager defaults to False (ff6978c1, PR #2956) and rollout.max_num_seqs
+  // reaches vLLM (beb62461, PR #2960), both Aug 2025; 0: unknown, the earlier defaults, each listed as assumed.
+  if (easyr1 && !s.verl_version.empty()) detail::fail("--verl-version is for verl configs; this is an EasyR1 config (worker.* keys)");
+  if (!s.openrlhf_version.empty()) detail::fail("--openrlhf-version is for OpenRLHF launches; this is a verl config (use --verl-version)");
+  const std::int64_t verl_version = s.verl_version.empty() ? 0 : detail::version_number(s.verl_version, "the verl version (--verl-version)");
+  if (verl_version > 0) r.assumed.push_back("verl " + s.verl_version);
   const std::string strategy = k.text(A + "strategy").value_or("fsdp");
   if (strategy != "fsdp" && strategy != "fsdp2") detail::fail(A + "strategy " + detail::quoted(strategy) + " is not modelled; use fsdp");
   const std::int64_t n = k.integer(R + "n", 1);
@@ -794,7 +805,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
   }
   const std::string engine = k.text(R + "name").value_or("vllm");
-  const std::int64_t lora_rank = easyr1 ? 0 : detail::read_verl_lora(k, j, r, M, R, strategy, engine);
+  const std::int64_t lora_rank = easyr1 ? 0 : detail::read_verl_lora(k, j, r, M, R, strategy, engine, verl_version);
   // The rollout engine: vLLM (or SGLang, verl only) in the same worker, tensor parallel within the GPUs.
   if (engine != "vllm" && (easyr1 || engine != "sglang"))
     detail::fail(R + "name " + detail::quoted(engine) + " is not modelled; use vllm" + (easyr1 ? "" : " or sglang"));
@@ -803,7 +814,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   e.tp = k.integer(easyr1 ? R + "tensor_parallel_size" : R + "tensor_model_parallel_size", 2);  // both default to 2
   e.engines = detail::quotient(world, e.tp);
   e.gpu_memory_utilization = k.fraction(R + "gpu_memory_utilization", 0.5);
-  e.enforce_eager = k.flag(R + "enforce_eager", true);
+  const bool eager_default = easyr1 || verl_version == 0 || verl_version < 6'000;
+  if (!easyr1 && verl_version == 0 && !k.has(R + "enforce_eager"))
+    r.assumed.push_back(R + "enforce_eager True (verl's default before v0.6.0; pass --verl-version)");
+  e.enforce_eager = k.flag(R + "enforce_eager", eager_default);
   // The engine is built after the FSDP actor (fsdp_workers.py _build_rollout).
   e.sized_on_empty_gpu = false;
   j.prompt_tokens = k.integer("data.max_prompt_length", 512);
@@ -864,10 +878,13 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
   }
   // verl passes rollout.max_num_batched_tokens to vLLM from c99df03f (Jan 2025; EasyR1 too); max_num_seqs only
-  // from verl PR #2960 (Aug 2025), so vLLM's default applies.
+  // from verl PR #2960 (v0.6.0; rollout.yaml 1024), so before it vLLM's default applies.
   if (e.kind == rollout_engine_kind::vllm) {
     e.limits = detail::default_limits(j, s);
     e.limits.max_num_batched_tokens = k.integer(R + "max_num_batched_tokens", 8192);
+    if (!easyr1 && verl_version >= 6'000) e.limits.max_num_seqs = k.integer(R + "max_num_seqs", 1024);
+    else if (!easyr1 && verl_version == 0 && k.has(R + "max_num_seqs"))
+      r.assumed.push_back(R + "max_num_seqs not passed to vLLM (verl passes it from v0.6.0; pass --verl-version)");
   }
   j.packing = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding");
   j.ulysses = sp;
