@@ -371,7 +371,13 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
   // load_format dummy: the first sync copies the fp32 base to host RAM in each process: 4 x 3,085,938,688 x 2 GPUs.
   const nlohmann::json dummy = job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.rollout.layered_summon=False",
                                                                     "actor_rollout_ref.rollout.load_format=dummy"});
-  CHECK(term(phase(dummy, "rollout"), "actor", "base in host RAM", "host_bytes") == 2 * 12'343'754'752LL);
+  CHECK(term(phase(dummy, "rollout"), "actor", "base copied to host RAM", "host_bytes") == 2 * 12'343'754'752LL);
+  // verl v0.6.0 with vLLM >= 0.8.5 sleeps at level 2 unless layered_summon (third_party/vllm VLLM_SLEEP_LEVEL): the
+  // engine keeps nothing in host RAM asleep, and every sync sends the base through host RAM again (PR #3541).
+  const nlohmann::json level2 = job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.rollout.layered_summon=False", "--verl-version", "0.6.0"});
+  CHECK(phase(level2, "experience")["per_node_host"]["total_bytes"] == 0);
+  CHECK(term(phase(level2, "rollout"), "actor", "base copied to host RAM", "host_bytes") == 2 * 12'343'754'752LL);
+  CHECK(job("verl-qwen2.5-3b-grpo-lora.sh", {"--verl-version", "0.6.0"})["phases"].dump().find("asleep, level 1") != std::string::npos);
   // Adapters on q and v only: 64 x (4096 + 2304) x 36 = 14,745,600; Adam 8 B each over 2 GPUs.
   CHECK(term(phase(job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.model.target_modules=[q_proj,v_proj]"}), "rollout"), "actor",
              "optimizer states") == 8 * 14'745'600LL / 2);

@@ -63,8 +63,8 @@ struct lora_weight_sync {
   /// FSDP.summon_full_params over the whole actor (strategy fsdp without rollout.layered_summon): every parameter
   /// unsharded on each GPU in its storage dtype. Otherwise one decoder layer (layered_summon) or one tensor (FSDP2).
   bool whole_model = false;
-  /// rollout.load_format dummy: vLLM starts without the base, so the first sync copies the whole base to host RAM
-  /// in each process (model.to("cpu") and param.cpu()) before sending it.
+  /// The sync sends the base too, through host RAM in each process (model.to("cpu") and param.cpu()): the first one
+  /// with rollout.load_format dummy (vLLM starts without the base), every one at sleep level 2 (the engine discards it).
   bool base_through_host = false;
 };
 
@@ -339,7 +339,7 @@ inline void lora_sync(const group_view& v, const std::string& role, rlhf_role r,
   else
     v.gpu(role, "parameters gathered for the LoRA sync (one unit: layered_summon or FSDP2)",
           std::max({split.layer_trainable + split.layer_frozen, c.embedding, c.lm_head}) * storage);
-  if (j.lora_sync.base_through_host) v.host(role, "base in host RAM for the first LoRA sync (load_format dummy)", c.total * storage);
+  if (j.lora_sync.base_through_host) v.host(role, "base copied to host RAM for the LoRA sync", c.total * storage);
 }
 
 struct gpu_group {

@@ -841,10 +841,17 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     // verl 1546ce23, vllm_rollout_spmd.py passed lora_rank itself, which vLLM accepts only from that set).
     if (lora_rank > 0) e.max_lora_rank = vllm_max_lora_rank(lora_rank);
     // free_cache_engine frees the KV cache and offload_model_weights the weights after generation (verl's vllm
-    // 0.6.3); later versions sleep(level=1).
+    // 0.6.3); later versions sleep(level=1), and from verl v0.6.0 (e31a8831, PR #3082) level 2 with vLLM >= 0.8.5
+    // (third_party/vllm VLLM_SLEEP_LEVEL), except level 1 under layered_summon (vllm_rollout_spmd.py).
     const bool patched = e.semantics == vllm_semantics::verl_free_fraction;
-    e.sleep_level = patched ? (k.flag(R + "free_cache_engine", true) ? 2 : 0) : 1;
+    const bool level2_vllm = !patched && detail::version_number(s.vllm_version, "the vLLM version") >= 8'005 && !k.flag(R + "layered_summon");
+    e.sleep_level = patched ? (k.flag(R + "free_cache_engine", true) ? 2 : 0) : (level2_vllm && verl_version >= 6'000 ? 2 : 1);
+    if (level2_vllm && verl_version == 0)
+      r.assumed.push_back("vLLM sleep level 1 (verl before v0.6.0; from v0.6.0 level 2 with vLLM >= 0.8.5; pass --verl-version)");
     if (patched) e.swap_space_gib = 4;
+    // LoRA at sleep level 2: the engine discards its base each time, so every sync sends the base again through host
+    // RAM (fsdp_workers.py rollout_mode, verl 96e7071d, PR #3541).
+    if (j.lora_sync.present && e.sleep_level == 2) j.lora_sync.base_through_host = true;
   }
   if (!easyr1) {
     // use_dynamic_bsz: a pass holds at most max_token_len x sp real tokens (dp_actor.py update_policy and
