@@ -107,6 +107,11 @@ static_assert(zero_stage<2>::value == 2);
 static_assert(deepspeed::estimate_zero3(2'783'959'040, 65'798'144, deepspeed::cluster{1, 1}, false, false, true).gpu ==
               bytes_of(263'192'576 + 50'111'262'720));
 static_assert(deepspeed::estimate_zero2(1'000'000'000, deepspeed::cluster{4, 1}, false).gpu == bytes_of(6'500'000'000));
+
+// vLLM's LoRA slots in a constant expression: max_lora_rank rounds up to vLLM's ranks; Llama-3-8B at r 32, tp 1 holds
+// 32 x (7 x 4096 + 2 x 4096 + 2 x 1024 + 3 x 14336) x 32 layers = 83,886,080 elements.
+static_assert(vllm_max_lora_rank(33) == 64);
+static_assert(vllm_lora_slot_elements(preset_config("llama-3-8b"), 1, 32) == elements_of(83'886'080));
 }  // namespace
 
 int main() { return 0; }
