@@ -43,7 +43,7 @@ void add_vllm_flags(CLI::App& app, vllm_args& a) {
   text_option(app, "--other-processes", a.other_processes, "GPU memory held by other processes when the engine starts, such as 20GiB");
   text_option(app, "--cuda-context", a.cuda_context, "non-torch memory: CUDA context, NCCL (default: measured on an H100, 650,969,088 B)");
   text_option(app, "--cuda-graphs", a.cuda_graphs,
-              "CUDA graph memory as vLLM logs it, such as 2464MiB: 'Estimated CUDA graph memory' from 0.21, the capture's before (not modelled)");
+              "CUDA graph memory as vLLM logs it, such as 2464MiB ('Estimated CUDA graph memory' from 0.21, the capture's before); zeromem does not derive it");
   text_option(app, "--cudagraph-estimate", a.graph_estimate,
               "on | off: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, whether the graphs come out of the KV budget (default: on from 0.21.0)");
   app.add_flag("--enforce-eager", a.enforce_eager, "enforce_eager: no CUDA graphs");
