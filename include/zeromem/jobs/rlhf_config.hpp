@@ -814,7 +814,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   e.tp = k.integer(easyr1 ? R + "tensor_parallel_size" : R + "tensor_model_parallel_size", 2);  // both default to 2
   e.engines = detail::quotient(world, e.tp);
   e.gpu_memory_utilization = k.fraction(R + "gpu_memory_utilization", 0.5);
-  const bool eager_default = easyr1 || verl_version == 0 || verl_version < 6'000;
+  const bool eager_default = easyr1 || verl_version < 6'000;  // unknown (0) included
   if (!easyr1 && verl_version == 0 && !k.has(R + "enforce_eager"))
     r.assumed.push_back(R + "enforce_eager True (verl's default before v0.6.0; pass --verl-version)");
   e.enforce_eager = k.flag(R + "enforce_eager", eager_default);
@@ -844,7 +844,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     // 0.6.3); later versions sleep(level=1), and from verl v0.6.0 (e31a8831, PR #3082) level 2 with vLLM >= 0.8.5
     // (third_party/vllm VLLM_SLEEP_LEVEL), except level 1 under layered_summon (vllm_rollout_spmd.py).
     const bool patched = e.semantics == vllm_semantics::verl_free_fraction;
-    const bool level2_vllm = !patched && detail::version_number(s.vllm_version, "the vLLM version") >= 8'005 && !k.flag(R + "layered_summon");
+    const bool level2_vllm = !easyr1 && !patched && detail::version_number(s.vllm_version, "the vLLM version") >= 8'005 && !k.flag(R + "layered_summon");
     e.sleep_level = patched ? (k.flag(R + "free_cache_engine", true) ? 2 : 0) : (level2_vllm && verl_version >= 6'000 ? 2 : 1);
     if (level2_vllm && verl_version == 0)
       r.assumed.push_back("vLLM sleep level 1 (verl before v0.6.0; from v0.6.0 level 2 with vLLM >= 0.8.5; pass --verl-version)");
