@@ -6,6 +6,9 @@ Two block types:
           branches. zeromem profile: --implementation eager.
   llama - Hugging Face's eager Llama/Qwen2 block (modeling_llama.py): RMSNorm upcast to fp32, RoPE, GQA with
           repeat_kv, softmax in fp32, SwiGLU MLP, optional qkv bias. zeromem profile: --implementation hf.
+          fused: Phi-3's layout (modeling_phi3.py): one qkv_proj sliced into q, k, v views and one gate_up_proj
+          chunked into gate and up. cache: a training forward's DynamicCache (cache_utils.py DynamicLayer.update)
+          copies K and V with torch.cat before attention.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -106,21 +109,27 @@ def repeat_kv(x, n_rep):
 
 
 class LlamaBlock(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False):
+    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False):
         super().__init__()
-        self.h, self.heads, self.kv = h, heads, kv_heads
+        self.h, self.heads, self.kv, self.fused, self.cache = h, heads, kv_heads, fused, cache
         d = h // heads
         self.norm1 = LlamaRMSNorm(h)
         # Qwen3 (transformers modeling_qwen3.py Qwen3Attention): q_norm and k_norm over each head's d values.
         self.q_norm = LlamaRMSNorm(d) if qk_norm else None
         self.k_norm = LlamaRMSNorm(d) if qk_norm else None
-        self.q = torch.nn.Linear(h, heads * d, bias=qkv_bias)
-        self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
-        self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
+        if fused:
+            self.qkv = torch.nn.Linear(h, (heads + 2 * kv_heads) * d, bias=qkv_bias)
+        else:
+            self.q = torch.nn.Linear(h, heads * d, bias=qkv_bias)
+            self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
+            self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
         self.o = torch.nn.Linear(heads * d, h, bias=False)
         self.norm2 = LlamaRMSNorm(h)
-        self.gate = torch.nn.Linear(h, ffn, bias=False)
-        self.up = torch.nn.Linear(h, ffn, bias=False)
+        if fused:
+            self.gate_up = torch.nn.Linear(h, 2 * ffn, bias=False)
+        else:
+            self.gate = torch.nn.Linear(h, ffn, bias=False)
+            self.up = torch.nn.Linear(h, ffn, bias=False)
         self.down = torch.nn.Linear(ffn, h, bias=False)
 
     @staticmethod
@@ -133,20 +142,32 @@ class LlamaBlock(torch.nn.Module):
         b, s, h = x.shape
         d = h // self.heads
         y = self.norm1(x)
-        q = self.q(y).view(b, s, self.heads, d)
-        k = self.k(y).view(b, s, self.kv, d)
+        if self.fused:
+            qkv = self.qkv(y)
+            q_end, k_end = self.heads * d, (self.heads + self.kv) * d
+            q, k, v = qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
+        else:
+            q, k, v = self.q(y), self.k(y), self.v(y)
+        q = q.view(b, s, self.heads, d)
+        k = k.view(b, s, self.kv, d)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
-        v = self.v(y).view(b, s, self.kv, d).transpose(1, 2)
+        v = v.view(b, s, self.kv, d).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if self.cache:
+            empty = torch.zeros(b, self.kv, 0, d, dtype=k.dtype)
+            k, v = torch.cat([empty, k], dim=-2), torch.cat([empty, v], dim=-2)
         k = repeat_kv(k, self.heads // self.kv)
         v = repeat_kv(v, self.heads // self.kv)
         ctx = checkpoint(self.core, q, k, v, mask, use_reentrant=True) if selective else self.core(q, k, v, mask)
         ctx = ctx.transpose(1, 2).reshape(b, s, h)
         x = x + self.o(ctx)
         y = self.norm2(x)
+        if self.fused:
+            gate, up = self.gate_up(y).chunk(2, dim=-1)
+            return x + self.down(up * F.silu(gate))
         return x + self.down(F.silu(self.gate(y)) * self.up(y))
 
 
@@ -161,7 +182,7 @@ def rope_tables(b, s, d, dtype):
 
 # zeromem's LoRA target names for the blocks' linear modules (Hugging Face module names).
 HF_NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",
-            "down": "down_proj", "fc1": "fc1", "fc2": "fc2"}
+            "down": "down_proj", "fc1": "fc1", "fc2": "fc2", "qkv": "qkv_proj", "gate_up": "gate_up_proj"}
 
 
 def add_lora(block, lora, dtype):
@@ -192,7 +213,8 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     if kind == "gpt":
         block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
     else:
-        block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False)).to(dtype)
+        block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
+                           cfg.get("fused", False), cfg.get("cache", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
@@ -221,7 +243,8 @@ def count_model_parameters(kind, cfg):
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"], h),
                                      torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
     else:
-        blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False)) for _ in range(layers)]
+        blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
+                             cfg.get("fused", False)) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), LlamaRMSNorm(h), torch.nn.Linear(h, v, bias=False)])
     model = torch.nn.ModuleList(blocks + [extra])
     return sum(p.numel() for p in model.parameters())

@@ -27,6 +27,10 @@ def zeromem(binary, kind, cfg, layers, vocab):
             args.append("--qkv-bias")
         if cfg.get("qk_norm"):
             args.append("--qk-norm")
+        if cfg.get("fused"):
+            args += ["--fused-qkv", "--fused-gate-up"]
+        if cfg.get("cache"):
+            args.append("--use-cache")
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
@@ -50,9 +54,14 @@ def random_config(rng, kind):
         cfg["ffn"] = rng.randint(8, 512)
         cfg["qkv_bias"] = rng.random() < 0.5
         cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
+        cfg["fused"] = not cfg["qk_norm"] and rng.random() < 0.35  # Phi-3's qkv_proj and gate_up_proj
+        cfg["cache"] = rng.random() < 0.3  # config.json use_cache: a DynamicCache in the training forward
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
-        names = ["q", "k", "v", "o"] + (["fc1", "fc2"] if kind == "gpt" else ["gate", "up", "down"])
+        if cfg.get("fused"):
+            names = ["qkv", "o", "gate_up", "down"]
+        else:
+            names = ["q", "k", "v", "o"] + (["fc1", "fc2"] if kind == "gpt" else ["gate", "up", "down"])
         targets = [n for n in names if rng.random() < 0.5] or [rng.choice(names)]
         cfg["lora"] = {"rank": rng.choice([1, 2, 4, 8, 16]), "targets": targets, "dropout": rng.choice([0.0, 0.0, 0.1])}
     return cfg

@@ -127,6 +127,80 @@ TEST_CASE("Hugging Face eager profile", "[activations]") {
   CHECK(l.attention_norm.count() == 8 * sbh + 2 * sbh + 4 * 1024);
 }
 
+TEST_CASE("SDPA with transformers' sliding-window mask", "[activations]") {
+  // Mistral-7B-v0.1 (sliding_window 4096: transformers skips the mask only while kv_length < 4096), s = 4096, b = 1,
+  // bf16, SDPA. With the mask, K and V are repeated from 8 to 32 heads of 128 (use_gqa_in_sdpa needs no mask):
+  // 2 tensors x 24 more heads x 128 x 2 B x 4096 tokens = 50,331,648 B; the additive bf16 mask SDPA builds from the
+  // boolean one, 1 x 1 x 4096 x 4096 x 2 B = 33,554,432 B, kept by the memory-efficient kernel. Per layer: 83,886,080 B.
+  activation_config c{};
+  c.seq_len = 4096; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  transformer_config windowed = find_preset("mistral-7b").config, full = windowed;
+  REQUIRE(windowed.sliding_window == 4096);
+  full.sliding_window = 0;
+  const layer_activations w = layer_activation_bytes(windowed, c), f = layer_activation_bytes(full, c);
+  CHECK(w.key.count() == 2LL * 4096 * 32 * 128);
+  CHECK(w.value.count() == 2LL * 4096 * 32 * 128);
+  CHECK(w.attention_mask.count() == 33'554'432);
+  CHECK(f.attention_mask.count() == 0);
+  CHECK(w.total().count() - f.total().count() == 83'886'080);
+  // One token short of the window: no mask, nothing repeated.
+  c.seq_len = 4095;
+  CHECK(per_layer(windowed, c) == per_layer(full, c));
+  // Two sequences of 4100 tokens: the mask is 2 x 4100 x 4104 (its rows padded to a multiple of 8) x 2 B, and the
+  // log-sum-exp rows are padded to 4128 (a multiple of 32): 4 B x 32 heads x 4128 x 2.
+  c.seq_len = 4100; c.micro_batch = 2;
+  const layer_activations odd = layer_activation_bytes(windowed, c);
+  CHECK(odd.attention_mask.count() == 2LL * 2 * 4100 * 4104);
+  CHECK(odd.attention_lse.count() == 4LL * 32 * 4128 * 2);
+  // Gradient checkpointing keeps the layer input only; the recomputed layer keeps the mask again.
+  c.recomputation = recompute::full;
+  CHECK(layer_activation_bytes(windowed, c).attention_mask.count() == 0);
+}
+
+TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {
+  // Phi-3-mini: qkv_proj gives 3 x 3072 per token; RoPE rotates q and k into new tensors, v stays a view. SDPA keeps
+  // that view, so the whole output stays: 3 x 2 B x 3072 per token, where Llama's layout keeps V alone (2 B x 3072).
+  // s = 1024 (below the 2047 window), b = 2: 3 x 2 x 1024 x 2 x 3072 = 37,748,736 B against 12,582,912 B.
+  activation_config c{};
+  c.seq_len = 1024; c.micro_batch = 2; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  transformer_config phi3 = find_preset("phi-3-mini").config, unfused = phi3;
+  unfused.fused_qkv = unfused.fused_gate_up = false;
+  const layer_activations l = layer_activation_bytes(phi3, c);
+  CHECK(l.query.count() == 2LL * 2048 * 3072);
+  CHECK(l.key.count() == 2LL * 2048 * 3072);
+  CHECK(l.value.count() == 37'748'736);
+  CHECK(layer_activation_bytes(unfused, c).value.count() == 12'582'912);
+  // gate_up_proj's output, chunked into gate and up, keeps what separate gate and up keep: gate_up (2f), SiLU(gate)
+  // and the product, f = 8192 each: 4 x 2 B x 2048 x 8192.
+  CHECK(l.mlp_hidden.count() == 4LL * 2 * 2048 * 8192);
+  CHECK(l.mlp_hidden == layer_activation_bytes(unfused, c).mlp_hidden);
+  // With config.json's use_cache (no checkpointing) DynamicLayer.update copies K and V: V no longer holds qkv_proj's output.
+  phi3.use_cache = true;
+  CHECK(layer_activation_bytes(phi3, c).value.count() == 12'582'912);
+  // Eager attention folds the batch for its matmuls: with b = 2 it keeps a copy of V; with b = 1 a view again.
+  phi3.use_cache = false;
+  c.attention = attention_kind::eager;
+  CHECK(layer_activation_bytes(phi3, c).value.count() == 12'582'912);
+  c.micro_batch = 1;
+  CHECK(layer_activation_bytes(phi3, c).value.count() == 3LL * 2 * 1024 * 3072);
+}
+
+TEST_CASE("a training forward's KV cache, beyond what attention keeps", "[activations]") {
+  // transformers copies K and V into a DynamicCache (use_cache, no checkpointing). With SDPA and no mask attention keeps
+  // those copies themselves: nothing more. With eager attention and GQA it keeps repeat_kv's copies, and the cache's
+  // K and V (8 heads of 128, 2 B, s = 2048) stay until the output is freed: 2 x 2 x 2048 x 1024 = 8,388,608 B a layer.
+  activation_config c{};
+  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  transformer_config m = find_preset("llama-3-8b").config;
+  CHECK(forward_kv_cache_bytes(m, c).count() == 0);  // use_cache false
+  m.use_cache = true;
+  CHECK(forward_kv_cache_bytes(m, c).count() == 0);  // SDPA keeps the cache's tensors
+  c.attention = attention_kind::eager;
+  CHECK(forward_kv_cache_bytes(m, c).count() == 8'388'608);
+  c.recomputation = recompute::full;  // gradient checkpointing: transformers turns use_cache off
+  CHECK(forward_kv_cache_bytes(m, c).count() == 0);
+}
+
 TEST_CASE("CPU kernels keep masks and LayerNorm statistics in the activation dtype", "[activations]") {
   transformer_config m{};
   m.hidden = 64; m.layers = 1; m.heads = 4; m.kv_heads = 4; m.ffn = 256; m.vocab = 10;
@@ -161,4 +235,34 @@ TEST_CASE("invalid activation settings throw with the fix", "[activations][error
   CHECK_THROWS_WITH(per_layer(gpt3(), c), Catch::Matchers::Contains("activations cannot be int4"));
   c = gpt3_paper();
   CHECK_THROWS_WITH(first_stage_activations(gpt3(), c, pipeline_config{200, 1, 0}), Catch::Matchers::Contains("more stages than layers"));
+}
+
+TEST_CASE("config.json's dropouts, site by site", "[activations]") {
+  // GPT-2 small (GPT2Config: attn_pdrop, resid_pdrop, embd_pdrop, 0.1 each when absent), s = 1024, b = 1, bf16,
+  // eager attention: the probabilities' dropout keeps a 1-byte mask and the 2-byte dropped copy P @ V keeps,
+  // 3 x 12 heads x 1024^2 = 37,748,736 B; each residual branch a 1-byte mask of sbh = 786,432 B; the embeddings one
+  // more mask of 786,432 B on the stage. Per layer: 37,748,736 + 2 x 786,432 = 39,321,600 B more than without.
+  transformer_config gpt2 = find_preset("gpt3-175b").config;  // GPT-style block; GPT-2 small's shapes below
+  gpt2.hidden = 768; gpt2.layers = 12; gpt2.heads = gpt2.kv_heads = 12; gpt2.ffn = 3072; gpt2.vocab = 50257; gpt2.max_positions = 1024;
+  gpt2.attention_dropout = gpt2.residual_dropout = gpt2.embedding_dropout = 0.1;
+  transformer_config none = gpt2;
+  none.attention_dropout = none.residual_dropout = none.embedding_dropout = 0.0;
+  activation_config c{};
+  c.seq_len = 1024; c.impl = implementation::hf; c.attention = attention_kind::eager;
+  CHECK(per_layer(gpt2, c) - per_layer(none, c) == 39'321'600);
+  CHECK(first_stage_activations(gpt2, c).embedding_dropout.count() == 786'432);
+  CHECK(first_stage_activations(none, c).embedding_dropout.count() == 0);
+  // SDPA's dropout keeps only its RNG state: the residual masks remain.
+  c.attention = attention_kind::flash;
+  CHECK(per_layer(gpt2, c) - per_layer(none, c) == 2 * 786'432);
+  // Llama's attention_dropout acts on the probabilities alone: nothing under SDPA; under eager the mask and the copy
+  // (Llama-2-7B, s = 1024: 3 x 32 heads x 1024^2 = 100,663,296 B), no residual masks.
+  transformer_config llama = find_preset("llama-2-7b").config, dropped = llama;
+  dropped.attention_dropout = 0.1;
+  CHECK(per_layer(dropped, c) == per_layer(llama, c));
+  c.attention = attention_kind::eager;
+  CHECK(per_layer(dropped, c) - per_layer(llama, c) == 100'663'296);
+  CHECK(layer_activation_bytes(dropped, c).attention_residual_mask.count() == 0);
+  dropped.attention_dropout = 1.0;
+  CHECK_THROWS_WITH(layer_activation_bytes(dropped, c), Catch::Matchers::Contains("dropout probability must be in [0, 1)"));
 }

@@ -723,3 +723,15 @@ TEST_CASE("sglang prints SGLang's KV pool, req_to_token rows and the free share"
                   {"sglang", "--model", "qwen2.5-7b", "--mem-fraction-static", "0.8", "--context-len", "32K"},
                   {"sglang", "--gpu", "h100-80gb", "--mem-fraction-static", "0.8", "--context-len", "32K"}});
 }
+
+TEST_CASE("estimate applies config.json's dropouts unless --dropout replaces them", "[cli]") {
+  // gpt2.json gives no attn_pdrop / resid_pdrop / embd_pdrop: GPT2Config's 0.1 each. s = 1024, eager: per layer the
+  // probabilities' mask and copy 3 x 12 x 1024^2 = 37,748,736 B and two residual masks of 1024 x 768 B = 1,572,864 B.
+  const std::string config = ZEROMEM_FIXTURES_DIR "/hf/gpt2.json";
+  const std::vector<std::string> base = {"estimate", "--hf-config", config, "--seq-len", "1024", "--attention", "eager", "--json"};
+  std::vector<std::string> off = base;
+  off.insert(off.end(), {"--dropout", "0"});
+  const nlohmann::json with = run_json(base), without = run_json(off);
+  CHECK(with["activations"]["per_layer_bytes"].get<std::int64_t>() - without["activations"]["per_layer_bytes"].get<std::int64_t>() ==
+        37'748'736 + 1'572'864);
+}

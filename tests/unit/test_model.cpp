@@ -3,6 +3,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "zeromem/model/adapters.hpp"
 #include "zeromem/model/hf_config.hpp"
 #include "zeromem/model/model.hpp"
 
@@ -21,6 +22,10 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
     } else if (p.name == "qwen2.5-3b") {
       // Its card rounds to 3.09B: 3,085,938,688 (derived in "Qwen2.5-1.5B and 3B component by component") rounds to it.
       CHECK(counted == 3'085'938'688LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "phi-3-mini") {
+      // The report says 3.8B: 3,821,079,552 (derived in "Phi-3-mini's fused projections, written out") rounds to it.
+      CHECK(counted == 3'821'079'552LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else {
       // GPT-3: the paper's 175.0B vs 174,604,259,328 from its architecture, 395,740,672 (0.23%) unexplained.
@@ -112,11 +117,61 @@ TEST_CASE("Hugging Face config.json fixtures", "[model][hf]") {
   CHECK(count_parameters(read_hf_config(dir + "qwen2.5-vl-7b.json")).total.count() == 8'292'166'656);
   CHECK(count_parameters(read_hf_config(dir + "mistral-7b.json")).total.count() == 7'241'732'096);  // Mistral-7B-v0.1
   CHECK(count_parameters(read_hf_config(dir + "gpt2.json")).total.count() == 124'439'808);         // GPT-2 small
+  // GPT2Config's dropouts default to 0.1 (attn_pdrop, resid_pdrop, embd_pdrop); the calibration's GPT-2 XL sets 0.0.
+  const transformer_config gpt2 = read_hf_config(dir + "gpt2.json");
+  CHECK(gpt2.attention_dropout == 0.1);
+  CHECK(gpt2.residual_dropout == 0.1);
+  CHECK(gpt2.embedding_dropout == 0.1);
+  const transformer_config xl = read_hf_config(ZEROMEM_DATA_DIR "/calibration/configs/gpt2-xl/config.json");
+  CHECK(xl.attention_dropout + xl.residual_dropout + xl.embedding_dropout == 0.0);
+  CHECK_FALSE(xl.use_cache);
+  CHECK(read_hf_config(dir + "phi-3-mini-4k.json").use_cache);
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 32,
+    "vocab_size": 100, "attn_pdrop": 1.5})"), Catch::Matchers::Contains("'attn_pdrop' must be a probability in [0, 1)"));
   // Mixtral-8x7B-v0.1: model.safetensors.index.json total_size 93,405,585,408 B of bf16 = 46,702,792,704 parameters.
   const transformer_config mixtral = read_hf_config(dir + "mixtral-8x7b.json");
   CHECK(count_parameters(mixtral).total.count() == 46'702'792'704);
   CHECK(mixtral.moe.experts == 8);
   CHECK(mixtral.moe.top_k == 2);
+}
+
+TEST_CASE("Phi-3-mini's fused projections, written out", "[model][hf][published]") {
+  // microsoft/Phi-3-mini-4k-instruct config.json: hidden 3072, 32 layers, 32 heads of 96 (no GQA), intermediate 8192,
+  // vocab 32064, untied, sliding_window 2047. modeling_phi3.py: qkv_proj 3072 -> 3 x 3072 = 28,311,552; o_proj
+  // 3072 x 3072 = 9,437,184; gate_up_proj 3072 -> 2 x 8192 = 50,331,648; down_proj 8192 x 3072 = 25,165,824; two
+  // RMSNorms 6,144: 113,252,352 per layer; x 32 = 3,624,075,264; embedding and lm_head 2 x 32064 x 3072 =
+  // 197,001,216; final norm 3,072: 3,821,079,552 (Abdin et al. 2024, arXiv 2404.14219: 3.8B).
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/phi-3-mini-4k.json");
+  CHECK(m.fused_qkv);
+  CHECK(m.fused_gate_up);
+  CHECK(m.sliding_window == 2047);
+  CHECK(count_parameters(m).layer.count() == 113'252'352);
+  CHECK(count_parameters(m).total.count() == 3'821'079'552LL);
+  CHECK(count_parameters(m).largest_layer.count() == 98'500'608);  // the embedding; gate_up_proj, one 50,331,648 tensor, is next
+  // LoRA on the fused modules: r x (in + out) each, rank 8: qkv_proj 8 x (3072 + 9216) = 98,304; gate_up_proj
+  // 8 x (3072 + 16384) = 155,648.
+  lora_config l{};
+  l.rank = 8;
+  l.targets = parse_lora_targets("qkv_proj,gate_up_proj");
+  CHECK(count_lora_parameters(m, l).per_layer.count() == 98'304 + 155'648);
+  l.targets = parse_lora_targets("gate_proj");
+  CHECK_THROWS_WITH(count_lora_parameters(m, l), Catch::Matchers::Contains("gate_up_proj, down_proj"));
+}
+
+TEST_CASE("config.json's sliding_window, by configuration class", "[model][hf]") {
+  // MistralConfig defaults sliding_window to 4096 when the key is absent; null means full attention.
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  CHECK(read_hf_config(dir + "mistral-7b.json").sliding_window == 4096);
+  const std::string mistral = R"({"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  CHECK(parse_hf_config(mistral + R"(, "sliding_window": null})").sliding_window == 0);
+  CHECK(parse_hf_config(mistral + R"(, "sliding_window": 1024})").sliding_window == 1024);
+  CHECK(read_hf_config(dir + "mixtral-8x7b.json").sliding_window == 0);
+  CHECK(read_hf_config(dir + "qwen2.5-7b.json").sliding_window == 0);  // use_sliding_window false: ignored
+  const std::string qwen = R"({"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "sliding_window": 32, "use_sliding_window": true})";
+  CHECK_THROWS_WITH(parse_hf_config(qwen), Catch::Matchers::Contains("use_sliding_window true"));
+  CHECK_THROWS_WITH(parse_hf_config(mistral + R"(, "sliding_window": -1})"), Catch::Matchers::Contains("'sliding_window' must be a positive integer"));
 }
 
 TEST_CASE("Qwen3's q_norm and k_norm, written out", "[model][hf][published]") {

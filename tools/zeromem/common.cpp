@@ -108,6 +108,12 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
     shape.push_back(app.add_flag("--qkv-bias", f.qkv_bias, "q, k, v projections with bias"));
     shape.push_back(app.add_flag("--qk-norm", f.qk_norm, "an RMSNorm over each head's query and key (Qwen3's q_norm, k_norm)"));
+    shape.push_back(app.add_flag("--fused-qkv", f.fused_qkv, "one projection for q, k and v (Phi-3's qkv_proj, GPT-2's c_attn)"));
+    shape.push_back(app.add_flag("--fused-gate-up", f.fused_gate_up, "one projection for gate and up (Phi-3's gate_up_proj)"));
+    shape.push_back(integer_option(app, "--sliding-window", f.sliding_window,
+                                   "transformers' sliding-window span in tokens (config.json sliding_window; SDPA then gets a mask)"));
+    shape.push_back(app.add_flag("--use-cache", f.use_cache,
+                                 "config.json use_cache: transformers builds a KV cache in a training forward without checkpointing"));
     shape.push_back(integer_option(app, "--experts", f.experts, "mixture of experts: routed experts per layer (Mixtral: 8)"));
     shape.push_back(integer_option(app, "--experts-per-token", f.experts_per_token, "experts each token is routed to (Mixtral: 2)"));
     shape.push_back(integer_option(app, "--expert-ffn", f.expert_ffn, "each expert's MLP intermediate size (default: --ffn)"));
@@ -144,6 +150,10 @@ transformer_config model_of(const model_flags& f) {
   }
   m.tied_embeddings = f.tied;
   m.qk_norm = f.qk_norm;
+  m.fused_qkv = f.fused_qkv;
+  m.fused_gate_up = f.fused_gate_up;
+  m.sliding_window = f.sliding_window;
+  m.use_cache = f.use_cache;
   // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).
   m.qkv_bias = f.qkv_bias || m.mlp == mlp_kind::gelu;
   m.attention_out_bias = m.mlp_bias = m.mlp == mlp_kind::gelu;

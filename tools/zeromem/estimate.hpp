@@ -41,6 +41,7 @@ struct estimate_args {
   std::string recompute_name = "none";
   std::string attention_name{name(activation_config{}.attention)};  // the library's default
   double dropout = 0.0;
+  bool dropout_given = false;  // --dropout replaces config.json's dropouts
   std::string implementation_name{name(activation_config{}.impl)};
   std::string device_name = "cuda";
   std::string activation_dtype;  // default: the precision's compute dtype

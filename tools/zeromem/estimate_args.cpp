@@ -46,7 +46,10 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   integer_option(app, "--microbatches", a.microbatches, "micro-batches per step (default: at least pp)");
   text_option(app, "--recompute", a.recompute_name, "none | selective | full")->capture_default_str();
   text_option(app, "--attention", a.attention_name, "flash (SDPA/FlashAttention, transformers' default) | eager (s^2 scores kept)")->capture_default_str();
-  real_option(app, "--dropout", a.dropout, "dropout probability (0: none)", 0.0, 1.0, false)->capture_default_str();
+  real_option(app, "--dropout", a.dropout, "dropout probability at the attention probabilities, both residual branches and the embeddings "
+                                          "(0: none); replaces config.json's dropouts", 0.0, 1.0, false)
+      ->capture_default_str()
+      ->each([&a](const std::string&) { a.dropout_given = true; });
   text_option(app, "--implementation", a.implementation_name, "hf (transformers' modeling code) | eager | fused | paper (docs/activations.md)")
       ->capture_default_str();
   text_option(app, "--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
@@ -176,6 +179,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   c.recomputation = parse_recompute(a.recompute_name);
   c.attention = parse_attention(a.attention_name);
   c.dropout = a.dropout;
+  if (a.dropout_given) in.job.model.attention_dropout = in.job.model.residual_dropout = in.job.model.embedding_dropout = 0.0;
   c.impl = parse_implementation(a.implementation_name);
   if (a.device_name == "cuda") c.device = device_kind::cuda;
   else if (a.device_name == "cpu") c.device = device_kind::cpu;

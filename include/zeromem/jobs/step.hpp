@@ -95,6 +95,7 @@ struct step_terms {
   bytes communication;    // reduce-scatter inputs; DeepSpeed's reduce and prefetch buckets
   bytes optimizer_temporaries;
   bytes dequantized;      // a quantized frozen weight dequantized to 16 bits for the matmul being computed
+  bytes kv_cache;         // a training forward's KV cache: K and V copies beyond what attention keeps (forward only)
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -108,10 +109,11 @@ struct step_terms {
     f("communication_buffers", communication);
     f("optimizer_temporaries", optimizer_temporaries);
     f("dequantized_weight", dequantized);
+    f("kv_cache", kv_cache);
   }
   constexpr bytes total() const {
     return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries +
-           dequantized;
+           dequantized + kv_cache;
   }
   /// The largest term above the resting states: what sets this phase's peak.
   constexpr std::string_view largest() const {
@@ -307,14 +309,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
 
   // ---- forward: every saved activation, then the loss ----
   const bytes gathered_forward = fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) : bytes{};
-  const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}};
+  // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
+  // freed, after the loss: every layer's K and V copies that attention does not keep itself.
+  const bytes kv_cache = forward_kv_cache_bytes(m, a) * checked_product(L, stage.microbatches_in_flight);
+  const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
 
   // ---- backward ----
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end.
   step_terms backward_moments[6]{};
-  backward_moments[0] = {resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}};
+  backward_moments[0] = {resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
   std::size_t moment = 1;
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
@@ -330,14 +335,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
     backward_moments[moment++] = {resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
-                                  bytes{}, dequantized};  // before
+                                  bytes{}, dequantized, bytes{}};  // before
     backward_moments[moment++] = {resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
-                                  comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}};  // after
+                                  comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};  // after
   }
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
   const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
   backward_moments[moment] = {resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
-                              comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}};
+                              comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   const detail::highest_moment backward = detail::highest(backward_moments);
 
   // ---- optimizer step ----
@@ -362,7 +367,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       detail::fail("torch.optim.Adafactor has no fused implementation; use the for-loop (its default) or foreach");
     temporaries = (s.optimizer == optimizer_impl::foreach_kernels ? updated : largest_share(split.largest_trainable, a.tp)) * size_of(state);
   }
-  const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}};
+  const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
 
   step_estimate out{forward, backward_moments[backward.index], optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
   if (backward.total > out.peak) {

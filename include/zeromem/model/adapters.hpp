@@ -58,7 +58,8 @@ inline constexpr lora_name lora_names[] = {
     {"q_proj", lora_module::q_proj},       {"k_proj", lora_module::k_proj}, {"v_proj", lora_module::v_proj},
     {"o_proj", lora_module::o_proj},       {"gate_proj", lora_module::gate_proj}, {"up_proj", lora_module::up_proj},
     {"down_proj", lora_module::down_proj}, {"fc1", lora_module::fc1},       {"fc2", lora_module::fc2},
-    {"qkv", lora_module::qkv},             {"proj", lora_module::proj},     {"all-linear", lora_module::all_linear}};
+    {"qkv", lora_module::qkv},             {"qkv_proj", lora_module::qkv},  {"gate_up_proj", lora_module::gate_up_proj},
+    {"proj", lora_module::proj},           {"all-linear", lora_module::all_linear}};
 }  // namespace detail
 
 /// "q_proj,v_proj" -> the target bits. Unknown names throw, naming the accepted ones.
@@ -136,8 +137,8 @@ constexpr void validate(const lora_config& c, const transformer_config& m) {
   for (const detail::lora_name& n : detail::lora_names)
     if ((c.targets & bit(n.module)) && !(present & bit(n.module)))
       detail::fail("the model has no " + std::string(n.text) + " module to adapt; target modules it has (" +
-                   std::string(m.mlp == mlp_kind::swiglu ? "gate_proj, up_proj, down_proj" : "fc1, fc2") + ", o_proj, " +
-                   (m.fused_qkv ? "qkv" : "q_proj, k_proj, v_proj") + ") or all-linear");
+                   std::string(m.fused_gate_up ? "gate_up_proj, down_proj" : m.mlp == mlp_kind::swiglu ? "gate_proj, up_proj, down_proj" : "fc1, fc2") +
+                   ", o_proj, " + (m.fused_qkv ? "qkv" : "q_proj, k_proj, v_proj") + ") or all-linear");
 }
 
 constexpr lora_counts count_lora_parameters(const transformer_config& m, const lora_config& c) {

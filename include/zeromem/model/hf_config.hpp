@@ -1,7 +1,7 @@
-// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Qwen2, Qwen2-VL, Qwen2.5-VL,
-// GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
+// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen2-VL,
+// Qwen2.5-VL, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
 // zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
-// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen2_5_VLConfig (text fields at
+// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
 // the top level or under text_config; vision_config), GPT2Config.
 #pragma once
 
@@ -42,6 +42,15 @@ inline std::int64_t integer_or(const json& j, const char* key, std::int64_t fall
   return find(j, key) == nullptr ? fallback : integer(j, key, model_type);
 }
 
+// A dropout probability: absent -> the configuration class's default, else a number in [0, 1).
+inline double probability_or(const json& j, const char* key, double fallback) {
+  const json* v = find(j, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number() || !(v->get<double>() >= 0.0 && v->get<double>() < 1.0))
+    fail_config("field " + detail::quoted(key) + " must be a probability in [0, 1), got " + shown(*v));
+  return v->get<double>();
+}
+
 inline bool boolean_or(const json& j, const char* key, bool fallback) {
   const json* v = find(j, key);
   if (v == nullptr) return fallback;
@@ -62,6 +71,20 @@ inline std::int64_t mlp_hidden_of(const json& vision, std::int64_t embed_dim) {
   return static_cast<std::int64_t>(width);
 }
 
+// config.json's sliding_window: absent -> the configuration class's default (MistralConfig: 4096; MixtralConfig,
+// Phi3Config: None), null -> full attention (0), else a positive number of tokens.
+inline std::int64_t sliding_window_of(const json& j, std::int64_t absent, const std::string& model_type) {
+  if (!j.contains("sliding_window")) return absent;
+  return integer_or(j, "sliding_window", 0, model_type);
+}
+
+// Qwen2Config / Qwen3Config: use_sliding_window makes the layers from max_window_layers on slide (layer_types), the
+// others not; zeromem models every layer alike, so that mix is refused. Without it sliding_window is ignored.
+inline void refuse_layered_sliding_window(const json& j) {
+  if (boolean_or(j, "use_sliding_window", false))
+    fail_config("use_sliding_window true (sliding layers from max_window_layers on) is not modelled; every layer is taken alike, set it false");
+}
+
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
 inline transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
   transformer_config m{};
@@ -73,6 +96,8 @@ inline transformer_config llama_like(const json& j, const std::string& type, boo
   m.ffn = integer(j, "intermediate_size", type);
   m.vocab = integer(j, "vocab_size", type);
   m.tied_embeddings = boolean_or(j, "tie_word_embeddings", false);
+  // eager_attention_forward's dropout on the probabilities (SDPA's keeps only its RNG state); default 0.0.
+  m.attention_dropout = probability_or(j, "attention_dropout", 0.0);
   if (qwen) {
     m.qkv_bias = true;  // Qwen2Attention: q_proj, k_proj, v_proj with bias; o_proj without
   } else {
@@ -107,8 +132,21 @@ inline transformer_config parse_hf_config(const std::string& text) {
   const std::string type = type_field->get<std::string>();
 
   transformer_config m{};
-  if (type == "llama" || type == "mistral") {
+  if (type == "llama") {
     m = llama_like(j, type, false);
+  } else if (type == "mistral") {
+    m = llama_like(j, type, false);
+    m.sliding_window = sliding_window_of(j, 4096, type);  // MistralConfig(sliding_window=4096)
+  } else if (type == "phi3") {
+    // Phi3Config / modeling_phi3.py: Phi3Attention's one qkv_proj (q + 2 kv heads, no bias), o_proj without bias,
+    // Phi3MLP's gate_up_proj (2 x intermediate_size, chunked into gate and up) and down_proj, RMSNorm, no head_dim
+    // field (hidden / heads), untied by default; sliding_window None by default (Phi-3-mini-4k sets 2047).
+    m = llama_like(j, type, false);
+    m.head_dim = 0;
+    m.qkv_bias = m.attention_out_bias = m.mlp_bias = false;
+    m.fused_qkv = m.fused_gate_up = true;
+    m.sliding_window = sliding_window_of(j, 0, type);
+    m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);  // Phi3DecoderLayer resid_attn_dropout, resid_mlp_dropout
   } else if (type == "mixtral") {
     // MixtralConfig: num_local_experts (default 8) experts of intermediate_size, num_experts_per_tok (default 2) of
     // them per token; MixtralSparseMoeBlock's router (gate) is a Linear(hidden, experts) without bias.
@@ -116,11 +154,14 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.moe.experts = integer_or(j, "num_local_experts", 8, type);
     m.moe.top_k = integer_or(j, "num_experts_per_tok", 2, type);
     m.moe.expert_ffn = m.ffn;
+    m.sliding_window = sliding_window_of(j, 0, type);  // MixtralConfig(sliding_window=None)
   } else if (type == "qwen2") {
+    refuse_layered_sliding_window(j);
     m = llama_like(j, type, true);
   } else if (type == "qwen3") {
     // Qwen3Config: head_dim (default 128 in the config class; every released config gives it), attention_bias
     // (default false) on q, k, v and o, and Qwen3Attention's q_norm / k_norm.
+    refuse_layered_sliding_window(j);
     m = llama_like(j, type, false);
     if (m.head_dim == 0) m.head_dim = 128;
     m.mlp_bias = false;
@@ -168,9 +209,15 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.eager_softmax_fp32 = false;
     m.gelu_tensor_ops = act == nullptr || (act->is_string() && act->get<std::string>() == "gelu_new");
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    // GPT2Config: attn_pdrop, resid_pdrop (attention and MLP outputs), embd_pdrop, 0.1 each by default.
+    m.attention_dropout = probability_or(j, "attn_pdrop", 0.1);
+    m.residual_dropout = probability_or(j, "resid_pdrop", 0.1);
+    m.embedding_dropout = probability_or(j, "embd_pdrop", 0.1);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
   }
+  // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__).
+  m.use_cache = boolean_or(j, "use_cache", true);
   validate(m);
   return m;
 }

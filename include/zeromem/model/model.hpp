@@ -57,6 +57,19 @@ struct transformer_config {
   bool attention_out_bias = false;
   bool mlp_bias = false;
   bool fused_qkv = false;          // one h x 3h projection module (GPT-2, Megatron) instead of q, k, v
+  /// One h x 2f projection for gate and up (Phi-3's gate_up_proj, modeling_phi3.py Phi3MLP), split by chunk(2).
+  bool fused_gate_up = false;
+  /// transformers' sliding-window attention span in tokens (config.json sliding_window of Mistral, Mixtral and Phi-3;
+  /// 0: none). With SDPA it matters once a sequence reaches it: transformers then builds a mask (training/activations.hpp).
+  std::int64_t sliding_window = 0;
+  /// config.json use_cache: transformers then builds a KV cache in a training forward without gradient
+  /// checkpointing (training/activations.hpp attention_layout). zeromem's presets describe no config: false.
+  bool use_cache = false;
+  /// Dropout config.json sets, applied in model.train(): on the attention probabilities (GPT-2's attn_pdrop; Llama's,
+  /// Mistral's, Qwen's and Phi-3's attention_dropout), on both residual branches (GPT-2's and Phi-3's resid_pdrop) and
+  /// on the embeddings (GPT-2's embd_pdrop). Only p > 0 matters for memory (a mask per site); activation_config::dropout
+  /// adds dropout at all three, as Korthikanti's block has it.
+  double attention_dropout = 0.0, residual_dropout = 0.0, embedding_dropout = 0.0;
   /// GELU written as tensor ops (transformers' NewGELUActivation, activation_function "gelu_new": tanh
   /// approximation in Python, activations.py); each op saves its own inputs. false: one fused GELU kernel.
   bool gelu_tensor_ops = false;
@@ -87,6 +100,12 @@ constexpr void validate(const transformer_config& m) {
     detail::fail_value("the heads must be a multiple of the key/value heads", static_cast<long double>(m.kv_heads),
                        "use kv_heads = heads (MHA), a divisor of heads (GQA) or 1 (MQA)");
   if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
+  for (const double p : {m.attention_dropout, m.residual_dropout, m.embedding_dropout})
+    if (!(p >= 0.0 && p < 1.0)) detail::fail_value("a dropout probability must be in [0, 1)", static_cast<long double>(p), "pass 0 for none");
+  if (m.sliding_window < 0)
+    detail::fail_value("the sliding window cannot be negative", static_cast<long double>(m.sliding_window), "pass 0 for full attention");
+  if (m.fused_gate_up && (m.mlp != mlp_kind::swiglu || m.moe.experts > 0))
+    detail::fail("a fused gate_up projection needs a dense gated MLP (swiglu without experts)");
   if (m.moe.experts < 0 || (m.moe.experts > 0 && (m.moe.top_k <= 0 || m.moe.top_k > m.moe.experts || m.moe.expert_ffn <= 0)))
     detail::fail("a mixture of experts needs experts > 0, 1 <= top_k <= experts and expert_ffn > 0");
   if (m.moe.shared_experts < 0 || (m.moe.shared_experts > 0 && m.moe.experts == 0))
@@ -135,6 +154,7 @@ enum class lora_module : std::uint16_t {
   fc2 = 1 << 8,
   qkv = 1 << 9,
   proj = 1 << 10,       // the vision tower's attention output
+  gate_up_proj = 1 << 11,  // Phi-3's fused gate and up projection
   all_linear = 1 << 15  // PEFT's "all-linear": every nn.Linear but the output layer (tuners_utils.py _maybe_include_all_linear_layers)
 };
 
@@ -202,7 +222,10 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   // A mixture of experts holds experts + shared experts of them and a router h -> experts.
   const bool moe = m.moe.experts > 0;
   const std::int64_t mlps = moe ? checked_sum(m.moe.experts, m.moe.shared_experts) : 1, ffn = moe ? m.moe.expert_ffn : m.ffn;
-  if (m.mlp == mlp_kind::swiglu) {
+  if (m.fused_gate_up) {
+    linear(module_group::mlp, lora_module::gate_up_proj, h, checked_product(2, ffn), m.mlp_bias, mlps);
+    linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
+  } else if (m.mlp == mlp_kind::swiglu) {
     linear(module_group::mlp, lora_module::gate_proj, h, ffn, m.mlp_bias, mlps);
     linear(module_group::mlp, lora_module::up_proj, h, ffn, m.mlp_bias, mlps);
     linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
@@ -375,6 +398,19 @@ constexpr transformer_config llama(std::int64_t h, std::int64_t layers, std::int
   m.hidden = h; m.layers = layers; m.heads = heads; m.kv_heads = kv; m.ffn = ffn; m.vocab = vocab;
   return m;
 }
+/// Mistral-7B-v0.1: Llama's shapes with MistralConfig's 4096-token sliding window.
+constexpr transformer_config mistral_v01() {
+  transformer_config m = llama(4096, 32, 32, 8, 14336, 32000);
+  m.sliding_window = 4096;
+  return m;
+}
+/// Phi-3-mini (modeling_phi3.py): one qkv_proj and one gate_up_proj per layer, 32 heads of 96, untied.
+constexpr transformer_config phi3_mini(std::int64_t sliding_window) {
+  transformer_config m = llama(3072, 32, 32, 32, 8192, 32064);
+  m.fused_qkv = m.fused_gate_up = true;
+  m.sliding_window = sliding_window;
+  return m;
+}
 constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
                                      std::int64_t experts, std::int64_t top_k, std::int64_t vocab) {
   transformer_config m = llama(h, layers, heads, kv, expert_ffn, vocab);
@@ -397,7 +433,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 14> model_presets{{
+inline constexpr std::array<model_preset, 15> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -416,10 +452,12 @@ inline constexpr std::array<model_preset, 14> model_presets{{
      "meta-llama/Meta-Llama-3-70B config.json; 70.55B on its model page"},
     {"llama-3.1-70b", detail::llama(8192, 80, 64, 8, 28672, 128256), 70'553'706'496, 1,
      "meta-llama/Llama-3.1-70B config.json (Llama 3 shapes, longer RoPE); 70.55B on its model page"},
-    {"mistral-7b", detail::llama(4096, 32, 32, 8, 14336, 32000), 7'241'732'096, 1,
+    {"mistral-7b", detail::mistral_v01(), 7'241'732'096, 1,
      "mistralai/Mistral-7B-v0.1 config.json; total_size 14,483,464,192 B"},
     {"mixtral-8x7b", detail::mixtral(4096, 32, 32, 8, 14336, 8, 2, 32000), 46'702'792'704, 1,
      "mistralai/Mixtral-8x7B-v0.1 config.json; total_size 93,405,585,408 B (46.7B)"},
+    {"phi-3-mini", detail::phi3_mini(2047), 3'800'000'000, 100'000'000,
+     "microsoft/Phi-3-mini-4k-instruct config.json (sliding_window 2047); Abdin et al. 2024 (arXiv 2404.14219) §2: 3.8B"},
     {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
     {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
      "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},

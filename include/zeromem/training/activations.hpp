@@ -71,6 +71,7 @@ struct layer_activations {
   bytes attention_scores;     // s^2 terms: softmax output (and its cast copy)
   bytes attention_dropout;    // s^2 terms: dropout mask and dropped-out probabilities
   bytes attention_lse;        // FlashAttention: fp32 log-sum-exp
+  bytes attention_mask;       // SDPA with a mask: the additive mask it converts transformers' boolean mask into
   bytes attention_output;     // input of the output projection
   bytes attention_residual_mask;
   bytes mlp_norm;
@@ -91,6 +92,7 @@ struct layer_activations {
     f("attention_scores", attention_scores);
     f("attention_dropout", attention_dropout);
     f("attention_lse", attention_lse);
+    f("attention_mask", attention_mask);
     f("attention_output", attention_output);
     f("attention_residual_mask", attention_residual_mask);
     f("mlp_norm", mlp_norm);
@@ -130,6 +132,52 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
 }
 
+/// How transformers' attention hands K and V to the kernel, per rank (its saved tensors follow from it).
+struct attention_layout {
+  /// transformers builds a sliding-window mask once a sequence reaches the window (masking_utils.py
+  /// _ignore_causal_mask_sdpa skips it only while kv_length < sliding_window). Given a mask, sdpa_attention_forward
+  /// repeats K and V to every head (use_gqa_in_sdpa needs attention_mask None), and PyTorch's SDPA converts the
+  /// boolean mask into an additive b x 1 x s x s one in the query dtype (attention.cpp convert_boolean_attn_mask, last
+  /// dimension padded to 8 by preprocess_mask) that the memory-efficient kernel keeps for backward (derivatives.yaml
+  /// _scaled_dot_product_efficient_attention: attn_bias), with its log-sum-exp rows padded to 32.
+  bool sdpa_mask = false;
+  bool repeat = false;    // repeat_kv runs: eager attention, or SDPA given a mask
+  /// What attention keeps of K and V is a view of its input: repeat_kv's expand + reshape is a stride-0 view with one
+  /// kv head and returns its input with kv = heads; SDPA and selective recompute keep that view, eager's matmul its
+  /// batch-folded copy, itself a view when b = 1 or one head (nothing to fold).
+  bool kv_view = false;
+  std::int64_t key_heads = 0;  // heads of the K (and V) attention keeps
+  /// transformers builds a DynamicCache in a training forward when config.use_cache is true and gradient
+  /// checkpointing is off (it forces use_cache False under checkpointing); each layer's update copies K and V
+  /// (cache_utils.py DynamicLayer.update: torch.cat), and the cache holds them until the model's output is freed.
+  bool cached = false;
+};
+
+namespace detail {
+constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c) {
+  attention_layout l{};
+  const std::int64_t heads = quotient(m.heads, c.tp), kv_heads = m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1;
+  l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && m.sliding_window > 0 && c.seq_len >= m.sliding_window;
+  l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
+  l.kv_view = (kv_heads == 1 || kv_heads == heads) && (c.micro_batch == 1 || heads == 1 || c.recomputation == recompute::selective ||
+                                                       c.attention == attention_kind::flash);
+  l.key_heads = l.repeat && !l.kv_view ? heads : kv_heads;
+  l.cached = m.use_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
+  return l;
+}
+}  // namespace detail
+
+/// The K and V copies a training forward's KV cache holds beyond what attention keeps, per layer: alive from the
+/// layer's forward until the model's output (and its cache) is freed, after the loss (attention_layout::cached).
+/// Only when attention keeps other copies: repeat_kv's (GQA) or a batch-folded one.
+constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activation_config& c) {
+  const attention_layout l = detail::attention_layout_of(m, c);
+  const std::int64_t kv_heads = m.kv_heads >= c.tp ? detail::quotient(m.kv_heads, c.tp) : 1;
+  if (!l.cached || !l.repeat || l.kv_view || kv_heads >= detail::quotient(m.heads, c.tp)) return bytes{};
+  return bytes_of(detail::checked_product(2 * detail::dtype_bytes_ceil(c.activation_dtype), detail::quotient(c.seq_len, c.cp),
+                                          c.micro_batch, kv_heads, m.head_size()));
+}
+
 /// Activation bytes one decoder layer keeps for backward on one rank.
 ///
 /// A frozen layer (LoRA freezes the base) keeps less: autograd saves what each input's gradient formula needs
@@ -153,7 +201,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t kv_heads = m.kv_heads >= c.tp ? detail::quotient(m.kv_heads, c.tp) : 1;  // fewer kv heads than ranks: replicated
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(s, b, h);
   const std::int64_t a_sbh = checked_product(a, sbh);
-  const bool dropout = c.dropout > 0.0;
+  const bool attention_dropout = c.dropout > 0.0 || m.attention_dropout > 0.0, residual_dropout = c.dropout > 0.0 || m.residual_dropout > 0.0;
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   const auto norm_saved = [&]() -> std::int64_t {
@@ -180,7 +228,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t residual_sbh = c.autocast ? checked_product(4, sbh) : a_sbh;
   if (c.recomputation == recompute::full)
     // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
-    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none,
+    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none, none,
                              bytes_of(replicated(residual_sbh)), none, none};
 
   const bytes norm = bytes_of(replicated(norm_saved()));
@@ -194,7 +242,8 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     for_each_linear(m, [&](const linear_shape& l) {
       const adapted_linear ad = adapt_of(m, l, adapt.lora);
       if (l.vision || ad.params == 0) return;
-      const bool mlp_module = l.role == lora_module::gate_proj || l.role == lora_module::up_proj || l.role == lora_module::fc1 ||
+      const bool mlp_module = l.role == lora_module::gate_proj || l.role == lora_module::up_proj || l.role == lora_module::gate_up_proj ||
+                              l.role == lora_module::fc1 ||
                               l.role == lora_module::down_proj || l.role == lora_module::fc2;
       const bool row_parallel = l.role == lora_module::o_proj || l.role == lora_module::down_proj || l.role == lora_module::fc2;
       const std::int64_t tokens = checked_product(sb, mlp_module ? routed : 1);
@@ -219,17 +268,26 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     return adapted == 0 ? 0 : c.autocast ? adapted : 1;
   };
   const std::int64_t attention_casts = keepers(m.fused_qkv ? 1 : 3, attention_keepers);
-  const std::int64_t mlp_casts = keepers(m.mlp == mlp_kind::swiglu ? 2 : 1, mlp_keepers);
+  const std::int64_t mlp_casts = keepers(m.mlp == mlp_kind::swiglu && !m.fused_gate_up ? 2 : 1, mlp_keepers);
   const bytes input = bytes_of(replicated(checked_product(attention_casts, a_sbh)));
   const bytes mlp_input = bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
-  const bool repeat = c.impl == implementation::hf && c.attention == attention_kind::eager;
-  // HF repeat_kv copies K and V to every head, except that with one kv head its expand + reshape is a
-  // stride-0 view. Selective recompute keeps that view as the core's input; otherwise matmul keeps its
-  // batch-folded copy, itself a view only when b = 1.
-  const bool kv_view = kv_heads == 1 && (b == 1 || c.recomputation == recompute::selective);
-  const std::int64_t key_heads = repeat && !kv_view ? heads : kv_heads;
-  const bytes query = bytes_of(checked_product(a, sb, heads, d));     // "QK^T: 4sbh" is Q and K
-  const bytes key = bytes_of(checked_product(a, sb, key_heads, d));   // V likewise: "attention over values: ... 2sbh"
+  const attention_layout at = detail::attention_layout_of(m, c);
+  const bytes query = bytes_of(checked_product(a, sb, heads, d));       // "QK^T: 4sbh" is Q and K
+  const bytes key = bytes_of(checked_product(a, sb, at.key_heads, d));  // V likewise: "attention over values: ... 2sbh"
+  // A fused qkv projection's output is one tensor and Q, K, V are views of it, unless RoPE rotates Q and K into new
+  // tensors or a KV cache copies K and V. What attention keeps as a view keeps that whole output, (q + 2 kv) heads of
+  // d per token: the value term holds it, less what the query and key terms already count.
+  bytes value = key;
+  if (m.fused_qkv) {
+    const bool rope = m.positions == position_kind::rope;
+    const bool q_view = !rope && (c.attention == attention_kind::flash || b == 1 || heads == 1 || c.recomputation == recompute::selective);
+    const bool k_view = !rope && !at.cached && at.kv_view;
+    const bool v_view = !at.cached && (!at.repeat || at.kv_view);
+    if (q_view || k_view || v_view) {
+      const bytes whole = bytes_of(checked_product(a, sb, checked_sum(heads, checked_product(2, kv_heads)), d));
+      value = whole + (q_view ? bytes{} : query) + (k_view ? bytes{} : key) + (v_view ? bytes{} : key) - query - key;
+    }
+  }
   bytes scores{}, scores_dropout{};
   if (c.attention == attention_kind::eager && c.recomputation == recompute::none) {
     const std::int64_t probs = checked_product(heads, s, s, b);  // a s^2 b / t elements
@@ -237,7 +295,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     // keeps (GPT-2's runs in the model dtype); autocast runs softmax in fp32 and P @ V keeps its 16-bit cast.
     const bool fp32_softmax = c.autocast || (c.impl == implementation::hf && m.eager_softmax_fp32);
     scores = bytes_of(checked_product(fp32_softmax ? 4 + a : a, probs));
-    if (dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
+    if (attention_dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
   // Qwen3's q_norm and k_norm (modeling_qwen3.py: an RMSNorm over each head's d values of the q_proj / k_proj
@@ -254,10 +312,12 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const bytes q_norm = bytes_of(head_norm_saved(checked_product(sb, heads)));
   const bytes k_norm = bytes_of(head_norm_saved(checked_product(sb, kv_heads)));
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
-  const bytes lse = c.attention == attention_kind::flash ? bytes_of(checked_product(4, heads, s, b)) : none;
+  const bytes lse =
+      c.attention == attention_kind::flash ? bytes_of(checked_product(4, heads, at.sdpa_mask ? checked_product(detail::ceil_div(s, 32), 32) : s, b)) : none;
+  const bytes sdpa_bias = at.sdpa_mask && c.recomputation == recompute::none ? bytes_of(checked_product(a, b, s, detail::ceil_div(s, 8), 8)) : none;
   const bytes output = bytes_of(checked_product(a, sb, heads, d, keepers(1, output_keepers)));  // "output projection: 2sbh"
   // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
-  const bytes residual_mask = dropout ? bytes_of(replicated(checked_product(mask, sbh))) : none;
+  const bytes residual_mask = residual_dropout ? bytes_of(replicated(checked_product(mask, sbh))) : none;
   const std::int64_t f =
       detail::quotient(m.moe.experts > 0 ? checked_product(checked_sum(m.moe.top_k, m.moe.shared_experts), m.moe.expert_ffn) : m.ffn,
                        c.tp);
@@ -276,9 +336,9 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                                                                        checked_product(2, detail::norm_params(m.norm, h))),
                                                    c.tp)))
                                    : none;
-  return layer_activations{norm,   input,         query + q_norm, key + k_norm, key,        scores,        scores_dropout, lse,
-                           output, residual_mask, norm,  mlp_input, mlp_hidden, residual_mask, none,           weights,
-                           bytes_of(lora_bytes)};
+  return layer_activations{norm,      input,  query + q_norm, key + k_norm, value,     scores,        scores_dropout, lse,
+                           sdpa_bias, output, residual_mask,  norm,         mlp_input, mlp_hidden, residual_mask, none,
+                           weights,   bytes_of(lora_bytes)};
 }
 }  // namespace detail
 constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {}) {
@@ -331,7 +391,7 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
   const bytes input_ids = bytes_of(checked_product(8, sb, inflight));
   bytes embedding_dropout{}, output_layer{}, logits{};
-  if (c.dropout > 0.0) {
+  if (c.dropout > 0.0 || m.embedding_dropout > 0.0) {
     const std::int64_t mask = c.device == device_kind::cpu ? a : 1;
     embedding_dropout = bytes_of(checked_product(replicated(checked_product(mask, sbh)), inflight));  // "sbhp/t" with SP
   }
