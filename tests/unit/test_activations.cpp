@@ -266,3 +266,13 @@ TEST_CASE("config.json's dropouts, site by site", "[activations]") {
   dropped.attention_dropout = 1.0;
   CHECK_THROWS_WITH(layer_activation_bytes(dropped, c), Catch::Matchers::Contains("dropout probability must be in [0, 1)"));
 }
+
+TEST_CASE("the paper's profiles keep Q, K and V as separate tensors even for a fused projection", "[activations]") {
+  // GPT-3's preset has one qkv projection; the paper's block counts "attention over values: 2sbh" for V whatever the
+  // batch: s = 2048, b = 2, tp 8 -> 2 B x 2 x 2048 x 12288 / 8.
+  activation_config c = gpt3_paper();
+  c.micro_batch = 2;
+  CHECK(layer_activation_bytes(gpt3(), c).value.count() == 2LL * 2 * 2048 * 12288 / 8);
+  c.attention = attention_kind::flash;
+  CHECK(layer_activation_bytes(gpt3(), c).value.count() == 2LL * 2 * 2048 * 12288 / 8);
+}

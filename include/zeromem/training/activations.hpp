@@ -274,11 +274,12 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const attention_layout at = detail::attention_layout_of(m, c);
   const bytes query = bytes_of(checked_product(a, sb, heads, d));       // "QK^T: 4sbh" is Q and K
   const bytes key = bytes_of(checked_product(a, sb, at.key_heads, d));  // V likewise: "attention over values: ... 2sbh"
-  // A fused qkv projection's output is one tensor and Q, K, V are views of it, unless RoPE rotates Q and K into new
-  // tensors or a KV cache copies K and V. What attention keeps as a view keeps that whole output, (q + 2 kv) heads of
-  // d per token: the value term holds it, less what the query and key terms already count.
+  // transformers' fused qkv projection's output is one tensor and Q, K, V are views of it, unless RoPE rotates Q and
+  // K into new tensors or a KV cache copies K and V. What attention keeps as a view keeps that whole output, (q + 2 kv)
+  // heads of d per token: the value term holds it, less what the query and key terms already count. (The other
+  // profiles keep Q, K and V as the paper's separate tensors.)
   bytes value = key;
-  if (m.fused_qkv) {
+  if (m.fused_qkv && c.impl == implementation::hf) {
     const bool rope = m.positions == position_kind::rope;
     const bool q_view = !rope && (c.attention == attention_kind::flash || b == 1 || heads == 1 || c.recomputation == recompute::selective);
     const bool k_view = !rope && !at.cached && at.kv_view;
