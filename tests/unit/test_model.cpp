@@ -147,7 +147,7 @@ TEST_CASE("Phi-3-mini's fused projections, written out", "[model][hf][published]
   CHECK(m.sliding_window == 2047);
   CHECK(count_parameters(m).layer.count() == 113'252'352);
   CHECK(count_parameters(m).total.count() == 3'821'079'552LL);
-  CHECK(count_parameters(m).largest_layer.count() == 98'500'608);  // the embedding; gate_up_proj, one 50,331,648 tensor, is next
+  CHECK(count_parameters(m).largest_layer.count() == 98'500'608);  // the embedding (and lm_head); gate_up_proj's 50,331,648 is a layer's largest
   // LoRA on the fused modules: r x (in + out) each, rank 8: qkv_proj 8 x (3072 + 9216) = 98,304; gate_up_proj
   // 8 x (3072 + 16384) = 155,648.
   lora_config l{};

@@ -146,7 +146,8 @@ struct attention_layout {
   /// kv head and returns its input with kv = heads; SDPA and selective recompute keep that view, eager's matmul its
   /// batch-folded copy, itself a view when b = 1 or one head (nothing to fold).
   bool kv_view = false;
-  std::int64_t key_heads = 0;  // heads of the K (and V) attention keeps
+  std::int64_t heads = 0, kv_heads = 0;  // query and key/value heads on this rank (kv replicated when fewer than tp)
+  std::int64_t key_heads = 0;            // heads of the K (and V) attention keeps
   /// transformers builds a DynamicCache in a training forward when config.use_cache is true and gradient
   /// checkpointing is off (it forces use_cache False under checkpointing); each layer's update copies K and V
   /// (cache_utils.py DynamicLayer.update: torch.cat), and the cache holds them until the model's output is freed.
@@ -157,6 +158,8 @@ namespace detail {
 constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c) {
   attention_layout l{};
   const std::int64_t heads = quotient(m.heads, c.tp), kv_heads = m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1;
+  l.heads = heads;
+  l.kv_heads = kv_heads;
   l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && m.sliding_window > 0 && c.seq_len >= m.sliding_window;
   l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
   l.kv_view = (kv_heads == 1 || kv_heads == heads) && (c.micro_batch == 1 || heads == 1 || c.recomputation == recompute::selective ||
@@ -172,10 +175,9 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
 /// Only when attention keeps other copies: repeat_kv's (GQA) or a batch-folded one.
 constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activation_config& c) {
   const attention_layout l = detail::attention_layout_of(m, c);
-  const std::int64_t kv_heads = m.kv_heads >= c.tp ? detail::quotient(m.kv_heads, c.tp) : 1;
-  if (!l.cached || !l.repeat || l.kv_view || kv_heads >= detail::quotient(m.heads, c.tp)) return bytes{};
+  if (!l.cached || !l.repeat || l.kv_view || l.kv_heads >= l.heads) return bytes{};
   return bytes_of(detail::checked_product(2 * detail::dtype_bytes_ceil(c.activation_dtype), detail::quotient(c.seq_len, c.cp),
-                                          c.micro_batch, kv_heads, m.head_size()));
+                                          c.micro_batch, l.kv_heads, m.head_size()));
 }
 
 /// Activation bytes one decoder layer keeps for backward on one rank.
