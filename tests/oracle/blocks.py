@@ -8,7 +8,8 @@ Two block types:
           repeat_kv, softmax in fp32, SwiGLU MLP, optional qkv bias. zeromem profile: --implementation hf.
           fused: Phi-3's layout (modeling_phi3.py): one qkv_proj sliced into q, k, v views and one gate_up_proj
           chunked into gate and up. cache: a training forward's DynamicCache (cache_utils.py DynamicLayer.update)
-          copies K and V with torch.cat before attention.
+          copies K and V with torch.cat before attention. gemma_norm: Gemma's RMSNorm (modeling_gemma.py), which
+          scales by (1 + weight) in fp32 before its cast.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -96,6 +97,24 @@ class LlamaRMSNorm(torch.nn.Module):
         return self.weight * x.to(dtype)
 
 
+class GemmaRMSNorm(torch.nn.Module):
+    """transformers modeling_gemma.py: normalises in fp32 and scales by (1 + weight) before casting back."""
+
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(h))
+        self.eps = eps
+
+    # transformers' frames and names, op for op: the forward-only oracle (forward.py) sees tensors die with them.
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -109,14 +128,15 @@ def repeat_kv(x, n_rep):
 
 
 class LlamaBlock(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False):
+    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache = h, heads, kv_heads, fused, cache
         d = h // heads
-        self.norm1 = LlamaRMSNorm(h)
+        norm = GemmaRMSNorm if gemma_norm else LlamaRMSNorm
+        self.norm1 = norm(h)
         # Qwen3 (transformers modeling_qwen3.py Qwen3Attention): q_norm and k_norm over each head's d values.
-        self.q_norm = LlamaRMSNorm(d) if qk_norm else None
-        self.k_norm = LlamaRMSNorm(d) if qk_norm else None
+        self.q_norm = norm(d) if qk_norm else None
+        self.k_norm = norm(d) if qk_norm else None
         if fused:
             self.qkv = torch.nn.Linear(h, (heads + 2 * kv_heads) * d, bias=qkv_bias)
         else:
@@ -124,7 +144,7 @@ class LlamaBlock(torch.nn.Module):
             self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
             self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
         self.o = torch.nn.Linear(heads * d, h, bias=False)
-        self.norm2 = LlamaRMSNorm(h)
+        self.norm2 = norm(h)
         if fused:
             self.gate_up = torch.nn.Linear(h, 2 * ffn, bias=False)
         else:
@@ -214,7 +234,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
         block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
     else:
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
-                           cfg.get("fused", False), cfg.get("cache", False)).to(dtype)
+                           cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)

@@ -71,12 +71,12 @@ def eager_attention(query, key, value, mask, scaling, n_rep):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d, qk_norm=False):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm):
         super().__init__()
         self.heads, self.kv, self.d = heads, kv_heads, d
         # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key.
-        self.q_norm = RMSNorm(d) if qk_norm else None
-        self.k_norm = RMSNorm(d) if qk_norm else None
+        self.q_norm = norm(d) if qk_norm else None
+        self.k_norm = norm(d) if qk_norm else None
         self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
         self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
         self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
@@ -103,23 +103,26 @@ class Attention(torch.nn.Module):
 
 
 class MLP(torch.nn.Module):
-    def __init__(self, h, ffn):
+    def __init__(self, h, ffn, gemma=False):
         super().__init__()
         self.gate_proj = torch.nn.Linear(h, ffn, bias=False)
         self.up_proj = torch.nn.Linear(h, ffn, bias=False)
         self.down_proj = torch.nn.Linear(ffn, h, bias=False)
+        # GemmaMLP: gelu_pytorch_tanh (activations.py PytorchGELUTanh); LlamaMLP: SiLU.
+        self.act_fn = (lambda x: F.gelu(x, approximate="tanh")) if gemma else F.silu
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False):
+    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False):
         super().__init__()
-        self.input_layernorm = RMSNorm(h)
-        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm)
-        self.post_attention_layernorm = RMSNorm(h)
-        self.mlp = MLP(h, ffn)
+        norm = blocks.GemmaRMSNorm if gemma else RMSNorm
+        self.input_layernorm = norm(h)
+        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm)
+        self.post_attention_layernorm = norm(h)
+        self.mlp = MLP(h, ffn, gemma)
 
     def forward(self, hidden_states, cos, sin, mask, cache):
         residual = hidden_states
@@ -137,7 +140,7 @@ def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
     torch.manual_seed(cfg.get("seed", 0))
-    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False)).to(dtype)
+    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), cfg.get("gemma", False)).to(dtype)
     d = h // heads
     x = torch.randn(b, s, h, dtype=dtype)
     mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
@@ -155,15 +158,18 @@ def measure_forward_layer(cfg, dtype=torch.bfloat16):
 
 class CausalLM(torch.nn.Module):
     """LlamaForCausalLM's frames: LlamaModel.forward (embedding, causal mask, rotary tables, layers, final norm) and
-    the output head."""
+    the output head. gemma: GemmaModel's frames (modeling_gemma.py): GemmaRMSNorm, the gated GELU, and the embedding
+    output scaled by sqrt(hidden) into a new tensor while inputs_embeds stays referenced."""
 
     def __init__(self, cfg):
         super().__init__()
         h, heads = cfg["hidden"], cfg["heads"]
         self.d = h // heads
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
-        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False)) for _ in range(cfg["layers"]))
-        self.norm = RMSNorm(h)
+        self.gemma, self.h = cfg.get("gemma", False), h
+        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma)
+                                          for _ in range(cfg["layers"]))
+        self.norm = blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
 
@@ -185,6 +191,8 @@ class CausalLM(torch.nn.Module):
         cos, sin = self.rotary(inputs_embeds, position_ids)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         hidden_states = inputs_embeds
+        if self.gemma:
+            hidden_states = hidden_states * torch.tensor(self.h ** 0.5, dtype=hidden_states.dtype)
         for layer in self.layers:
             hidden_states = layer(hidden_states, cos, sin, mask, cache)
         hidden_states = self.norm(hidden_states)

@@ -30,6 +30,7 @@ def main():
                "output": rng.choice(["hidden-states", "logits", "log-probs"])}
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
+        cfg["gemma"] = rng.random() < 0.3  # GemmaRMSNorm, the scaled embedding
         measured = forward.measure_forward_model(cfg)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -39,6 +40,8 @@ def main():
             args.append("--no-cache")
         if cfg["qk_norm"]:
             args.append("--qk-norm")
+        if cfg["gemma"]:
+            args += ["--norm-scale-fp32", "--scaled-embedding"]
         j = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["forward_only"]
         predicted = j["peak_bytes"] - j["weights_bytes"] - 8 * cfg["seq_len"] * cfg["micro_batch"]
         error = abs(predicted - measured) / measured

@@ -31,6 +31,8 @@ def zeromem(binary, kind, cfg, layers, vocab):
             args += ["--fused-qkv", "--fused-gate-up"]
         if cfg.get("cache"):
             args.append("--use-cache")
+        if cfg.get("gemma_norm"):
+            args.append("--norm-scale-fp32")
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
@@ -56,6 +58,7 @@ def random_config(rng, kind):
         cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
         cfg["fused"] = not cfg["qk_norm"] and rng.random() < 0.35  # Phi-3's qkv_proj and gate_up_proj
         cfg["cache"] = rng.random() < 0.3  # config.json use_cache: a DynamicCache in the training forward
+        cfg["gemma_norm"] = rng.random() < 0.3  # GemmaRMSNorm
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if cfg.get("fused"):

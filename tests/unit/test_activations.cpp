@@ -157,6 +157,38 @@ TEST_CASE("SDPA with transformers' sliding-window mask", "[activations]") {
   CHECK(layer_activation_bytes(windowed, c).attention_mask.count() == 0);
 }
 
+TEST_CASE("Gemma's RMSNorm keeps its normalised tensor in fp32", "[activations]") {
+  // Gemma-2B (hidden 2048, 8 heads and 1 KV head of 256, intermediate 16384), s = 2048, b = 1, bf16, SDPA, PyTorch 2.
+  // GemmaRMSNorm (modeling_gemma.py): x.float() kept by pow, 4sbh = 16,777,216; rsqrt per row, 4sb = 8,192;
+  // x * rsqrt in fp32, kept by the multiply with (1 + weight.float()), 4sbh = 16,777,216; and that (1 + weight)
+  // vector, 4h = 8,192: 33,570,816 per norm. LlamaRMSNorm would keep the normalised tensor cast to bf16 (2sbh) and no
+  // vector: 25,174,016.
+  // The rest of the layer: q_proj's input 2sbh = 8,388,608; Q 2 x 2048 x 8 x 256 = 8,388,608; K and V (one head)
+  // 2 x 2048 x 256 = 1,048,576 each; SDPA's log-sum-exp 4 x 8 x 2048 = 65,536; o_proj's input 8,388,608; gate and
+  // up's input 8,388,608; gate, act(gate), up and their product 4 x 2 x 2048 x 16384 = 268,435,456.
+  activation_config c{};
+  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  const transformer_config gemma = find_preset("gemma-2b").config;
+  transformer_config llama_norm = gemma;
+  llama_norm.norm_scale_fp32 = false;
+  const layer_activations l = layer_activation_bytes(gemma, c);
+  CHECK(l.attention_norm.count() == 33'570'816);
+  CHECK(l.mlp_norm.count() == 33'570'816);
+  CHECK(layer_activation_bytes(llama_norm, c).attention_norm.count() == 25'174'016);
+  CHECK(l.total().count() == 2LL * 33'570'816 + 4 * 8'388'608 + 2 * 1'048'576 + 65'536 + 268'435'456);
+  // The final norm likewise: +2sbh + 4h over Llama's.
+  CHECK(first_stage_activations(gemma, c).output_layer.count() - first_stage_activations(llama_norm, c).output_layer.count() ==
+        2LL * 2048 * 2048 + 4 * 2048);
+  // Frozen under LoRA, the normalised tensor is not kept; (1 + weight) still is (the multiply's other input needs it).
+  adaptation lora{};
+  lora.lora.rank = 8;
+  lora.lora.targets = parse_lora_targets("q_proj");
+  CHECK(layer_activation_bytes(gemma, c, lora).mlp_norm.count() == 16'777'216 + 8'192 + 8'192);
+  // Under autocast x is the fp32 residual and the normalised tensor is fp32 for both: the vector is the difference.
+  c.autocast = true;
+  CHECK(layer_activation_bytes(gemma, c).attention_norm.count() - layer_activation_bytes(llama_norm, c).attention_norm.count() == 4 * 2048);
+}
+
 TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {
   // Phi-3-mini: qkv_proj gives 3 x 3072 per token; RoPE rotates q and k into new tensors, v stays a view. SDPA keeps
   // that view, so the whole output stays: 3 x 2 B x 3072 per token, where Llama's layout keeps V alone (2 B x 3072).

@@ -38,6 +38,33 @@ TEST_CASE("forward only: Llama-2-7B reference log-probs, term by term", "[forwar
   CHECK(forward_weight_bytes(m, dtype::bf16, quantization::nf4).count() == 3'865'591'808);
 }
 
+TEST_CASE("forward only: Gemma's norm and scaled embedding", "[forward]") {
+  // Gemma-2B's attention (8 heads and 1 KV head of 256, hidden 2048) with q_norm / k_norm and an 8-wide MLP, so that a
+  // norm sets the layer's peak; bf16, one sequence of 1024 tokens, SDPA, no cache. H = Q = 2 x 1024 x 2048 = 4,194,304 B.
+  transformer_config m = preset_config("gemma-2b");
+  m.qk_norm = true;
+  m.ffn = 8;
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // q_norm over 8 x 1024 = 8192 rows of 256 beside the normed input and q_proj's output (H + Q). GemmaRMSNorm: x.float()
+  // and x.pow(2) (8 x 2,097,152 B) with the mean (4 B a row, 32,768), or later the fp32 normalised tensor, its product
+  // with (1 + weight) (8 x 2,097,152 B) and that vector (4 x 256 = 1,024): 16,777,216 + 32,768.
+  CHECK(forward_layer_peak(m, f).count() == 4'194'304LL + 4'194'304 + 16'777'216 + 32'768);
+  // LlamaRMSNorm instead: the fp32 copy, x * rsqrt beside it, the variance and rsqrt rows (8 B a row): + 65,536.
+  transformer_config llama_norm = m;
+  llama_norm.norm_scale_fp32 = false;
+  CHECK(forward_layer_peak(llama_norm, f).count() == 4'194'304LL + 4'194'304 + 16'777'216 + 65'536);
+  // GemmaModel keeps inputs_embeds referenced beside the scaled copy it passes to layer 0: with one layer, one more H
+  // than LlamaModel, whose layer 0 takes inputs_embeds itself.
+  m.layers = 1;
+  transformer_config unscaled = m;
+  unscaled.scaled_embedding = false;
+  const bytes w{};
+  CHECK(estimate_forward_only(m, f, w).layers_phase.count() - estimate_forward_only(unscaled, f, w).layers_phase.count() == 4'194'304);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

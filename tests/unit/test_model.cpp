@@ -27,6 +27,11 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // The report says 3.8B: 3,821,079,552 (derived in "Phi-3-mini's fused projections, written out") rounds to it.
       CHECK(counted == 3'821'079'552LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "gemma-2b") {
+      // The Gemma report counts the embedding with 256,128 rows; config.json's vocab_size is 256,000: 128 x 2048 =
+      // 262,144 fewer, all of the difference (derived in "Gemma's parameters, written out").
+      CHECK(counted == 2'506'172'416LL);
+      CHECK(p.published_total - counted == 128 * 2048);
     } else {
       // GPT-3: the paper's 175.0B vs 174,604,259,328 from its architecture, 395,740,672 (0.23%) unexplained.
       CHECK(p.name == "gpt3-175b");
@@ -156,6 +161,40 @@ TEST_CASE("Phi-3-mini's fused projections, written out", "[model][hf][published]
   CHECK(count_lora_parameters(m, l).per_layer.count() == 98'304 + 155'648);
   l.targets = parse_lora_targets("gate_proj");
   CHECK_THROWS_WITH(count_lora_parameters(m, l), Catch::Matchers::Contains("gate_up_proj, down_proj"));
+}
+
+TEST_CASE("Gemma's parameters, written out", "[model][hf][published]") {
+  // google/gemma-2b config.json: hidden 2048, 18 layers, 8 query heads and 1 KV head of 256, intermediate 16384,
+  // vocab 256000, tied (GemmaConfig's default). q 2048 x 2048 = 4,194,304; k and v 2048 x 256 = 524,288 each; o
+  // 2048 x 2048; gate, up, down 3 x 2048 x 16384 = 100,663,296; two norms 4,096: 110,104,576 per layer; x 18 +
+  // final norm 2,048 = 1,981,884,416, the Gemma report's non-embedding count (arXiv 2403.08295 Table 2); embedding
+  // 256000 x 2048 = 524,288,000.
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  const transformer_config g2 = read_hf_config(dir + "gemma-2b.json");
+  CHECK(g2.head_size() == 256);
+  CHECK(g2.tied_embeddings);
+  CHECK(g2.norm_scale_fp32);
+  CHECK(g2.scaled_embedding);
+  CHECK(count_parameters(g2).layer.count() == 110'104'576);
+  CHECK(count_parameters(g2).total.count() - count_parameters(g2).embedding.count() == 1'981'884'416);
+  CHECK(count_parameters(g2).total.count() == 1'981'884'416LL + 524'288'000);
+  // google/gemma-7b: hidden 3072, 28 layers, 16 heads of 256 (q, k, v 3072 -> 4096, o 4096 -> 3072: 4 x 12,582,912 =
+  // 50,331,648), MLP 3 x 3072 x 24576 = 226,492,416, norms 6,144: 276,830,208 per layer; x 28 + 3,072 =
+  // 7,751,248,896 (the report's non-embedding count); + 256000 x 3072 = 786,432,000 -> 8,537,680,896, its
+  // model.safetensors.index.json total_size 17,075,361,792 B of bf16 / 2 B.
+  const transformer_config g7 = read_hf_config(dir + "gemma-7b.json");
+  CHECK(count_parameters(g7).layer.count() == 276'830'208);
+  CHECK(count_parameters(g7).total.count() == 7'751'248'896LL + 786'432'000);
+  CHECK(g7.heads * g7.head_size() == 4096);  // wider than hidden 3072
+  // hidden_activation (else hidden_act) must be a one-kernel activation; the tensor-op GELUs are refused by key.
+  const std::string gemma = R"({"model_type": "gemma", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  CHECK(parse_hf_config(gemma + "}").head_size() == 256);  // GemmaConfig's head_dim default
+  CHECK_NOTHROW(parse_hf_config(gemma + R"(, "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh"})"));
+  CHECK_THROWS_WITH(parse_hf_config(gemma + R"(, "hidden_activation": "gelu_new"})"),
+                    Catch::Matchers::Contains(R"(field 'hidden_activation' must be an activation zeromem models in a gated MLP ("silu", "swish", "gelu", "gelu_pytorch_tanh"), got '"gelu_new"')"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "hidden_act": "relu"})"), Catch::Matchers::Contains("field 'hidden_act'"));
 }
 
 TEST_CASE("config.json's sliding_window, by configuration class", "[model][hf]") {

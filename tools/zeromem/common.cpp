@@ -108,6 +108,10 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
     shape.push_back(app.add_flag("--qkv-bias", f.qkv_bias, "q, k, v projections with bias"));
     shape.push_back(app.add_flag("--qk-norm", f.qk_norm, "an RMSNorm over each head's query and key (Qwen3's q_norm, k_norm)"));
+    shape.push_back(app.add_flag("--norm-scale-fp32", f.norm_scale_fp32,
+                                 "RMSNorm scales by (1 + weight) in fp32 before its cast (Gemma's GemmaRMSNorm)"));
+    shape.push_back(app.add_flag("--scaled-embedding", f.scaled_embedding,
+                                 "the embedding output is multiplied by sqrt(hidden) into a new tensor (Gemma's GemmaModel)"));
     shape.push_back(app.add_flag("--fused-qkv", f.fused_qkv, "one projection for q, k and v (Phi-3's qkv_proj, GPT-2's c_attn)"));
     shape.push_back(app.add_flag("--fused-gate-up", f.fused_gate_up, "one projection for gate and up (Phi-3's gate_up_proj)"));
     shape.push_back(integer_option(app, "--sliding-window", f.sliding_window,
@@ -150,6 +154,8 @@ transformer_config model_of(const model_flags& f) {
   }
   m.tied_embeddings = f.tied;
   m.qk_norm = f.qk_norm;
+  m.norm_scale_fp32 = f.norm_scale_fp32;
+  m.scaled_embedding = f.scaled_embedding;
   m.fused_qkv = f.fused_qkv;
   m.fused_gate_up = f.fused_gate_up;
   m.sliding_window = f.sliding_window;

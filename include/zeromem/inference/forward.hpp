@@ -52,12 +52,20 @@ inline forward_output parse_forward_output(std::string_view s) {
 }
 
 namespace detail {
-/// LlamaRMSNorm under no_grad above its input: x.to(fp32) (a copy unless already fp32), x.pow(2) and its mean (4sb),
-/// rsqrt(variance + eps), x * rsqrt, its cast back and the weight multiply; the largest of the moments between them.
-constexpr std::int64_t forward_norm_peak(std::int64_t c, std::int64_t sbh, std::int64_t sb) {
-  if (c >= 4) return checked_sum(checked_product(8, sbh), checked_product(4, sb));
-  return max_of(checked_sum(checked_product(8, sbh), checked_product(8, sb)),
-                checked_sum(checked_product(4, sbh), checked_product(4, sb), checked_product(2, c, sbh)));
+/// An RMSNorm over `rows` rows of `width` values under no_grad, above its input; the largest of the moments between
+/// its ops. LlamaRMSNorm: x.to(fp32) (a copy unless already fp32), x.pow(2) and its mean (4 per row), rsqrt(variance +
+/// eps), x * rsqrt, its cast back and the weight multiply. GemmaRMSNorm (m.norm_scale_fp32): x.float() and x.pow(2)
+/// with the mean (the copy only below fp32), then, once _norm has returned, the fp32 normalised tensor, (1 + weight)
+/// and their product, before the cast.
+constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64_t c, std::int64_t rows, std::int64_t width) {
+  const std::int64_t values = checked_product(rows, width);
+  if (m.norm_scale_fp32) {
+    const std::int64_t scale = checked_sum(checked_product(8, values), checked_product(4, width));
+    return c >= 4 ? scale : max_of(scale, checked_sum(checked_product(8, values), checked_product(4, rows)));
+  }
+  if (c >= 4) return checked_sum(checked_product(8, values), checked_product(4, rows));
+  return max_of(checked_sum(checked_product(8, values), checked_product(8, rows)),
+                checked_sum(checked_product(4, values), checked_product(4, rows), checked_product(2, c, values)));
 }
 }  // namespace detail
 
@@ -69,14 +77,14 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
   const std::int64_t F = checked_product(c, sb, m.ffn);
-  const std::int64_t norm = detail::forward_norm_peak(c, sbh, sb);
+  const std::int64_t norm = detail::forward_norm_peak(m, c, sb, h);
 
   // Qwen3 (modeling_qwen3.py): q_norm(q_proj(Y)) beside Y, then k_norm(k_proj(Y)) beside Y and the normed q, each
   // an RMSNorm per head row above its input (forward_norm_peak over the projection's values and head rows).
   std::int64_t qk_norms = 0;
   if (m.qk_norm)
-    qk_norms = max_of(checked_sum(H, Q, detail::forward_norm_peak(c, checked_product(sb, m.heads, d), checked_product(sb, m.heads))),
-                      checked_sum(H, Q, K, detail::forward_norm_peak(c, checked_product(sb, m.kv_heads, d), checked_product(sb, m.kv_heads))));
+    qk_norms = max_of(checked_sum(H, Q, detail::forward_norm_peak(m, c, checked_product(sb, m.heads), d)),
+                      checked_sum(H, Q, K, detail::forward_norm_peak(m, c, checked_product(sb, m.kv_heads), d)));
   // Attention, the normed input Y = H alive throughout. apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds
   // q, its two products and the sum (3Q) beside k and v; then k likewise beside q_embed.
   const std::int64_t rope = max_of(checked_sum(H, checked_product(4, Q), checked_product(2, K)),
@@ -154,9 +162,11 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   forward_only_estimate e{};
   e.weights = weights;
   e.layer_peak = forward_layer_peak(m, f);
-  const std::int64_t inputs = m.layers > 1 ? checked_product(2, H) : H;  // the embedding output and, past layer 0, the layer input
+  // The embedding output and, past layer 0, the layer input. GemmaModel scales the embedding output by sqrt(hidden)
+  // into a new tensor while inputs_embeds stays referenced: two from layer 0 on.
+  const std::int64_t inputs = m.layers > 1 || m.scaled_embedding ? checked_product(2, H) : H;
   const std::int64_t last_layer = checked_sum(inputs, checked_product(cache, m.layers - 1), e.layer_peak.count());
-  const std::int64_t final_norm = checked_sum(inputs, checked_product(cache, m.layers), detail::forward_norm_peak(c, sbh, sb));
+  const std::int64_t final_norm = checked_sum(inputs, checked_product(cache, m.layers), detail::forward_norm_peak(m, c, sb, m.hidden));
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, rotary, max_of(last_layer, final_norm)));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the
   // cache, lm_head's logits; log-probs: log_softmax(logits.float()) beside the logits (c + 4 + 4 bytes per logit).

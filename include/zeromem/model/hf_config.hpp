@@ -1,7 +1,7 @@
-// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen2-VL,
+// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Gemma, Qwen2, Qwen3, Qwen2-VL,
 // Qwen2.5-VL, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
 // zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
-// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
+// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, GemmaConfig, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
 // the top level or under text_config; vision_config), GPT2Config.
 #pragma once
 
@@ -85,6 +85,21 @@ inline void refuse_layered_sliding_window(const json& j) {
     fail_config("use_sliding_window true (sliding layers from max_window_layers on) is not modelled; every layer is taken alike, set it false");
 }
 
+// The gated MLP's activation (config.json hidden_act; Gemma's hidden_activation): zeromem's gated-MLP tensors hold
+// for one kernel that keeps only its input (transformers activations.py ACT2FN: "silu"/"swish" nn.SiLU, "gelu"
+// GELUActivation's nn.functional.gelu, "gelu_pytorch_tanh" nn.functional.gelu(approximate="tanh")). The ones written
+// as tensor ops ("gelu_new", "gelu_fast", ...) keep more and are refused.
+inline void require_one_kernel_activation(const json& j, const char* key) {
+  const json* v = find(j, key);
+  if (v == nullptr) return;
+  static constexpr const char* known[] = {"silu", "swish", "gelu", "gelu_pytorch_tanh"};
+  if (v->is_string())
+    for (const char* name : known)
+      if (v->get<std::string>() == name) return;
+  fail_config("field " + detail::quoted(key) + R"( must be an activation zeromem models in a gated MLP ("silu", "swish", "gelu", "gelu_pytorch_tanh"), got )" +
+              shown(*v));
+}
+
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
 inline transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
   transformer_config m{};
@@ -96,6 +111,7 @@ inline transformer_config llama_like(const json& j, const std::string& type, boo
   m.ffn = integer(j, "intermediate_size", type);
   m.vocab = integer(j, "vocab_size", type);
   m.tied_embeddings = boolean_or(j, "tie_word_embeddings", false);
+  require_one_kernel_activation(j, "hidden_act");
   // eager_attention_forward's dropout on the probabilities (SDPA's keeps only its RNG state); default 0.0.
   m.attention_dropout = probability_or(j, "attention_dropout", 0.0);
   if (qwen) {
@@ -147,6 +163,16 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.fused_qkv = m.fused_gate_up = true;
     m.sliding_window = sliding_window_of(j, 0, type);
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);  // Phi3DecoderLayer resid_attn_dropout, resid_mlp_dropout
+  } else if (type == "gemma") {
+    // GemmaConfig / modeling_gemma.py: head_dim 256 by default, attention_bias on q, k, v and o, no MLP bias, tied
+    // embeddings by default; GemmaRMSNorm scales in fp32; GemmaMLP gates with hidden_activation (else hidden_act,
+    // gelu_pytorch_tanh by default); GemmaModel scales the embedding output by sqrt(hidden).
+    m = llama_like(j, type, false);
+    if (m.head_dim == 0) m.head_dim = 256;
+    m.mlp_bias = false;
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    m.norm_scale_fp32 = m.scaled_embedding = true;
+    require_one_kernel_activation(j, "hidden_activation");
   } else if (type == "mixtral") {
     // MixtralConfig: num_local_experts (default 8) experts of intermediate_size, num_experts_per_tok (default 2) of
     // them per token; MixtralSparseMoeBlock's router (gate) is a Linear(hidden, experts) without bias.
@@ -214,7 +240,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.1);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.1);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, gemma, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
   }
   // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__).
   m.use_cache = boolean_or(j, "use_cache", true);

@@ -12,7 +12,9 @@
 
 namespace zeromem {
 
-enum class mlp_kind { gelu, swiglu };          // GELU: fc1 h->f, fc2 f->h; SwiGLU: gate and up h->f, down f->h
+// GELU: fc1 h->f, fc2 f->h; SwiGLU: gate and up h->f, down f->h, act(gate) * up with an activation that keeps only
+// its input (SiLU; Gemma's GELU, a gated GELU with the same saved tensors).
+enum class mlp_kind { gelu, swiglu };
 enum class norm_kind { layernorm, rmsnorm };   // LayerNorm: weight and bias; RMSNorm: weight only
 enum class position_kind { rope, learned };
 
@@ -80,6 +82,13 @@ struct transformer_config {
   /// Qwen3: an RMSNorm over each head's query and key before RoPE (modeling_qwen3.py Qwen3Attention q_norm, k_norm
   /// of head_dim each).
   bool qk_norm = false;
+  /// Gemma's RMSNorm (modeling_gemma.py GemmaRMSNorm): scales by (1 + weight) in fp32 and casts after, so autograd
+  /// keeps the normalised tensor in fp32 and the (1 + weight) vector; LlamaRMSNorm casts first and scales in the
+  /// model's dtype. The same norm serves q_norm / k_norm when qk_norm is set.
+  bool norm_scale_fp32 = false;
+  /// GemmaModel multiplies the embedding output by sqrt(hidden) into a new tensor (modeling_gemma.py); autograd keeps
+  /// only the 0-dimensional factor, but without autograd both tensors are alive through the layers (forward.hpp).
+  bool scaled_embedding = false;
   moe_config moe{};
   vision_config vision{};
 
@@ -104,6 +113,7 @@ constexpr void validate(const transformer_config& m) {
     if (!(p >= 0.0 && p < 1.0)) detail::fail_value("a dropout probability must be in [0, 1)", static_cast<long double>(p), "pass 0 for none");
   if (m.sliding_window < 0)
     detail::fail_value("the sliding window cannot be negative", static_cast<long double>(m.sliding_window), "pass 0 for full attention");
+  if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
   if (m.fused_gate_up && (m.mlp != mlp_kind::swiglu || m.moe.experts > 0))
     detail::fail("a fused gate_up projection needs a dense gated MLP (swiglu without experts)");
   if (m.moe.experts < 0 || (m.moe.experts > 0 && (m.moe.top_k <= 0 || m.moe.top_k > m.moe.experts || m.moe.expert_ffn <= 0)))
@@ -411,6 +421,14 @@ constexpr transformer_config phi3_mini(std::int64_t sliding_window) {
   m.sliding_window = sliding_window;
   return m;
 }
+/// Gemma (modeling_gemma.py): head_dim 256, tied embeddings, a 256,000-token vocabulary, GemmaRMSNorm.
+constexpr transformer_config gemma(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t ffn) {
+  transformer_config m = llama(h, layers, heads, kv, ffn, 256000);
+  m.head_dim = 256;
+  m.tied_embeddings = true;
+  m.norm_scale_fp32 = m.scaled_embedding = true;
+  return m;
+}
 constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
                                      std::int64_t experts, std::int64_t top_k, std::int64_t vocab) {
   transformer_config m = llama(h, layers, heads, kv, expert_ffn, vocab);
@@ -433,7 +451,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 15> model_presets{{
+inline constexpr std::array<model_preset, 17> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -458,6 +476,11 @@ inline constexpr std::array<model_preset, 15> model_presets{{
      "mistralai/Mixtral-8x7B-v0.1 config.json; total_size 93,405,585,408 B (46.7B)"},
     {"phi-3-mini", detail::phi3_mini(2047), 3'800'000'000, 100'000'000,
      "microsoft/Phi-3-mini-4k-instruct config.json (sliding_window 2047); Abdin et al. 2024 (arXiv 2404.14219) §2: 3.8B"},
+    {"gemma-2b", detail::gemma(2048, 18, 8, 1, 16384), 2'506'434'560, 1'000'000,
+     "google/gemma-2b config.json; Gemma Team 2024 (arXiv 2403.08295) Table 2: 524,550,144 embedding + 1,981,884,416 "
+     "non-embedding parameters, the embedding counted with 256,128 rows (config.json: 256,000)"},
+    {"gemma-7b", detail::gemma(3072, 28, 16, 16, 24576), 8'537'680'896, 1,
+     "google/gemma-7b config.json; total_size 17,075,361,792 B"},
     {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
     {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
      "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},

@@ -112,6 +112,19 @@ struct layer_activations {
 
 namespace detail {
 constexpr std::int64_t dtype_bytes_ceil(dtype d) { return (bit_width(d) + 7) / 8; }
+
+/// What autograd keeps for transformers' RMSNorm over `rows` rows of `width` values (values = rows x width), its
+/// weight trained unless frozen. LlamaRMSNorm (modeling_llama.py): x.to(fp32) kept by pow (PyTorch 1.x's mean also
+/// keeps x^2 in fp32), rsqrt of the variance per row in fp32, and the normalised tensor cast back to `cast_bytes`
+/// per value, kept by the weight multiply. GemmaRMSNorm (modeling_gemma.py, m.norm_scale_fp32) multiplies by
+/// (1 + weight.float()) before its cast: the normalised tensor is kept in fp32, and (1 + weight), fp32, always.
+constexpr std::int64_t hf_rmsnorm_saved(const transformer_config& m, int torch_major, std::int64_t rows, std::int64_t width,
+                                        std::int64_t cast_bytes, bool frozen) {
+  const std::int64_t values = checked_product(rows, width);
+  const std::int64_t normalised = frozen ? 0 : checked_product(m.norm_scale_fp32 ? 4 : cast_bytes, values);
+  return checked_sum(checked_product(torch_major == 1 ? 8 : 4, values), normalised, checked_product(4, rows),
+                     m.norm_scale_fp32 ? checked_product(4, width) : 0);
+}
 }  // namespace detail
 
 constexpr void validate(const activation_config& c, const transformer_config& m) {
@@ -207,13 +220,10 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   const auto norm_saved = [&]() -> std::int64_t {
-    if (c.impl == implementation::hf && m.norm == norm_kind::rmsnorm) {
-      // LlamaRMSNorm: x.to(fp32) kept by pow, rsqrt(var) in fp32, and the normalised tensor cast back kept by
-      // the weight multiply: 4sbh + a sbh + 4sb; PyTorch 1.x's mean also keeps x^2 in fp32 (4sbh). Under
-      // autocast x is already fp32 and the normalised tensor stays fp32: 4sbh + 4sbh + 4sb.
-      const std::int64_t normalised = frozen ? 0 : c.autocast ? checked_product(4, sbh) : a_sbh;  // kept for the weight's gradient
-      return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), normalised, checked_product(4, sb));
-    }
+    // transformers' RMSNorm (hf_rmsnorm_saved): 4sbh + a sbh + 4sb for Llama's. Under autocast x is already fp32
+    // (the residual stream, kept) and the normalised tensor stays fp32: 4sbh + 4sbh + 4sb.
+    if (c.impl == implementation::hf && m.norm == norm_kind::rmsnorm)
+      return detail::hf_rmsnorm_saved(m, c.torch_major, sb, h, c.autocast ? 4 : a, frozen);
     const std::int64_t stats = c.impl == implementation::paper ? 0 : checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
     // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics:
     // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere;
@@ -302,15 +312,12 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
   // Qwen3's q_norm and k_norm (modeling_qwen3.py: an RMSNorm over each head's d values of the q_proj / k_proj
-  // output, before RoPE): as LlamaRMSNorm above, per head row and on the linear's 16-bit output (also under autocast):
-  // the fp32 copy kept by pow (and PyTorch 1.x's x^2), the rsqrt per row, and the normalised tensor cast back, kept
-  // by the weight multiply unless the weight is frozen. Fused profiles keep the input and the fp32 rstd.
+  // output, before RoPE): hf_rmsnorm_saved per head row, on the linear's 16-bit output (also under autocast). Fused
+  // profiles keep the input and the fp32 rstd.
   const auto head_norm_saved = [&](std::int64_t rows) -> std::int64_t {
     if (!m.qk_norm) return 0;
-    const std::int64_t values = checked_product(rows, d);
-    if (c.impl == implementation::hf)
-      return checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, values), frozen ? 0 : checked_product(a, values), checked_product(4, rows));
-    return checked_sum(checked_product(a, values), checked_product(4, rows));
+    if (c.impl == implementation::hf) return detail::hf_rmsnorm_saved(m, c.torch_major, rows, d, a, frozen);
+    return checked_sum(checked_product(a, rows, d), checked_product(4, rows));
   };
   const bytes q_norm = bytes_of(head_norm_saved(checked_product(sb, heads)));
   const bytes k_norm = bytes_of(head_norm_saved(checked_product(sb, kv_heads)));
@@ -405,10 +412,9 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     // Frozen (LoRA; a frozen tied embedding), the final norm's weight multiply and lm_head keep no input.
     const bool frozen_norm = adapt.lora_enabled(), frozen_head = frozen_norm || (adapt.freeze_embeddings && m.tied_embeddings);
     const std::int64_t residual = c.autocast ? checked_product(4, sbh) : checked_product(a, sbh);
-    const std::int64_t final_norm =
-        c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
-            ? checked_sum(checked_product(c.torch_major == 1 ? 8 : 4, sbh), frozen_norm ? 0 : residual, checked_product(4, sb))
-            : residual;
+    const std::int64_t final_norm = c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
+                                        ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, m.hidden, c.autocast ? 4 : a, frozen_norm)
+                                        : residual;
     const std::int64_t head_weight_cast = c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden), c.tp)) : 0;
     output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, frozen_head ? 0 : checked_product(a, sbh))), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
