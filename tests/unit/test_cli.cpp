@@ -550,6 +550,23 @@ TEST_CASE("estimate --explain suggests QLoRA's NF4 base when only that fits a Lo
   CHECK(r.out.find("smallest change that fits: --quantize nf4 (QLoRA)") != std::string::npos);
 }
 
+TEST_CASE("estimate --explain suggests the for-loop for an optimizer without a fused kernel", "[cli]") {
+  // Gemma-7B (8,537,680,896 parameters) in pure bf16 with torch.optim.Adagrad, checkpointed, on an H100 80GB
+  // (85,017,493,504 B). Optimizer step: weights, state['sum'] and gradients 3 x 17,075,361,792 B, foreach's std and
+  // numerator 2 x 17,075,361,792 B = 85,376,808,960 B, over the card before the context. Adagrad has no fused CUDA
+  // kernel; the for-loop's one tensor (the embedding, 256000 x 3072 x 2 B = 1,572,864,000 B) leaves 52,798,949,376 B.
+  const zeromem::test::cli_result r =
+      zeromem::test::run_cli({"estimate", "--model", "gemma-7b", "--precision", "bf16", "--optimizer", "adagrad", "--seq-len", "1024",
+                              "--recompute", "full", "--gpu", "h100-80gb", "--explain"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
+  CHECK(r.out.find("smallest change that fits: --optimizer-impl forloop") != std::string::npos);
+  CHECK(r.out.find("--optimizer-impl fused") == std::string::npos);
+  const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "gemma-7b", "--precision", "bf16", "--optimizer", "adagrad",
+                                                        "--seq-len", "1024", "--recompute", "full", "--optimizer-impl", "forloop", "--json"});
+  CHECK(j["phases"]["optimizer_step"]["peak_bytes"].get<std::int64_t>() == 3 * 17'075'361'792LL + 1'572'864'000);
+}
+
 TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and the flags it refuses", "[cli][forward]") {
   const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "4096",
                                                         "--micro-batch", "2", "--precision", "bf16", "--forward-output", "log-probs",

@@ -80,11 +80,37 @@ TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default
   s.optimizer = optimizer_impl::foreach_kernels;
   CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
   s.optimizer = optimizer_impl::fused;
-  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("Adafactor has no fused"));
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("optimizer adafactor has no fused CUDA implementation"));
   // SGD keeps no temporaries (its foreach update is in place without weight decay: optim/sgd.py _multi_tensor_sgd).
   t.optimizer.kind = optimizer_kind::sgd_momentum;
   s.optimizer = optimizer_impl::foreach_kernels;
   CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(0));
+}
+
+TEST_CASE("step: torch.optim.RMSprop and Adagrad, one state each, their update's temporaries by implementation", "[step]") {
+  // Pure bf16 Llama-2-7B, 6,738,415,616 parameters; state in the parameters' dtype (zeros_like / full_like).
+  // RMSprop (optim/rmsprop.py): square_avg, 13,476,831,232 B. _multi_tensor_rmsprop: avg = _foreach_sqrt(square_avgs)
+  // (then _foreach_add_ and _foreach_addcdiv_ in place): one list of every parameter's size, 13,476,831,232 B.
+  // _single_tensor_rmsprop: square_avg.sqrt() of one parameter at a time, the largest the embedding's 131,072,000 x 2 B.
+  // Adagrad (optim/adagrad.py): state['sum'], the same 13,476,831,232 B. _multi_tensor_adagrad: std = _foreach_sqrt(
+  // state_sums) and numerator = _foreach_mul(grads, minus_clr), both alive for _foreach_addcdiv_: 2 x 13,476,831,232 B;
+  // _single_tensor_adagrad: state_sum.sqrt().add_(eps), one tensor. Neither has a fused CUDA kernel.
+  training_states t = pure_bf16();
+  step_config s{};
+  for (const optimizer_kind k : {optimizer_kind::rmsprop, optimizer_kind::adagrad}) {
+    INFO(name(k));
+    t.optimizer.kind = k;
+    CHECK(optimizer_state_bytes(t.optimizer, t.recipe, elements_of(6'738'415'616)) == bytes_of(13'476'831'232));
+    s.optimizer = optimizer_impl::foreach_kernels;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries ==
+          bytes_of(13'476'831'232LL * (k == optimizer_kind::adagrad ? 2 : 1)));
+    s.optimizer = optimizer_impl::forloop;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000));
+    s.optimizer = optimizer_impl::fused;
+    CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("has no fused CUDA implementation"));
+  }
+  CHECK(parse_optimizer("rmsprop") == optimizer_kind::rmsprop);
+  CHECK(pytorch_default_impl(optimizer_kind::adagrad) == optimizer_impl::foreach_kernels);
 }
 
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {

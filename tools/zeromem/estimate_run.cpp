@@ -38,8 +38,12 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
     edit(c);
     changes.push_back({std::move(what), std::move(c)});
   };
-  if (in.job.step.optimizer == optimizer_impl::foreach_kernels && in.job.states.optimizer.kind != optimizer_kind::adafactor)
+  // The update's temporaries: a fused kernel has none; without one (Adafactor, RMSprop, Adagrad) the for-loop has one
+  // parameter's worth at a time.
+  if (in.job.step.optimizer == optimizer_impl::foreach_kernels && traits_of(in.job.states.optimizer.kind).cuda_fused)
     with("--optimizer-impl fused", [](estimate_inputs& c) { c.job.step.optimizer = optimizer_impl::fused; });
+  else if (in.job.step.optimizer == optimizer_impl::foreach_kernels)
+    with("--optimizer-impl forloop", [](estimate_inputs& c) { c.job.step.optimizer = optimizer_impl::forloop; });
   if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.job.step.loss = loss_impl::fused; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
     with("--gradient-as-bucket-view", [](estimate_inputs& c) { c.job.step.gradient_as_bucket_view = true; });

@@ -347,25 +347,19 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
 
   // ---- optimizer step ----
   bytes temporaries{};
-  // Optimizers whose foreach update allocates a temporary (optimizer_table); a paged optimizer runs bitsandbytes' own
-  // fused update (no foreach temporaries).
-  if (traits_of(t.optimizer.kind).foreach_temporary && t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
+  // The update's temporaries (optimizer_table, by implementation): under foreach, lists of every updated parameter's
+  // size at once; under the for-loop, tensors of the largest one's size; fused, none. An offloaded optimizer runs on
+  // the CPU and a paged one runs bitsandbytes' own fused update.
+  const optimizer_traits& opt = traits_of(t.optimizer.kind);
+  if (s.optimizer == optimizer_impl::fused && !opt.cuda_fused)
+    detail::fail("optimizer " + std::string(opt.name) + " has no fused CUDA implementation in torch.optim; use --optimizer-impl foreach or forloop");
+  if (t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
     const dtype state = fsdp ? storage : r.optimizer_dtype();
     const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
     if (s.optimizer == optimizer_impl::foreach_kernels)
-      temporaries = updated * size_of(state);  // torch._foreach_sqrt(exp_avg_sqs): one buffer per parameter at once
+      temporaries = updated * size_of(state) * opt.foreach_temporaries;
     else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * 2;  // sqrt and its quotient, one tensor
-  }
-  // torch.optim.Adafactor (optim/_adafactor.py): a matrix's update is var_estimate = row_var @ col_var, one tensor of
-  // its size, rescaled in place (clamp_, rsqrt_, mul_ by the gradient); the for-loop (its default) builds one at a
-  // time, foreach all of them at once. It has no fused kernel.
-  if (t.optimizer.kind == optimizer_kind::adafactor && t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
-    const dtype state = fsdp ? storage : r.optimizer_dtype();
-    const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
-    if (s.optimizer == optimizer_impl::fused)
-      detail::fail("torch.optim.Adafactor has no fused implementation; use the for-loop (its default) or foreach");
-    temporaries = (s.optimizer == optimizer_impl::foreach_kernels ? updated : largest_share(split.largest_trainable, a.tp)) * size_of(state);
+      temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * opt.forloop_temporaries;
   }
   const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
 

@@ -71,7 +71,7 @@ inline precision parse_precision(std::string_view s) {
   return detail::parse_named(s, all, "precision");
 }
 
-enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion };
+enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad };
 
 /// One row per optimizer: everything else (names, parsing, help, state bytes, reports, the step's temporaries)
 /// reads this table. A new optimizer is a value above and a row here.
@@ -81,22 +81,38 @@ struct optimizer_traits {
   /// Parameter-sized state tensors in the recipe's optimizer dtype; -1: a formula of its own (optimizer_state_bytes).
   int moments;
   std::string_view keeps;  // what it keeps, in words, for reports
-  /// Its default CUDA update (foreach) allocates one parameter-sized temporary (torch._foreach_sqrt of the second
-  /// moments, torch/optim/adam.py _multi_tensor_adam).
-  bool foreach_temporary;
+  /// Temporaries of its update (torch.optim, default arguments): foreach_temporaries lists of every parameter's size
+  /// alive at once under foreach (torch/optim/adam.py _multi_tensor_adam: torch._foreach_sqrt of the second moments),
+  /// forloop_temporaries tensors of the largest parameter's size under the for-loop (_single_tensor_adam:
+  /// exp_avg_sq.sqrt() and its quotient). A fused kernel allocates none.
+  int foreach_temporaries;
+  int forloop_temporaries;
+  bool cuda_fused;  // torch.optim has a fused CUDA implementation (fused=True)
   std::string_view source;
 };
 
 // clang-format off
 inline constexpr optimizer_traits optimizer_table[] = {
-    {optimizer_kind::adam,         "adam",         2,  "two moments",     true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master"},
-    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq"},
-    {optimizer_kind::sgd,          "sgd",          0,  "no state",        false, "torch.optim.SGD with momentum=0 keeps no state"},
-    {optimizer_kind::sgd_momentum, "sgd-momentum", 1,  "one momentum",    false, "torch.optim.SGD momentum_buffer; TM101: 8 B with the master"},
-    {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", false,
+    {optimizer_kind::adam,         "adam",         2,  "two moments",     1, 2, true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master"},
+    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     1, 2, true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq"},
+    // torch/optim/sgd.py: the update adds in place (_foreach_add_, param.add_); the first step's momentum buffer is a
+    // clone of the gradient that stays as the state.
+    {optimizer_kind::sgd,          "sgd",          0,  "no state",        0, 0, true,  "torch.optim.SGD with momentum=0 keeps no state"},
+    {optimizer_kind::sgd_momentum, "sgd-momentum", 1,  "one momentum",    0, 0, true,  "torch.optim.SGD momentum_buffer; TM101: 8 B with the master"},
+    {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", 0, 0, true,
      "Dettmers et al. 2022, 8-bit Optimizers via Block-wise Quantization, §2.1"},
-    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
-    {optimizer_kind::lion,         "lion",         1,  "one momentum",    false, "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
+    // torch/optim/_adafactor.py: a matrix's var_estimate = row_var @ col_var, one tensor of its size; no fused kernel.
+    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
+    {optimizer_kind::lion,         "lion",         1,  "one momentum",    0, 0, true,  "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
+    // torch/optim/rmsprop.py: square_avg; _multi_tensor_rmsprop's avg = torch._foreach_sqrt(square_avgs), then in-place
+    // add and addcdiv; _single_tensor_rmsprop's square_avg.sqrt() per parameter; no fused implementation.
+    {optimizer_kind::rmsprop,      "rmsprop",      1,  "one running mean of squared gradients", 1, 1, false,
+     "Tieleman & Hinton 2012, Lecture 6.5; torch.optim.RMSprop keeps square_avg (momentum=0, centered=False)"},
+    // torch/optim/adagrad.py: sum; _multi_tensor_adagrad's std = torch._foreach_sqrt(state_sums) and numerator =
+    // torch._foreach_mul(grads, minus_clr), both alive for _foreach_addcdiv_; _single_tensor_adagrad's
+    // state_sum.sqrt().add_(eps) per parameter; fused=True runs on the CPU only.
+    {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, false,
+     "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']"},
 };
 // clang-format on
 
