@@ -9,7 +9,8 @@ Two block types:
           fused: Phi-3's layout (modeling_phi3.py): one qkv_proj sliced into q, k, v views and one gate_up_proj
           chunked into gate and up. cache: a training forward's DynamicCache (cache_utils.py DynamicLayer.update)
           copies K and V with torch.cat before attention. gemma_norm: Gemma's RMSNorm (modeling_gemma.py), which
-          scales by (1 + weight) in fp32 before its cast.
+          scales by (1 + weight) in fp32 before its cast. sandwich: Gemma-2's post-attention and post-feedforward norms;
+          softcap: Gemma-2's tanh soft-cap on the eager scores.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -128,9 +129,10 @@ def repeat_kv(x, n_rep):
 
 
 class LlamaBlock(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False):
+    def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
+                 sandwich=False, softcap=0.0):
         super().__init__()
-        self.h, self.heads, self.kv, self.fused, self.cache = h, heads, kv_heads, fused, cache
+        self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
         d = h // heads
         norm = GemmaRMSNorm if gemma_norm else LlamaRMSNorm
         self.norm1 = norm(h)
@@ -145,6 +147,9 @@ class LlamaBlock(torch.nn.Module):
             self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
         self.o = torch.nn.Linear(heads * d, h, bias=False)
         self.norm2 = norm(h)
+        # Gemma-2 (modeling_gemma2.py Gemma2DecoderLayer): post_attention_layernorm and post_feedforward_layernorm.
+        self.post_attn_norm = norm(h) if sandwich else None
+        self.post_ff_norm = norm(h) if sandwich else None
         if fused:
             self.gate_up = torch.nn.Linear(h, 2 * ffn, bias=False)
         else:
@@ -152,9 +157,13 @@ class LlamaBlock(torch.nn.Module):
             self.up = torch.nn.Linear(h, ffn, bias=False)
         self.down = torch.nn.Linear(ffn, h, bias=False)
 
-    @staticmethod
-    def core(q, k, v, mask):
-        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1])) + mask
+    def core(self, q, k, v, mask):
+        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1]))
+        if self.softcap:  # Gemma-2's eager_attention_forward with attn_logit_softcapping
+            scores = scores / self.softcap
+            scores = torch.tanh(scores)
+            scores = scores * self.softcap
+        scores = scores + mask
         probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         return torch.matmul(probs, v)
 
@@ -183,12 +192,19 @@ class LlamaBlock(torch.nn.Module):
         v = repeat_kv(v, self.heads // self.kv)
         ctx = checkpoint(self.core, q, k, v, mask, use_reentrant=True) if selective else self.core(q, k, v, mask)
         ctx = ctx.transpose(1, 2).reshape(b, s, h)
-        x = x + self.o(ctx)
+        attn = self.o(ctx)
+        if self.post_attn_norm is not None:
+            attn = self.post_attn_norm(attn)
+        x = x + attn
         y = self.norm2(x)
         if self.fused:
             gate, up = self.gate_up(y).chunk(2, dim=-1)
-            return x + self.down(up * F.silu(gate))
-        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+            mlp = self.down(up * F.silu(gate))
+        else:
+            mlp = self.down(F.silu(self.gate(y)) * self.up(y))
+        if self.post_ff_norm is not None:
+            mlp = self.post_ff_norm(mlp)
+        return x + mlp
 
 
 def rope_tables(b, s, d, dtype):
@@ -234,7 +250,8 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
         block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
     else:
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
-                           cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False)).to(dtype)
+                           cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
+                           cfg.get("sandwich", False), cfg.get("softcap", 0.0)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
@@ -264,7 +281,7 @@ def count_model_parameters(kind, cfg):
                                      torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
     else:
         blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
-                             cfg.get("fused", False)) for _ in range(layers)]
+                             cfg.get("fused", False), sandwich=cfg.get("sandwich", False)) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), LlamaRMSNorm(h), torch.nn.Linear(h, v, bias=False)])
     model = torch.nn.ModuleList(blocks + [extra])
     return sum(p.numel() for p in model.parameters())

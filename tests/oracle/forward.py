@@ -59,10 +59,14 @@ def apply_rotary(q, k, cos, sin):
     return q_embed, k_embed
 
 
-def eager_attention(query, key, value, mask, scaling, n_rep):
+def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
     key_states = repeat_kv(key, n_rep)
     value_states = repeat_kv(value, n_rep)
     attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    if softcap:  # Gemma-2's eager_attention_forward
+        attn_weights = attn_weights / softcap
+        attn_weights = torch.tanh(attn_weights)
+        attn_weights = attn_weights * softcap
     attn_weights = attn_weights + mask
     attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
     attn_output = torch.matmul(attn_weights, value_states)
@@ -71,9 +75,9 @@ def eager_attention(query, key, value, mask, scaling, n_rep):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0):
         super().__init__()
-        self.heads, self.kv, self.d = heads, kv_heads, d
+        self.heads, self.kv, self.d, self.softcap = heads, kv_heads, d, softcap
         # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key.
         self.q_norm = norm(d) if qk_norm else None
         self.k_norm = norm(d) if qk_norm else None
@@ -96,7 +100,7 @@ class Attention(torch.nn.Module):
         if cache is not None:  # DynamicCache.update on its first call keeps the tensors themselves
             cache.append((key_states, value_states))
         attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
-                                                    self.heads // self.kv)
+                                                    self.heads // self.kv, self.softcap)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
         attn_output = self.o_proj(attn_output)
         return attn_output, attn_weights
@@ -116,15 +120,23 @@ class MLP(torch.nn.Module):
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False):
+    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0):
         super().__init__()
         norm = blocks.GemmaRMSNorm if gemma else RMSNorm
         self.input_layernorm = norm(h)
-        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm)
+        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm, softcap)
         self.post_attention_layernorm = norm(h)
         self.mlp = MLP(h, ffn, gemma)
+        # Gemma2DecoderLayer: input_layernorm, attention, post_attention_layernorm, residual; pre_feedforward_layernorm,
+        # MLP, post_feedforward_layernorm, residual (its post_attention_layernorm is the branch norm).
+        self.sandwich = sandwich
+        if sandwich:
+            self.pre_feedforward_layernorm = norm(h)
+            self.post_feedforward_layernorm = norm(h)
 
     def forward(self, hidden_states, cos, sin, mask, cache):
+        if self.sandwich:
+            return self.forward_sandwich(hidden_states, cos, sin, mask, cache)
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
@@ -135,12 +147,26 @@ class DecoderLayer(torch.nn.Module):
         hidden_states = residual + hidden_states
         return hidden_states
 
+    def forward_sandwich(self, hidden_states, cos, sin, mask, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        return hidden_states
+
 
 def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
     torch.manual_seed(cfg.get("seed", 0))
-    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), cfg.get("gemma", False)).to(dtype)
+    layer = DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), cfg.get("gemma", False),
+                         cfg.get("sandwich", False), cfg.get("softcap", 0.0)).to(dtype)
     d = h // heads
     x = torch.randn(b, s, h, dtype=dtype)
     mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
@@ -167,8 +193,10 @@ class CausalLM(torch.nn.Module):
         self.d = h // heads
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
         self.gemma, self.h = cfg.get("gemma", False), h
-        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma)
+        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
+                                                       cfg.get("sandwich", False), cfg.get("softcap", 0.0))
                                           for _ in range(cfg["layers"]))
+        self.final_softcap = cfg.get("final_softcap", 0.0)
         self.norm = blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
@@ -202,7 +230,12 @@ class CausalLM(torch.nn.Module):
         hidden_states = self.model(input_ids, cache)
         if output == "hidden-states":
             return hidden_states
-        return self.lm_head(hidden_states)
+        logits = self.lm_head(hidden_states)
+        if self.final_softcap:  # Gemma2ForCausalLM's final_logit_softcapping
+            logits = logits / self.final_softcap
+            logits = torch.tanh(logits)
+            logits = logits * self.final_softcap
+        return logits
 
 
 def measure_forward_model(cfg, dtype=torch.bfloat16):

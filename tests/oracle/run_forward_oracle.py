@@ -31,6 +31,9 @@ def main():
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
         cfg["gemma"] = rng.random() < 0.3  # GemmaRMSNorm, the scaled embedding
+        cfg["sandwich"] = cfg["gemma"] and rng.random() < 0.5  # Gemma-2's sandwich norms and soft-caps
+        cfg["softcap"] = 50.0 if cfg["sandwich"] and rng.random() < 0.5 else 0.0
+        cfg["final_softcap"] = 30.0 if cfg["sandwich"] and rng.random() < 0.5 else 0.0
         measured = forward.measure_forward_model(cfg)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -42,6 +45,8 @@ def main():
             args.append("--qk-norm")
         if cfg["gemma"]:
             args += ["--norm-scale-fp32", "--scaled-embedding"]
+        if cfg["sandwich"]:
+            args += ["--sandwich-norms", "--attention-softcap", str(cfg["softcap"]), "--final-logit-softcap", str(cfg["final_softcap"])]
         j = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["forward_only"]
         predicted = j["peak_bytes"] - j["weights_bytes"] - 8 * cfg["seq_len"] * cfg["micro_batch"]
         error = abs(predicted - measured) / measured

@@ -33,6 +33,10 @@ def zeromem(binary, kind, cfg, layers, vocab):
             args.append("--use-cache")
         if cfg.get("gemma_norm"):
             args.append("--norm-scale-fp32")
+        if cfg.get("sandwich"):
+            args.append("--sandwich-norms")
+        if cfg.get("softcap"):
+            args += ["--attention-softcap", str(cfg["softcap"])]
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
@@ -59,6 +63,8 @@ def random_config(rng, kind):
         cfg["fused"] = not cfg["qk_norm"] and rng.random() < 0.35  # Phi-3's qkv_proj and gate_up_proj
         cfg["cache"] = rng.random() < 0.3  # config.json use_cache: a DynamicCache in the training forward
         cfg["gemma_norm"] = rng.random() < 0.3  # GemmaRMSNorm
+        cfg["sandwich"] = cfg["gemma_norm"] and rng.random() < 0.5  # Gemma-2's post-branch norms
+        cfg["softcap"] = rng.choice([0.0, 0.0, 50.0])  # Gemma-2's attention soft-cap (eager)
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if cfg.get("fused"):

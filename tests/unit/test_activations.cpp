@@ -189,6 +189,36 @@ TEST_CASE("Gemma's RMSNorm keeps its normalised tensor in fp32", "[activations]"
   CHECK(layer_activation_bytes(gemma, c).attention_norm.count() - layer_activation_bytes(llama_norm, c).attention_norm.count() == 4 * 2048);
 }
 
+TEST_CASE("Gemma-2's sandwich norms and soft-capped attention", "[activations]") {
+  // Gemma-2-2B (hidden 2304, 8 heads and 4 KV heads of 256), s = 2048, b = 1, bf16. sbh = 4,718,592.
+  // post_attention_layernorm and post_feedforward_layernorm are GemmaRMSNorms over the o_proj and down_proj outputs:
+  // each 4sbh fp32 copy + 4sbh fp32 normalised + 4sb rstd + 4h (1 + weight) = 18,874,368 x 2 + 8,192 + 9,216.
+  activation_config c{};
+  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  const transformer_config g = preset_config("gemma-2-2b");
+  const layer_activations sdpa = layer_activation_bytes(g, c);
+  CHECK(sdpa.branch_norms.count() == 2 * (2LL * 18'874'368 + 8'192 + 9'216));
+  CHECK(sdpa.attention_norm.count() == 2LL * 18'874'368 + 8'192 + 9'216);  // the input norm keeps the same
+  CHECK(sdpa.attention_scores.count() == 0);  // SDPA: no soft-cap in its kernel (transformers passes softcap to eager only)
+  // Eager: softmax(dtype=float32) keeps its fp32 output and P @ V its bf16 copy, 6 B per score; the soft-cap's tanh keeps
+  // its bf16 output, 2 B more: 8 B x 8 heads x 2048^2 = 268,435,456 B against 201,326,592 B.
+  c.attention = attention_kind::eager;
+  CHECK(layer_activation_bytes(g, c).attention_scores.count() == 268'435'456);
+  transformer_config uncapped = g;
+  uncapped.attention_softcap = 0.0;
+  CHECK(layer_activation_bytes(uncapped, c).attention_scores.count() == 201'326'592);
+  // Full recompute keeps the layer input only, as for any layer.
+  c.recomputation = recompute::full;
+  CHECK(layer_activation_bytes(g, c).branch_norms.count() == 0);
+  // Every other layer slides over 4096 tokens: with SDPA at 4096 those layers get a mask the others do not.
+  c.recomputation = recompute::none;
+  c.attention = attention_kind::flash;
+  c.seq_len = 4096;
+  CHECK_THROWS_WITH(layer_activation_bytes(g, c), Catch::Matchers::Contains("use a sequence shorter than sliding_window, or --attention eager"));
+  c.attention = attention_kind::eager;
+  CHECK_NOTHROW(layer_activation_bytes(g, c));
+}
+
 TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {
   // Phi-3-mini: qkv_proj gives 3 x 3072 per token; RoPE rotates q and k into new tensors, v stays a view. SDPA keeps
   // that view, so the whole output stays: 3 x 2 B x 3072 per token, where Llama's layout keeps V alone (2 B x 3072).

@@ -27,6 +27,11 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // The report says 3.8B: 3,821,079,552 (derived in "Phi-3-mini's fused projections, written out") rounds to it.
       CHECK(counted == 3'821'079'552LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "gemma-2-2b" || p.name == "gemma-2-9b") {
+      // The Gemma 2 report counts the embedding with 256,128 rows as well: 128 x hidden more than config.json's (derived
+      // in "Gemma-2's parameters and what it keeps, written out").
+      CHECK(counted == (p.name == "gemma-2-2b" ? 2'614'341'888LL : 9'241'705'984LL));
+      CHECK(p.published_total - counted == 128 * p.config.hidden);
     } else if (p.name == "gemma-2b") {
       // The Gemma report counts the embedding with 256,128 rows; config.json's vocab_size is 256,000: 128 x 2048 =
       // 262,144 fewer, all of the difference (derived in "Gemma's parameters, written out").
@@ -195,6 +200,35 @@ TEST_CASE("Gemma's parameters, written out", "[model][hf][published]") {
                     Catch::Matchers::Contains(R"(field 'hidden_activation' must be an activation zeromem models in a gated MLP ("silu", "swish", "gelu", "gelu_pytorch_tanh"), got '"gelu_new"')"));
   CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 128, "vocab_size": 100, "hidden_act": "relu"})"), Catch::Matchers::Contains("field 'hidden_act'"));
+}
+
+TEST_CASE("Gemma-2's parameters and what it keeps, written out", "[model][hf][published]") {
+  // google/gemma-2-2b config.json: hidden 2304, 26 layers, 8 query and 4 KV heads of 256, intermediate 9216, vocab
+  // 256000, tied. q 2304 x 2048 = 4,718,592; k and v 2304 x 1024 = 2,359,296 each; o 2048 x 2304 = 4,718,592; MLP
+  // 3 x 2304 x 9216 = 63,700,992; four norms 9,216 (input, post-attention, pre- and post-feedforward): 77,865,984 per
+  // layer; x 26 + final norm 2,304 = 2,024,517,888, the Gemma 2 report's non-embedding count (arXiv 2408.00118
+  // Table 1); + 256000 x 2304 = 589,824,000 -> 2,614,341,888.
+  const transformer_config g = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-2-2b.json");
+  CHECK(g.sandwich_norms);
+  CHECK(count_parameters(g).norms.count() == 4 * 2304);
+  CHECK(count_parameters(g).layer.count() == 77'865'984);
+  CHECK(count_parameters(g).total.count() == 2'024'517'888LL + 589'824'000);
+  CHECK(g.attention_softcap == 50.0);
+  CHECK(g.final_logit_softcap == 30.0);
+  CHECK(g.sliding_window == 4096);
+  CHECK(g.sliding_window_pattern == 2);
+  CHECK_FALSE(g.use_cache);  // config.json says true; Gemma2Model builds no cache while training
+  // Gemma-2-9B: hidden 3584, 42 layers, 16/8 heads of 256, intermediate 14336: attention 2 x 3584 x 4096 + 2 x 3584 x
+  // 2048 = 44,040,192, MLP 154,140,672, norms 14,336: 198,195,200 per layer; x 42 + 3,584 = 8,324,201,984 (the report's).
+  CHECK(count_parameters(preset_config("gemma-2-9b")).layer.count() == 198'195'200);
+  CHECK(count_parameters(preset_config("gemma-2-9b")).total.count() - 256000LL * 3584 == 8'324'201'984LL);
+  // Soft-caps: null turns one off; anything but a positive number is refused by key.
+  const std::string small = R"({"model_type": "gemma2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  CHECK(parse_hf_config(small + R"(, "final_logit_softcapping": null})").final_logit_softcap == 0.0);
+  CHECK(parse_hf_config(small + R"(, "sliding_window": null})").sliding_window_pattern == 0);
+  CHECK_THROWS_WITH(parse_hf_config(small + R"(, "attn_logit_softcapping": -1})"),
+                    Catch::Matchers::Contains("field 'attn_logit_softcapping' must be a positive number or null"));
 }
 
 TEST_CASE("config.json's sliding_window, by configuration class", "[model][hf]") {

@@ -113,6 +113,20 @@ TEST_CASE("step: torch.optim.RMSprop and Adagrad, one state each, their update's
   CHECK(pytorch_default_impl(optimizer_kind::adagrad) == optimizer_impl::foreach_kernels);
 }
 
+TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the loss", "[step]") {
+  // Gemma2ForCausalLM: logits = tanh(logits / 30) * 30; tanh keeps its bf16 output, 2 B x 2048 tokens x 256,000 =
+  // 1,048,576,000 B, alive at the end of forward and through the loss's backward.
+  const transformer_config g = preset_config("gemma-2-2b");
+  transformer_config uncapped = g;
+  uncapped.final_logit_softcap = 0.0;
+  const step_estimate e = estimate_step(g, pure_bf16(), sdpa(2048, 1), step_config{});
+  const step_estimate u = estimate_step(uncapped, pure_bf16(), sdpa(2048, 1), step_config{});
+  CHECK((e.forward.loss - u.forward.loss).count() == 1'048'576'000);
+  CHECK((e.forward.total() - u.forward.total()).count() == 1'048'576'000);
+  // Without it the forward's loss term is the bf16 logits, their fp32 copy and the fp32 log-softmax: 10 B a logit.
+  CHECK(u.forward.loss.count() == 10LL * 524'288'000);
+}
+
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
   // Pure bf16 AdamW: weights 2 + moments 4 B/param rest (40,430,493,696 B); gradients 2 B/param
   // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B).

@@ -112,6 +112,14 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "RMSNorm scales by (1 + weight) in fp32 before its cast (Gemma's GemmaRMSNorm)"));
     shape.push_back(app.add_flag("--scaled-embedding", f.scaled_embedding,
                                  "the embedding output is multiplied by sqrt(hidden) into a new tensor (Gemma's GemmaModel)"));
+    shape.push_back(app.add_flag("--sandwich-norms", f.sandwich_norms,
+                                 "a norm over each branch's output before its residual add, four a layer (Gemma-2)"));
+    shape.push_back(real_option(app, "--attention-softcap", f.attention_softcap,
+                                "eager attention's scores soft-capped as tanh(x / cap) x cap (Gemma-2: 50); 0: none", 0.0, 1e300, false));
+    shape.push_back(real_option(app, "--final-logit-softcap", f.final_logit_softcap,
+                                "the logits soft-capped as tanh(x / cap) x cap (Gemma-2: 30); 0: none", 0.0, 1e300, false));
+    shape.push_back(integer_option(app, "--sliding-window-pattern", f.sliding_window_pattern,
+                                   "every N-th layer has full attention, the others slide (Gemma-2: 2)"));
     shape.push_back(app.add_flag("--fused-qkv", f.fused_qkv, "one projection for q, k and v (Phi-3's qkv_proj, GPT-2's c_attn)"));
     shape.push_back(app.add_flag("--fused-gate-up", f.fused_gate_up, "one projection for gate and up (Phi-3's gate_up_proj)"));
     shape.push_back(integer_option(app, "--sliding-window", f.sliding_window,
@@ -156,6 +164,10 @@ transformer_config model_of(const model_flags& f) {
   m.qk_norm = f.qk_norm;
   m.norm_scale_fp32 = f.norm_scale_fp32;
   m.scaled_embedding = f.scaled_embedding;
+  m.sandwich_norms = f.sandwich_norms;
+  m.attention_softcap = f.attention_softcap;
+  m.final_logit_softcap = f.final_logit_softcap;
+  m.sliding_window_pattern = f.sliding_window_pattern;
   m.fused_qkv = f.fused_qkv;
   m.fused_gate_up = f.fused_gate_up;
   m.sliding_window = f.sliding_window;

@@ -105,7 +105,8 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     attention = max_of(attention, checked_sum(base, cA, checked_product(8, A)));         // softmax(dtype=float32)
     attention = max_of(attention, checked_sum(base, cA, checked_product(4, A), cA));     // .to(c)
     attention = max_of(attention, checked_sum(base, cA, fold_kv, Q));                    // P @ V
-    attention = max_of(attention, checked_sum(base, cA, checked_product(2, Q)));         // transpose().contiguous()
+    // transpose(1, 2).contiguous() copies unless one token or one head leaves the transposed tensor contiguous.
+    attention = max_of(attention, checked_sum(base, cA, s > 1 && m.heads > 1 ? checked_product(2, Q) : Q));
     attention = max_of(attention, checked_sum(after_rope, cA, Q, H));                    // o_proj
     probs_kept = cA;  // returned as attn_weights; the decoder layer's `hidden_states, _ =` keeps them to its end
   } else {
@@ -124,7 +125,10 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   const std::int64_t norm2 = checked_sum(held, norm);
   const std::int64_t mlp = checked_sum(held, H, max_of(checked_product(3, F), checked_sum(F, H)));
   const std::int64_t end = checked_sum(held, checked_product(2, H));
-  return bytes_of(max_of(max_of(norm, attention), max_of(norm2, max_of(mlp, end))));
+  // Gemma-2's sandwich norms (Gemma2DecoderLayer): post_attention_layernorm over the attention output before the
+  // residual add (the moment norm2 already has), post_feedforward_layernorm over the MLP output beside R1.
+  const std::int64_t branch_norm = m.sandwich_norms ? checked_sum(held, H, norm) : 0;
+  return bytes_of(max_of(max_of(max_of(norm, attention), max_of(norm2, max_of(mlp, end))), branch_norm));
 }
 
 /// The bytes of model m's parameters as stored for inference: every parameter in `weights`, or the linear weights
@@ -170,10 +174,11 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, rotary, max_of(last_layer, final_norm)));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the
   // cache, lm_head's logits; log-probs: log_softmax(logits.float()) beside the logits (c + 4 + 4 bytes per logit).
-  const std::int64_t n = checked_product(sb, m.vocab);
+  // Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap, two logits-sized tensors at each step.
+  const std::int64_t n = checked_product(sb, m.vocab), logits = checked_product(m.final_logit_softcap > 0.0 ? 2 * c : c, n);
   std::int64_t output = H;
-  if (f.output == forward_output::logits) output = checked_sum(H, checked_product(c, n));
-  if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, checked_product(c, n)), checked_product(c + 8, n));
+  if (f.output == forward_output::logits) output = checked_sum(H, logits);
+  if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, logits), checked_product(c + 8, n));
   e.output_phase = bytes_of(checked_sum(ids, checked_product(cache, m.layers), output));
   e.peak = weights + (e.layers_phase > e.output_phase ? e.layers_phase : e.output_phase);
   return e;

@@ -295,9 +295,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   bytes loss_forward{}, loss_backward{}, loss_held{};
   if (logits > 0 && s.loss == loss_impl::hf) {
     const bytes c = elements_of(logits) * size_of(compute), f32 = elements_of(logits) * size_of(dtype::fp32);
-    loss_held = f32;                                                     // log_softmax output, saved
-    loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32;   // logits, logits.float(), log_softmax
-    loss_backward = f32 * 3;                                             // saved + nll_loss grad + log_softmax grad
+    // Gemma-2's final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM): logits = tanh(logits / cap) * cap,
+    // tanh keeping its 16-bit output until its backward, after the loss's.
+    const bytes softcap = m.final_logit_softcap > 0.0 ? c : bytes{};
+    loss_held = f32 + softcap;                                                     // log_softmax output, saved
+    loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32 + softcap;   // logits, logits.float(), log_softmax
+    loss_backward = f32 * 3 + softcap;                                             // saved + nll_loss grad + log_softmax grad
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);

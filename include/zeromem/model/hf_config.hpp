@@ -1,7 +1,7 @@
-// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Gemma, Qwen2, Qwen3, Qwen2-VL,
+// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Gemma, Gemma-2, Qwen2, Qwen3, Qwen2-VL,
 // Qwen2.5-VL, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
 // zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
-// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, GemmaConfig, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
+// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, GemmaConfig, Gemma2Config, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
 // the top level or under text_config; vision_config), GPT2Config.
 #pragma once
 
@@ -100,6 +100,17 @@ inline void require_one_kernel_activation(const json& j, const char* key) {
               shown(*v));
 }
 
+// A logit soft-cap (Gemma2Config attn_logit_softcapping, final_logit_softcapping): absent -> the class's default,
+// null -> none (0), else a positive number.
+inline double softcap_or(const json& j, const char* key, double fallback) {
+  if (!j.contains(key)) return fallback;
+  const json* v = find(j, key);
+  if (v == nullptr) return 0.0;
+  if (!v->is_number() || !(v->get<double>() > 0.0 && v->get<double>() < 1e300))
+    fail_config("field " + detail::quoted(key) + " must be a positive number or null, got " + shown(*v));
+  return v->get<double>();
+}
+
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
 inline transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
   transformer_config m{};
@@ -173,6 +184,21 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
     m.norm_scale_fp32 = m.scaled_embedding = true;
     require_one_kernel_activation(j, "hidden_activation");
+  } else if (type == "gemma2") {
+    // Gemma2Config / modeling_gemma2.py: Gemma's layout and norm, plus post_attention_layernorm and
+    // post_feedforward_layernorm (four norms a layer), attn_logit_softcapping 50.0 and final_logit_softcapping 30.0 by
+    // default, sliding_window 4096 on every other layer (layer i slides unless (i + 1) % 2 == 0). Gemma2Model builds
+    // its cache only outside training (`use_cache and past_key_values is None and not self.training`).
+    m = llama_like(j, type, false);
+    if (m.head_dim == 0) m.head_dim = 256;
+    m.mlp_bias = false;
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    m.norm_scale_fp32 = m.scaled_embedding = m.sandwich_norms = true;
+    require_one_kernel_activation(j, "hidden_activation");
+    m.attention_softcap = softcap_or(j, "attn_logit_softcapping", 50.0);
+    m.final_logit_softcap = softcap_or(j, "final_logit_softcapping", 30.0);
+    m.sliding_window = sliding_window_of(j, 4096, type);
+    m.sliding_window_pattern = m.sliding_window > 0 ? 2 : 0;
   } else if (type == "mixtral") {
     // MixtralConfig: num_local_experts (default 8) experts of intermediate_size, num_experts_per_tok (default 2) of
     // them per token; MixtralSparseMoeBlock's router (gate) is a Linear(hidden, experts) without bias.
@@ -240,10 +266,12 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.1);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.1);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, gemma, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, gemma, gemma2, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
   }
-  // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__).
-  m.use_cache = boolean_or(j, "use_cache", true);
+  // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__); Gemma-2
+  // builds no cache in training whatever it says.
+  const bool use_cache = boolean_or(j, "use_cache", true);
+  m.use_cache = use_cache && type != "gemma2";
   validate(m);
   return m;
 }

@@ -89,6 +89,15 @@ struct transformer_config {
   /// GemmaModel multiplies the embedding output by sqrt(hidden) into a new tensor (modeling_gemma.py); autograd keeps
   /// only the 0-dimensional factor, but without autograd both tensors are alive through the layers (forward.hpp).
   bool scaled_embedding = false;
+  /// Gemma-2's sandwich norms (modeling_gemma2.py Gemma2DecoderLayer): post_attention_layernorm and
+  /// post_feedforward_layernorm over each branch's output before its residual add, four norms per layer.
+  bool sandwich_norms = false;
+  /// Gemma-2's attn_logit_softcapping (eager attention: tanh(scores / cap) * cap, tanh's output kept) and
+  /// final_logit_softcapping (tanh(logits / cap) * cap, tanh's output kept); 0: none.
+  double attention_softcap = 0.0, final_logit_softcap = 0.0;
+  /// Layers alternate sliding-window and full attention (Gemma-2: 2; Gemma-3's sliding_window_pattern: 6): layer i
+  /// has full attention when (i + 1) % N == 0, the others slide. 0: every layer alike.
+  std::int64_t sliding_window_pattern = 0;
   moe_config moe{};
   vision_config vision{};
 
@@ -113,6 +122,11 @@ constexpr void validate(const transformer_config& m) {
     if (!(p >= 0.0 && p < 1.0)) detail::fail_value("a dropout probability must be in [0, 1)", static_cast<long double>(p), "pass 0 for none");
   if (m.sliding_window < 0)
     detail::fail_value("the sliding window cannot be negative", static_cast<long double>(m.sliding_window), "pass 0 for full attention");
+  for (const double cap : {m.attention_softcap, m.final_logit_softcap})
+    if (!(cap >= 0.0 && cap < 1e300)) detail::fail_value("a logit soft-cap must be a finite number >= 0", static_cast<long double>(cap), "pass 0 for none");
+  if (m.sliding_window_pattern < 0 || (m.sliding_window_pattern > 0 && m.sliding_window == 0))
+    detail::fail_value("a sliding-window pattern needs a sliding window and a period >= 1", static_cast<long double>(m.sliding_window_pattern),
+                       "pass 0 when every layer is alike");
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
   if (m.fused_gate_up && (m.mlp != mlp_kind::swiglu || m.moe.experts > 0))
     detail::fail("a fused gate_up projection needs a dense gated MLP (swiglu without experts)");
@@ -244,7 +258,7 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
     linear(module_group::mlp, lora_module::fc2, ffn, h, m.mlp_bias, mlps);
   }
   if (moe) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
-  norm(module_group::layer_norms, m.norm, h, 2);
+  norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : 2);  // Gemma-2: + the two post-branch norms
   norm(module_group::final_norm, m.norm, h, 1);
   if (!m.tied_embeddings) table(module_group::lm_head, m.vocab, h);
   // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of norm1, qkv (3C),
@@ -293,7 +307,7 @@ struct parameter_counts {
   elements position_embedding{}; // learned positions only
   elements attention{};          // per layer: q, k, v, o projections with their biases
   elements mlp{};                // per layer: dense MLP, or experts + shared experts + router
-  elements norms{};              // per layer: the two norms
+  elements norms{};              // per layer: the two norms (four with sandwich norms)
   elements layer{};              // per layer: attention + mlp + norms
   elements final_norm{};
   elements lm_head{};            // 0 when tied to the embedding
@@ -429,6 +443,17 @@ constexpr transformer_config gemma(std::int64_t h, std::int64_t layers, std::int
   m.norm_scale_fp32 = m.scaled_embedding = true;
   return m;
 }
+/// Gemma-2 (modeling_gemma2.py): Gemma's layout with sandwich norms, soft-capped attention (50) and final logits (30),
+/// and a 4096-token window on every other layer.
+constexpr transformer_config gemma2(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t ffn) {
+  transformer_config m = gemma(h, layers, heads, kv, ffn);
+  m.sandwich_norms = true;
+  m.attention_softcap = 50.0;
+  m.final_logit_softcap = 30.0;
+  m.sliding_window = 4096;
+  m.sliding_window_pattern = 2;
+  return m;
+}
 constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
                                      std::int64_t experts, std::int64_t top_k, std::int64_t vocab) {
   transformer_config m = llama(h, layers, heads, kv, expert_ffn, vocab);
@@ -451,7 +476,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 17> model_presets{{
+inline constexpr std::array<model_preset, 19> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -481,6 +506,12 @@ inline constexpr std::array<model_preset, 17> model_presets{{
      "non-embedding parameters, the embedding counted with 256,128 rows (config.json: 256,000)"},
     {"gemma-7b", detail::gemma(3072, 28, 16, 16, 24576), 8'537'680'896, 1,
      "google/gemma-7b config.json; total_size 17,075,361,792 B"},
+    {"gemma-2-2b", detail::gemma2(2304, 26, 8, 4, 9216), 2'614'636'800, 1'000'000,
+     "google/gemma-2-2b config.json; Gemma Team 2024 (arXiv 2408.00118) Table 1: 590,118,912 embedding + 2,024,517,888 "
+     "non-embedding parameters, the embedding counted with 256,128 rows (config.json: 256,000)"},
+    {"gemma-2-9b", detail::gemma2(3584, 42, 16, 8, 14336), 9'242'164'736, 1'000'000,
+     "google/gemma-2-9b config.json; Gemma Team 2024 (arXiv 2408.00118) Table 1: 917,962,752 embedding + 8,324,201,984 "
+     "non-embedding parameters, the embedding counted with 256,128 rows (config.json: 256,000)"},
     {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
     {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
      "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},

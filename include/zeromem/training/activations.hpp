@@ -78,6 +78,7 @@ struct layer_activations {
   bytes mlp_input;
   bytes mlp_hidden;           // GELU: fc1 output and GELU output; SwiGLU: gate, SiLU(gate), up, product
   bytes mlp_residual_mask;
+  bytes branch_norms;         // Gemma-2's sandwich norms over the attention and MLP outputs
   bytes layer_input;          // full recompute keeps only this
   bytes autocast_weights;     // autocast: the 16-bit copies of the layer's linear weights, saved by each linear
   bytes lora;                 // LoRA: each adapter's rank-r intermediate, and its dropout mask and dropped input
@@ -99,6 +100,7 @@ struct layer_activations {
     f("mlp_input", mlp_input);
     f("mlp_hidden", mlp_hidden);
     f("mlp_residual_mask", mlp_residual_mask);
+    f("branch_norms", branch_norms);
     f("layer_input", layer_input);
     f("autocast_weights", autocast_weights);
     f("lora", lora);
@@ -143,6 +145,12 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   if (c.torch_major != 1 && c.torch_major != 2)
     detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
   if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
+  // Layers that alternate sliding and full attention (Gemma-2) differ under SDPA once a sequence reaches the window:
+  // the sliding ones get a mask and repeated K and V (attention_layout), the full ones none.
+  if (m.sliding_window_pattern > 0 && c.impl == implementation::hf && c.attention == attention_kind::flash && c.seq_len >= m.sliding_window)
+    detail::fail_value("with SDPA, a sequence as long as the sliding window makes the sliding layers keep a mask the full-attention "
+                       "layers do not, and zeromem models every layer alike", static_cast<long double>(c.seq_len),
+                       "use a sequence shorter than sliding_window, or --attention eager");
 }
 
 /// How transformers' attention hands K and V to the kernel, per rank (its saved tensors follow from it).
@@ -240,7 +248,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t residual_sbh = c.autocast ? checked_product(4, sbh) : a_sbh;
   if (c.recomputation == recompute::full)
     // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
-    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none, none,
+    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none, none, none,
                              bytes_of(replicated(residual_sbh)), none, none};
 
   const bytes norm = bytes_of(replicated(norm_saved()));
@@ -307,7 +315,9 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     // "softmax: 2as^2b"; HF Llama/Qwen2: softmax(dtype=float32) keeps its fp32 output, .to(bf16) the copy P @ V
     // keeps (GPT-2's runs in the model dtype); autocast runs softmax in fp32 and P @ V keeps its 16-bit cast.
     const bool fp32_softmax = c.autocast || (c.impl == implementation::hf && m.eager_softmax_fp32);
-    scores = bytes_of(checked_product(fp32_softmax ? 4 + a : a, probs));
+    // Gemma-2's attn_logit_softcapping: tanh(scores / cap) * cap, tanh keeping its output (a s^2 per head).
+    const std::int64_t softcap = m.attention_softcap > 0.0 && c.impl == implementation::hf ? a : 0;
+    scores = bytes_of(checked_product((fp32_softmax ? 4 + a : a) + softcap, probs));
     if (attention_dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
@@ -340,15 +350,25 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t hidden_tensors = (m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4)) - 1 +
                                       keepers(1, hidden_keepers);
   const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
-  // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward.
-  const bytes weights = c.autocast ? bytes_of(checked_product(a, detail::ceil_div(
-                                                   detail::checked_sub(detail::count_parameters_unchecked(m).layer.count(),
-                                                                       checked_product(2, detail::norm_params(m.norm, h))),
-                                                   c.tp)))
-                                   : none;
+  // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward (the norms'
+  // weights, Qwen3's q_norm and k_norm among them, stay fp32).
+  bytes weights = none;
+  if (c.autocast) {
+    const parameter_counts counts = detail::count_parameters_unchecked(m);
+    const std::int64_t linear_weights =
+        detail::checked_sub(counts.layer.count(), checked_sum(counts.norms.count(), m.qk_norm ? checked_product(2, d) : 0));
+    weights = bytes_of(checked_product(a, detail::ceil_div(linear_weights, c.tp)));
+  }
+  // Gemma-2's post_attention_layernorm and post_feedforward_layernorm: two more norms of a layer's input size, over the
+  // o_proj and down_proj outputs (16-bit, also under autocast): the fp32 copy is a new tensor either way.
+  const bytes branch_norms =
+      m.sandwich_norms ? bytes_of(replicated(checked_product(2, c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
+                                                                   ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, h, a, frozen)
+                                                                   : norm_saved())))
+                       : none;
   return layer_activations{norm,      input,  query + q_norm, key + k_norm, value,     scores,        scores_dropout, lse,
-                           sdpa_bias, output, residual_mask,  norm,         mlp_input, mlp_hidden, residual_mask, none,
-                           weights,   bytes_of(lora_bytes)};
+                           sdpa_bias, output, residual_mask,  norm,         mlp_input, mlp_hidden, residual_mask, branch_norms,
+                           none,      weights, bytes_of(lora_bytes)};
 }
 }  // namespace detail
 constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {}) {
