@@ -210,13 +210,28 @@ TEST_CASE("Gemma-2's sandwich norms and soft-capped attention", "[activations]")
   // Full recompute keeps the layer input only, as for any layer.
   c.recomputation = recompute::full;
   CHECK(layer_activation_bytes(g, c).branch_norms.count() == 0);
-  // Every other layer slides over 4096 tokens: with SDPA at 4096 those layers get a mask the others do not.
+  // Every other layer slides over 4096 tokens (layer i slides unless (i + 1) % 2 == 0): with SDPA at 4096 tokens the
+  // sliding layers get transformers' mask and the full-attention ones none. A sliding layer keeps K and V repeated from 4
+  // to 8 heads, 2 x 4 x 256 x 2 B x 4096 = 16,777,216 B more, and the additive mask, 4096 x 4096 x 2 B = 33,554,432 B:
+  // 50,331,648 B. The 26 layers are 13 of each.
   c.recomputation = recompute::none;
   c.attention = attention_kind::flash;
   c.seq_len = 4096;
-  CHECK_THROWS_WITH(layer_activation_bytes(g, c), Catch::Matchers::Contains("use a sequence shorter than sliding_window, or --attention eager"));
+  const layer_activations sliding = layer_activation_bytes(g, c, {}, 0), full = layer_activation_bytes(g, c, {}, 1);
+  CHECK((sliding.total() - full.total()).count() == 50'331'648);
+  CHECK(sliding.attention_mask.count() == 33'554'432);
+  CHECK(full.attention_mask.count() == 0);
+  CHECK(layer_activation_bytes(g, c, {}, 25).total() == full.total());
+  const stage_activations stage = first_stage_activations(g, c);
+  CHECK(stage.full_attention_layers == 13);
+  CHECK(stage.layers == sliding.total() * 13 + full.total() * 13);
+  CHECK_THROWS_WITH(layer_activation_bytes(g, c, {}, 26), Catch::Matchers::Contains("the layer index must be in [0, layers)"));
+  // Below the window, and under eager attention (the mask is added, never kept), the layers are alike.
+  c.seq_len = 4095;
+  CHECK(first_stage_activations(g, c).full_attention_layers == 0);
+  c.seq_len = 4096;
   c.attention = attention_kind::eager;
-  CHECK_NOTHROW(layer_activation_bytes(g, c));
+  CHECK(first_stage_activations(g, c).full_attention_layers == 0);
 }
 
 TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {

@@ -567,6 +567,19 @@ TEST_CASE("estimate --explain suggests the for-loop for an optimizer without a f
   CHECK(j["phases"]["optimizer_step"]["peak_bytes"].get<std::int64_t>() == 3 * 17'075'361'792LL + 1'572'864'000);
 }
 
+TEST_CASE("estimate --json: Gemma-2's alternating layers, counted by kind", "[cli]") {
+  // 26 layers, layer i sliding unless (i + 1) % 2 == 0; SDPA at 4096 tokens gives the 13 sliding ones a mask of
+  // 4096 x 4096 x 2 B and K, V repeated from 4 to 8 heads (2 x 4 x 256 x 2 B x 4096): 50,331,648 B more each.
+  const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "gemma-2-2b", "--precision", "bf16", "--seq-len", "4096", "--json"});
+  const nlohmann::json& act = j["activations"];
+  CHECK(act["full_attention_layers"].get<std::int64_t>() == 13);
+  CHECK(act["per_layer_bytes"].get<std::int64_t>() - act["full_attention_layer_bytes"].get<std::int64_t>() == 50'331'648);
+  CHECK(act["layers_bytes"].get<std::int64_t>() ==
+        13 * (act["per_layer_bytes"].get<std::int64_t>() + act["full_attention_layer_bytes"].get<std::int64_t>()));
+  const nlohmann::json short_seq = zeromem::test::run_cli_json({"estimate", "--model", "gemma-2-2b", "--precision", "bf16", "--seq-len", "2048", "--json"});
+  CHECK(short_seq["activations"]["full_attention_layers"].get<std::int64_t>() == 0);
+}
+
 TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and the flags it refuses", "[cli][forward]") {
   const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "4096",
                                                         "--micro-batch", "2", "--precision", "bf16", "--forward-output", "log-probs",

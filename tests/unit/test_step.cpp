@@ -127,6 +127,29 @@ TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the 
   CHECK(u.forward.loss.count() == 10LL * 524'288'000);
 }
 
+TEST_CASE("step: the backward walk over alternating sliding-window and full-attention layers", "[step]") {
+  // Gemma-2-2B with LoRA (r = 8 on q_proj: the layers' gradients are small), checkpointed, SDPA at 4096 tokens, a
+  // fused loss. Layer i
+  // slides unless (i + 1) % 2 == 0; a sliding layer recomputed whole keeps 50,331,648 B more (its mask and repeated K
+  // and V, "Gemma-2's sandwich norms and soft-capped attention"). Walking down from layer 25 (full attention) each layer
+  // frees its 2 x 4096 x 2304 = 18,874,368 B checkpoint and leaves its adapters' gradients, so the highest moment is
+  // layer 24's, the last sliding layer: the walk's ends alone (layers 25 and 0) would miss it.
+  const transformer_config g = preset_config("gemma-2-2b");
+  training_states t = pure_bf16();
+  t.adapt.lora.rank = 8;
+  t.adapt.lora.targets = parse_lora_targets("q_proj");
+  step_config fused_loss{};
+  fused_loss.loss = loss_impl::fused;  // 256,000-token logits would otherwise set the peak at the loss
+  const step_estimate e = estimate_step(g, t, sdpa(4096, 1, recompute::full), fused_loss);
+  const bytes sliding_whole = layer_activation_bytes(g, sdpa(4096, 1), t.adapt, 0).total();
+  const bytes full_whole = layer_activation_bytes(g, sdpa(4096, 1), t.adapt, 1).total();
+  CHECK((sliding_whole - full_whole).count() == 50'331'648);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.recomputed.count() == sliding_whole.count() - 18'874'368);
+  // Above it: 24 layers' checkpoints below and the 25th's being recomputed, layer 25's checkpoint freed.
+  CHECK(e.backward.activations.count() - e.forward.activations.count() == -18'874'368);
+}
+
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
   // Pure bf16 AdamW: weights 2 + moments 4 B/param rest (40,430,493,696 B); gradients 2 B/param
   // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B).

@@ -140,7 +140,9 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                         {"layers_on_stage", act->layers_on_stage}, {"microbatches_in_flight", act->microbatches_in_flight},
                         {"layers_bytes", act->layers.count()}, {"input_ids_bytes", act->input_ids.count()},
                         {"embedding_dropout_bytes", act->embedding_dropout.count()}, {"output_layer_bytes", act->output_layer.count()},
-                        {"logits_bytes", act->logits.count()}, {"total_bytes", act->total.count()}};
+                        {"logits_bytes", act->logits.count()}, {"total_bytes", act->total.count()},
+                        {"full_attention_layers", act->full_attention_layers},
+                        {"full_attention_layer_bytes", act->full_attention_layer.total().count()}};
   }
   j["per_rank_host"] = {{"total_bytes", e.host_per_rank().count()}, {"pinned_bytes", e.total_per_rank().host_pinned.count()}};
   j["per_node_host"] = {{"ranks", e.ranks_per_node}, {"total_bytes", e.host_per_node().count()},

@@ -124,7 +124,10 @@ void print_activations(std::ostream& out, const stage_activations& act) {
   act.per_layer.for_each([&](const char* term, bytes b) {
     if (b.count() != 0) out << bytes_row(std::string("1 layer: ") + term, b) << "\n";
   });
-  out << bytes_row("1 layer: total", act.per_layer.total()) << "\n";
+  // Alternating layers: the terms above are layer 0's, a sliding-window one.
+  out << bytes_row(act.full_attention_layers > 0 ? "1 sliding layer: total" : "1 layer: total", act.per_layer.total()) << "\n";
+  if (act.full_attention_layers > 0)
+    out << bytes_row("1 full-attention layer (x" + std::to_string(act.full_attention_layers) + ")", act.full_attention_layer.total()) << "\n";
   out << bytes_row("all layers in flight", act.layers) << "\n";
   if (act.input_ids.count() != 0) out << bytes_row("input token ids", act.input_ids) << "\n";
   if (act.embedding_dropout.count() != 0) out << bytes_row("embedding dropout", act.embedding_dropout) << "\n";

@@ -224,12 +224,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
 
   // Activations: what every layer saves (a checkpoint under full recompute), and one layer computed whole.
   const bytes saved = stage.total - stage.logits;            // the log-softmax is the loss term's
+  // Where sliding-window and full-attention layers alternate and differ (stage_activations), F of the stage's layers
+  // (every N-th) keep the full-attention layer's bytes.
+  const std::int64_t F = stage.full_attention_layers, N = m.sliding_window_pattern;
   const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
-  bytes recomputed{};
+  const bytes full_layer_saved = stage.full_attention_layer.total() * stage.microbatches_in_flight;
+  bytes recomputed{}, full_recomputed{};
   if (a.recomputation != recompute::none) {
     activation_config whole = a;
     whole.recomputation = recompute::none;
     recomputed = detail::layer_activation_bytes_unchecked(m, whole, t.adapt).total() - stage.per_layer.total();
+    if (F > 0) full_recomputed = detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1).total() - stage.full_attention_layer.total();
   }
 
   // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
@@ -314,7 +319,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes gathered_forward = fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) : bytes{};
   // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
   // freed, after the loss: every layer's K and V copies that attention does not keep itself.
-  const bytes kv_cache = forward_kv_cache_bytes(m, a) * checked_product(L, stage.microbatches_in_flight);
+  const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
+                        stage.microbatches_in_flight;
   const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
 
   // ---- backward ----
@@ -329,24 +335,42 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
   // under FSDP2, the previous layer's input still held), its activations are gone. Both are linear in i, so the
   // ends of the walk hold the maximum.
-  const bytes other_saved = saved - per_layer_saved * L;  // embeddings, final norm, token ids: alive throughout
-  for (std::int64_t i : {L - 1, std::int64_t{0}}) {
-    const std::int64_t above = L - 1 - i;
+  const bytes other_saved = saved - per_layer_saved * (L - F) - full_layer_saved * F;  // embeddings, final norm, token ids
+  const auto layer_moments = [&](std::int64_t i, step_terms& before, step_terms& after) {
+    const bool full = F > 0 && (i + 1) % N == 0;
+    const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
     const bytes kept = head_grads + layer_grads_kept * above;
-    const bytes below = per_layer_saved * i + other_saved;
+    const bytes below = per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved;
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
-    backward_moments[moment++] = {resting, kept, below + per_layer_saved, recomputed, hidden_grad * 2, bytes{}, gathered, comm + pending,
-                                  bytes{}, dequantized, bytes{}};  // before
-    backward_moments[moment++] = {resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
-                                  comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};  // after
+    before = {resting, kept, below + (full ? full_layer_saved : per_layer_saved), full ? full_recomputed : recomputed, hidden_grad * 2,
+              bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
+    after = {resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
+             comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+  };
+  for (std::int64_t i : {L - 1, std::int64_t{0}}) {
+    layer_moments(i, backward_moments[moment], backward_moments[moment + 1]);
+    moment += 2;
   }
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
   const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
   backward_moments[moment] = {resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
                               comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
-  const detail::highest_moment backward = detail::highest(backward_moments);
+  detail::highest_moment backward = detail::highest(backward_moments);
+  step_terms backward_peak = backward_moments[backward.index];
+  // Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of i mod N
+  // has its highest moments at its first or last layer on the stage.
+  for (std::int64_t residue = 0; F > 0 && residue < N && residue < L; ++residue)
+    for (const std::int64_t i : {residue, residue + (L - 1 - residue) / N * N}) {
+      step_terms moments[2]{};
+      layer_moments(i, moments[0], moments[1]);
+      for (const step_terms& candidate : moments)
+        if (const bytes total = candidate.total(); total > backward.total) {
+          backward.total = total;
+          backward_peak = candidate;
+        }
+    }
 
   // ---- optimizer step ----
   bytes temporaries{};
@@ -366,7 +390,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   }
   const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
 
-  step_estimate out{forward, backward_moments[backward.index], optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
+  step_estimate out{forward, backward_peak, optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
   if (backward.total > out.peak) {
     out.peak = backward.total;
     out.peak_phase = step_phase::backward;

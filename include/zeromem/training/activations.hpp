@@ -145,12 +145,6 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   if (c.torch_major != 1 && c.torch_major != 2)
     detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
   if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
-  // Layers that alternate sliding and full attention (Gemma-2) differ under SDPA once a sequence reaches the window:
-  // the sliding ones get a mask and repeated K and V (attention_layout), the full ones none.
-  if (m.sliding_window_pattern > 0 && c.impl == implementation::hf && c.attention == attention_kind::flash && c.seq_len >= m.sliding_window)
-    detail::fail_value("with SDPA, a sequence as long as the sliding window makes the sliding layers keep a mask the full-attention "
-                       "layers do not, and zeromem models every layer alike", static_cast<long double>(c.seq_len),
-                       "use a sequence shorter than sliding_window, or --attention eager");
 }
 
 /// How transformers' attention hands K and V to the kernel, per rank (its saved tensors follow from it).
@@ -175,13 +169,20 @@ struct attention_layout {
   bool cached = false;
 };
 
+/// Whether decoder layer i attends over the whole sequence: every layer without a sliding window; with a pattern of N
+/// (Gemma-2: 2, Gemma-3: 6), the layers with (i + 1) % N == 0 (modeling_gemma2.py: is_sliding = not bool(layer_idx % 2)).
+constexpr bool full_attention_layer(const transformer_config& m, std::int64_t i) {
+  return m.sliding_window == 0 || (m.sliding_window_pattern > 0 && (i + 1) % m.sliding_window_pattern == 0);
+}
+
 namespace detail {
-constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c) {
+constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
   attention_layout l{};
   const std::int64_t heads = quotient(m.heads, c.tp), kv_heads = m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1;
   l.heads = heads;
   l.kv_heads = kv_heads;
-  l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && m.sliding_window > 0 && c.seq_len >= m.sliding_window;
+  l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && !full_attention_layer(m, layer) &&
+                c.seq_len >= m.sliding_window;
   l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
   l.kv_view = (kv_heads == 1 || kv_heads == heads) && (c.micro_batch == 1 || heads == 1 || c.recomputation == recompute::selective ||
                                                        c.attention == attention_kind::flash);
@@ -194,8 +195,8 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
 /// The K and V copies a training forward's KV cache holds beyond what attention keeps, per layer: alive from the
 /// layer's forward until the model's output (and its cache) is freed, after the loss (attention_layout::cached).
 /// Only when attention keeps other copies: repeat_kv's (GQA) or a batch-folded one.
-constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activation_config& c) {
-  const attention_layout l = detail::attention_layout_of(m, c);
+constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
+  const attention_layout l = detail::attention_layout_of(m, c, layer);
   if (!l.cached || !l.repeat || l.kv_view || l.kv_heads >= l.heads) return bytes{};
   return bytes_of(detail::checked_product(2 * detail::dtype_bytes_ceil(c.activation_dtype), detail::quotient(c.seq_len, c.cp),
                                           c.micro_batch, l.kv_heads, m.head_size()));
@@ -212,7 +213,7 @@ constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activa
 /// taken to require grad in every layer, as PEFT's enable_input_require_grads makes it under checkpointing.
 namespace detail {
 constexpr layer_activations layer_activation_bytes_unchecked(const transformer_config& m, const activation_config& c,
-                                                             const adaptation& adapt = {}) {
+                                                             const adaptation& adapt = {}, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
   const bool frozen = adapt.lora_enabled();
@@ -291,7 +292,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t mlp_casts = keepers(m.mlp == mlp_kind::swiglu && !m.fused_gate_up ? 2 : 1, mlp_keepers);
   const bytes input = bytes_of(replicated(checked_product(attention_casts, a_sbh)));
   const bytes mlp_input = bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
-  const attention_layout at = detail::attention_layout_of(m, c);
+  const attention_layout at = detail::attention_layout_of(m, c, layer);
   const bytes query = bytes_of(checked_product(a, sb, heads, d));       // "QK^T: 4sbh" is Q and K
   const bytes key = bytes_of(checked_product(a, sb, at.key_heads, d));  // V likewise: "attention over values: ... 2sbh"
   // transformers' fused qkv projection's output is one tensor and Q, K, V are views of it, unless RoPE rotates Q and
@@ -371,10 +372,15 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                            none,      weights, bytes_of(lora_bytes)};
 }
 }  // namespace detail
-constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {}) {
+/// Decoder layer `layer`'s bytes (layers differ only where sliding-window and full-attention layers alternate:
+/// full_attention_layer).
+constexpr layer_activations layer_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {},
+                                                   std::int64_t layer = 0) {
   validate(c, m);
   validate(adapt, m);
-  return detail::layer_activation_bytes_unchecked(m, c, adapt);
+  if (layer < 0 || layer >= m.layers)
+    detail::fail_value("the layer index must be in [0, layers)", static_cast<long double>(layer), "pass 0 for the first layer");
+  return detail::layer_activation_bytes_unchecked(m, c, adapt, layer);
 }
 
 /// The activations a pipeline stage holds at its peak.
@@ -388,6 +394,11 @@ struct stage_activations {
   bytes output_layer{};        // final norm input and output-layer input (stage holding the last layer)
   bytes logits{};              // fp32 logits kept for the cross-entropy backward
   bytes total{};
+  /// Where sliding-window and full-attention layers alternate and keep different tensors (SDPA with a sequence as long
+  /// as the window: the sliding ones keep a mask, attention_layout), per_layer is layer 0's (a sliding one) and these
+  /// the full-attention layers' bytes and count on the stage; otherwise per_layer and 0.
+  layer_activations full_attention_layer{};
+  std::int64_t full_attention_layers = 0;
 };
 
 /// The first pipeline stage (the most loaded under 1F1B: it holds p micro-batches of L/p layers), following
@@ -407,12 +418,18 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   const std::int64_t layers_on_stage = detail::ceil_div(m.layers, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
   const std::int64_t inflight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
+  // Alternating layers (sliding_window_pattern N >= 2: layer 0 slides) that keep different tensors: the stage's layers
+  // 0 .. layers_on_stage - 1 hold floor(layers_on_stage / N) full-attention ones.
+  const bool mixed = m.sliding_window_pattern >= 2 && detail::attention_layout_of(m, c, 0).sdpa_mask;
+  const std::int64_t full_layers = mixed ? layers_on_stage / m.sliding_window_pattern : 0;
+  const layer_activations full_layer =
+      mixed ? detail::layer_activation_bytes_unchecked(m, c, adapt, m.sliding_window_pattern - 1) : per_layer;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
   const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, sb = checked_product(s, b);
   const std::int64_t sbh = checked_product(sb, m.hidden);
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
 
-  bytes layers = per_layer.total() * checked_product(layers_on_stage, inflight);
+  bytes layers = (per_layer.total() * (layers_on_stage - full_layers) + full_layer.total() * full_layers) * inflight;
   if (p.virtual_stages > 1 && p.pp > 1) {
     // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
     const std::int64_t den = checked_product(p.pp, p.virtual_stages);
@@ -439,8 +456,9 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, frozen_head ? 0 : checked_product(a, sbh))), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
-  return stage_activations{per_layer,         layers_on_stage, inflight, layers, input_ids, embedding_dropout,
-                           output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits};
+  return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout,
+                           output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits,
+                           full_layer,   full_layers};
 }
 }  // namespace detail
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,
