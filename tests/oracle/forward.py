@@ -197,6 +197,9 @@ class CausalLM(torch.nn.Module):
                                                        cfg.get("sandwich", False), cfg.get("softcap", 0.0))
                                           for _ in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
+        # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
+        # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
+        self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
         self.norm = blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
@@ -218,11 +221,23 @@ class CausalLM(torch.nn.Module):
         mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
         cos, sin = self.rotary(inputs_embeds, position_ids)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        masks = [mask]
+        if self.pattern:  # create_sliding_window_causal_mask: also -inf further back than the window
+            sliding = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
+            sliding = sliding + torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).tril(-self.window)
+            masks.append(sliding)
+        if self.local_rope:  # Gemma3RotaryEmbedding for the sliding layers
+            cos_local, sin_local = self.rotary(inputs_embeds, position_ids)
+            cos_local, sin_local = cos_local.unsqueeze(1), sin_local.unsqueeze(1)
         hidden_states = inputs_embeds
         if self.gemma:
             hidden_states = hidden_states * torch.tensor(self.h ** 0.5, dtype=hidden_states.dtype)
-        for layer in self.layers:
-            hidden_states = layer(hidden_states, cos, sin, mask, cache)
+        for i, layer in enumerate(self.layers):
+            full = not self.pattern or (i + 1) % self.pattern == 0
+            if self.local_rope and not full:
+                hidden_states = layer(hidden_states, cos_local, sin_local, masks[-1], cache)
+            else:
+                hidden_states = layer(hidden_states, cos, sin, masks[0] if full else masks[-1], cache)
         hidden_states = self.norm(hidden_states)
         return hidden_states
 

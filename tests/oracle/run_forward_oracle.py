@@ -34,6 +34,10 @@ def main():
         cfg["sandwich"] = cfg["gemma"] and rng.random() < 0.5  # Gemma-2's sandwich norms and soft-caps
         cfg["softcap"] = 50.0 if cfg["sandwich"] and rng.random() < 0.5 else 0.0
         cfg["final_softcap"] = 30.0 if cfg["sandwich"] and rng.random() < 0.5 else 0.0
+        if cfg["sandwich"]:  # Gemma-2 (every other layer slides) or Gemma-3 (five of six, a second rotary pair)
+            cfg["pattern"] = rng.choice([2, 6])
+            cfg["window"] = rng.randint(1, 64)
+            cfg["local_rope"] = cfg["pattern"] == 6
         measured = forward.measure_forward_model(cfg)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -46,7 +50,10 @@ def main():
         if cfg["gemma"]:
             args += ["--norm-scale-fp32", "--scaled-embedding"]
         if cfg["sandwich"]:
-            args += ["--sandwich-norms", "--attention-softcap", str(cfg["softcap"]), "--final-logit-softcap", str(cfg["final_softcap"])]
+            args += ["--sandwich-norms", "--attention-softcap", str(cfg["softcap"]), "--final-logit-softcap", str(cfg["final_softcap"]),
+                     "--sliding-window", str(cfg["window"]), "--sliding-window-pattern", str(cfg["pattern"])]
+            if cfg["local_rope"]:
+                args.append("--local-rope")
         j = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["forward_only"]
         predicted = j["peak_bytes"] - j["weights_bytes"] - 8 * cfg["seq_len"] * cfg["micro_batch"]
         error = abs(predicted - measured) / measured

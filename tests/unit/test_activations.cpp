@@ -234,6 +234,24 @@ TEST_CASE("Gemma-2's sandwich norms and soft-capped attention", "[activations]")
   CHECK(first_stage_activations(g, c).full_attention_layers == 0);
 }
 
+TEST_CASE("Gemma-3's five sliding layers to one", "[activations]") {
+  // Gemma-3-1B (4 heads and 1 KV head of 256, hidden 1152, window 512, full attention at layers 5, 11, 17, 23), bf16,
+  // SDPA, one sequence of 4096 tokens. A sliding layer keeps the additive mask, 4096 x 4096 x 2 B = 33,554,432 B; its K
+  // and V stay views (one KV head), so that is the difference. q_norm and k_norm are GemmaRMSNorms over each head:
+  // per head row of 256 the fp32 copy and normalised tensor (2 x 4 x 256), the rstd 4 B; and each (1 + weight), 4 x 256.
+  activation_config c{};
+  c.seq_len = 4096; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  const transformer_config g = preset_config("gemma-3-1b");
+  const layer_activations sliding = layer_activation_bytes(g, c, {}, 0), full = layer_activation_bytes(g, c, {}, 5);
+  CHECK((sliding.total() - full.total()).count() == 33'554'432);
+  const std::int64_t q_rows = 4096LL * 4, k_rows = 4096;
+  CHECK(full.query.count() == 2 * 4096LL * 1024 + q_rows * (8 * 256 + 4) + 4 * 256);
+  CHECK(full.key.count() == 2 * 4096LL * 256 + k_rows * (8 * 256 + 4) + 4 * 256);
+  const stage_activations stage = first_stage_activations(g, c);
+  CHECK(stage.full_attention_layers == 4);
+  CHECK(stage.layers == sliding.total() * 22 + full.total() * 4);
+}
+
 TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {
   // Phi-3-mini: qkv_proj gives 3 x 3072 per token; RoPE rotates q and k into new tensors, v stays a view. SDPA keeps
   // that view, so the whole output stays: 3 x 2 B x 3072 per token, where Llama's layout keeps V alone (2 B x 3072).

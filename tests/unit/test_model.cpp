@@ -32,6 +32,11 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // in "Gemma-2's parameters and what it keeps, written out").
       CHECK(counted == (p.name == "gemma-2-2b" ? 2'614'341'888LL : 9'241'705'984LL));
       CHECK(p.published_total - counted == 128 * p.config.hidden);
+    } else if (p.name == "gemma-3-1b") {
+      // The Gemma 3 report rounds to 302M + 698M: 301,989,888 + 697,896,064 (derived in "Gemma-3's text model, written
+      // out").
+      CHECK(counted == 999'885'952LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else if (p.name == "gemma-2b") {
       // The Gemma report counts the embedding with 256,128 rows; config.json's vocab_size is 256,000: 128 x 2048 =
       // 262,144 fewer, all of the difference (derived in "Gemma's parameters, written out").
@@ -229,6 +234,41 @@ TEST_CASE("Gemma-2's parameters and what it keeps, written out", "[model][hf][pu
   CHECK(parse_hf_config(small + R"(, "sliding_window": null})").sliding_window_pattern == 0);
   CHECK_THROWS_WITH(parse_hf_config(small + R"(, "attn_logit_softcapping": -1})"),
                     Catch::Matchers::Contains("field 'attn_logit_softcapping' must be a positive number or null"));
+}
+
+TEST_CASE("Gemma-3's text model, written out", "[model][hf][published]") {
+  // google/gemma-3-1b-pt config.json: hidden 1152, 26 layers, 4 query heads and 1 KV head of 256, intermediate 6912,
+  // vocab 262144, tied. q 1152 x 1024 = 1,179,648; k and v 1152 x 256 = 294,912 each; o 1024 x 1152 = 1,179,648;
+  // q_norm and k_norm 2 x 256; MLP 3 x 1152 x 6912 = 23,887,872; four norms 4,608: 26,842,112 per layer; x 26 + final
+  // norm 1,152 = 697,896,064 ("698M", arXiv 2503.19786 Table 1); embedding 262144 x 1152 = 301,989,888 ("302M").
+  const transformer_config g = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-3-1b.json");
+  CHECK(count_parameters(g).layer.count() == 26'842'112);
+  CHECK(count_parameters(g).total.count() == 697'896'064LL + 301'989'888);
+  CHECK(g.qk_norm);
+  CHECK(g.norm_scale_fp32);
+  CHECK(g.sandwich_norms);
+  CHECK_FALSE(g.scaled_embedding);  // Gemma3TextScaledWordEmbedding scales inside the embedding module
+  CHECK(g.attention_softcap == 0.0);
+  CHECK(g.final_logit_softcap == 0.0);
+  CHECK(g.sliding_window == 512);
+  CHECK(g.sliding_window_pattern == 6);
+  CHECK_FALSE(g.use_cache);
+  // Layers 5, 11, 17 and 23 have full attention, the other 22 slide.
+  std::int64_t full = 0;
+  for (std::int64_t i = 0; i < g.layers; ++i) full += full_attention_layer(g, i) ? 1 : 0;
+  CHECK(full == 4);
+  CHECK(full_attention_layer(g, 5));
+  CHECK_FALSE(full_attention_layer(g, 6));
+  // transformers 5 writes layer_types instead: the same period is read back; any other arrangement is refused.
+  std::string types;
+  for (std::int64_t i = 0; i < 26; ++i) types += std::string(i ? ", " : "") + ((i + 1) % 6 == 0 ? R"("full_attention")" : R"("sliding_attention")");
+  const std::string small = R"({"model_type": "gemma3_text", "hidden_size": 64, "num_hidden_layers": 26, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "sliding_window": 512, "layer_types": [)";
+  CHECK(parse_hf_config(small + types + "]}").sliding_window_pattern == 6);
+  std::string odd = types;
+  odd.replace(0, std::string(R"("sliding_attention")").size(), R"("full_attention")");
+  CHECK_THROWS_WITH(parse_hf_config(small + odd + "]}"), Catch::Matchers::Contains("field 'layer_types' is not every N-th layer full attention"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "gemma3", "text_config": {}})"), Catch::Matchers::Contains("model_type gemma3_text"));
 }
 
 TEST_CASE("config.json's sliding_window, by configuration class", "[model][hf]") {

@@ -120,6 +120,8 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                 "the logits soft-capped as tanh(x / cap) x cap (Gemma-2: 30); 0: none", 0.0, 1e300, false));
     shape.push_back(integer_option(app, "--sliding-window-pattern", f.sliding_window_pattern,
                                    "every N-th layer has full attention, the others slide (Gemma-2: 2)"));
+    shape.push_back(app.add_flag("--local-rope", f.local_rope,
+                                 "the sliding layers rotate with their own base, a second cos/sin pair (Gemma-3's rope_local_base_freq)"));
     shape.push_back(app.add_flag("--fused-qkv", f.fused_qkv, "one projection for q, k and v (Phi-3's qkv_proj, GPT-2's c_attn)"));
     shape.push_back(app.add_flag("--fused-gate-up", f.fused_gate_up, "one projection for gate and up (Phi-3's gate_up_proj)"));
     shape.push_back(integer_option(app, "--sliding-window", f.sliding_window,
@@ -168,6 +170,7 @@ transformer_config model_of(const model_flags& f) {
   m.attention_softcap = f.attention_softcap;
   m.final_logit_softcap = f.final_logit_softcap;
   m.sliding_window_pattern = f.sliding_window_pattern;
+  m.local_rope = f.local_rope;
   m.fused_qkv = f.fused_qkv;
   m.fused_gate_up = f.fused_gate_up;
   m.sliding_window = f.sliding_window;

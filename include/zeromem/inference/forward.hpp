@@ -153,14 +153,20 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
     detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm, separate q/k/v, SwiGLU); "
                  "pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
+  const bool sliding_layers = m.sliding_window > 0 && m.sliding_window_pattern != 1;  // pattern 1: every layer full
+  if (f.attention == attention_kind::flash && sliding_layers && f.seq_len >= m.sliding_window)
+    detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
+                       static_cast<long double>(f.seq_len), "use a shorter sequence or --attention eager");
   using detail::checked_product, detail::checked_sum, detail::max_of;
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, sb = checked_product(s, b);
   const std::int64_t sbh = checked_product(sb, m.hidden), H = checked_product(c, sbh), K = checked_product(c, sb, m.kv_heads, m.head_size());
   const std::int64_t ids = checked_product(8, sb);  // the caller's int64 token ids
   // LlamaModel holds the positions, the causal mask (eager: c b s^2 from create_causal_mask; SDPA runs is_causal
   // without one), the rotary cos and sin (c sb d each), the embedding output (inputs_embeds) and the layer input.
-  const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s) : 0;
-  const std::int64_t rotary = checked_product(2, c, sb, m.head_size());
+  // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
+  // pairs, global and local.
+  const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
+  const std::int64_t rotary = checked_product(2, c, sb, m.head_size(), m.local_rope ? 2 : 1);
   const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};

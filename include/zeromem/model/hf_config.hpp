@@ -1,7 +1,7 @@
-// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Gemma, Gemma-2, Qwen2, Qwen3, Qwen2-VL,
+// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Gemma, Gemma-2, Gemma-3 text, Qwen2, Qwen3, Qwen2-VL,
 // Qwen2.5-VL, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
 // zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
-// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, GemmaConfig, Gemma2Config, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
+// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
 // the top level or under text_config; vision_config), GPT2Config.
 #pragma once
 
@@ -111,6 +111,28 @@ inline double softcap_or(const json& j, const char* key, double fallback) {
   return v->get<double>();
 }
 
+// Which layers slide (Gemma2Config, Gemma3TextConfig): config.json's layer_types ("sliding_attention" /
+// "full_attention" per layer), else sliding_window_pattern, else the class's period; zeromem models a period N (layer i
+// has full attention when (i + 1) % N == 0) and refuses any other arrangement. Returns N (0: every layer slides).
+inline std::int64_t sliding_pattern_of(const json& j, std::int64_t layers, std::int64_t fallback, const std::string& model_type) {
+  const json* types = find(j, "layer_types");
+  if (types == nullptr) return integer_or(j, "sliding_window_pattern", fallback, model_type);
+  if (!types->is_array() || static_cast<std::int64_t>(types->size()) != layers)
+    fail_config("field 'layer_types' must list one attention type per layer (" + std::to_string(layers) + "), got " + shown(*types));
+  std::int64_t period = 0;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    const json& t = (*types)[static_cast<std::size_t>(i)];
+    const bool full = t == "full_attention";
+    if (!full && t != "sliding_attention")
+      fail_config("field 'layer_types' holds " + shown(t) + "; expected \"sliding_attention\" or \"full_attention\"");
+    if (full && period == 0) period = i + 1;
+    if (period > 0 && full != ((i + 1) % period == 0))
+      fail_config("field 'layer_types' is not every N-th layer full attention (the first at layer " + std::to_string(period - 1) +
+                  ", then layer " + std::to_string(i) + "); zeromem models that period only");
+  }
+  return period;
+}
+
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.
 inline transformer_config llama_like(const json& j, const std::string& type, bool qwen) {
   transformer_config m{};
@@ -198,7 +220,25 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.attention_softcap = softcap_or(j, "attn_logit_softcapping", 50.0);
     m.final_logit_softcap = softcap_or(j, "final_logit_softcapping", 30.0);
     m.sliding_window = sliding_window_of(j, 4096, type);
-    m.sliding_window_pattern = m.sliding_window > 0 ? 2 : 0;
+    m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 2, type) : 0;
+  } else if (type == "gemma3_text") {
+    // Gemma3TextConfig / modeling_gemma3.py: Gemma-2's layer with q_norm and k_norm (Gemma3RMSNorm over each head), no
+    // soft-caps by default, sliding_window 4096 and a full-attention layer every 6 by default, the embedding scaled
+    // inside Gemma3TextScaledWordEmbedding, a second rotary table for the sliding layers (rope_local_base_freq); like
+    // Gemma-2, no cache while training.
+    m = llama_like(j, type, false);
+    if (m.head_dim == 0) m.head_dim = 256;
+    m.mlp_bias = false;
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    m.norm_scale_fp32 = m.sandwich_norms = m.qk_norm = m.local_rope = true;
+    require_one_kernel_activation(j, "hidden_activation");
+    m.attention_softcap = softcap_or(j, "attn_logit_softcapping", 0.0);
+    m.final_logit_softcap = softcap_or(j, "final_logit_softcapping", 0.0);
+    m.sliding_window = sliding_window_of(j, 4096, type);
+    m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 6, type) : 0;
+  } else if (type == "gemma3") {
+    fail_config("model_type gemma3 (Gemma 3 with its SigLIP vision tower) is not modelled; pass its language model's config "
+                "(text_config, model_type gemma3_text)");
   } else if (type == "mixtral") {
     // MixtralConfig: num_local_experts (default 8) experts of intermediate_size, num_experts_per_tok (default 2) of
     // them per token; MixtralSparseMoeBlock's router (gate) is a Linear(hidden, experts) without bias.
@@ -266,12 +306,12 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.1);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.1);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, gemma, gemma2, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
   }
   // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__); Gemma-2
-  // builds no cache in training whatever it says.
+  // and Gemma-3 build no cache in training whatever it says.
   const bool use_cache = boolean_or(j, "use_cache", true);
-  m.use_cache = use_cache && type != "gemma2";
+  m.use_cache = use_cache && type != "gemma2" && type != "gemma3_text";
   validate(m);
   return m;
 }

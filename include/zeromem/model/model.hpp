@@ -98,6 +98,9 @@ struct transformer_config {
   /// Layers alternate sliding-window and full attention (Gemma-2: 2; Gemma-3's sliding_window_pattern: 6): layer i
   /// has full attention when (i + 1) % N == 0, the others slide. 0: every layer alike.
   std::int64_t sliding_window_pattern = 0;
+  /// Gemma-3: the sliding layers rotate with their own base (rope_local_base_freq), so the model holds a second cos/sin
+  /// pair while it runs (forward.hpp).
+  bool local_rope = false;
   moe_config moe{};
   vision_config vision{};
 
@@ -146,6 +149,12 @@ constexpr void validate(const transformer_config& m) {
     detail::require_positive(m.vision.patch, "the vision patch size");
     detail::require_positive(m.vision.spatial_merge, "the vision spatial merge size");
   }
+}
+
+/// Whether decoder layer i attends over the whole sequence: every layer without a sliding window; with a pattern of N
+/// (Gemma-2: 2, Gemma-3: 6), the layers with (i + 1) % N == 0 (modeling_gemma2.py: is_sliding = not bool(layer_idx % 2)).
+constexpr bool full_attention_layer(const transformer_config& m, std::int64_t i) {
+  return m.sliding_window == 0 || (m.sliding_window_pattern > 0 && (i + 1) % m.sliding_window_pattern == 0);
 }
 
 /// Megatron-LM's tensor-parallel rules (arguments.py: num_attention_heads % tp == 0, and num_query_groups % tp == 0
@@ -454,6 +463,18 @@ constexpr transformer_config gemma2(std::int64_t h, std::int64_t layers, std::in
   m.sliding_window_pattern = 2;
   return m;
 }
+/// Gemma-3 text (modeling_gemma3.py Gemma3ForCausalLM): Gemma-2's sandwich norms with Gemma-style q_norm / k_norm, no
+/// soft-caps, a 262,144-token vocabulary, five sliding layers (window `window`) to one full-attention layer.
+constexpr transformer_config gemma3_text(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t ffn,
+                                         std::int64_t window) {
+  transformer_config m = gemma(h, layers, heads, kv, ffn);
+  m.vocab = 262144;
+  m.scaled_embedding = false;  // Gemma3TextScaledWordEmbedding scales inside the embedding module
+  m.sandwich_norms = m.qk_norm = m.local_rope = true;
+  m.sliding_window = window;
+  m.sliding_window_pattern = 6;
+  return m;
+}
 constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
                                      std::int64_t experts, std::int64_t top_k, std::int64_t vocab) {
   transformer_config m = llama(h, layers, heads, kv, expert_ffn, vocab);
@@ -476,7 +497,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 19> model_presets{{
+inline constexpr std::array<model_preset, 20> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -512,6 +533,8 @@ inline constexpr std::array<model_preset, 19> model_presets{{
     {"gemma-2-9b", detail::gemma2(3584, 42, 16, 8, 14336), 9'242'164'736, 1'000'000,
      "google/gemma-2-9b config.json; Gemma Team 2024 (arXiv 2408.00118) Table 1: 917,962,752 embedding + 8,324,201,984 "
      "non-embedding parameters, the embedding counted with 256,128 rows (config.json: 256,000)"},
+    {"gemma-3-1b", detail::gemma3_text(1152, 26, 4, 1, 6912, 512), 1'000'000'000, 1'000'000,
+     "google/gemma-3-1b-pt config.json; Gemma Team 2025 (arXiv 2503.19786) Table 1: 302M embedding + 698M non-embedding"},
     {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
     {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
      "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},

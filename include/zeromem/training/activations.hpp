@@ -169,12 +169,6 @@ struct attention_layout {
   bool cached = false;
 };
 
-/// Whether decoder layer i attends over the whole sequence: every layer without a sliding window; with a pattern of N
-/// (Gemma-2: 2, Gemma-3: 6), the layers with (i + 1) % N == 0 (modeling_gemma2.py: is_sliding = not bool(layer_idx % 2)).
-constexpr bool full_attention_layer(const transformer_config& m, std::int64_t i) {
-  return m.sliding_window == 0 || (m.sliding_window_pattern > 0 && (i + 1) % m.sliding_window_pattern == 0);
-}
-
 namespace detail {
 constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
   attention_layout l{};
