@@ -252,6 +252,26 @@ TEST_CASE("Gemma-3's five sliding layers to one", "[activations]") {
   CHECK(stage.layers == sliding.total() * 22 + full.total() * 4);
 }
 
+TEST_CASE("flash-attn (attn_implementation flash_attention_2) takes the window in its kernel", "[activations]") {
+  // Mistral-7B-v0.1 at 4096 tokens: SDPA keeps transformers' mask and K, V repeated to 32 heads ("SDPA with
+  // transformers' sliding-window mask", +83,886,080 B); flash-attn gets window_size and the 8 KV heads as they are, so
+  // the layer keeps what a model without a window keeps, the fp32 log-sum-exp unpadded (4 B x 32 heads x 4096).
+  activation_config c{};
+  c.seq_len = 4096; c.impl = implementation::hf; c.attention = attention_kind::flash_attention_2;
+  const transformer_config windowed = preset_config("mistral-7b");
+  transformer_config full = windowed;
+  full.sliding_window = 0;
+  const layer_activations fa2 = layer_activation_bytes(windowed, c);
+  CHECK(fa2.attention_mask.count() == 0);
+  CHECK(fa2.key.count() == 2LL * 4096 * 8 * 128);
+  CHECK(fa2.attention_lse.count() == 4LL * 32 * 4096);
+  c.attention = attention_kind::flash;
+  CHECK(fa2.total() == layer_activation_bytes(full, c).total());
+  CHECK((layer_activation_bytes(windowed, c).total() - fa2.total()).count() == 83'886'080);
+  CHECK(parse_attention("fa2") == attention_kind::flash_attention_2);
+  CHECK(name(attention_kind::flash_attention_2) == "fa2");
+}
+
 TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {
   // Phi-3-mini: qkv_proj gives 3 x 3072 per token; RoPE rotates q and k into new tensors, v stays a view. SDPA keeps
   // that view, so the whole output stays: 3 x 2 B x 3072 per token, where Llama's layout keeps V alone (2 B x 3072).

@@ -1,6 +1,7 @@
 // RLHF jobs as launched: the five reported cases through `zeromem job`, terms derived by hand, and the readers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -235,6 +236,16 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   // Dynamic batches of 12,288 tokens hold 3 sequences of 4,096: training 64 / 8 ranks = 8 per rank in 3 passes of
   // 3. Experience: 1,024 samples (v0.10 defaults: rollout batch 1,024, 1 sample) need 342 passes, which OpenRLHF
   // floors to a multiple of the 8 ranks, 336: passes of up to 4 sequences, above the budget.
+  // Attention: flash-attn by default (--ds.attn_implementation flash_attention_2); sdpa is transformers' SDPA, except
+  // that packing forces flash_attention_2 (train_ppo_ray.py).
+  CHECK(grouped_reading.job.attention == zeromem::attention_kind::flash_attention_2);
+  std::vector<std::string> sdpa = common;
+  sdpa.erase(std::find(sdpa.begin(), sdpa.end(), "--use_dynamic_batch"));
+  sdpa.insert(sdpa.end(), {"--attn_implementation", "sdpa"});
+  s.openrlhf_version = "0.10.1";
+  CHECK(zeromem::read_openrlhf(sdpa, s).job.attention == zeromem::attention_kind::flash);
+  CHECK(zeromem::read_openrlhf(common, s).job.attention == zeromem::attention_kind::flash_attention_2);
+  s.openrlhf_version.clear();
   CHECK(grouped_reading.job.actor.train_micro_batch == 3);
   CHECK(grouped_reading.job.actor.forward_micro_batch == 4);
   CHECK(grouped_reading.job.packing);

@@ -104,6 +104,10 @@ struct rollout_engines {
 
 struct rlhf_job {
   rlhf_framework framework = rlhf_framework::openrlhf;
+  /// The trained and forward-only models' attention: flash-attn's kernels by default (OpenRLHF --ds.attn_implementation
+  /// default flash_attention_2, openrlhf/cli/train_ppo_ray.py; verl override_config attn_implementation default
+  /// flash_attention_2, verl/workers/fsdp_workers.py), transformers' SDPA when asked for.
+  attention_kind attention = attention_kind::flash_attention_2;
   bytes gpu_capacity{};
   std::int64_t nodes = 1;
   std::int64_t gpus_per_node = 8;
@@ -197,7 +201,7 @@ inline activation_config pass_shape(const rlhf_job& j, std::int64_t sequences, b
     a.seq_len = ceil_div(longest_sequence(j), j.ulysses);
     a.micro_batch = sequences;
   }
-  a.attention = attention_kind::flash;  // flash-attention / SDPA: no s^2 terms (OpenRLHF --flash_attn, verl's default)
+  a.attention = j.attention;  // flash-attn or SDPA: no s^2 terms
   a.impl = implementation::hf;
   a.recomputation = checkpointing ? recompute::full : recompute::none;
   return a;
@@ -280,6 +284,7 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
     v.gpu(role, "gathered layer (16-bit)", c.largest_layer * size_of(dtype::bf16), "one unit gathered at a time");
   const activation_config a = pass_shape(j, r.forward_micro_batch, false);
   forward_only_config f{};
+  f.attention = a.attention;
   f.seq_len = a.seq_len;
   f.micro_batch = a.micro_batch;
   f.use_cache = false;  // verl _forward_micro_batch(use_cache=False); OpenRLHF Actor sets config.use_cache = False

@@ -583,9 +583,13 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     if (version == 0) r.assumed.push_back("--" + name("packing_samples") + " on with ring attention (OpenRLHF from 0.8.4; pass --openrlhf-version)");
   }
   j.overheads.overlap_comm = k.flag(name("overlap_comm"));  // OpenRLHF passes overlap_comm (default off) to DeepSpeed
-  // Attention: flash-attention or transformers' SDPA: no s^2 terms. Eager attention is not modelled for RLHF jobs.
-  if (k.text(name("attn_implementation")).value_or("flash_attention_2") == "eager")
+  // Attention: flash-attn kernels (flash_attention_2, the default, and flash_attention_3 or kernels-community ones: GQA
+  // and sliding windows in the kernel) or transformers' SDPA, which packing replaces with flash_attention_2
+  // (train_ppo_ray.py). Eager attention is not modelled for RLHF jobs.
+  const std::string attn = k.text(name("attn_implementation")).value_or("flash_attention_2");
+  if (attn == "eager")
     detail::fail("--" + name("attn_implementation") + " eager is not modelled for RLHF jobs; use flash_attention_2 or sdpa");
+  j.attention = attn == "sdpa" && !j.packing ? attention_kind::flash : attention_kind::flash_attention_2;
   if (!grouped) k.flag("flash_attn");
   if (!s.deepspeed_version.empty()) {
     const std::int64_t v = detail::version_number(s.deepspeed_version, "the DeepSpeed version");

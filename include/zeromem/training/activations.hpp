@@ -20,7 +20,11 @@
 namespace zeromem {
 
 enum class recompute { none, selective, full };
-enum class attention_kind { eager, flash };
+/// eager: transformers' eager_attention_forward (s^2 scores kept). flash: transformers' default, SDPA (its flash or
+/// memory-efficient kernels: no s^2 terms, a log-sum-exp; transformers' sliding-window mask once a sequence reaches the
+/// window). flash_attention_2: attn_implementation="flash_attention_2" (flash-attn), which takes GQA and sliding windows
+/// in the kernel, without a mask or repeated K and V.
+enum class attention_kind { eager, flash, flash_attention_2 };
 
 /// Which kernels produce the saved tensors.
 ///  paper:    the paper's idealised block: one saved copy per tensor, norm statistics ignored.
@@ -140,7 +144,7 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   if (!detail::divides(c.cp, c.seq_len))
     detail::fail_value("the sequence length must divide evenly over context-parallel ranks", static_cast<long double>(c.cp),
                        "pick a cp that divides the sequence length");
-  if (c.cp > 1 && c.attention != attention_kind::flash)
+  if (c.cp > 1 && c.attention == attention_kind::eager)
     detail::fail("context parallelism needs flash attention (ring attention); use --attention flash");
   if (c.torch_major != 1 && c.torch_major != 2)
     detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
@@ -179,7 +183,7 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
                 c.seq_len >= m.sliding_window;
   l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
   l.kv_view = (kv_heads == 1 || kv_heads == heads) && (c.micro_batch == 1 || heads == 1 || c.recomputation == recompute::selective ||
-                                                       c.attention == attention_kind::flash);
+                                                       c.attention != attention_kind::eager);
   l.key_heads = l.repeat && !l.kv_view ? heads : kv_heads;
   l.cached = m.use_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
   return l;
@@ -296,7 +300,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   bytes value = key;
   if (m.fused_qkv && c.impl == implementation::hf) {
     const bool rope = m.positions == position_kind::rope;
-    const bool q_view = !rope && (c.attention == attention_kind::flash || b == 1 || heads == 1 || c.recomputation == recompute::selective);
+    const bool q_view = !rope && (c.attention != attention_kind::eager || b == 1 || heads == 1 || c.recomputation == recompute::selective);
     const bool k_view = !rope && !at.cached && at.kv_view;
     const bool v_view = !at.cached && (!at.repeat || at.kv_view);
     if (q_view || k_view || v_view) {
@@ -328,7 +332,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const bytes k_norm = bytes_of(head_norm_saved(checked_product(sb, kv_heads)));
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
   const bytes lse =
-      c.attention == attention_kind::flash ? bytes_of(checked_product(4, heads, at.sdpa_mask ? checked_product(detail::ceil_div(s, 32), 32) : s, b)) : none;
+      c.attention != attention_kind::eager ? bytes_of(checked_product(4, heads, at.sdpa_mask ? checked_product(detail::ceil_div(s, 32), 32) : s, b)) : none;
   const bytes sdpa_bias = at.sdpa_mask && c.recomputation == recompute::none ? bytes_of(checked_product(a, b, s, detail::ceil_div(s, 8), 8)) : none;
   const bytes output = bytes_of(checked_product(a, sb, heads, d, keepers(1, output_keepers)));  // "output projection: 2sbh"
   // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
@@ -471,7 +475,9 @@ constexpr std::string_view name(recompute r) {
   }
   detail::fail("unknown recompute");
 }
-constexpr std::string_view name(attention_kind k) { return k == attention_kind::flash ? "flash" : "eager"; }
+constexpr std::string_view name(attention_kind k) {
+  return k == attention_kind::flash ? "flash" : k == attention_kind::flash_attention_2 ? "fa2" : "eager";
+}
 constexpr std::string_view name(implementation i) {
   switch (i) {
     case implementation::paper: return "paper";
@@ -487,7 +493,7 @@ inline recompute parse_recompute(std::string_view s) {
   return detail::parse_named(s, all, "recompute");
 }
 inline attention_kind parse_attention(std::string_view s) {
-  static constexpr attention_kind all[] = {attention_kind::eager, attention_kind::flash};
+  static constexpr attention_kind all[] = {attention_kind::eager, attention_kind::flash, attention_kind::flash_attention_2};
   return detail::parse_named(s, all, "attention");
 }
 inline implementation parse_implementation(std::string_view s) {
