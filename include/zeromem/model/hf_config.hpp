@@ -156,6 +156,29 @@ inline transformer_config llama_like(const json& j, const std::string& type, boo
   return m;
 }
 
+// GemmaConfig and its successors (modeling_gemma.py, modeling_gemma2.py, modeling_gemma3.py): Llama's fields with head_dim
+// 256 by default, attention_bias on q, k, v and o, no MLP bias, tied embeddings by default, GemmaRMSNorm (fp32
+// scaling), and the gated MLP's hidden_activation (else hidden_act; gelu_pytorch_tanh by default).
+inline transformer_config gemma_like(const json& j, const std::string& type) {
+  transformer_config m = llama_like(j, type, false);
+  if (m.head_dim == 0) m.head_dim = 256;
+  m.mlp_bias = false;
+  m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+  m.norm_scale_fp32 = true;
+  require_one_kernel_activation(j, "hidden_activation");
+  return m;
+}
+
+// Gemma-2 and Gemma-3: the soft-caps, the window (4096 by default in both configuration classes) and which layers slide.
+inline void gemma_layers(const json& j, transformer_config& m, const std::string& type, double attention_cap, double final_cap,
+                         std::int64_t period) {
+  m.attention_softcap = softcap_or(j, "attn_logit_softcapping", attention_cap);
+  m.final_logit_softcap = softcap_or(j, "final_logit_softcapping", final_cap);
+  m.sliding_window = sliding_window_of(j, 4096, type);
+  m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, period, type) : 0;
+}
+
+
 }  // namespace detail::hf
 
 /// Parses config.json text. Throws std::invalid_argument ("zeromem: config.json: ...") for malformed JSON, an
@@ -197,45 +220,25 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.sliding_window = sliding_window_of(j, 0, type);
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);  // Phi3DecoderLayer resid_attn_dropout, resid_mlp_dropout
   } else if (type == "gemma") {
-    // GemmaConfig / modeling_gemma.py: head_dim 256 by default, attention_bias on q, k, v and o, no MLP bias, tied
-    // embeddings by default; GemmaRMSNorm scales in fp32; GemmaMLP gates with hidden_activation (else hidden_act,
-    // gelu_pytorch_tanh by default); GemmaModel scales the embedding output by sqrt(hidden).
-    m = llama_like(j, type, false);
-    if (m.head_dim == 0) m.head_dim = 256;
-    m.mlp_bias = false;
-    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
-    m.norm_scale_fp32 = m.scaled_embedding = true;
-    require_one_kernel_activation(j, "hidden_activation");
+    // GemmaConfig / modeling_gemma.py (gemma_like); GemmaModel scales the embedding output by sqrt(hidden).
+    m = gemma_like(j, type);
+    m.scaled_embedding = true;
   } else if (type == "gemma2") {
     // Gemma2Config / modeling_gemma2.py: Gemma's layout and norm, plus post_attention_layernorm and
     // post_feedforward_layernorm (four norms a layer), attn_logit_softcapping 50.0 and final_logit_softcapping 30.0 by
     // default, sliding_window 4096 on every other layer (layer i slides unless (i + 1) % 2 == 0). Gemma2Model builds
     // its cache only outside training (`use_cache and past_key_values is None and not self.training`).
-    m = llama_like(j, type, false);
-    if (m.head_dim == 0) m.head_dim = 256;
-    m.mlp_bias = false;
-    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
-    m.norm_scale_fp32 = m.scaled_embedding = m.sandwich_norms = true;
-    require_one_kernel_activation(j, "hidden_activation");
-    m.attention_softcap = softcap_or(j, "attn_logit_softcapping", 50.0);
-    m.final_logit_softcap = softcap_or(j, "final_logit_softcapping", 30.0);
-    m.sliding_window = sliding_window_of(j, 4096, type);
-    m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 2, type) : 0;
+    m = gemma_like(j, type);
+    m.scaled_embedding = m.sandwich_norms = true;
+    gemma_layers(j, m, type, 50.0, 30.0, 2);
   } else if (type == "gemma3_text") {
     // Gemma3TextConfig / modeling_gemma3.py: Gemma-2's layer with q_norm and k_norm (Gemma3RMSNorm over each head), no
     // soft-caps by default, sliding_window 4096 and a full-attention layer every 6 by default, the embedding scaled
     // inside Gemma3TextScaledWordEmbedding, a second rotary table for the sliding layers (rope_local_base_freq); like
     // Gemma-2, no cache while training.
-    m = llama_like(j, type, false);
-    if (m.head_dim == 0) m.head_dim = 256;
-    m.mlp_bias = false;
-    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
-    m.norm_scale_fp32 = m.sandwich_norms = m.qk_norm = m.local_rope = true;
-    require_one_kernel_activation(j, "hidden_activation");
-    m.attention_softcap = softcap_or(j, "attn_logit_softcapping", 0.0);
-    m.final_logit_softcap = softcap_or(j, "final_logit_softcapping", 0.0);
-    m.sliding_window = sliding_window_of(j, 4096, type);
-    m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 6, type) : 0;
+    m = gemma_like(j, type);
+    m.sandwich_norms = m.qk_norm = m.local_rope = true;
+    gemma_layers(j, m, type, 0.0, 0.0, 6);
   } else if (type == "gemma3") {
     fail_config("model_type gemma3 (Gemma 3 with its SigLIP vision tower) is not modelled; pass its language model's config "
                 "(text_config, model_type gemma3_text)");
