@@ -178,7 +178,6 @@ inline void gemma_layers(const json& j, transformer_config& m, const std::string
   m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, period, type) : 0;
 }
 
-
 }  // namespace detail::hf
 
 /// Parses config.json text. Throws std::invalid_argument ("zeromem: config.json: ...") for malformed JSON, an
