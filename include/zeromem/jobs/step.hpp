@@ -378,9 +378,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // size at once; under the for-loop, tensors of the largest one's size; fused, none. An offloaded optimizer runs on
   // the CPU and a paged one runs bitsandbytes' own fused update.
   const optimizer_traits& opt = traits_of(t.optimizer.kind);
-  if (s.optimizer == optimizer_impl::fused && !opt.cuda_fused)
-    detail::fail("optimizer " + std::string(opt.name) + " has no fused CUDA implementation in torch.optim; use --optimizer-impl foreach or forloop");
   if (t.zero.optimizer.device == offload_device::none && !t.adapt.paged_optimizer) {
+    if (s.optimizer == optimizer_impl::fused && !opt.cuda_fused)
+      detail::fail("optimizer " + std::string(opt.name) + " has no fused CUDA implementation in torch.optim; use --optimizer-impl foreach or forloop");
     const dtype state = fsdp ? storage : r.optimizer_dtype();
     const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
     if (s.optimizer == optimizer_impl::foreach_kernels)
