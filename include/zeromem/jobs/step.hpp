@@ -228,7 +228,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (every N-th) keep the full-attention layer's bytes.
   const std::int64_t F = stage.full_attention_layers, N = m.sliding_window_pattern;
   const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
-  const bytes full_layer_saved = stage.full_attention_layer.total() * stage.microbatches_in_flight;
+  const bytes full_layer_saved = F > 0 ? stage.full_attention_layer.total() * stage.microbatches_in_flight : bytes{};
   bytes recomputed{}, full_recomputed{};
   if (a.recomputation != recompute::none) {
     activation_config whole = a;

@@ -427,7 +427,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   const std::int64_t sbh = checked_product(sb, m.hidden);
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
 
-  bytes layers = (per_layer.total() * (layers_on_stage - full_layers) + full_layer.total() * full_layers) * inflight;
+  bytes layers = full_layers > 0 ? (per_layer.total() * (layers_on_stage - full_layers) + full_layer.total() * full_layers) * inflight
+                                 : per_layer.total() * checked_product(layers_on_stage, inflight);
   if (p.virtual_stages > 1 && p.pp > 1) {
     // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
     const std::int64_t den = checked_product(p.pp, p.virtual_stages);
