@@ -1,4 +1,5 @@
 // Parameter counts against the publishers' figures and hand derivations.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -326,6 +327,15 @@ TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][err
   CHECK_THROWS_WITH(read_hf_config(dir + "inconsistent.json"), Catch::Matchers::Contains("multiple of the heads"));
   CHECK_THROWS_WITH(read_hf_config(dir + "no-such-file.json"), Catch::Matchers::Contains("cannot read config.json"));
   CHECK_THROWS_WITH(parse_hf_config(""), Catch::Matchers::StartsWith("zeromem: config.json: not valid JSON"));
+  // Every model type the error and --hf-config's help list is one the parser reads: given no fields, each asks for one.
+  const std::string types(supported_model_types);
+  for (std::size_t at = 0; at < types.size();) {
+    const std::size_t end = std::min(types.find(", ", at), types.size());
+    const std::string type = types.substr(at, end - at);
+    INFO(type);
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": ")" + type + R"("})"), Catch::Matchers::Contains("missing"));
+    at = end + 2;
+  }
 }
 
 TEST_CASE("invalid architectures throw with the fix", "[model][errors]") {

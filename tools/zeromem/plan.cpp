@@ -43,7 +43,7 @@ void add_plan_flags(CLI::App& app, plan_args& a) {
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
   text_option(app, "--optimizer", a.optimizer_name, optimizer_names())->capture_default_str();
   text_option(app, "--implementation", a.implementation_name, "hf (transformers' modeling code) | eager | fused | paper (docs/activations.md)")->capture_default_str();
-  text_option(app, "--attention", a.attention_name, "flash (SDPA, transformers' default) | fa2 (attn_implementation flash_attention_2) | eager (s^2 scores kept)")->capture_default_str();
+  text_option(app, "--attention", a.attention_name, attention_help)->capture_default_str();
   share_or_size_option(app, "--min-headroom", a.min_headroom,
               "keep at least this much free per GPU: a share of its capacity (5%, the step model's stated accuracy) or a size (4GiB, 0B)")
       ->capture_default_str();

@@ -153,8 +153,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
     detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm, separate q/k/v, SwiGLU); "
                  "pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
-  const bool sliding_layers = m.sliding_window > 0 && m.sliding_window_pattern != 1;  // pattern 1: every layer full
-  if (f.attention == attention_kind::flash && sliding_layers && f.seq_len >= m.sliding_window)
+  if (f.attention == attention_kind::flash && !full_attention_layer(m, 0) && f.seq_len >= m.sliding_window)  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
                        static_cast<long double>(f.seq_len), "use a shorter sequence or --attention eager");
   using detail::checked_product, detail::checked_sum, detail::max_of;

@@ -11,11 +11,16 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "zeromem/core/error.hpp"
 #include "zeromem/model/model.hpp"
 
 namespace zeromem {
+
+/// The config.json model types parse_hf_config reads.
+inline constexpr std::string_view supported_model_types = "llama, mistral, mixtral, phi3, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2";
+
 namespace detail::hf {
 
 using json = nlohmann::json;
@@ -308,7 +313,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.1);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.1);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: llama, mistral, mixtral, phi3, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2");
+    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: " + std::string(supported_model_types));
   }
   // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__); Gemma-2
   // and Gemma-3 build no cache in training whatever it says.
