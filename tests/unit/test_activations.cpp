@@ -360,6 +360,7 @@ TEST_CASE("config.json's dropouts, site by site", "[activations]") {
   transformer_config gpt2 = find_preset("gpt3-175b").config;  // GPT-style block; GPT-2 small's shapes below
   gpt2.hidden = 768; gpt2.layers = 12; gpt2.heads = gpt2.kv_heads = 12; gpt2.ffn = 3072; gpt2.vocab = 50257; gpt2.max_positions = 1024;
   gpt2.attention_dropout = gpt2.residual_dropout = gpt2.embedding_dropout = 0.1;
+  gpt2.eager_softmax_fp32 = false;  // GPT-2's eager attention runs its softmax in the model's dtype
   transformer_config none = gpt2;
   none.attention_dropout = none.residual_dropout = none.embedding_dropout = 0.0;
   activation_config c{};
@@ -370,13 +371,16 @@ TEST_CASE("config.json's dropouts, site by site", "[activations]") {
   // SDPA's dropout keeps only its RNG state: the residual masks remain.
   c.attention = attention_kind::flash;
   CHECK(per_layer(gpt2, c) - per_layer(none, c) == 2 * 786'432);
-  // Llama's attention_dropout acts on the probabilities alone: nothing under SDPA; under eager the mask and the copy
-  // (Llama-2-7B, s = 1024: 3 x 32 heads x 1024^2 = 100,663,296 B), no residual masks.
+  // Llama's attention_dropout acts on the probabilities alone: nothing under SDPA; under eager, softmax(dtype=float32)
+  // keeps its fp32 output either way, and P @ V keeps the 2-byte dropped-out copy instead of the 2-byte .to(bf16) cast,
+  // which dropout reads and does not keep: the 1-byte mask is all that is added (Llama-2-7B, s = 1024: 32 heads x
+  // 1024^2 = 33,554,432 B; the PyTorch oracle's GPT-NeoX blocks measured it), no residual masks.
   transformer_config llama = find_preset("llama-2-7b").config, dropped = llama;
   dropped.attention_dropout = 0.1;
   CHECK(per_layer(dropped, c) == per_layer(llama, c));
   c.attention = attention_kind::eager;
-  CHECK(per_layer(dropped, c) - per_layer(llama, c) == 100'663'296);
+  CHECK(per_layer(dropped, c) - per_layer(llama, c) == 33'554'432);
+  CHECK(layer_activation_bytes(dropped, c).attention_scores.count() == 4LL * 33'554'432);  // the fp32 softmax output
   CHECK(layer_activation_bytes(dropped, c).attention_residual_mask.count() == 0);
   dropped.attention_dropout = 1.0;
   CHECK_THROWS_WITH(layer_activation_bytes(dropped, c), Catch::Matchers::Contains("dropout probability must be in [0, 1)"));

@@ -316,7 +316,8 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     const bool fp32_softmax = c.autocast || (c.impl == implementation::hf && m.eager_softmax_fp32);
     // Gemma-2's attn_logit_softcapping: tanh(scores / cap) * cap, tanh keeping its output (a s^2 per head).
     const std::int64_t softcap = m.attention_softcap > 0.0 && c.impl == implementation::hf ? a : 0;
-    scores = bytes_of(checked_product((fp32_softmax ? 4 + a : a) + softcap, probs));
+    // With dropout after an fp32 softmax, P @ V keeps the dropped-out copy instead of the 16-bit cast.
+    scores = bytes_of(checked_product((fp32_softmax ? (attention_dropout ? 4 : 4 + a) : a) + softcap, probs));
     if (attention_dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
