@@ -11,6 +11,11 @@ Two block types:
           copies K and V with torch.cat before attention. gemma_norm: Gemma's RMSNorm (modeling_gemma.py), which
           scales by (1 + weight) in fp32 before its cast. sandwich: Gemma-2's post-attention and post-feedforward norms;
           softcap: Gemma-2's tanh soft-cap on the eager scores.
+  neox  - Hugging Face's GPT-NeoX layer (modeling_gpt_neox.py): LayerNorms with biases, one query_key_value laid out per
+          head as [q | k | v] and chunked, RoPE on the first `rotary` dims of each head (rotated and passed parts
+          concatenated), eager attention with the softmax in fp32, exact GELU (or gelu_new's tensor ops) MLP with biases,
+          attention and MLP in parallel behind two LayerNorms or in sequence. shared: Phi's layer (modeling_phi.py),
+          separate q, k, v with biases and one input_layernorm feeding both parallel branches.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -207,6 +212,70 @@ class LlamaBlock(torch.nn.Module):
         return x + mlp
 
 
+def gelu_new(x):
+    """transformers activations.py NewGELUActivation, op for op."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class NeoXBlock(torch.nn.Module):
+    def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, gelu_tensor_ops=False, dropout=0.0):
+        super().__init__()
+        self.h, self.heads, self.kv, self.rotary, self.p = h, heads, kv_heads, rotary, dropout
+        self.parallel, self.shared, self.gelu_tensor_ops = parallel, shared, gelu_tensor_ops
+        d = h // heads
+        self.ln1 = torch.nn.LayerNorm(h)
+        self.ln2 = None if shared else torch.nn.LayerNorm(h)
+        if shared:  # Phi: q_proj, k_proj, v_proj with biases
+            self.q = torch.nn.Linear(h, heads * d)
+            self.k = torch.nn.Linear(h, kv_heads * d)
+            self.v = torch.nn.Linear(h, kv_heads * d)
+        else:  # GPT-NeoX: query_key_value
+            self.qkv = torch.nn.Linear(h, 3 * h)
+        self.o = torch.nn.Linear(heads * d, h)  # GPT-NeoX's and Phi's `dense`
+        self.fc1 = torch.nn.Linear(h, ffn)      # dense_h_to_4h
+        self.fc2 = torch.nn.Linear(ffn, h)      # dense_4h_to_h
+
+    def core(self, q, k, v, mask):
+        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1]))
+        scores = scores + mask
+        probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        if self.p > 0:
+            probs = F.dropout(probs, self.p, True)
+        return torch.matmul(probs, v)
+
+    def mlp(self, y):
+        z = self.fc1(y)
+        z = gelu_new(z) if self.gelu_tensor_ops else F.gelu(z)
+        z = self.fc2(z)
+        return F.dropout(z, self.p, True) if self.p > 0 else z
+
+    def forward(self, x, mask, cos, sin, selective=False):
+        b, s, h = x.shape
+        d = h // self.heads
+        y = self.ln1(x)
+        if self.shared:
+            q = self.q(y).view(b, s, -1, d).transpose(1, 2)
+            k = self.k(y).view(b, s, -1, d).transpose(1, 2)
+            v = self.v(y).view(b, s, -1, d).transpose(1, 2)
+        else:
+            q, k, v = self.qkv(y).view(b, s, -1, 3 * d).transpose(1, 2).chunk(3, dim=-1)
+        r = self.rotary
+        q_rot, q_pass, k_rot, k_pass = q[..., :r], q[..., r:], k[..., :r], k[..., r:]
+        q_rot = q_rot * cos + rotate_half(q_rot) * sin
+        k_rot = k_rot * cos + rotate_half(k_rot) * sin
+        q, k = torch.cat([q_rot, q_pass], dim=-1), torch.cat([k_rot, k_pass], dim=-1)
+        k = repeat_kv(k, self.heads // self.kv)
+        v = repeat_kv(v, self.heads // self.kv)
+        ctx = checkpoint(self.core, q, k, v, mask, use_reentrant=True) if selective else self.core(q, k, v, mask)
+        attn = self.o(ctx.transpose(1, 2).contiguous().reshape(b, s, h))
+        if self.p > 0:
+            attn = F.dropout(attn, self.p, True)
+        if self.parallel:
+            return self.mlp(y if self.shared else self.ln2(x)) + attn + x
+        x = attn + x
+        return self.mlp(self.ln2(x)) + x
+
+
 def rope_tables(b, s, d, dtype):
     inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv)
@@ -242,12 +311,19 @@ def add_lora(block, lora, dtype):
     return params
 
 
+def neox_block(cfg):
+    return NeoXBlock(cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["rotary"], cfg["parallel"], cfg["shared"],
+                     cfg["gelu_new"], cfg["dropout"])
+
+
 def measure_layer(kind, cfg, dtype=torch.bfloat16):
     """Bytes one layer keeps for backward, and its parameter count (without adapters)."""
     b, s, h = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"]
     torch.manual_seed(cfg.get("seed", 0))
     if kind == "gpt":
         block = GPTBlock(h, cfg["heads"], cfg["ffn"], cfg["dropout"]).to(dtype)
+    elif kind == "neox":
+        block = neox_block(cfg).to(dtype)
     else:
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
@@ -262,7 +338,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     if kind == "gpt":
         layer = lambda x_: block(x_, mask, selective)
     else:
-        cos, sin = rope_tables(b, s, h // cfg["heads"], dtype)
+        cos, sin = rope_tables(b, s, cfg["rotary"] if kind == "neox" else h // cfg["heads"], dtype)
         constants += [cos, sin]
         layer = lambda x_: block(x_, mask, cos, sin, selective)
     # Full recompute: checkpoint the whole layer, which keeps only its input.
@@ -279,6 +355,10 @@ def count_model_parameters(kind, cfg):
         blocks = [GPTBlock(h, cfg["heads"], cfg["ffn"], 0.0) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"], h),
                                      torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
+    elif kind == "neox":  # untied embed_out (Phi's lm_head with a bias), a final LayerNorm
+        blocks = [neox_block(cfg) for _ in range(layers)]
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h),
+                                     torch.nn.Linear(h, v, bias=cfg["lm_head_bias"])])
     else:
         blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                              cfg.get("fused", False), sandwich=cfg.get("sandwich", False)) for _ in range(layers)]

@@ -1,4 +1,4 @@
-"""The PyTorch oracle: random GPT-style and Llama-style configurations, a third of them frozen with LoRA adapters,
+"""The PyTorch oracle: random GPT-style, Llama-style and GPT-NeoX/Phi-style configurations, a third of them frozen with LoRA adapters,
 each measured with autograd's saved tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
 per-layer activation bytes within 1%.
 
@@ -21,6 +21,14 @@ def zeromem(binary, kind, cfg, layers, vocab):
     if kind == "gpt":
         args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"]),
                  "--dropout", str(cfg["dropout"]), "--implementation", "eager", "--attention", "eager"]
+    elif kind == "neox":
+        args += ["--mlp", "gelu", "--norm", "layernorm", "--kv-heads", str(cfg["kv_heads"]), "--dropout", str(cfg["dropout"]),
+                 "--implementation", "hf", "--attention", "eager"]
+        args += ["--shared-layer-norm", "--lm-head-bias"] if cfg["shared"] else ["--fused-qkv", "--qkv-per-head"]
+        if cfg["parallel"]:
+            args.append("--parallel-residual")
+        if cfg["gelu_new"]:
+            args.append("--gelu-new")
     else:
         args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
         if cfg["qkv_bias"]:
@@ -55,6 +63,17 @@ def random_config(rng, kind):
         cfg["ffn"] = 4 * cfg["hidden"] if rng.random() < 0.5 else rng.randint(8, 512)
         cfg["dropout"] = rng.choice([0.0, 0.1, 0.25])
         cfg["max_positions"] = rng.randint(cfg["seq_len"], 512)
+    elif kind == "neox":  # GPT-NeoX (fused qkv, two LayerNorms) or Phi (shared norm, separate q/k/v, lm_head bias)
+        cfg["shared"] = rng.random() < 0.4
+        cfg["parallel"] = cfg["shared"] or rng.random() < 0.75
+        cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0]) if cfg["shared"] else heads
+        cfg["lm_head_bias"] = cfg["shared"]
+        cfg["ffn"] = 4 * cfg["hidden"] if rng.random() < 0.5 else rng.randint(8, 512)
+        cfg["rotary"] = rng.choice([r for r in (2, 4, d // 4, d // 2, d) if r % 2 == 0 and 0 < r <= d])  # rotary_pct 0.25 etc.
+        cfg["gelu_new"] = rng.random() < 0.4
+        cfg["dropout"] = rng.choice([0.0, 0.0, 0.1])
+        if rng.random() < 0.1:  # one token: GPT-NeoX's per-head layout leaves V a view of the projection's output
+            cfg["seq_len"] = 1
     else:
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["ffn"] = rng.randint(8, 512)
@@ -67,7 +86,9 @@ def random_config(rng, kind):
         cfg["softcap"] = rng.choice([0.0, 0.0, 50.0])  # Gemma-2's attention soft-cap (eager)
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
-        if cfg.get("fused"):
+        if kind == "neox":
+            names = (["q", "k", "v"] if cfg["shared"] else ["qkv"]) + ["o", "fc1", "fc2"]
+        elif cfg.get("fused"):
             names = ["qkv", "o", "gate_up", "down"]
         else:
             names = ["q", "k", "v", "o"] + (["fc1", "fc2"] if kind == "gpt" else ["gate", "up", "down"])
@@ -85,7 +106,7 @@ def main():
     rng = random.Random(opts.seed)
     passed = failed = 0
     worst = 0.0
-    for kind in ("gpt", "llama"):
+    for kind in ("gpt", "llama", "neox"):
         for i in range(opts.configs):
             cfg = random_config(rng, kind)
             saved, layer_params = blocks.measure_layer(kind, cfg)

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "catch.hpp"
+#include "zeromem/model/hf_config.hpp"
 #include "zeromem/training/activations.hpp"
 
 using namespace zeromem;
@@ -394,4 +395,44 @@ TEST_CASE("the paper's profiles keep Q, K and V as separate tensors even for a f
   CHECK(layer_activation_bytes(gpt3(), c).value.count() == 2LL * 2 * 2048 * 12288 / 8);
   c.attention = attention_kind::flash;
   CHECK(layer_activation_bytes(gpt3(), c).value.count() == 2LL * 2 * 2048 * 12288 / 8);
+}
+
+TEST_CASE("parallel attention and MLP: GPT-NeoX's two LayerNorms and Phi's one", "[activations]") {
+  // Pythia-1B (hidden 2048, 8 heads of 256, intermediate 8192), s = 2048, b = 1, bf16, SDPA, config.json use_cache true.
+  // sbh = 4,194,304; 2sbh = 8,388,608. input_layernorm keeps the layer input 8,388,608 + fp32 mean and rstd 16,384;
+  // post_attention_layernorm reads the same input, which autograd keeps once: only its mean and rstd, 16,384. q, k, v
+  // (RoPE's concatenations and the cache's copies) and the query_key_value and dense inputs 5 x 8,388,608; log-sum-exp
+  // 4 x 8 x 2048 = 65,536; dense_h_to_4h's input 8,388,608; GELU's input and output 2 x 2 x 2048 x 8192 = 67,108,864.
+  // 8,404,992 + 6 x 8,388,608 + 65,536 + 16,384 + 67,108,864 = 125,927,424 B.
+  activation_config c{};
+  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  const transformer_config pythia = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json");
+  const layer_activations l = layer_activation_bytes(pythia, c);
+  CHECK(l.attention_norm.count() == 8'404'992);
+  CHECK(l.mlp_norm.count() == 16'384);
+  CHECK(l.mlp_input.count() == 8'388'608);
+  CHECK(l.total().count() == 125'927'424);
+  // final_layer_norm keeps its input and fp32 mean and rstd, embed_out its input: 8,388,608 + 16,384 + 8,388,608.
+  CHECK(first_stage_activations(pythia, c).output_layer.count() == 16'793'600);
+  // In sequence (use_parallel_residual false) the second LayerNorm reads attention output + input, a new tensor it keeps.
+  transformer_config sequential = pythia;
+  sequential.parallel_residual = false;
+  CHECK((layer_activation_bytes(sequential, c).total() - l.total()).count() == 8'388'608);
+  // Phi-2 (hidden 2560, 32 heads of 80, intermediate 10240, gelu_new, resid_pdrop 0.1), s = 2048, b = 1: sbh = 5,242,880.
+  // One LayerNorm: 10,485,760 + 16,384; its output is read by q, k, v and fc1 and kept once, 10,485,760; Q, K, V and the
+  // dense input 4 x 10,485,760; log-sum-exp 4 x 32 x 2048 = 262,144; two 1-byte residual dropout masks 10,485,760;
+  // gelu_new's four kept tensors and fc2's input 5 x 2 x 2048 x 10240 = 209,715,200. No second norm, no second input.
+  // 10,502,144 + 5 x 10,485,760 + 262,144 + 10,485,760 + 209,715,200 = 283,394,048 B.
+  const transformer_config phi = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/phi-2.json");
+  const layer_activations p = layer_activation_bytes(phi, c);
+  CHECK(p.mlp_norm.count() == 0);
+  CHECK(p.mlp_input.count() == 0);
+  CHECK(p.attention_input.count() == 10'485'760);
+  CHECK(p.mlp_hidden.count() == 209'715'200);
+  CHECK(p.total().count() == 283'394'048);
+  // Under autocast each linear casts the fp32 norm output itself: q, k, v and fc1 keep four casts.
+  c.autocast = true;
+  const layer_activations amp = layer_activation_bytes(phi, c);
+  CHECK(amp.attention_input.count() == 3 * 10'485'760);
+  CHECK(amp.mlp_input.count() == 10'485'760);
 }

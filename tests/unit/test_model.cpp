@@ -394,3 +394,67 @@ TEST_CASE("one walk over the modules: what count_parameters sums and what LoRA a
   for_each_linear(m, [&](const linear_shape&) { ++linear_modules; });
   CHECK(linear_modules == 7);
 }
+
+TEST_CASE("GPT-NeoX (Pythia) and Phi parameters, written out", "[model][hf][published]") {
+  // EleutherAI/pythia-1b config.json: hidden 2048, 16 layers, 8 heads, intermediate 8192, vocab 50304, untied, parallel
+  // attention and MLP. Two LayerNorms 4 x 2048 = 8,192; query_key_value 2048 x 6144 + 6144 = 12,589,056; dense 2048^2 +
+  // 2048 = 4,196,352; dense_h_to_4h 2048 x 8192 + 8192 = 16,785,408; dense_4h_to_h 8192 x 2048 + 2048 = 16,779,264:
+  // 50,358,272 per layer; x 16 + final LayerNorm 4,096 = 805,736,448 (Biderman et al. 2023 Table 1, non-embedding);
+  // embed_in and embed_out 2 x 50304 x 2048 = 206,045,184 -> 1,011,781,632.
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  const transformer_config p = read_hf_config(dir + "pythia-1b.json");
+  CHECK(p.parallel_residual);
+  CHECK_FALSE(p.shared_layer_norm);
+  CHECK(p.fused_qkv);
+  CHECK(p.norm == norm_kind::layernorm);
+  CHECK(p.mlp == mlp_kind::gelu);
+  CHECK_FALSE(p.gelu_tensor_ops);  // hidden_act "gelu": one kernel
+  CHECK(p.use_cache);
+  const parameter_counts pc = count_parameters(p);
+  CHECK(pc.layer.count() == 50'358'272);
+  CHECK(pc.norms.count() == 8'192);
+  CHECK(pc.total.count() - pc.embedding.count() - pc.lm_head.count() == 805'736'448);
+  CHECK(pc.total.count() == 1'011'781'632);
+  CHECK(count_parameters(p).total == count_parameters(preset_config("pythia-1b")).total);
+  // microsoft/phi-2 config.json: hidden 2560, 32 layers, 32 heads, intermediate 10240, vocab 51200, one LayerNorm a layer
+  // 5,120; q, k, v, dense 4 x (2560^2 + 2560) = 26,224,640; fc1 2560 x 10240 + 10240 = 26,224,640; fc2 10240 x 2560 +
+  // 2560 = 26,216,960: 78,671,360 per layer; x 32 = 2,517,483,520; final LayerNorm 5,120; embed_tokens 51200 x 2560 =
+  // 131,072,000; lm_head the same + its 51,200-element bias: 2,779,683,840 ("2.7 billion parameters", the model card).
+  const transformer_config phi = read_hf_config(dir + "phi-2.json");
+  CHECK(phi.parallel_residual);
+  CHECK(phi.shared_layer_norm);
+  CHECK(phi.lm_head_bias);
+  CHECK_FALSE(phi.fused_qkv);
+  CHECK(phi.gelu_tensor_ops);  // gelu_new
+  CHECK(phi.residual_dropout == 0.1);
+  const parameter_counts phc = count_parameters(phi);
+  CHECK(phc.layer.count() == 78'671'360);
+  CHECK(phc.lm_head.count() == 131'072'000 + 51'200);
+  CHECK(phc.total.count() == 2'779'683'840LL);
+  // hidden_act must be one zeromem models for these MLPs; qk_layernorm is refused; defaults follow the classes.
+  const std::string neox = R"({"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  CHECK(parse_hf_config(neox + "}").parallel_residual);  // GPTNeoXConfig(use_parallel_residual=True)
+  CHECK_FALSE(parse_hf_config(neox + R"(, "use_parallel_residual": false})").parallel_residual);
+  CHECK(parse_hf_config(neox + R"(, "attention_bias": false})").qkv_bias == false);
+  CHECK(parse_hf_config(neox + R"(, "hidden_dropout": 0.1})").residual_dropout == 0.1);
+  CHECK_THROWS_WITH(parse_hf_config(neox + R"(, "hidden_act": "gelu_fast"})"),
+                    Catch::Matchers::Contains(R"(field 'hidden_act' must be "gelu" or "gelu_new" for model_type 'gpt_neox', got '"gelu_fast"')"));
+  const std::string phi_small = R"({"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  CHECK(parse_hf_config(phi_small + "}").gelu_tensor_ops);  // PhiConfig(hidden_act="gelu_new")
+  CHECK(parse_hf_config(phi_small + R"(, "num_key_value_heads": 2})").kv_heads == 2);
+  CHECK_THROWS_WITH(parse_hf_config(phi_small + R"(, "qk_layernorm": true})"),
+                    Catch::Matchers::Contains("qk_layernorm true (LayerNorms on q and k) is not modelled for model_type 'phi'; set it false"));
+  // The library refuses what it does not model, naming the fix.
+  transformer_config bad = p;
+  bad.norm = norm_kind::rmsnorm;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("parallel attention and MLP branches are modelled with LayerNorm"));
+  bad = p;
+  bad.parallel_residual = false;
+  bad.shared_layer_norm = true;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("set parallel_residual too"));
+  bad = phi;
+  bad.tied_embeddings = true;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("an output-layer bias is modelled on an untied output layer"));
+}

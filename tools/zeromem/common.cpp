@@ -122,7 +122,16 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                    "every N-th layer has full attention, the others slide (Gemma-2: 2)"));
     shape.push_back(app.add_flag("--local-rope", f.local_rope,
                                  "the sliding layers rotate with their own base, a second cos/sin pair (Gemma-3's rope_local_base_freq)"));
+    shape.push_back(app.add_flag("--parallel-residual", f.parallel_residual,
+                                 "attention and the MLP both read the layer input, x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX, Phi)"));
+    shape.push_back(app.add_flag("--shared-layer-norm", f.shared_layer_norm,
+                                 "one norm feeds both parallel branches, one norm a layer (Phi's input_layernorm)"));
+    shape.push_back(app.add_flag("--lm-head-bias", f.lm_head_bias, "the output layer has a bias (Phi's lm_head)"));
+    shape.push_back(app.add_flag("--gelu-new", f.gelu_new,
+                                 "GELU written as tensor ops that keep more (transformers' gelu_new: GPT-2, Phi); with --mlp gelu"));
     shape.push_back(app.add_flag("--fused-qkv", f.fused_qkv, "one projection for q, k and v (Phi-3's qkv_proj, GPT-2's c_attn)"));
+    shape.push_back(app.add_flag("--qkv-per-head", f.qkv_per_head,
+                                 "the fused qkv output is laid out per head as [q | k | v] (GPT-NeoX's query_key_value); with --fused-qkv"));
     shape.push_back(app.add_flag("--fused-gate-up", f.fused_gate_up, "one projection for gate and up (Phi-3's gate_up_proj)"));
     shape.push_back(integer_option(app, "--sliding-window", f.sliding_window,
                                    "transformers' sliding-window span in tokens (config.json sliding_window; SDPA then gets a mask)"));
@@ -171,8 +180,14 @@ transformer_config model_of(const model_flags& f) {
   m.final_logit_softcap = f.final_logit_softcap;
   m.sliding_window_pattern = f.sliding_window_pattern;
   m.local_rope = f.local_rope;
+  m.parallel_residual = f.parallel_residual;
+  m.shared_layer_norm = f.shared_layer_norm;
+  m.lm_head_bias = f.lm_head_bias;
+  if (f.gelu_new && m.mlp != mlp_kind::gelu) detail::fail("--gelu-new is a GELU MLP's activation; pass --mlp gelu with it");
+  m.gelu_tensor_ops = f.gelu_new;
   m.fused_qkv = f.fused_qkv;
   m.fused_gate_up = f.fused_gate_up;
+  m.qkv_per_head = f.qkv_per_head;
   m.sliding_window = f.sliding_window;
   m.use_cache = f.use_cache;
   // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).

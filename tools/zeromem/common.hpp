@@ -77,6 +77,7 @@ struct model_flags {
   bool qkv_bias = false;
   bool qk_norm = false;
   bool norm_scale_fp32 = false, scaled_embedding = false, sandwich_norms = false, local_rope = false;
+  bool parallel_residual = false, shared_layer_norm = false, lm_head_bias = false, gelu_new = false, qkv_per_head = false;
   double attention_softcap = 0.0, final_logit_softcap = 0.0;
   std::int64_t sliding_window_pattern = 0;
   bool fused_qkv = false, fused_gate_up = false, use_cache = false;

@@ -177,6 +177,7 @@ namespace detail {
 /// The backbone of a value model: no lm_head (modelled as tied: the embedding counted once) and no logits.
 inline transformer_config value_backbone(transformer_config m) {
   m.tied_embeddings = true;
+  m.lm_head_bias = false;
   return m;
 }
 

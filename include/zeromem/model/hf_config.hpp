@@ -19,7 +19,7 @@
 namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
-inline constexpr std::string_view supported_model_types = "llama, mistral, mixtral, phi3, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt2";
+inline constexpr std::string_view supported_model_types = "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt_neox, gpt2";
 
 namespace detail::hf {
 
@@ -161,6 +161,30 @@ inline transformer_config llama_like(const json& j, const std::string& type, boo
   return m;
 }
 
+// GPT-NeoX and Phi fields (GPTNeoXConfig, PhiConfig): LayerNorm, RoPE (no learned positions), MHA (Phi: kv heads), a non-gated
+// MLP with biases and an untied output layer. hidden_act (the class's default when absent): "gelu" is one kernel that
+// keeps its input; "gelu_new" is NewGELUActivation, tensor ops that keep more (activations.py); others are refused.
+inline transformer_config neox_like(const json& j, const std::string& type, const char* default_act) {
+  transformer_config m{};
+  m.hidden = integer(j, "hidden_size", type);
+  m.layers = integer(j, "num_hidden_layers", type);
+  m.heads = m.kv_heads = integer(j, "num_attention_heads", type);
+  m.ffn = integer(j, "intermediate_size", type);
+  m.vocab = integer(j, "vocab_size", type);
+  m.mlp = mlp_kind::gelu;
+  m.norm = norm_kind::layernorm;
+  m.mlp_bias = true;
+  m.tied_embeddings = boolean_or(j, "tie_word_embeddings", false);
+  m.attention_dropout = probability_or(j, "attention_dropout", 0.0);
+  const json* act = find(j, "hidden_act");
+  const std::string name = act == nullptr ? default_act : act->is_string() ? act->get<std::string>() : "";
+  if (name != "gelu" && name != "gelu_new")
+    fail_config(R"(field 'hidden_act' must be "gelu" or "gelu_new" for model_type )" + detail::quoted(type) + ", got " +
+                (act == nullptr ? std::string("nothing") : shown(*act)));
+  m.gelu_tensor_ops = name == "gelu_new";
+  return m;
+}
+
 // GemmaConfig and its successors (modeling_gemma.py, modeling_gemma2.py, modeling_gemma3.py): Llama's fields with head_dim
 // 256 by default, attention_bias on q, k, v and o, no MLP bias, tied embeddings by default, GemmaRMSNorm (fp32
 // scaling), and the gated MLP's hidden_activation (else hidden_act; gelu_pytorch_tanh by default).
@@ -290,6 +314,30 @@ inline transformer_config parse_hf_config(const std::string& text) {
       m.vision.gated_mlp = false;
       m.vision.norm = norm_kind::layernorm;
     }
+  } else if (type == "gpt_neox") {
+    // GPTNeoXConfig / modeling_gpt_neox.py: one query_key_value Linear(h, 3h) laid out per head as [q | k | v], dense,
+    // LayerNorms with biases, dense_h_to_4h / act / dense_4h_to_h, biases on every linear (attention_bias, default
+    // true), an untied embed_out without bias, and by default attention and the MLP in parallel (use_parallel_residual)
+    // each behind its own LayerNorm. RoPE rotates rotary_pct of each head (0.25 by default); apply_rotary_pos_emb
+    // concatenates the rotated and passed parts into new query and key tensors, so what autograd keeps does not depend
+    // on the fraction.
+    m = neox_like(j, type, "gelu");
+    m.qkv_bias = m.attention_out_bias = boolean_or(j, "attention_bias", true);
+    m.fused_qkv = m.qkv_per_head = true;
+    m.parallel_residual = boolean_or(j, "use_parallel_residual", true);
+    m.residual_dropout = m.embedding_dropout = probability_or(j, "hidden_dropout", 0.0);  // post_attention/post_mlp/emb_dropout
+  } else if (type == "phi") {
+    // PhiConfig / modeling_phi.py (Phi-1, Phi-1.5, Phi-2): q_proj, k_proj, v_proj and dense with biases, fc1 / act /
+    // fc2 with biases, one input_layernorm feeding attention and the MLP in parallel, lm_head with a bias, untied;
+    // resid_pdrop on both branches, embd_pdrop on the embeddings. RoPE on partial_rotary_factor of each head (rotated
+    // and passed parts concatenated, as GPT-NeoX). qk_layernorm (LayerNorms on q and k) is not modelled.
+    m = neox_like(j, type, "gelu_new");
+    m.kv_heads = integer_or(j, "num_key_value_heads", m.heads, type);
+    m.qkv_bias = m.attention_out_bias = true;
+    m.parallel_residual = m.shared_layer_norm = m.lm_head_bias = true;
+    m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);
+    m.embedding_dropout = probability_or(j, "embd_pdrop", 0.0);
+    if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (LayerNorms on q and k) is not modelled for model_type 'phi'; set it false");
   } else if (type == "gpt2") {
     m.hidden = integer(j, "n_embd", type);
     m.layers = integer(j, "n_layer", type);

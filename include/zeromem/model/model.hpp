@@ -59,6 +59,9 @@ struct transformer_config {
   bool attention_out_bias = false;
   bool mlp_bias = false;
   bool fused_qkv = false;          // one h x 3h projection module (GPT-2, Megatron) instead of q, k, v
+  /// The fused projection's output laid out per head as [q | k | v] (GPT-NeoX's query_key_value: view(b, s, heads, 3d)
+  /// then chunk) rather than [all q | all k | all v] (GPT-2's c_attn, Phi-3's qkv_proj).
+  bool qkv_per_head = false;
   /// One h x 2f projection for gate and up (Phi-3's gate_up_proj, modeling_phi3.py Phi3MLP), split by chunk(2).
   bool fused_gate_up = false;
   /// transformers' sliding-window attention span in tokens (config.json sliding_window of Mistral, Mixtral and Phi-3;
@@ -101,6 +104,13 @@ struct transformer_config {
   /// Gemma-3: the sliding layers rotate with their own base (rope_local_base_freq), so the model holds a second cos/sin
   /// pair while it runs (forward.hpp).
   bool local_rope = false;
+  /// Attention and the MLP both read the layer's input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX's
+  /// use_parallel_residual, modeling_gpt_neox.py GPTNeoXLayer; Phi-1/2's PhiDecoderLayer), instead of x + attn, then + mlp.
+  bool parallel_residual = false;
+  /// One norm feeds both parallel branches (Phi's input_layernorm, modeling_phi.py): a layer holds one norm.
+  bool shared_layer_norm = false;
+  /// The output layer carries a bias of vocab elements (Phi's lm_head = nn.Linear(hidden, vocab, bias=True)).
+  bool lm_head_bias = false;
   moe_config moe{};
   vision_config vision{};
 
@@ -131,6 +141,14 @@ constexpr void validate(const transformer_config& m) {
     detail::fail_value("a sliding-window pattern needs a sliding window and a period >= 1", static_cast<long double>(m.sliding_window_pattern),
                        "pass 0 when every layer is alike");
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
+  if (m.parallel_residual && (m.norm != norm_kind::layernorm || m.sandwich_norms))
+    detail::fail("parallel attention and MLP branches are modelled with LayerNorm and no sandwich norms (GPT-NeoX, Phi); pass norm layernorm");
+  if (m.qkv_per_head && (!m.fused_qkv || m.kv_heads != m.heads))
+    detail::fail("a per-head [q | k | v] layout is a fused qkv projection with as many key/value heads as heads; set fused_qkv");
+  if (m.shared_layer_norm && !m.parallel_residual)
+    detail::fail("one norm shared by attention and the MLP needs parallel branches; set parallel_residual too");
+  if (m.gelu_tensor_ops && m.mlp != mlp_kind::gelu) detail::fail("GELU written as tensor ops is a GELU MLP's activation; pass mlp gelu");
+  if (m.lm_head_bias && m.tied_embeddings) detail::fail("an output-layer bias is modelled on an untied output layer; untie the embeddings");
   if (m.fused_gate_up && (m.mlp != mlp_kind::swiglu || m.moe.experts > 0))
     detail::fail("a fused gate_up projection needs a dense gated MLP (swiglu without experts)");
   if (m.moe.experts < 0 || (m.moe.experts > 0 && (m.moe.top_k <= 0 || m.moe.top_k > m.moe.experts || m.moe.expert_ffn <= 0)))
@@ -267,9 +285,10 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
     linear(module_group::mlp, lora_module::fc2, ffn, h, m.mlp_bias, mlps);
   }
   if (moe) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
-  norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : 2);  // Gemma-2: + the two post-branch norms
+  // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches.
+  norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
   norm(module_group::final_norm, m.norm, h, 1);
-  if (!m.tied_embeddings) table(module_group::lm_head, m.vocab, h);
+  if (!m.tied_embeddings) f(module_shape{module_group::lm_head, lora_module::none, false, true, m.vocab, h, 1, m.lm_head_bias ? m.vocab : 0, 1});
   // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of norm1, qkv (3C),
   // proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).
   if (m.vision.blocks > 0) {
@@ -486,6 +505,16 @@ constexpr transformer_config qwen25_vl_7b() {
   m.vision.blocks = 32; m.vision.hidden = 1280; m.vision.mlp_hidden = 3420; m.vision.heads = 16; m.vision.out_hidden = 3584;
   return m;
 }
+/// Pythia (GPT-NeoX, modeling_gpt_neox.py): fused per-head qkv, LayerNorms, parallel attention and MLP, exact GELU,
+/// biases on every linear, an untied embed_out, 4h MLP.
+constexpr transformer_config pythia(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t vocab) {
+  transformer_config m = llama(h, layers, heads, heads, 4 * h, vocab);
+  m.mlp = mlp_kind::gelu;
+  m.norm = norm_kind::layernorm;
+  m.qkv_bias = m.attention_out_bias = m.mlp_bias = true;
+  m.fused_qkv = m.qkv_per_head = m.parallel_residual = true;
+  return m;
+}
 constexpr transformer_config gpt3_175b() {
   transformer_config m{};
   m.hidden = 12288; m.layers = 96; m.heads = 96; m.kv_heads = 96; m.ffn = 4 * 12288; m.vocab = 50257;
@@ -497,7 +526,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 20> model_presets{{
+inline constexpr std::array<model_preset, 22> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -538,6 +567,12 @@ inline constexpr std::array<model_preset, 20> model_presets{{
     {"qwen2.5-vl-7b", detail::qwen25_vl_7b(), 8'292'166'656, 1, "Qwen/Qwen2.5-VL-7B-Instruct config.json (8.29B)"},
     {"llama-2-7b", detail::llama(4096, 32, 32, 32, 11008, 32000), 6'738'415'616, 1,
      "meta-llama/Llama-2-7b-hf config.json; transformers num_parameters()"},
+    {"pythia-1b", detail::pythia(2048, 16, 8, 50304), 1'011'781'632, 1,
+     "EleutherAI/pythia-1b config.json; Biderman et al. 2023 (arXiv 2304.01373) Table 1 and the model card: 805,736,448 "
+     "non-embedding, 1,011,781,632 total"},
+    {"pythia-6.9b", detail::pythia(4096, 32, 32, 50432), 6'857'302'016, 1,
+     "EleutherAI/pythia-6.9b config.json; Biderman et al. 2023 Table 1 and the model card: 6,444,163,072 non-embedding, "
+     "6,857,302,016 total"},
     // GPT-3: the published architecture counts 174,604,259,328, 0.40e9 (0.23%) below the paper's 175.0B;
     // the paper does not say what makes up the difference (tests/unit/test_model.cpp states it).
     {"gpt3-175b", detail::gpt3_175b(), 175'000'000'000, 100'000'000, "Brown et al. 2020 Table 2.1 (n_params 175.0B)"},

@@ -182,8 +182,11 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
   l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && !full_attention_layer(m, layer) &&
                 c.seq_len >= m.sliding_window;
   l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
+  // One token per sequence leaves an MHA V (b, heads, 1, d) foldable as a view too, where each head's values follow the
+  // previous head's: a projection of its own, or GPT-NeoX's per-head [q | k | v] (not GPT-2's [all q | all k | all v]).
+  const bool one_token = detail::quotient(c.seq_len, c.cp) == 1 && kv_heads == heads && (!m.fused_qkv || m.qkv_per_head);
   l.kv_view = (kv_heads == 1 || kv_heads == heads) && (c.micro_batch == 1 || heads == 1 || c.recomputation == recompute::selective ||
-                                                       c.attention != attention_kind::eager);
+                                                       c.attention != attention_kind::eager || one_token);
   l.key_heads = l.repeat && !l.kv_view ? heads : kv_heads;
   l.cached = m.use_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
   return l;
@@ -226,17 +229,19 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const bool attention_dropout = c.dropout > 0.0 || m.attention_dropout > 0.0, residual_dropout = c.dropout > 0.0 || m.residual_dropout > 0.0;
   // Tensors the paper leaves whole on every tensor-parallel rank; sequence parallelism splits them (§4.2.2).
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
+  // LayerNorm's mean and rstd, RMSNorm's rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere; autocast
+  // runs layer_norm in fp32); the paper counts none.
+  const auto norm_statistics = [&]() -> std::int64_t {
+    if (c.impl == implementation::paper) return 0;
+    return checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb, m.norm == norm_kind::rmsnorm || c.autocast ? 4 : stat);
+  };
   const auto norm_saved = [&]() -> std::int64_t {
     // transformers' RMSNorm (hf_rmsnorm_saved): 4sbh + a sbh + 4sb for Llama's. Under autocast x is already fp32
     // (the residual stream, kept) and the normalised tensor stays fp32: 4sbh + 4sbh + 4sb.
     if (c.impl == implementation::hf && m.norm == norm_kind::rmsnorm)
       return detail::hf_rmsnorm_saved(m, c.torch_major, sb, h, c.autocast ? 4 : a, frozen);
-    const std::int64_t stats = c.impl == implementation::paper ? 0 : checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb);
-    // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics:
-    // LayerNorm mean and rstd, RMSNorm rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere;
-    // autocast runs layer_norm in fp32).
-    const std::int64_t stat_bytes = m.norm == norm_kind::rmsnorm || c.autocast ? 4 : stat;
-    return checked_sum(c.autocast ? checked_product(4, sbh) : a_sbh, checked_product(stats, stat_bytes));
+    // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics.
+    return checked_sum(c.autocast ? checked_product(4, sbh) : a_sbh, norm_statistics());
   };
 
   // Each result is built whole (a return of all terms) rather than cleared and filled: clearing costs more
@@ -288,8 +293,12 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   };
   const std::int64_t attention_casts = keepers(m.fused_qkv ? 1 : 3, attention_keepers);
   const std::int64_t mlp_casts = keepers(m.mlp == mlp_kind::swiglu && !m.fused_gate_up ? 2 : 1, mlp_keepers);
-  const bytes input = bytes_of(replicated(checked_product(attention_casts, a_sbh)));
-  const bytes mlp_input = bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
+  // One norm feeding both parallel branches (Phi): q, k, v and fc1 read one tensor, kept once whoever keeps it; under
+  // autocast each linear still keeps its own cast.
+  const bool one_input = m.shared_layer_norm && !c.autocast;
+  const std::int64_t shared_casts = attention_casts + mlp_casts > 0 ? 1 : 0;
+  const bytes input = bytes_of(replicated(checked_product(one_input ? shared_casts : attention_casts, a_sbh)));
+  const bytes mlp_input = one_input ? none : bytes_of(replicated(checked_product(mlp_casts, a_sbh)));
   const attention_layout at = detail::attention_layout_of(m, c, layer);
   const bytes query = bytes_of(checked_product(a, sb, heads, d));       // "QK^T: 4sbh" is Q and K
   const bytes key = bytes_of(checked_product(a, sb, at.key_heads, d));  // V likewise: "attention over values: ... 2sbh"
@@ -366,8 +375,11 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                                                                    ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, h, a, frozen)
                                                                    : norm_saved())))
                        : none;
+  // Parallel branches (GPT-NeoX): the second LayerNorm reads the layer input the first one keeps, so it adds only its
+  // statistics (autograd saves a tensor once); with one shared norm (Phi) there is no second norm.
+  const bytes mlp_norm = !m.parallel_residual ? norm : m.shared_layer_norm ? none : bytes_of(replicated(norm_statistics()));
   return layer_activations{norm,      input,  query + q_norm, key + k_norm, value,     scores,        scores_dropout, lse,
-                           sdpa_bias, output, residual_mask,  norm,         mlp_input, mlp_hidden, residual_mask, branch_norms,
+                           sdpa_bias, output, residual_mask,  mlp_norm,     mlp_input, mlp_hidden, residual_mask, branch_norms,
                            none,      weights, bytes_of(lora_bytes)};
 }
 }  // namespace detail
@@ -448,11 +460,16 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     // the fp32 residual, and lm_head keeps a 16-bit cast of its input and of its weight (autocast's cache).
     // Frozen (LoRA; a frozen tied embedding), the final norm's weight multiply and lm_head keep no input.
     const bool frozen_norm = adapt.lora_enabled(), frozen_head = frozen_norm || (adapt.freeze_embeddings && m.tied_embeddings);
+    // A final LayerNorm outside the paper also keeps its mean and rstd (fp32 on CUDA and under autocast), as a layer's.
     const std::int64_t residual = c.autocast ? checked_product(4, sbh) : checked_product(a, sbh);
+    const std::int64_t layer_norm_stats =
+        c.impl == implementation::paper ? 0 : checked_product(2, sb, c.device == device_kind::cpu && !c.autocast ? a : 4);
     const std::int64_t final_norm = c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
                                         ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, m.hidden, c.autocast ? 4 : a, frozen_norm)
-                                        : residual;
-    const std::int64_t head_weight_cast = c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden), c.tp)) : 0;
+                                        : checked_sum(residual, m.norm == norm_kind::layernorm ? layer_norm_stats : 0);
+    // (Phi's lm_head bias is cast and cached with its weight.)
+    const std::int64_t head_weight_cast =
+        c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden + (m.lm_head_bias ? 1 : 0)), c.tp)) : 0;
     output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, frozen_head ? 0 : checked_product(a, sbh))), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
