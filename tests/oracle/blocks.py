@@ -15,7 +15,9 @@ Two block types:
           head as [q | k | v] and chunked, RoPE on the first `rotary` dims of each head (rotated and passed parts
           concatenated), eager attention with the softmax in fp32, exact GELU (or gelu_new's tensor ops) MLP with biases,
           attention and MLP in parallel behind two LayerNorms or in sequence. shared: Phi's layer (modeling_phi.py),
-          separate q, k, v with biases and one input_layernorm feeding both parallel branches.
+          separate q, k, v with biases and one input_layernorm feeding both parallel branches. family opt: OPT's layer
+          (modeling_opt.py): separate q, k, v with q scaled before attention, no RoPE (learned positions), two
+          LayerNorms in sequence, ReLU MLP.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -218,14 +220,14 @@ def gelu_new(x):
 
 
 class NeoXBlock(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, gelu_tensor_ops=False, dropout=0.0):
+    def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, act="gelu", dropout=0.0, separate=False):
         super().__init__()
         self.h, self.heads, self.kv, self.rotary, self.p = h, heads, kv_heads, rotary, dropout
-        self.parallel, self.shared, self.gelu_tensor_ops = parallel, shared, gelu_tensor_ops
+        self.parallel, self.shared, self.act, self.separate = parallel, shared, act, separate or shared
         d = h // heads
         self.ln1 = torch.nn.LayerNorm(h)
         self.ln2 = None if shared else torch.nn.LayerNorm(h)
-        if shared:  # Phi: q_proj, k_proj, v_proj with biases
+        if self.separate:  # Phi's and OPT's q_proj, k_proj, v_proj with biases
             self.q = torch.nn.Linear(h, heads * d)
             self.k = torch.nn.Linear(h, kv_heads * d)
             self.v = torch.nn.Linear(h, kv_heads * d)
@@ -245,7 +247,7 @@ class NeoXBlock(torch.nn.Module):
 
     def mlp(self, y):
         z = self.fc1(y)
-        z = gelu_new(z) if self.gelu_tensor_ops else F.gelu(z)
+        z = gelu_new(z) if self.act == "gelu_new" else F.relu(z) if self.act == "relu" else F.gelu(z)
         z = self.fc2(z)
         return F.dropout(z, self.p, True) if self.p > 0 else z
 
@@ -253,17 +255,21 @@ class NeoXBlock(torch.nn.Module):
         b, s, h = x.shape
         d = h // self.heads
         y = self.ln1(x)
-        if self.shared:
-            q = self.q(y).view(b, s, -1, d).transpose(1, 2)
+        if self.separate:
+            # OPT (no rotary) scales q_proj's output before attention (modeling_opt.py OPTAttention); the kernel then
+            # scales by 1. Scaling after QK^T instead keeps the same tensors.
+            q = self.q(y) * (1.0 / math.sqrt(d)) if not self.rotary else self.q(y)
+            q = q.view(b, s, -1, d).transpose(1, 2)
             k = self.k(y).view(b, s, -1, d).transpose(1, 2)
             v = self.v(y).view(b, s, -1, d).transpose(1, 2)
         else:
             q, k, v = self.qkv(y).view(b, s, -1, 3 * d).transpose(1, 2).chunk(3, dim=-1)
         r = self.rotary
-        q_rot, q_pass, k_rot, k_pass = q[..., :r], q[..., r:], k[..., :r], k[..., r:]
-        q_rot = q_rot * cos + rotate_half(q_rot) * sin
-        k_rot = k_rot * cos + rotate_half(k_rot) * sin
-        q, k = torch.cat([q_rot, q_pass], dim=-1), torch.cat([k_rot, k_pass], dim=-1)
+        if r:
+            q_rot, q_pass, k_rot, k_pass = q[..., :r], q[..., r:], k[..., :r], k[..., r:]
+            q_rot = q_rot * cos + rotate_half(q_rot) * sin
+            k_rot = k_rot * cos + rotate_half(k_rot) * sin
+            q, k = torch.cat([q_rot, q_pass], dim=-1), torch.cat([k_rot, k_pass], dim=-1)
         k = repeat_kv(k, self.heads // self.kv)
         v = repeat_kv(v, self.heads // self.kv)
         ctx = checkpoint(self.core, q, k, v, mask, use_reentrant=True) if selective else self.core(q, k, v, mask)
@@ -312,8 +318,9 @@ def add_lora(block, lora, dtype):
 
 
 def neox_block(cfg):
+    act = "relu" if cfg.get("family") == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu"
     return NeoXBlock(cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["rotary"], cfg["parallel"], cfg["shared"],
-                     cfg["gelu_new"], cfg["dropout"])
+                     act, cfg["dropout"], cfg.get("family") == "opt")
 
 
 def measure_layer(kind, cfg, dtype=torch.bfloat16):
@@ -338,7 +345,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     if kind == "gpt":
         layer = lambda x_: block(x_, mask, selective)
     else:
-        cos, sin = rope_tables(b, s, cfg["rotary"] if kind == "neox" else h // cfg["heads"], dtype)
+        cos, sin = rope_tables(b, s, (cfg["rotary"] or 2) if kind == "neox" else h // cfg["heads"], dtype)
         constants += [cos, sin]
         layer = lambda x_: block(x_, mask, cos, sin, selective)
     # Full recompute: checkpoint the whole layer, which keeps only its input.
@@ -355,6 +362,10 @@ def count_model_parameters(kind, cfg):
         blocks = [GPTBlock(h, cfg["heads"], cfg["ffn"], 0.0) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"], h),
                                      torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
+    elif kind == "neox" and cfg.get("family") == "opt":  # learned positions (max + 2 rows), a final LayerNorm, tied
+        blocks = [neox_block(cfg) for _ in range(layers)]
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"] + 2, h),
+                                     torch.nn.LayerNorm(h)])
     elif kind == "neox":  # untied embed_out (Phi's lm_head with a bias), a final LayerNorm
         blocks = [neox_block(cfg) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h),

@@ -436,3 +436,21 @@ TEST_CASE("parallel attention and MLP: GPT-NeoX's two LayerNorms and Phi's one",
   CHECK(amp.attention_input.count() == 3 * 10'485'760);
   CHECK(amp.mlp_input.count() == 10'485'760);
 }
+
+TEST_CASE("OPT's ReLU keeps the tensor fc2 reads", "[activations]") {
+  // OPT-1.3B (hidden 2048, 32 heads of 64, ffn 8192, dropout 0.1), s = 2048, b = 1, bf16, SDPA, use_cache true.
+  // sbh = 4,194,304. Two LayerNorms 2 x (8,388,608 + 16,384); q, k, v and out_proj's inputs: the attention input,
+  // scaled Q, the cache's K and V copies, the attention output, 5 x 8,388,608; log-sum-exp 4 x 32 x 2048 = 262,144;
+  // fc1's input 8,388,608; ReLU's output, which fc2 reads, 2 x 2048 x 8192 = 33,554,432; two 1-byte dropout masks
+  // 2 x 4,194,304. 16,809,984 + 41,943,040 + 262,144 + 8,388,608 + 33,554,432 + 8,388,608 = 109,346,816 B.
+  activation_config c{};
+  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  const transformer_config opt = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
+  const layer_activations l = layer_activation_bytes(opt, c);
+  CHECK(l.mlp_hidden.count() == 33'554'432);
+  CHECK(l.total().count() == 109'346'816);
+  // GELU would keep fc1's output too: one more 2 x 2048 x 8192.
+  transformer_config gelu = opt;
+  gelu.mlp = mlp_kind::gelu;
+  CHECK((layer_activation_bytes(gelu, c).total() - l.total()).count() == 33'554'432);
+}

@@ -458,3 +458,31 @@ TEST_CASE("GPT-NeoX (Pythia) and Phi parameters, written out", "[model][hf][publ
   bad.tied_embeddings = true;
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("an output-layer bias is modelled on an untied output layer"));
 }
+
+TEST_CASE("OPT's parameters, written out", "[model][hf]") {
+  // facebook/opt-1.3b config.json: hidden 2048, 24 layers, 32 heads, ffn_dim 8192, vocab 50272, 2048 positions, tied.
+  // Two LayerNorms 8,192; q, k, v, out_proj 4 x (2048^2 + 2048) = 16,785,408; fc1 2048 x 8192 + 8192 = 16,785,408; fc2
+  // 8192 x 2048 + 2048 = 16,779,264: 50,358,272 per layer, x 24 = 1,208,598,528; embed_tokens 50272 x 2048 =
+  // 102,957,056; embed_positions (2048 + 2) x 2048 = 4,198,400 (OPTLearnedPositionalEmbedding's offset of 2); final
+  // LayerNorm 4,096: 1,315,758,080.
+  const transformer_config o = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
+  CHECK(o.mlp == mlp_kind::relu);
+  CHECK(o.positions == position_kind::learned);
+  CHECK(o.max_positions == 2050);
+  CHECK(o.tied_embeddings);
+  CHECK(o.residual_dropout == 0.1);
+  CHECK(o.embedding_dropout == 0.0);
+  const parameter_counts c = count_parameters(o);
+  CHECK(c.layer.count() == 50'358'272);
+  CHECK(c.position_embedding.count() == 4'198'400);
+  CHECK(c.total.count() == 1'315'758'080LL);
+  // OPT-350M's post-norm layout and projections, other activations, layerdrop: refused by key.
+  const std::string opt = R"({"model_type": "opt", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "ffn_dim": 128, "vocab_size": 100, "max_position_embeddings": 64)";
+  CHECK(parse_hf_config(opt + "}").residual_dropout == 0.1);  // OPTConfig(dropout=0.1)
+  CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "do_layer_norm_before": false})"), Catch::Matchers::Contains("do_layer_norm_before false"));
+  CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "word_embed_proj_dim": 32})"), Catch::Matchers::Contains("word_embed_proj_dim"));
+  CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "activation_function": "gelu"})"),
+                    Catch::Matchers::Contains(R"(field 'activation_function' must be "relu" for model_type 'opt', got '"gelu"')"));
+  CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "layerdrop": 0.1})"), Catch::Matchers::Contains("layerdrop > 0"));
+}

@@ -102,7 +102,7 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
   if (!attention_only) {
     shape.push_back(integer_option(app, "--ffn", f.ffn, "MLP intermediate size"));
     shape.push_back(integer_option(app, "--vocab", f.vocab, "vocabulary size"));
-    shape.push_back(text_option(app, "--mlp", f.mlp, "gelu | swiglu")->capture_default_str());
+    shape.push_back(text_option(app, "--mlp", f.mlp, "gelu | swiglu | relu")->capture_default_str());
     shape.push_back(text_option(app, "--norm", f.norm, "layernorm | rmsnorm")->capture_default_str());
     shape.push_back(integer_option(app, "--max-positions", f.max_positions, "learned position embeddings of this many positions"));
     shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
@@ -163,7 +163,8 @@ transformer_config model_of(const model_flags& f) {
   m.vocab = f.vocab;
   if (f.mlp == "gelu") m.mlp = mlp_kind::gelu;
   else if (f.mlp == "swiglu") m.mlp = mlp_kind::swiglu;
-  else detail::fail("unknown --mlp " + detail::quoted(f.mlp) + "; expected gelu or swiglu");
+  else if (f.mlp == "relu") m.mlp = mlp_kind::relu;
+  else detail::fail("unknown --mlp " + detail::quoted(f.mlp) + "; expected gelu, swiglu or relu");
   if (f.norm == "layernorm") m.norm = norm_kind::layernorm;
   else if (f.norm == "rmsnorm") m.norm = norm_kind::rmsnorm;
   else detail::fail("unknown --norm " + detail::quoted(f.norm) + "; expected layernorm or rmsnorm");
@@ -190,9 +191,10 @@ transformer_config model_of(const model_flags& f) {
   m.qkv_per_head = f.qkv_per_head;
   m.sliding_window = f.sliding_window;
   m.use_cache = f.use_cache;
-  // A GELU/LayerNorm model is GPT-style: biases on every linear (Korthikanti's block, GPT-2).
-  m.qkv_bias = f.qkv_bias || m.mlp == mlp_kind::gelu;
-  m.attention_out_bias = m.mlp_bias = m.mlp == mlp_kind::gelu;
+  // A GELU (or ReLU) MLP model is GPT-style: biases on every linear (Korthikanti's block, GPT-2, OPT).
+  const bool gpt_style = m.mlp == mlp_kind::gelu || m.mlp == mlp_kind::relu;
+  m.qkv_bias = f.qkv_bias || gpt_style;
+  m.attention_out_bias = m.mlp_bias = gpt_style;
   if (f.moe_given()) {
     if (f.experts == 0 || f.experts_per_token == 0)
       detail::fail("a mixture of experts needs --experts and --experts-per-token (Mixtral: --experts 8 --experts-per-token 2)");

@@ -19,7 +19,7 @@
 namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
-inline constexpr std::string_view supported_model_types = "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt_neox, gpt2";
+inline constexpr std::string_view supported_model_types = "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
 
@@ -338,6 +338,37 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.0);
     if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (LayerNorms on q and k) is not modelled for model_type 'phi'; set it false");
+  } else if (type == "opt") {
+    // OPTConfig / modeling_opt.py (OPT-125M ... 66B): q_proj, k_proj, v_proj, out_proj and fc1, fc2 with biases
+    // (enable_bias), a LayerNorm before attention and before the MLP, ReLU (activation_function), learned positions
+    // of max_position_embeddings + 2 rows (OPTLearnedPositionalEmbedding's offset), a final LayerNorm, the output layer
+    // tied; `dropout` (0.1 by default) on both branches, attention_dropout on the probabilities, none on the embeddings.
+    // OPT-350M's layout (norms after the branches, word_embed_proj_dim 512 with project_in / project_out) is refused.
+    m.hidden = integer(j, "hidden_size", type);
+    m.layers = integer(j, "num_hidden_layers", type);
+    m.heads = m.kv_heads = integer(j, "num_attention_heads", type);
+    m.ffn = integer(j, "ffn_dim", type);
+    m.vocab = integer(j, "vocab_size", type);
+    m.max_positions = detail::checked_add(integer(j, "max_position_embeddings", type), 2, "max_position_embeddings + 2");
+    m.positions = position_kind::learned;
+    m.norm = norm_kind::layernorm;
+    m.mlp = mlp_kind::relu;
+    m.qkv_bias = m.attention_out_bias = m.mlp_bias = boolean_or(j, "enable_bias", true);
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    m.residual_dropout = probability_or(j, "dropout", 0.1);
+    m.attention_dropout = probability_or(j, "attention_dropout", 0.0);
+    const json* act = find(j, "activation_function");
+    if (act != nullptr && *act != "relu")
+      fail_config(R"(field 'activation_function' must be "relu" for model_type 'opt', got )" + shown(*act));
+    if (!boolean_or(j, "do_layer_norm_before", true))
+      fail_config("do_layer_norm_before false (OPT-350M's norms after each branch) is not modelled; zeromem models the pre-norm OPT layers");
+    if (integer_or(j, "word_embed_proj_dim", m.hidden, type) != m.hidden)
+      fail_config("word_embed_proj_dim other than hidden_size (OPT-350M's project_in / project_out) is not modelled");
+    if (!boolean_or(j, "layer_norm_elementwise_affine", true))
+      fail_config("layer_norm_elementwise_affine false (LayerNorms without weights) is not modelled; set it true");
+    if (boolean_or(j, "_remove_final_layer_norm", false)) fail_config("_remove_final_layer_norm true is not modelled; set it false");
+    if (probability_or(j, "layerdrop", 0.0) > 0.0)
+      fail_config("layerdrop > 0 (layers skipped at random in training) is not modelled; the peak is a step that runs them all, set it 0");
   } else if (type == "gpt2") {
     m.hidden = integer(j, "n_embd", type);
     m.layers = integer(j, "n_layer", type);

@@ -13,8 +13,9 @@
 namespace zeromem {
 
 // GELU: fc1 h->f, fc2 f->h; SwiGLU: gate and up h->f, down f->h, act(gate) * up with an activation that keeps only
-// its input (SiLU; Gemma's GELU, a gated GELU with the same saved tensors).
-enum class mlp_kind { gelu, swiglu };
+// its input (SiLU; Gemma's GELU, a gated GELU with the same saved tensors); ReLU: fc1, fc2 as GELU, the activation
+// keeping its output, which is fc2's input (OPT).
+enum class mlp_kind { gelu, swiglu, relu };
 enum class norm_kind { layernorm, rmsnorm };   // LayerNorm: weight and bias; RMSNorm: weight only
 enum class position_kind { rope, learned };
 

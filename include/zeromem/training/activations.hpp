@@ -356,8 +356,10 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // [gate | up] and the product.
   const std::int64_t gelu_tensors = m.gelu_tensor_ops && c.impl == implementation::hf ? 5 : 2;
   // The last of them (SwiGLU's product, the GELU output) is the down/fc2 input: frozen, kept only when adapted.
-  const std::int64_t hidden_tensors = (m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4)) - 1 +
-                                      keepers(1, hidden_keepers);
+  // ReLU keeps its output (threshold_backward), the very tensor fc2 reads: one tensor whoever else keeps it.
+  const std::int64_t hidden_tensors = m.mlp == mlp_kind::relu ? 1
+                                      : (m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4)) - 1 +
+                                            keepers(1, hidden_keepers);
   const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward (the norms'
   // weights, Qwen3's q_norm and k_norm among them, stay fp32).
