@@ -20,6 +20,12 @@ activation_config gpt3_paper() {
   c.attention = attention_kind::eager;  // the paper's block materialises the s^2 scores
   return c;
 }
+// transformers' defaults: its modeling code's kernels (hf) with SDPA, b = 1, bf16.
+activation_config hf_sdpa(std::int64_t seq_len) {
+  activation_config c{};
+  c.seq_len = seq_len; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  return c;
+}
 std::int64_t per_layer(const transformer_config& m, const activation_config& c) {
   return layer_activation_bytes(m, c).total().count();
 }
@@ -404,8 +410,7 @@ TEST_CASE("parallel attention and MLP: GPT-NeoX's two LayerNorms and Phi's one",
   // (RoPE's concatenations and the cache's copies) and the query_key_value and dense inputs 5 x 8,388,608; log-sum-exp
   // 4 x 8 x 2048 = 65,536; dense_h_to_4h's input 8,388,608; GELU's input and output 2 x 2 x 2048 x 8192 = 67,108,864.
   // 8,404,992 + 6 x 8,388,608 + 65,536 + 16,384 + 67,108,864 = 125,927,424 B.
-  activation_config c{};
-  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  activation_config c = hf_sdpa(2048);
   const transformer_config pythia = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json");
   const layer_activations l = layer_activation_bytes(pythia, c);
   CHECK(l.attention_norm.count() == 8'404'992);
@@ -443,8 +448,7 @@ TEST_CASE("OPT's ReLU keeps the tensor fc2 reads", "[activations]") {
   // scaled Q, the cache's K and V copies, the attention output, 5 x 8,388,608; log-sum-exp 4 x 32 x 2048 = 262,144;
   // fc1's input 8,388,608; ReLU's output, which fc2 reads, 2 x 2048 x 8192 = 33,554,432; two 1-byte dropout masks
   // 2 x 4,194,304. 16,809,984 + 41,943,040 + 262,144 + 8,388,608 + 33,554,432 + 8,388,608 = 109,346,816 B.
-  activation_config c{};
-  c.seq_len = 2048; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  activation_config c = hf_sdpa(2048);
   const transformer_config opt = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
   const layer_activations l = layer_activation_bytes(opt, c);
   CHECK(l.mlp_hidden.count() == 33'554'432);
