@@ -212,7 +212,7 @@ TEST_CASE("model and activation flags: bad input exits 2 with one line", "[cli][
       {"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--torch-version", "3"},
       {"estimate", "--model", "llama-2-7b", "--hf-config", "x.json"},
       {"estimate", "--hidden", "4096", "--layers", "32"},
-      {"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "11008", "--vocab", "32000", "--mlp", "relu"},
+      {"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "11008", "--vocab", "32000", "--mlp", "geglu"},
       {"estimate", "--hf-config", "/nonexistent/config.json"},
       {"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad/truncated.json"},
       {"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad/unsupported.json"},
