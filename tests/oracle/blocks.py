@@ -10,7 +10,8 @@ Two block types:
           chunked into gate and up. cache: a training forward's DynamicCache (cache_utils.py DynamicLayer.update)
           copies K and V with torch.cat before attention. gemma_norm: Gemma's RMSNorm (modeling_gemma.py), which
           scales by (1 + weight) in fp32 before its cast. sandwich: Gemma-2's post-attention and post-feedforward norms;
-          softcap: Gemma-2's tanh soft-cap on the eager scores.
+          softcap: Gemma-2's tanh soft-cap on the eager scores. olmo2: OLMo-2's layer (modeling_olmo2.py): no pre-norms,
+          q_norm / k_norm over the whole projections, post-branch norms, Olmo2RMSNorm (weight multiply in fp32).
   neox  - Hugging Face's GPT-NeoX layer (modeling_gpt_neox.py): LayerNorms with biases, one query_key_value laid out per
           head as [q | k | v] and chunked, RoPE on the first `rotary` dims of each head (rotated and passed parts
           concatenated), eager attention with the softmax in fp32, exact GELU (or gelu_new's tensor ops) MLP with biases,
@@ -123,6 +124,17 @@ class GemmaRMSNorm(torch.nn.Module):
         return output.type_as(x)
 
 
+class Olmo2RMSNorm(LlamaRMSNorm):
+    """transformers modeling_olmo2.py: the weight multiply in fp32, then the cast back."""
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return (self.weight * x).to(dtype)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -137,15 +149,17 @@ def repeat_kv(x, n_rep):
 
 class LlamaBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
-                 sandwich=False, softcap=0.0):
+                 sandwich=False, softcap=0.0, olmo2=False):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
+        self.olmo2 = olmo2
         d = h // heads
-        norm = GemmaRMSNorm if gemma_norm else LlamaRMSNorm
-        self.norm1 = norm(h)
+        norm = Olmo2RMSNorm if olmo2 else GemmaRMSNorm if gemma_norm else LlamaRMSNorm
+        # OLMo-2 (modeling_olmo2.py Olmo2DecoderLayer): no input_layernorm; q_norm and k_norm over the whole projections.
+        self.norm1 = None if olmo2 else norm(h)
         # Qwen3 (transformers modeling_qwen3.py Qwen3Attention): q_norm and k_norm over each head's d values.
-        self.q_norm = norm(d) if qk_norm else None
-        self.k_norm = norm(d) if qk_norm else None
+        self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
+        self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
         if fused:
             self.qkv = torch.nn.Linear(h, (heads + 2 * kv_heads) * d, bias=qkv_bias)
         else:
@@ -153,10 +167,11 @@ class LlamaBlock(torch.nn.Module):
             self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
             self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
         self.o = torch.nn.Linear(heads * d, h, bias=False)
-        self.norm2 = norm(h)
-        # Gemma-2 (modeling_gemma2.py Gemma2DecoderLayer): post_attention_layernorm and post_feedforward_layernorm.
-        self.post_attn_norm = norm(h) if sandwich else None
-        self.post_ff_norm = norm(h) if sandwich else None
+        self.norm2 = None if olmo2 else norm(h)
+        # Gemma-2 (modeling_gemma2.py Gemma2DecoderLayer): post_attention_layernorm and post_feedforward_layernorm; OLMo-2's
+        # only norms.
+        self.post_attn_norm = norm(h) if sandwich or olmo2 else None
+        self.post_ff_norm = norm(h) if sandwich or olmo2 else None
         if fused:
             self.gate_up = torch.nn.Linear(h, 2 * ffn, bias=False)
         else:
@@ -177,16 +192,18 @@ class LlamaBlock(torch.nn.Module):
     def forward(self, x, mask, cos, sin, selective=False):
         b, s, h = x.shape
         d = h // self.heads
-        y = self.norm1(x)
+        y = x if self.olmo2 else self.norm1(x)
         if self.fused:
             qkv = self.qkv(y)
             q_end, k_end = self.heads * d, (self.heads + self.kv) * d
             q, k, v = qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
+        elif self.olmo2:
+            q, k, v = self.q_norm(self.q(y)), self.k_norm(self.k(y)), self.v(y)
         else:
             q, k, v = self.q(y), self.k(y), self.v(y)
         q = q.view(b, s, self.heads, d)
         k = k.view(b, s, self.kv, d)
-        if self.q_norm is not None:
+        if self.q_norm is not None and not self.olmo2:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, s, self.kv, d).transpose(1, 2)
@@ -203,7 +220,7 @@ class LlamaBlock(torch.nn.Module):
         if self.post_attn_norm is not None:
             attn = self.post_attn_norm(attn)
         x = x + attn
-        y = self.norm2(x)
+        y = x if self.olmo2 else self.norm2(x)
         if self.fused:
             gate, up = self.gate_up(y).chunk(2, dim=-1)
             mlp = self.down(up * F.silu(gate))
@@ -334,7 +351,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     else:
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
-                           cfg.get("sandwich", False), cfg.get("softcap", 0.0)).to(dtype)
+                           cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
@@ -372,7 +389,8 @@ def count_model_parameters(kind, cfg):
                                      torch.nn.Linear(h, v, bias=cfg["lm_head_bias"])])
     else:
         blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
-                             cfg.get("fused", False), sandwich=cfg.get("sandwich", False)) for _ in range(layers)]
+                             cfg.get("fused", False), sandwich=cfg.get("sandwich", False), olmo2=cfg.get("olmo2", False))
+                  for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), LlamaRMSNorm(h), torch.nn.Linear(h, v, bias=False)])
     model = torch.nn.ModuleList(blocks + [extra])
     return sum(p.numel() for p in model.parameters())

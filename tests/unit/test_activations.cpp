@@ -458,3 +458,41 @@ TEST_CASE("OPT's ReLU keeps the tensor fc2 reads", "[activations]") {
   gelu.mlp = mlp_kind::gelu;
   CHECK((layer_activation_bytes(gelu, c).total() - l.total()).count() == 33'554'432);
 }
+
+TEST_CASE("OLMo-2's post-norms and whole-projection q_norm / k_norm", "[activations]") {
+  // OLMo-2-0425-1B (hidden 2048, 16 heads of 128, 16 KV heads, intermediate 8192), s = 2048, b = 1, bf16, SDPA,
+  // use_cache true. sbh = 4,194,304; 2sbh = 8,388,608. No norm before attention: q, k, v keep the layer input itself,
+  // 8,388,608. q_norm over the whole q_proj output (Olmo2RMSNorm): its fp32 copy 4 x 2048 x 2048 = 16,777,216, the fp32
+  // normalised tensor the weight multiply keeps, 16,777,216, and rstd 4 x 2048 = 8,192: 33,562,624, and k_norm the
+  // same; Q and K after RoPE and the cache's V, 3 x 8,388,608; log-sum-exp 4 x 16 x 2048 = 131,072; o_proj's input
+  // 8,388,608; gate and up keep the residual sum, 8,388,608; SwiGLU's four tensors 4 x 2 x 2048 x 8192 = 134,217,728;
+  // post_attention_layernorm and post_feedforward_layernorm over o_proj's and down_proj's outputs, 2 x 33,562,624.
+  // 8,388,608 + 2 x 33,562,624 + 3 x 8,388,608 + 131,072 + 2 x 8,388,608 + 134,217,728 + 2 x 33,562,624 = 318,930,944 B.
+  activation_config c = hf_sdpa(2048);
+  const transformer_config olmo = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/olmo-2-0425-1b.json");
+  const layer_activations l = layer_activation_bytes(olmo, c);
+  CHECK(l.attention_norm.count() == 0);
+  CHECK(l.mlp_norm.count() == 0);
+  CHECK(l.attention_input.count() == 8'388'608);
+  CHECK(l.query.count() == 8'388'608 + 33'562'624);
+  CHECK(l.key.count() == 8'388'608 + 33'562'624);
+  CHECK(l.branch_norms.count() == 2 * 33'562'624);
+  CHECK(l.total().count() == 318'930'944);
+  // The final norm is an Olmo2RMSNorm too: 33,562,624 for its fp32 copy, normalised tensor and rstd, and lm_head's input.
+  CHECK(first_stage_activations(olmo, c).output_layer.count() == 33'562'624 + 8'388'608);
+  // Qwen3's per-head norms over the same values keep one rstd per head row: 16 x 2048 x 4 = 131,072 each, not 8,192;
+  // and Llama's RMSNorm keeps the normalised tensor cast back to bf16 (2 B a value instead of 4).
+  transformer_config per_head = olmo;
+  per_head.qk_norm_whole = false;
+  CHECK((layer_activation_bytes(per_head, c).query - l.query).count() == 131'072 - 8'192);
+  transformer_config llama_norm = olmo;
+  llama_norm.norm_weight_fp32 = false;
+  CHECK((l.branch_norms - layer_activation_bytes(llama_norm, c).branch_norms).count() == 2 * 2 * 2048 * 2048);
+  // Under autocast the residual stream is fp32 and q, k and v each keep their own 16-bit cast of it.
+  c.autocast = true;
+  CHECK(layer_activation_bytes(olmo, c).attention_input.count() == 3 * 8'388'608);
+  // Tensor parallelism splits the projections a whole-projection norm reads: refused, with the fix.
+  c = hf_sdpa(2048);
+  c.tp = 2;
+  CHECK_THROWS_WITH(layer_activation_bytes(olmo, c), Catch::Matchers::Contains("use tp 1"));
+}

@@ -486,3 +486,53 @@ TEST_CASE("OPT's parameters, written out", "[model][hf]") {
                     Catch::Matchers::Contains(R"(field 'activation_function' must be "relu" for model_type 'opt', got '"gelu"')"));
   CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "layerdrop": 0.1})"), Catch::Matchers::Contains("layerdrop > 0"));
 }
+
+TEST_CASE("OLMo-2's parameters, written out", "[model][hf][published]") {
+  // allenai/OLMo-2-1124-13B config.json: hidden 5120, 40 layers, 40 heads and 40 KV heads of 128, intermediate 13824,
+  // vocab 100352, untied. q, k, v, o 4 x 5120^2 = 104,857,600; q_norm and k_norm over the whole projections 2 x 5120 =
+  // 10,240; SwiGLU 3 x 5120 x 13824 = 212,336,640; post_attention_layernorm and post_feedforward_layernorm 10,240:
+  // 317,214,720 per layer; x 40 = 12,688,588,800; embed_tokens and lm_head 2 x 100352 x 5120 = 1,027,604,480; final norm
+  // 5,120: 13,716,198,400 = its model.safetensors.index.json total_size 54,864,793,600 B / 4 B (fp32).
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  const transformer_config m = read_hf_config(dir + "olmo-2-1124-13b.json");
+  CHECK(m.post_norms);
+  CHECK(m.qk_norm);
+  CHECK(m.qk_norm_whole);
+  CHECK(m.norm_weight_fp32);
+  CHECK_FALSE(m.sandwich_norms);
+  CHECK(m.use_cache);
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.layer.count() == 317'214'720);
+  CHECK(c.attention.count() == 104'857'600 + 10'240);
+  CHECK(c.norms.count() == 10'240);
+  CHECK(c.total.count() == 54'864'793'600LL / 4);
+  CHECK(count_parameters(preset_config("olmo-2-13b")).total == c.total);
+  // OLMo-2-0425-1B: hidden 2048, 16 layers, 16 heads, intermediate 8192. 4 x 2048^2 = 16,777,216 + 4,096 +
+  // 3 x 2048 x 8192 = 50,331,648 + 4,096 = 67,117,056 per layer; x 16 = 1,073,872,896; + 2 x 100352 x 2048 =
+  // 411,041,792 + 2,048 = 1,484,916,736.
+  CHECK(count_parameters(read_hf_config(dir + "olmo-2-0425-1b.json")).total.count() == 1'484'916'736LL);
+  // Olmo3Config: OLMo-2's layer, sliding_window 4096 by default on three layers in four (layer_types' default puts
+  // full_attention where (i + 1) % 4 == 0); null: every layer full.
+  const std::string olmo3 = R"({"model_type": "olmo3", "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  const transformer_config o3 = parse_hf_config(olmo3 + "}");
+  CHECK(o3.post_norms);
+  CHECK(o3.sliding_window == 4096);
+  CHECK(o3.sliding_window_pattern == 4);
+  CHECK(full_attention_layer(o3, 3));
+  CHECK(full_attention_layer(o3, 7));
+  CHECK_FALSE(full_attention_layer(o3, 4));
+  CHECK(parse_hf_config(olmo3 + R"(, "sliding_window": null})").sliding_window == 0);
+  CHECK(parse_hf_config(olmo3 + R"(, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention",
+    "sliding_attention", "full_attention", "sliding_attention", "full_attention"]})").sliding_window_pattern == 2);
+  // The library refuses combinations it does not model, naming the fix.
+  transformer_config bad = m;
+  bad.sandwich_norms = true;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("post-norm layers (OLMo-2) have neither pre-norms"));
+  bad = m;
+  bad.qk_norm = false;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("set qk_norm too"));
+  bad = m;
+  bad.norm = norm_kind::layernorm;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("multiplies its weight in fp32 (OLMo-2's) is an RMSNorm"));
+}

@@ -110,6 +110,14 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(app.add_flag("--qk-norm", f.qk_norm, "an RMSNorm over each head's query and key (Qwen3's q_norm, k_norm)"));
     shape.push_back(app.add_flag("--norm-scale-fp32", f.norm_scale_fp32,
                                  "RMSNorm scales by (1 + weight) in fp32 before its cast (Gemma's GemmaRMSNorm)"));
+    shape.push_back(app.add_flag("--qk-norm-whole", f.qk_norm_whole,
+                                 "q_norm / k_norm over the whole q and k projections, not each head (OLMo-2); with --qk-norm"));
+    shape.push_back(app.add_flag("--norm-weight-fp32", f.norm_weight_fp32,
+                                 "RMSNorm multiplies by its weight in fp32 before its cast (OLMo-2's Olmo2RMSNorm)"));
+    shape.push_back(app.add_flag("--post-norms", f.post_norms,
+                                 "no norm before attention or the MLP, one over each branch's output, two a layer (OLMo-2)"));
+    shape.push_back(app.add_flag("--rope-fp32", f.rope_fp32,
+                                 "fp32 rotary tables, q and k rotated in fp32 and cast back (OLMo's OlmoRotaryEmbedding)"));
     shape.push_back(app.add_flag("--scaled-embedding", f.scaled_embedding,
                                  "the embedding output is multiplied by sqrt(hidden) into a new tensor (Gemma's GemmaModel)"));
     shape.push_back(app.add_flag("--sandwich-norms", f.sandwich_norms,
@@ -175,6 +183,10 @@ transformer_config model_of(const model_flags& f) {
   m.tied_embeddings = f.tied;
   m.qk_norm = f.qk_norm;
   m.norm_scale_fp32 = f.norm_scale_fp32;
+  m.qk_norm_whole = f.qk_norm_whole;
+  m.norm_weight_fp32 = f.norm_weight_fp32;
+  m.post_norms = f.post_norms;
+  m.rope_fp32 = f.rope_fp32;
   m.scaled_embedding = f.scaled_embedding;
   m.sandwich_norms = f.sandwich_norms;
   m.attention_softcap = f.attention_softcap;

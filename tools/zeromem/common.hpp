@@ -75,7 +75,7 @@ struct model_flags {
   std::string norm = "rmsnorm";
   bool tied = false;
   bool qkv_bias = false;
-  bool qk_norm = false;
+  bool qk_norm = false, qk_norm_whole = false, norm_weight_fp32 = false, post_norms = false, rope_fp32 = false;
   bool norm_scale_fp32 = false, scaled_embedding = false, sandwich_norms = false, local_rope = false;
   bool parallel_residual = false, shared_layer_norm = false, lm_head_bias = false, gelu_new = false, qkv_per_head = false;
   double attention_softcap = 0.0, final_logit_softcap = 0.0;

@@ -1,8 +1,9 @@
-// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Gemma, Gemma-2, Gemma-3 text, Qwen2, Qwen3, Qwen2-VL,
-// Qwen2.5-VL, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
+// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Phi, Gemma, Gemma-2, Gemma-3 text, Qwen2,
+// Qwen3, Qwen2-VL, Qwen2.5-VL, OLMo-2, OLMo-3, GPT-NeoX, OPT, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
 // zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
-// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, GemmaConfig, Gemma2Config, Gemma3TextConfig, Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at
-// the top level or under text_config; vision_config), GPT2Config.
+// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, PhiConfig, GemmaConfig, Gemma2Config, Gemma3TextConfig,
+// Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), Olmo2Config,
+// Olmo3Config, GPTNeoXConfig, OPTConfig, GPT2Config.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,8 @@
 namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
-inline constexpr std::string_view supported_model_types = "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, gpt_neox, opt, gpt2";
+inline constexpr std::string_view supported_model_types =
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
 
@@ -313,6 +315,21 @@ inline transformer_config parse_hf_config(const std::string& text) {
       m.vision.out_hidden = integer_or(*v, "hidden_size", m.hidden, vt);
       m.vision.gated_mlp = false;
       m.vision.norm = norm_kind::layernorm;
+    }
+  } else if (type == "olmo2" || type == "olmo3") {
+    // Olmo2Config / modeling_olmo2.py: OlmoAttention's q_proj, k_proj, v_proj, o_proj (attention_bias on all four,
+    // default false), Olmo2Attention's q_norm and k_norm over the whole projections, LlamaMLP's gate / up / down without
+    // bias, no norm before attention or the MLP, post_attention_layernorm and post_feedforward_layernorm over their
+    // outputs, Olmo2RMSNorm (the weight multiply in fp32) everywhere, OlmoRotaryEmbedding's fp32 cos and sin, untied by
+    // default. Olmo3Config adds sliding_window (4096 by default) on three layers in four (layer_types; "full_attention"
+    // where (i + 1) % 4 == 0), and Olmo3Model a rotary pair per layer type.
+    m = llama_like(j, type, false);
+    m.mlp_bias = false;
+    m.qk_norm = m.qk_norm_whole = m.norm_weight_fp32 = m.post_norms = m.rope_fp32 = true;
+    if (type == "olmo3") {
+      m.sliding_window = sliding_window_of(j, 4096, type);
+      m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 4, type) : 0;
+      m.local_rope = m.sliding_window_pattern >= 2;
     }
   } else if (type == "gpt_neox") {
     // GPTNeoXConfig / modeling_gpt_neox.py: one query_key_value Linear(h, 3h) laid out per head as [q | k | v], dense,

@@ -86,16 +86,26 @@ struct transformer_config {
   /// Qwen3: an RMSNorm over each head's query and key before RoPE (modeling_qwen3.py Qwen3Attention q_norm, k_norm
   /// of head_dim each).
   bool qk_norm = false;
+  /// OLMo-2: q_norm and k_norm over the whole q_proj and k_proj outputs (heads x d and kv_heads x d values per token,
+  /// modeling_olmo2.py Olmo2Attention) rather than over each head's d.
+  bool qk_norm_whole = false;
   /// Gemma's RMSNorm (modeling_gemma.py GemmaRMSNorm): scales by (1 + weight) in fp32 and casts after, so autograd
   /// keeps the normalised tensor in fp32 and the (1 + weight) vector; LlamaRMSNorm casts first and scales in the
   /// model's dtype. The same norm serves q_norm / k_norm when qk_norm is set.
   bool norm_scale_fp32 = false;
+  /// OLMo-2's RMSNorm (modeling_olmo2.py Olmo2RMSNorm): (weight * x_normalised).to(input_dtype), the weight multiply in
+  /// fp32 before the cast, so autograd keeps the normalised tensor in fp32 (and no (1 + weight) vector: Gemma's is
+  /// norm_scale_fp32). The same norm serves q_norm / k_norm when qk_norm is set.
+  bool norm_weight_fp32 = false;
   /// GemmaModel multiplies the embedding output by sqrt(hidden) into a new tensor (modeling_gemma.py); autograd keeps
   /// only the 0-dimensional factor, but without autograd both tensors are alive through the layers (forward.hpp).
   bool scaled_embedding = false;
   /// Gemma-2's sandwich norms (modeling_gemma2.py Gemma2DecoderLayer): post_attention_layernorm and
   /// post_feedforward_layernorm over each branch's output before its residual add, four norms per layer.
   bool sandwich_norms = false;
+  /// OLMo-2's post-norm layer (modeling_olmo2.py Olmo2DecoderLayer): no norm before attention or the MLP, which read the
+  /// residual stream; post_attention_layernorm and post_feedforward_layernorm over their outputs, two norms a layer.
+  bool post_norms = false;
   /// Gemma-2's attn_logit_softcapping (eager attention: tanh(scores / cap) * cap, tanh's output kept) and
   /// final_logit_softcapping (tanh(logits / cap) * cap, tanh's output kept); 0: none.
   double attention_softcap = 0.0, final_logit_softcap = 0.0;
@@ -105,6 +115,10 @@ struct transformer_config {
   /// Gemma-3: the sliding layers rotate with their own base (rope_local_base_freq), so the model holds a second cos/sin
   /// pair while it runs (forward.hpp).
   bool local_rope = false;
+  /// OLMo's rotary tables stay fp32 (modeling_olmo.py OlmoRotaryEmbedding, inherited by OLMo-2 and OLMo-3) and
+  /// apply_rotary_pos_emb rotates q and k in fp32 before casting back: fp32 temporaries in a forward (forward.hpp); what
+  /// autograd keeps is unchanged (the tables are constants).
+  bool rope_fp32 = false;
   /// Attention and the MLP both read the layer's input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX's
   /// use_parallel_residual, modeling_gpt_neox.py GPTNeoXLayer; Phi-1/2's PhiDecoderLayer), instead of x + attn, then + mlp.
   bool parallel_residual = false;
@@ -142,6 +156,11 @@ constexpr void validate(const transformer_config& m) {
     detail::fail_value("a sliding-window pattern needs a sliding window and a period >= 1", static_cast<long double>(m.sliding_window_pattern),
                        "pass 0 when every layer is alike");
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
+  if (m.norm_weight_fp32 && (m.norm != norm_kind::rmsnorm || m.norm_scale_fp32))
+    detail::fail("a norm that multiplies its weight in fp32 (OLMo-2's) is an RMSNorm without Gemma's (1 + weight); pass norm rmsnorm only");
+  if (m.qk_norm_whole && !m.qk_norm) detail::fail("q_norm / k_norm over the whole projection needs qk_norm; set qk_norm too");
+  if (m.post_norms && (m.sandwich_norms || m.parallel_residual))
+    detail::fail("post-norm layers (OLMo-2) have neither pre-norms (sandwich norms) nor parallel branches; pass one layout");
   if (m.parallel_residual && (m.norm != norm_kind::layernorm || m.sandwich_norms))
     detail::fail("parallel attention and MLP branches are modelled with LayerNorm and no sandwich norms (GPT-NeoX, Phi); pass norm layernorm");
   if (m.qkv_per_head && (!m.fused_qkv || m.kv_heads != m.heads))
@@ -269,7 +288,12 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
     linear(module_group::attention, lora_module::v_proj, h, kv_out, m.qkv_bias, 1);
   }
   linear(module_group::attention, lora_module::o_proj, q_out, h, m.attention_out_bias, 1);
-  if (m.qk_norm) norm(module_group::attention, norm_kind::rmsnorm, d, 2);  // Qwen3's q_norm and k_norm
+  if (m.qk_norm && m.qk_norm_whole) {  // OLMo-2's q_norm and k_norm over the whole projections
+    norm(module_group::attention, norm_kind::rmsnorm, q_out, 1);
+    norm(module_group::attention, norm_kind::rmsnorm, kv_out, 1);
+  } else if (m.qk_norm) {
+    norm(module_group::attention, norm_kind::rmsnorm, d, 2);  // Qwen3's q_norm and k_norm
+  }
   // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
   // A mixture of experts holds experts + shared experts of them and a router h -> experts.
   const bool moe = m.moe.experts > 0;
@@ -286,7 +310,7 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
     linear(module_group::mlp, lora_module::fc2, ffn, h, m.mlp_bias, mlps);
   }
   if (moe) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
-  // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches.
+  // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches; OLMo-2: the two post-branch norms only.
   norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
   norm(module_group::final_norm, m.norm, h, 1);
   if (!m.tied_embeddings) f(module_shape{module_group::lm_head, lora_module::none, false, true, m.vocab, h, 1, m.lm_head_bias ? m.vocab : 0, 1});
@@ -349,6 +373,12 @@ struct parameter_counts {
 namespace detail {
 constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? checked_mul(2, n) : n; }
 constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+/// q_norm and k_norm weights of one layer: Qwen3's two of head_dim, OLMo-2's heads x d and kv_heads x d, or none.
+constexpr std::int64_t qk_norm_parameters(const transformer_config& m) {
+  if (!m.qk_norm) return 0;
+  const std::int64_t d = m.head_size();
+  return m.qk_norm_whole ? checked_mul(checked_add(m.heads, m.kv_heads), d) : checked_mul(2, d);
+}
 }  // namespace detail
 
 namespace detail {
@@ -516,6 +546,13 @@ constexpr transformer_config pythia(std::int64_t h, std::int64_t layers, std::in
   m.fused_qkv = m.qkv_per_head = m.parallel_residual = true;
   return m;
 }
+/// OLMo-2 (modeling_olmo2.py): Llama's shapes with as many KV heads as heads, post-branch norms only, q_norm / k_norm over
+/// the whole projections, Olmo2RMSNorm, untied, a 100,352-token vocabulary.
+constexpr transformer_config olmo2(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t ffn) {
+  transformer_config m = llama(h, layers, heads, heads, ffn, 100352);
+  m.qk_norm = m.qk_norm_whole = m.norm_weight_fp32 = m.post_norms = m.rope_fp32 = true;
+  return m;
+}
 constexpr transformer_config gpt3_175b() {
   transformer_config m{};
   m.hidden = 12288; m.layers = 96; m.heads = 96; m.kv_heads = 96; m.ffn = 4 * 12288; m.vocab = 50257;
@@ -527,7 +564,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 22> model_presets{{
+inline constexpr std::array<model_preset, 23> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -574,6 +611,8 @@ inline constexpr std::array<model_preset, 22> model_presets{{
     {"pythia-6.9b", detail::pythia(4096, 32, 32, 50432), 6'857'302'016, 1,
      "EleutherAI/pythia-6.9b config.json; Biderman et al. 2023 Table 1 and the model card: 6,444,163,072 non-embedding, "
      "6,857,302,016 total"},
+    {"olmo-2-13b", detail::olmo2(5120, 40, 40, 13824), 13'716'198'400, 1,
+     "allenai/OLMo-2-1124-13B config.json; model.safetensors.index.json total_size 54,864,793,600 B (fp32)"},
     // GPT-3: the published architecture counts 174,604,259,328, 0.40e9 (0.23%) below the paper's 175.0B;
     // the paper does not say what makes up the difference (tests/unit/test_model.cpp states it).
     {"gpt3-175b", detail::gpt3_175b(), 175'000'000'000, 100'000'000, "Brown et al. 2020 Table 2.1 (n_params 175.0B)"},

@@ -124,10 +124,13 @@ constexpr std::int64_t dtype_bytes_ceil(dtype d) { return (bit_width(d) + 7) / 8
 /// keeps x^2 in fp32), rsqrt of the variance per row in fp32, and the normalised tensor cast back to `cast_bytes`
 /// per value, kept by the weight multiply. GemmaRMSNorm (modeling_gemma.py, m.norm_scale_fp32) multiplies by
 /// (1 + weight.float()) before its cast: the normalised tensor is kept in fp32, and (1 + weight), fp32, always.
+/// Olmo2RMSNorm (modeling_olmo2.py, m.norm_weight_fp32) multiplies by the weight itself in fp32: the normalised tensor
+/// in fp32, nothing more.
 constexpr std::int64_t hf_rmsnorm_saved(const transformer_config& m, int torch_major, std::int64_t rows, std::int64_t width,
                                         std::int64_t cast_bytes, bool frozen) {
   const std::int64_t values = checked_product(rows, width);
-  const std::int64_t normalised = frozen ? 0 : checked_product(m.norm_scale_fp32 ? 4 : cast_bytes, values);
+  const bool fp32_scale = m.norm_scale_fp32 || m.norm_weight_fp32;
+  const std::int64_t normalised = frozen ? 0 : checked_product(fp32_scale ? 4 : cast_bytes, values);
   return checked_sum(checked_product(torch_major == 1 ? 8 : 4, values), normalised, checked_product(4, rows),
                      m.norm_scale_fp32 ? checked_product(4, width) : 0);
 }
@@ -149,6 +152,9 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   if (c.torch_major != 1 && c.torch_major != 2)
     detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
   if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
+  if (m.qk_norm_whole && c.tp > 1)
+    detail::fail_value("q_norm / k_norm over the whole projection (OLMo-2) under tensor parallelism is not modelled",
+                       static_cast<long double>(c.tp), "use tp 1 (FSDP or ZeRO shard it instead)");
 }
 
 /// How transformers' attention hands K and V to the kernel, per rank (its saved tensors follow from it).
@@ -256,6 +262,9 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                              bytes_of(replicated(residual_sbh)), none, none};
 
   const bytes norm = bytes_of(replicated(norm_saved()));
+  // OLMo-2's post-norm layer has no norm before attention or the MLP: the linears read the residual stream (kept once,
+  // as a norm's output would be) and its two norms are branch_norms.
+  const bytes pre_norm = m.post_norms ? none : norm;
   // LoRA on a frozen layer: which linears keep their input (lora_A without dropout), and what the adapters add.
   // Inputs of column-parallel linears (q, k, v, gate, up, fc1) are whole on each rank; of row-parallel ones
   // (o, down, fc2) split over tp.
@@ -331,15 +340,18 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
   // Qwen3's q_norm and k_norm (modeling_qwen3.py: an RMSNorm over each head's d values of the q_proj / k_proj
-  // output, before RoPE): hf_rmsnorm_saved per head row, on the linear's 16-bit output (also under autocast). Fused
-  // profiles keep the input and the fp32 rstd.
-  const auto head_norm_saved = [&](std::int64_t rows) -> std::int64_t {
+  // output, before RoPE): hf_rmsnorm_saved per head row, on the linear's 16-bit output (also under autocast). OLMo-2's
+  // (modeling_olmo2.py Olmo2Attention) normalise each token's whole projection: sb rows of heads x d. Fused profiles
+  // keep the input and the fp32 rstd.
+  const auto head_norm_saved = [&](std::int64_t projection_heads) -> std::int64_t {
     if (!m.qk_norm) return 0;
-    if (c.impl == implementation::hf) return detail::hf_rmsnorm_saved(m, c.torch_major, rows, d, a, frozen);
-    return checked_sum(checked_product(a, rows, d), checked_product(4, rows));
+    const std::int64_t rows = m.qk_norm_whole ? sb : checked_product(sb, projection_heads);
+    const std::int64_t width = m.qk_norm_whole ? checked_product(projection_heads, d) : d;
+    if (c.impl == implementation::hf) return detail::hf_rmsnorm_saved(m, c.torch_major, rows, width, a, frozen);
+    return checked_sum(checked_product(a, rows, width), checked_product(4, rows));
   };
-  const bytes q_norm = bytes_of(head_norm_saved(checked_product(sb, heads)));
-  const bytes k_norm = bytes_of(head_norm_saved(checked_product(sb, kv_heads)));
+  const bytes q_norm = bytes_of(head_norm_saved(heads));
+  const bytes k_norm = bytes_of(head_norm_saved(kv_heads));
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
   const bytes lse =
       c.attention != attention_kind::eager ? bytes_of(checked_product(4, heads, at.sdpa_mask ? checked_product(detail::ceil_div(s, 32), 32) : s, b)) : none;
@@ -367,20 +379,21 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   if (c.autocast) {
     const parameter_counts counts = detail::count_parameters_unchecked(m);
     const std::int64_t linear_weights =
-        detail::checked_sub(counts.layer.count(), checked_sum(counts.norms.count(), m.qk_norm ? checked_product(2, d) : 0));
+        detail::checked_sub(counts.layer.count(), checked_sum(counts.norms.count(), detail::qk_norm_parameters(m)));
     weights = bytes_of(checked_product(a, detail::ceil_div(linear_weights, c.tp)));
   }
   // Gemma-2's post_attention_layernorm and post_feedforward_layernorm: two more norms of a layer's input size, over the
-  // o_proj and down_proj outputs (16-bit, also under autocast): the fp32 copy is a new tensor either way.
+  // o_proj and down_proj outputs (16-bit, also under autocast): the fp32 copy is a new tensor either way. OLMo-2's two
+  // norms are these, without the pre-norms.
   const bytes branch_norms =
-      m.sandwich_norms ? bytes_of(replicated(checked_product(2, c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
+      m.sandwich_norms || m.post_norms ? bytes_of(replicated(checked_product(2, c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
                                                                    ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, h, a, frozen)
                                                                    : norm_saved())))
                        : none;
   // Parallel branches (GPT-NeoX): the second LayerNorm reads the layer input the first one keeps, so it adds only its
   // statistics (autograd saves a tensor once); with one shared norm (Phi) there is no second norm.
-  const bytes mlp_norm = !m.parallel_residual ? norm : m.shared_layer_norm ? none : bytes_of(replicated(norm_statistics()));
-  return layer_activations{norm,      input,  query + q_norm, key + k_norm, value,     scores,        scores_dropout, lse,
+  const bytes mlp_norm = !m.parallel_residual ? pre_norm : m.shared_layer_norm ? none : bytes_of(replicated(norm_statistics()));
+  return layer_activations{pre_norm,  input,  query + q_norm, key + k_norm, value,     scores,        scores_dropout, lse,
                            sdpa_bias, output, residual_mask,  mlp_norm,     mlp_input, mlp_hidden, residual_mask, branch_norms,
                            none,      weights, bytes_of(lora_bytes)};
 }
