@@ -59,6 +59,14 @@ def apply_rotary(q, k, cos, sin):
     return q_embed, k_embed
 
 
+def apply_rotary_olmo(q, k, cos, sin):
+    """modeling_olmo.py apply_rotary_pos_emb: fp32 cos and sin (OlmoRotaryEmbedding), the results cast back."""
+    q_type, k_type = q.dtype, k.dtype
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed.to(q_type), k_embed.to(k_type)
+
+
 def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
     key_states = repeat_kv(key, n_rep)
     value_states = repeat_kv(value, n_rep)
@@ -75,12 +83,13 @@ def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False):
         super().__init__()
-        self.heads, self.kv, self.d, self.softcap = heads, kv_heads, d, softcap
-        # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key.
-        self.q_norm = norm(d) if qk_norm else None
-        self.k_norm = norm(d) if qk_norm else None
+        self.heads, self.kv, self.d, self.softcap, self.olmo2 = heads, kv_heads, d, softcap, olmo2
+        # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key; Olmo2Attention
+        # (modeling_olmo2.py): over each token's whole q_proj and k_proj outputs.
+        self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
+        self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
         self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
         self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
         self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
@@ -89,6 +98,8 @@ class Attention(torch.nn.Module):
     def forward(self, hidden_states, cos, sin, mask, cache):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.d)
+        if self.olmo2:
+            return self.forward_olmo2(hidden_states, cos, sin, mask, cache)
         if self.q_norm is not None:
             query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
             key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
@@ -98,6 +109,25 @@ class Attention(torch.nn.Module):
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
         if cache is not None:  # DynamicCache.update on its first call keeps the tensors themselves
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
+                                                    self.heads // self.kv, self.softcap)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+    def forward_olmo2(self, hidden_states, cos, sin, mask, cache):  # Olmo2Attention.forward
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.d)
+        query_states = self.q_norm(self.q_proj(hidden_states))
+        key_states = self.k_norm(self.k_proj(hidden_states))
+        value_states = self.v_proj(hidden_states)
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        query_states, key_states = apply_rotary_olmo(query_states, key_states, cos, sin)
+        if cache is not None:
             cache.append((key_states, value_states))
         attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
                                                     self.heads // self.kv, self.softcap)
@@ -120,11 +150,12 @@ class MLP(torch.nn.Module):
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0):
+    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False):
         super().__init__()
-        norm = blocks.GemmaRMSNorm if gemma else RMSNorm
+        norm = blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
+        self.olmo2 = olmo2
         self.input_layernorm = norm(h)
-        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm, softcap)
+        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm, softcap, olmo2)
         self.post_attention_layernorm = norm(h)
         self.mlp = MLP(h, ffn, gemma)
         # Gemma2DecoderLayer: input_layernorm, attention, post_attention_layernorm, residual; pre_feedforward_layernorm,
@@ -132,9 +163,12 @@ class DecoderLayer(torch.nn.Module):
         self.sandwich = sandwich
         if sandwich:
             self.pre_feedforward_layernorm = norm(h)
+        if sandwich or olmo2:
             self.post_feedforward_layernorm = norm(h)
 
     def forward(self, hidden_states, cos, sin, mask, cache):
+        if self.olmo2:
+            return self.forward_olmo2(hidden_states, cos, sin, mask, cache)
         if self.sandwich:
             return self.forward_sandwich(hidden_states, cos, sin, mask, cache)
         residual = hidden_states
@@ -144,6 +178,17 @@ class DecoderLayer(torch.nn.Module):
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
         hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + hidden_states
+        return hidden_states
+
+    def forward_olmo2(self, hidden_states, cos, sin, mask, cache):  # Olmo2DecoderLayer.forward: norms after each branch
+        residual = hidden_states
+        hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
         hidden_states = residual + hidden_states
         return hidden_states
 
@@ -184,7 +229,7 @@ def measure_forward_layer(cfg, dtype=torch.bfloat16):
 
 class CausalLM(torch.nn.Module):
     """LlamaForCausalLM's frames: LlamaModel.forward (embedding, causal mask, rotary tables, layers, final norm) and
-    the output head. gemma: GemmaModel's frames (modeling_gemma.py): GemmaRMSNorm, the gated GELU, and the embedding
+    the output head. olmo2: Olmo2ForCausalLM's (LlamaModel's frames with fp32 rotary tables, Olmo2DecoderLayer, Olmo2RMSNorm). gemma: GemmaModel's frames (modeling_gemma.py): GemmaRMSNorm, the gated GELU, and the embedding
     output scaled by sqrt(hidden) into a new tensor while inputs_embeds stays referenced."""
 
     def __init__(self, cfg):
@@ -193,14 +238,15 @@ class CausalLM(torch.nn.Module):
         self.d = h // heads
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
         self.gemma, self.h = cfg.get("gemma", False), h
+        self.olmo2 = cfg.get("olmo2", False)
         self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
-                                                       cfg.get("sandwich", False), cfg.get("softcap", 0.0))
+                                                       cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2)
                                           for _ in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
-        self.norm = blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
+        self.norm = blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
 
@@ -211,6 +257,8 @@ class CausalLM(torch.nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         cos = emb.cos()
         sin = emb.sin()
+        if self.olmo2:  # OlmoRotaryEmbedding: cos and sin stay fp32
+            return cos, sin
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
     def model(self, input_ids, cache):  # LlamaModel.forward

@@ -1,4 +1,4 @@
-"""The forward-only oracle: random Llama-style models run forward under torch.no_grad on the CPU (forward.py,
+"""The forward-only oracle: random Llama-style models (OLMo-2 among them) run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -38,6 +38,9 @@ def main():
             cfg["pattern"] = rng.choice([2, 6])
             cfg["window"] = rng.randint(1, 64)
             cfg["local_rope"] = cfg["pattern"] == 6
+        if rng.random() < 0.25:  # OLMo-2: post-norms, whole-projection q_norm / k_norm, fp32 rotary tables
+            cfg.update(olmo2=True, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, final_softcap=0.0)
+            cfg.pop("pattern", None), cfg.pop("window", None), cfg.pop("local_rope", None)
         measured = forward.measure_forward_model(cfg)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -49,6 +52,8 @@ def main():
             args.append("--qk-norm")
         if cfg["gemma"]:
             args += ["--norm-scale-fp32", "--scaled-embedding"]
+        if cfg.get("olmo2"):
+            args += ["--qk-norm", "--qk-norm-whole", "--norm-weight-fp32", "--post-norms", "--rope-fp32"]
         if cfg["sandwich"]:
             args += ["--sandwich-norms", "--attention-softcap", str(cfg["softcap"]), "--final-logit-softcap", str(cfg["final_softcap"]),
                      "--sliding-window", str(cfg["window"]), "--sliding-window-pattern", str(cfg["pattern"])]

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "catch.hpp"
+#include "zeromem/model/hf_config.hpp"
 #include "zeromem/zeromem.hpp"
 
 using namespace zeromem;
@@ -63,6 +64,28 @@ TEST_CASE("forward only: Gemma's norm and scaled embedding", "[forward]") {
   unscaled.scaled_embedding = false;
   const bytes w{};
   CHECK(estimate_forward_only(m, f, w).layers_phase.count() - estimate_forward_only(unscaled, f, w).layers_phase.count() == 4'194'304);
+}
+
+TEST_CASE("forward only: OLMo-2's fp32 rotation, whole-projection norms and post-norms", "[forward]") {
+  // OLMo-2-0425-1B (16 heads and 16 KV heads of 128, hidden 2048) with an 8-wide MLP, so that attention sets the layer's
+  // peak; bf16, one sequence of 1024 tokens, SDPA, the cache on. H = Q = K = 2 x 1024 x 2048 = 4,194,304 B, 2,097,152
+  // values each.
+  transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/olmo-2-0425-1b.json");
+  m.ffn = 8;
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.output = forward_output::hidden_states;
+  // The attention reads the layer input itself (no normed copy). OlmoRotaryEmbedding's cos and sin are fp32, so while k
+  // rotates: q, k and v (12,582,912), q_embed in fp32 (8,388,608), k * cos, rotate_half(k) * sin and their sum in fp32
+  // (3 x 8,388,608): 46,137,344 B.
+  CHECK(forward_layer_peak(m, f).count() == 12'582'912 + 8'388'608 + 3 * 8'388'608);
+  // In bf16 the rotation is smaller (12,582,912 + 4,194,304 + 12,582,912 = 29,360,128), and post_feedforward_layernorm
+  // sets the peak: the cache's K and V (8,388,608), the residual sum R1 and the MLP output (2 x 4,194,304) and
+  // Olmo2RMSNorm over 2,097,152 values of 1024 rows: the fp32 normalised tensor and its product with the weight
+  // (16,777,216), the variance (4,096) and the product's bf16 cast (4,194,304): 37,752,832 B.
+  transformer_config bf16_rope = m;
+  bf16_rope.rope_fp32 = false;
+  CHECK(forward_layer_peak(bf16_rope, f).count() == 8'388'608 + 2 * 4'194'304 + 16'777'216 + 4'096 + 4'194'304);
 }
 
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {

@@ -59,6 +59,12 @@ namespace detail {
 /// and their product, before the cast.
 constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64_t c, std::int64_t rows, std::int64_t width) {
   const std::int64_t values = checked_product(rows, width);
+  if (m.norm_weight_fp32) {
+    // Olmo2RMSNorm (modeling_olmo2.py): as LlamaRMSNorm up to x * rsqrt (8 B a row beside the two fp32 tensors), then
+    // the weight multiply in fp32 beside the normalised tensor and the variance, and its cast back below fp32.
+    if (c >= 4) return checked_sum(checked_product(8, values), checked_product(4, rows));
+    return checked_sum(checked_product(8, values), checked_product(4, rows), max_of(checked_product(4, rows), checked_product(c, values)));
+  }
   if (m.norm_scale_fp32) {
     const std::int64_t scale = checked_sum(checked_product(8, values), checked_product(4, width));
     return c >= 4 ? scale : max_of(scale, checked_sum(checked_product(8, values), checked_product(4, rows)));
@@ -78,18 +84,29 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
   const std::int64_t F = checked_product(c, sb, m.ffn);
   const std::int64_t norm = detail::forward_norm_peak(m, c, sb, h);
+  // The normed input Y alive through attention (LlamaDecoderLayer passes input_layernorm's output); OLMo-2's attention
+  // reads the layer input itself, which is not counted here.
+  const std::int64_t Y = m.post_norms ? 0 : H;
 
   // Qwen3 (modeling_qwen3.py): q_norm(q_proj(Y)) beside Y, then k_norm(k_proj(Y)) beside Y and the normed q, each
-  // an RMSNorm per head row above its input (forward_norm_peak over the projection's values and head rows).
+  // an RMSNorm per head row above its input (forward_norm_peak over the projection's values and head rows); OLMo-2's
+  // over each token's whole projection.
   std::int64_t qk_norms = 0;
-  if (m.qk_norm)
-    qk_norms = max_of(checked_sum(H, Q, detail::forward_norm_peak(m, c, checked_product(sb, m.heads), d)),
-                      checked_sum(H, Q, K, detail::forward_norm_peak(m, c, checked_product(sb, m.kv_heads), d)));
-  // Attention, the normed input Y = H alive throughout. apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds
-  // q, its two products and the sum (3Q) beside k and v; then k likewise beside q_embed.
-  const std::int64_t rope = max_of(checked_sum(H, checked_product(4, Q), checked_product(2, K)),
-                                   checked_sum(H, checked_product(2, Q), checked_product(5, K)));
-  const std::int64_t after_rope = checked_sum(H, Q, checked_product(2, K));  // Y, q_embed, k_embed, v
+  if (m.qk_norm) {
+    const bool whole = m.qk_norm_whole;
+    qk_norms = max_of(checked_sum(Y, Q, detail::forward_norm_peak(m, c, whole ? sb : checked_product(sb, m.heads), whole ? m.heads * d : d)),
+                      checked_sum(Y, Q, K, detail::forward_norm_peak(m, c, whole ? sb : checked_product(sb, m.kv_heads), whole ? m.kv_heads * d : d)));
+  }
+  // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds q, its two products and the sum (3Q) beside k and v;
+  // then k likewise beside q_embed. OLMo's (modeling_olmo.py: OlmoRotaryEmbedding returns fp32 cos and sin) rotates
+  // in fp32 (4 B a value) and casts q_embed and k_embed back while both fp32 results are alive.
+  const std::int64_t Qe = checked_product(sb, m.heads, d), Ke = checked_product(sb, m.kv_heads, d);
+  const std::int64_t p = m.rope_fp32 ? 4 : c;  // bytes of the rotation's products
+  const std::int64_t qkv = checked_sum(Y, Q, checked_product(2, K));
+  std::int64_t rope = max_of(checked_sum(qkv, checked_product(3 * p, Qe)), checked_sum(qkv, checked_product(p, Qe), checked_product(3 * p, Ke)));
+  if (m.rope_fp32 && c < 4)
+    rope = max_of(rope, checked_sum(qkv, checked_product(p + c, checked_sum(Qe, Ke))));
+  const std::int64_t after_rope = qkv;  // Y, q_embed, k_embed, v
   std::int64_t attention = max_of(rope, qk_norms), probs_kept = 0;
   if (f.attention == attention_kind::eager) {
     // eager_attention_forward: repeat_kv copies K and V to every head unless one kv head makes it a stride-0 view;
@@ -119,6 +136,15 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   }
   // With a cache, this layer's k_embed and v stay alive (the cache holds them) after attention returns.
   const std::int64_t cached = f.use_cache ? checked_product(2, K) : 0;
+  if (m.post_norms) {
+    // Olmo2DecoderLayer: post_attention_layernorm over the attention output, the residual sum R1; the MLP reads R1
+    // itself (3F, or its product and down's output); post_feedforward_layernorm over the MLP output; the sum.
+    const std::int64_t before = checked_sum(probs_kept, cached), held = checked_sum(before, H);  // held: R1
+    const std::int64_t branch = max_of(checked_sum(before, H, norm), checked_sum(before, checked_product(2, H)));
+    const std::int64_t mlp = checked_sum(held, max_of(checked_product(3, F), checked_sum(F, H)));
+    const std::int64_t after = max_of(checked_sum(held, H, norm), checked_sum(held, checked_product(2, H)));
+    return bytes_of(max_of(max_of(attention, branch), max_of(mlp, after)));
+  }
   // Then: R1 = x + attention output; the second norm; LlamaMLP down(act(gate(y)) * up(y)): gate and its activation,
   // then the activation, up and their product (3F), then the product and down's output; the residual sum.
   const std::int64_t held = checked_sum(H, probs_kept, cached);  // R1, the probabilities (eager), the cache
@@ -165,7 +191,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
   // pairs, global and local.
   const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
-  const std::int64_t rotary = checked_product(2, c, sb, m.head_size(), m.local_rope ? 2 : 1);
+  const std::int64_t rotary = checked_product(2, m.rope_fp32 ? 4 : c, sb, m.head_size(), m.local_rope ? 2 : 1);
   const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
