@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "catch.hpp"
 #include "zeromem/zeromem.hpp"
@@ -111,6 +112,33 @@ TEST_CASE("step: torch.optim.RMSprop and Adagrad, one state each, their update's
   }
   CHECK(parse_optimizer("rmsprop") == optimizer_kind::rmsprop);
   CHECK(pytorch_default_impl(optimizer_kind::adagrad) == optimizer_impl::foreach_kernels);
+}
+
+TEST_CASE("step: torch.optim.NAdam, RAdam and Adamax, two states each, their update's temporaries by implementation", "[step]") {
+  // Pure bf16 Llama-2-7B, 6,738,415,616 parameters; two parameter-sized states each (exp_avg and exp_avg_sq; Adamax's
+  // exp_avg and exp_inf) in the parameters' dtype: 2 x 13,476,831,232 = 26,953,662,464 B. foreach: one list of every
+  // parameter's size (NAdam's and RAdam's _foreach_sqrt of the second moments, Adamax's _foreach_abs of the gradients),
+  // 13,476,831,232 B. For-loop, the largest parameter (the embedding, 131,072,000 x 2 B = 262,144,000 B) times:
+  // NAdam 2 (exp_avg_sq.div(bc2) and its sqrt), RAdam 4 (exp_avg / bc1, its product with lr, exp_avg_sq.sqrt() and the
+  // adaptive rate divided by it), Adamax 1 (grad.abs()). None has a fused CUDA kernel.
+  training_states t = pure_bf16();
+  step_config s{};
+  const std::pair<optimizer_kind, std::int64_t> forloop[] = {{optimizer_kind::nadam, 2}, {optimizer_kind::radam, 4}, {optimizer_kind::adamax, 1}};
+  for (const auto& [k, tensors] : forloop) {
+    INFO(name(k));
+    t.optimizer.kind = k;
+    CHECK(optimizer_state_bytes(t.optimizer, t.recipe, elements_of(6'738'415'616)) == bytes_of(26'953'662'464));
+    CHECK(pytorch_default_impl(k) == optimizer_impl::foreach_kernels);
+    s.optimizer = optimizer_impl::foreach_kernels;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
+    s.optimizer = optimizer_impl::forloop;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000 * tensors));
+    s.optimizer = optimizer_impl::fused;
+    CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("has no fused CUDA implementation"));
+  }
+  CHECK(parse_optimizer("nadam") == optimizer_kind::nadam);
+  CHECK(parse_optimizer("radam") == optimizer_kind::radam);
+  CHECK(parse_optimizer("adamax") == optimizer_kind::adamax);
 }
 
 TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the loss", "[step]") {

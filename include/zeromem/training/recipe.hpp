@@ -71,7 +71,7 @@ inline precision parse_precision(std::string_view s) {
   return detail::parse_named(s, all, "precision");
 }
 
-enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad };
+enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad, nadam, radam, adamax };
 
 /// One row per optimizer: everything else (names, parsing, help, state bytes, reports, the step's temporaries)
 /// reads this table. A new optimizer is a value above and a row here.
@@ -113,6 +113,21 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // state_sum.sqrt().add_(eps) per parameter; fused=True runs on the CPU only.
     {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, false,
      "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']"},
+    // torch/optim/nadam.py: exp_avg and exp_avg_sq (mu_product and step are scalars); _multi_tensor_nadam's
+    // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then in place; _single_tensor_nadam's
+    // exp_avg_sq.div(bias_correction2).sqrt(), two tensors at once; no fused implementation.
+    {optimizer_kind::nadam,        "nadam",        2,  "two moments",     1, 2, false,
+     "Dozat 2016, Incorporating Nesterov Momentum into Adam; torch.optim.NAdam keeps exp_avg and exp_avg_sq"},
+    // torch/optim/radam.py: exp_avg and exp_avg_sq; _multi_tensor_radam's buffer = torch._foreach_sqrt(exp_avg_sqs)
+    // (grads deleted first), then in place. _single_tensor_radam keeps exp_avg / bias_correction1 for the step and,
+    // once the rectification applies (rho_t > 5: the 6th step on with beta2 0.999), builds (that * lr) * adaptive_lr
+    // with adaptive_lr = sqrt(bc2) / exp_avg_sq.sqrt(): four tensors of the parameter's size at once (two before).
+    {optimizer_kind::radam,        "radam",        2,  "two moments",     1, 4, false,
+     "Liu et al. 2020, On the Variance of the Adaptive Learning Rate and Beyond (arXiv 1908.03265), Alg. 2"},
+    // torch/optim/adamax.py: exp_avg and exp_inf; _multi_tensor_adamax's grads = torch._foreach_abs(grads) (a copy when
+    // weight_decay is 0), then in place; _single_tensor_adamax's grad.abs() into torch.maximum(out=exp_inf).
+    {optimizer_kind::adamax,       "adamax",       2,  "a moment and an infinity norm", 1, 1, false,
+     "Kingma & Ba 2015, Adam, §7.1 (AdaMax); torch.optim.Adamax keeps exp_avg and exp_inf"},
 };
 // clang-format on
 
