@@ -18,7 +18,8 @@ Two block types:
           attention and MLP in parallel behind two LayerNorms or in sequence. shared: Phi's layer (modeling_phi.py),
           separate q, k, v with biases and one input_layernorm feeding both parallel branches. family opt: OPT's layer
           (modeling_opt.py): separate q, k, v with q scaled before attention, no RoPE (learned positions), two
-          LayerNorms in sequence, ReLU MLP.
+          LayerNorms in sequence, ReLU MLP. family starcoder2: StarCoder2's layer (modeling_starcoder2.py): Llama's
+          pre-norm layer with LayerNorms, separate q, k, v (GQA) with biases, full RoPE, a biased GELU MLP.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -237,9 +238,10 @@ def gelu_new(x):
 
 
 class NeoXBlock(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, act="gelu", dropout=0.0, separate=False):
+    def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, act="gelu", dropout=0.0, separate=False,
+                 full_rope=False):
         super().__init__()
-        self.h, self.heads, self.kv, self.rotary, self.p = h, heads, kv_heads, rotary, dropout
+        self.h, self.heads, self.kv, self.rotary, self.p, self.full_rope = h, heads, kv_heads, rotary, dropout, full_rope
         self.parallel, self.shared, self.act, self.separate = parallel, shared, act, separate or shared
         d = h // heads
         self.ln1 = torch.nn.LayerNorm(h)
@@ -282,7 +284,10 @@ class NeoXBlock(torch.nn.Module):
         else:
             q, k, v = self.qkv(y).view(b, s, -1, 3 * d).transpose(1, 2).chunk(3, dim=-1)
         r = self.rotary
-        if r:
+        if self.full_rope:  # Llama's apply_rotary_pos_emb (StarCoder2): every dim rotated, no concatenation
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+        elif r:
             q_rot, q_pass, k_rot, k_pass = q[..., :r], q[..., r:], k[..., :r], k[..., r:]
             q_rot = q_rot * cos + rotate_half(q_rot) * sin
             k_rot = k_rot * cos + rotate_half(k_rot) * sin
@@ -335,9 +340,10 @@ def add_lora(block, lora, dtype):
 
 
 def neox_block(cfg):
-    act = "relu" if cfg.get("family") == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu"
+    family = cfg.get("family")
+    act = "relu" if family == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu"
     return NeoXBlock(cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["rotary"], cfg["parallel"], cfg["shared"],
-                     act, cfg["dropout"], cfg.get("family") == "opt")
+                     act, cfg["dropout"], family in ("opt", "starcoder2"), family == "starcoder2")
 
 
 def measure_layer(kind, cfg, dtype=torch.bfloat16):
@@ -379,6 +385,9 @@ def count_model_parameters(kind, cfg):
         blocks = [GPTBlock(h, cfg["heads"], cfg["ffn"], 0.0) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"], h),
                                      torch.nn.LayerNorm(h)])  # tied output layer: no extra matrix
+    elif kind == "neox" and cfg.get("family") == "starcoder2":  # a final LayerNorm, tied
+        blocks = [neox_block(cfg) for _ in range(layers)]
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h)])
     elif kind == "neox" and cfg.get("family") == "opt":  # learned positions (max + 2 rows), a final LayerNorm, tied
         blocks = [neox_block(cfg) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"] + 2, h),

@@ -1,4 +1,4 @@
-"""The PyTorch oracle: random GPT-style, Llama-style (OLMo-2 among them) and GPT-NeoX/Phi/OPT-style configurations, a third of them frozen with LoRA adapters,
+"""The PyTorch oracle: random GPT-style, Llama-style (OLMo-2 among them) and GPT-NeoX/Phi/OPT/StarCoder2-style configurations, a third of them frozen with LoRA adapters,
 each measured with autograd's saved tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
 per-layer activation bytes within 1%.
 
@@ -21,6 +21,11 @@ def zeromem(binary, kind, cfg, layers, vocab):
     if kind == "gpt":
         args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"]),
                  "--dropout", str(cfg["dropout"]), "--implementation", "eager", "--attention", "eager"]
+    elif kind == "neox" and cfg["family"] == "starcoder2":
+        args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--kv-heads", str(cfg["kv_heads"]),
+                 "--dropout", str(cfg["dropout"]), "--implementation", "hf", "--attention", "eager"]
+        if cfg["gelu_new"]:
+            args.append("--gelu-new")
     elif kind == "neox" and cfg["family"] == "opt":
         args += ["--mlp", "relu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"] + 2),
                  "--dropout", str(cfg["dropout"]), "--implementation", "hf", "--attention", "eager"]
@@ -83,6 +88,9 @@ def random_config(rng, kind):
         if rng.random() < 0.3:  # OPT: separate q, k, v, no RoPE, norms in sequence, ReLU
             cfg.update(family="opt", shared=False, parallel=False, kv_heads=heads, lm_head_bias=False, rotary=0,
                        gelu_new=False, max_positions=rng.randint(cfg["seq_len"], 512))
+        elif rng.random() < 0.3:  # StarCoder2: separate q, k, v with GQA, full RoPE, norms in sequence, biased GELU MLP
+            cfg.update(family="starcoder2", shared=False, parallel=False, lm_head_bias=False, rotary=d,
+                       kv_heads=rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0]))
     else:
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["ffn"] = rng.randint(8, 512)
@@ -98,7 +106,7 @@ def random_config(rng, kind):
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if kind == "neox":
-            names = (["q", "k", "v"] if cfg["family"] != "neox" else ["qkv"]) + ["o", "fc1", "fc2"]
+            names = (["q", "k", "v"] if cfg["family"] != "neox" else ["qkv"]) + ["o", "fc1", "fc2"]  # starcoder2's c_fc, c_proj
         elif cfg.get("fused"):
             names = ["qkv", "o", "gate_up", "down"]
         else:

@@ -496,3 +496,18 @@ TEST_CASE("OLMo-2's post-norms and whole-projection q_norm / k_norm", "[activati
   c.tp = 2;
   CHECK_THROWS_WITH(layer_activation_bytes(olmo, c), Catch::Matchers::Contains("use tp 1"));
 }
+
+TEST_CASE("StarCoder2's pre-norm LayerNorm layer with GQA and a biased GELU MLP", "[activations]") {
+  // Starcoder2Config's default shape (hidden 3072, 24 heads and 2 KV heads of 128, intermediate 12288), s = 2048, b = 1,
+  // bf16, SDPA, use_cache true, no dropout. sbh = 6,291,456; 2sbh = 12,582,912. Two LayerNorms, each its input and fp32
+  // mean and rstd: 2 x (12,582,912 + 16,384); the q, k, v input, Q, o_proj's input and c_fc's input 4 x 12,582,912; K
+  // and V at 2 heads 2 x 2 x 2048 x 256 = 2,097,152; log-sum-exp 4 x 24 x 2048 = 196,608; GELU's input and output
+  // 2 x 2 x 2048 x 12288 = 100,663,296. 25,198,592 + 50,331,648 + 2,097,152 + 196,608 + 100,663,296 = 178,487,296 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "starcoder2", "hidden_size": 3072, "num_hidden_layers": 30,
+    "num_attention_heads": 24, "intermediate_size": 12288, "vocab_size": 49152})");
+  const layer_activations l = layer_activation_bytes(m, hf_sdpa(2048));
+  CHECK(l.attention_norm.count() == 12'599'296);
+  CHECK(l.key.count() == 1'048'576);
+  CHECK(l.mlp_hidden.count() == 100'663'296);
+  CHECK(l.total().count() == 178'487'296);
+}

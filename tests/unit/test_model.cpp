@@ -536,3 +536,30 @@ TEST_CASE("OLMo-2's parameters, written out", "[model][hf][published]") {
   bad.norm = norm_kind::layernorm;
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("multiplies its weight in fp32 (OLMo-2's) is an RMSNorm"));
 }
+
+TEST_CASE("StarCoder2's parameters, written out", "[model][hf]") {
+  // Starcoder2Config's defaults (configuration_starcoder2.py): hidden 3072, 30 layers, 24 heads and 2 KV heads of 128,
+  // intermediate 12288, vocab 49152, use_bias, tied. q and o 3072^2 + 3072 = 9,440,256 each; k and v 3072 x 256 + 256 =
+  // 786,688 each; c_fc 3072 x 12288 + 12288 = 37,761,024; c_proj 12288 x 3072 + 3072 = 37,751,808; two LayerNorms
+  // 12,288: 95,979,008 per layer; x 30 = 2,879,370,240; embed_tokens 49152 x 3072 = 150,994,944; final LayerNorm
+  // 6,144: 3,030,371,328.
+  const std::string sc = R"({"model_type": "starcoder2", "hidden_size": 3072, "num_hidden_layers": 30, "num_attention_heads": 24,
+    "intermediate_size": 12288, "vocab_size": 49152)";
+  const transformer_config m = parse_hf_config(sc + "}");
+  CHECK(m.kv_heads == 2);  // Starcoder2Config(num_key_value_heads=2)
+  CHECK(m.tied_embeddings);
+  CHECK(m.norm == norm_kind::layernorm);
+  CHECK(m.mlp == mlp_kind::gelu);
+  CHECK_FALSE(m.gelu_tensor_ops);  // gelu_pytorch_tanh: one kernel
+  CHECK(m.sliding_window == 0);
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.layer.count() == 95'979'008);
+  CHECK(c.total.count() == 3'030'371'328LL);
+  // use_bias false drops every linear's bias: 2 x 3072 + 2 x 256 + 12288 + 3072 = 22,016 a layer.
+  CHECK(count_parameters(parse_hf_config(sc + R"(, "use_bias": false})")).layer.count() == 95'979'008 - 22'016);
+  CHECK(parse_hf_config(sc + R"(, "residual_dropout": 0.1, "embedding_dropout": 0.1})").residual_dropout == 0.1);
+  CHECK(parse_hf_config(sc + R"(, "sliding_window": 4096})").sliding_window == 4096);
+  CHECK(parse_hf_config(sc + R"(, "hidden_act": "gelu_new"})").gelu_tensor_ops);
+  CHECK_THROWS_WITH(parse_hf_config(sc + R"(, "hidden_act": "relu"})"),
+                    Catch::Matchers::Contains(R"(field 'hidden_act' must be "gelu_pytorch_tanh", "gelu" or "gelu_new" for model_type 'starcoder2')"));
+}

@@ -1,9 +1,9 @@
 // Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Phi, Gemma, Gemma-2, Gemma-3 text, Qwen2,
-// Qwen3, Qwen2-VL, Qwen2.5-VL, OLMo-2, OLMo-3, GPT-NeoX, OPT, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
+// Qwen3, Qwen2-VL, Qwen2.5-VL, OLMo-2, OLMo-3, StarCoder2, GPT-NeoX, OPT, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
 // zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
 // configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, PhiConfig, GemmaConfig, Gemma2Config, Gemma3TextConfig,
 // Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), Olmo2Config,
-// Olmo3Config, GPTNeoXConfig, OPTConfig, GPT2Config.
+// Olmo3Config, Starcoder2Config, GPTNeoXConfig, OPTConfig, GPT2Config.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -21,7 +21,8 @@ namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
-    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, gpt_neox, opt, gpt2";
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, starcoder2, gpt_neox, opt, "
+    "gpt2";
 
 namespace detail::hf {
 
@@ -331,6 +332,32 @@ inline transformer_config parse_hf_config(const std::string& text) {
       m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 4, type) : 0;
       m.local_rope = m.sliding_window_pattern >= 2;
     }
+  } else if (type == "starcoder2") {
+    // Starcoder2Config / modeling_starcoder2.py: Llama's pre-norm layer with LayerNorms (weight and bias), q, k, v, o
+    // and the MLP's c_fc / act / c_proj all with use_bias (default true), GQA (num_key_value_heads, default 2),
+    // residual_dropout after o_proj and after the MLP, embedding_dropout on the embeddings, attention_dropout on the
+    // probabilities (0.0 each by default), sliding_window None by default, tied by default; hidden_act
+    // gelu_pytorch_tanh by default (one kernel; "gelu" too), "gelu_new" as tensor ops, others refused.
+    m.hidden = integer(j, "hidden_size", type);
+    m.layers = integer(j, "num_hidden_layers", type);
+    m.heads = integer(j, "num_attention_heads", type);
+    m.kv_heads = integer_or(j, "num_key_value_heads", 2, type);
+    m.ffn = integer(j, "intermediate_size", type);
+    m.vocab = integer(j, "vocab_size", type);
+    m.mlp = mlp_kind::gelu;
+    m.norm = norm_kind::layernorm;
+    m.qkv_bias = m.attention_out_bias = m.mlp_bias = boolean_or(j, "use_bias", true);
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    m.sliding_window = sliding_window_of(j, 0, type);
+    m.attention_dropout = probability_or(j, "attention_dropout", 0.0);
+    m.residual_dropout = probability_or(j, "residual_dropout", 0.0);
+    m.embedding_dropout = probability_or(j, "embedding_dropout", 0.0);
+    const json* act = find(j, "hidden_act");
+    const std::string name = act == nullptr ? "gelu_pytorch_tanh" : act->is_string() ? act->get<std::string>() : "";
+    if (name != "gelu_pytorch_tanh" && name != "gelu" && name != "gelu_new")
+      fail_config(R"(field 'hidden_act' must be "gelu_pytorch_tanh", "gelu" or "gelu_new" for model_type 'starcoder2', got )" +
+                  (act == nullptr ? std::string("nothing") : shown(*act)));
+    m.gelu_tensor_ops = name == "gelu_new";
   } else if (type == "gpt_neox") {
     // GPTNeoXConfig / modeling_gpt_neox.py: one query_key_value Linear(h, 3h) laid out per head as [q | k | v], dense,
     // LayerNorms with biases, dense_h_to_4h / act / dense_4h_to_h, biases on every linear (attention_bias, default
