@@ -108,6 +108,10 @@ class Attention(torch.nn.Module):
             key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
+        return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
+
+    def attend(self, query_states, key_states, value_states, mask, cache, input_shape):
+        """The attention forward's tail, the caller's q, k and v alive throughout as in transformers' frame."""
         if cache is not None:  # DynamicCache.update on its first call keeps the tensors themselves
             cache.append((key_states, value_states))
         attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
@@ -115,7 +119,6 @@ class Attention(torch.nn.Module):
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
         attn_output = self.o_proj(attn_output)
         return attn_output, attn_weights
-
 
     def forward_olmo2(self, hidden_states, cos, sin, mask, cache):  # Olmo2Attention.forward
         input_shape = hidden_states.shape[:-1]
@@ -127,13 +130,7 @@ class Attention(torch.nn.Module):
         key_states = key_states.view(hidden_shape).transpose(1, 2)
         value_states = value_states.view(hidden_shape).transpose(1, 2)
         query_states, key_states = apply_rotary_olmo(query_states, key_states, cos, sin)
-        if cache is not None:
-            cache.append((key_states, value_states))
-        attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
-                                                    self.heads // self.kv, self.softcap)
-        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
-        attn_output = self.o_proj(attn_output)
-        return attn_output, attn_weights
+        return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
 
 
 class MLP(torch.nn.Module):
