@@ -164,9 +164,7 @@ class DecoderLayer(torch.nn.Module):
             self.post_feedforward_layernorm = norm(h)
 
     def forward(self, hidden_states, cos, sin, mask, cache):
-        if self.olmo2:
-            return self.forward_olmo2(hidden_states, cos, sin, mask, cache)
-        if self.sandwich:
+        if self.sandwich or self.olmo2:
             return self.forward_sandwich(hidden_states, cos, sin, mask, cache)
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
@@ -178,25 +176,17 @@ class DecoderLayer(torch.nn.Module):
         hidden_states = residual + hidden_states
         return hidden_states
 
-    def forward_olmo2(self, hidden_states, cos, sin, mask, cache):  # Olmo2DecoderLayer.forward: norms after each branch
-        residual = hidden_states
-        hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = residual + hidden_states
-        residual = hidden_states
-        hidden_states = self.mlp(hidden_states)
-        hidden_states = self.post_feedforward_layernorm(hidden_states)
-        hidden_states = residual + hidden_states
-        return hidden_states
-
     def forward_sandwich(self, hidden_states, cos, sin, mask, cache):
+        """Gemma2DecoderLayer.forward, and Olmo2DecoderLayer.forward without its pre-norms (norms after each branch only)."""
         residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
+        if not self.olmo2:
+            hidden_states = self.input_layernorm(hidden_states)
         hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
         hidden_states = self.post_attention_layernorm(hidden_states)
         hidden_states = residual + hidden_states
         residual = hidden_states
-        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        if not self.olmo2:
+            hidden_states = self.pre_feedforward_layernorm(hidden_states)
         hidden_states = self.mlp(hidden_states)
         hidden_states = self.post_feedforward_layernorm(hidden_states)
         hidden_states = residual + hidden_states
