@@ -242,3 +242,16 @@ TEST_CASE("plan --allow-lora: LoRA and QLoRA ranked after full training, chosen 
   CHECK(q.configs.back().training != plan_training::full);
   for (std::size_t i = 1; i < q.configs.size(); ++i) CHECK(q.configs[i - 1].training <= q.configs[i].training);
 }
+
+TEST_CASE("plan keeps OLMo-2 at tp 1, where its whole-projection q/k norms are modelled", "[plan]") {
+  // activations.hpp refuses tp > 1 for q_norm / k_norm over the whole projection; plan must not offer it (nor fail on it).
+  const plan_result p = plan(request("olmo-2-13b", 1));
+  REQUIRE(p.fitting > 0);
+  for (const plan_config& c : p.configs) CHECK(c.tp == 1);
+  // A Llama model of the same shape is offered tensor parallelism.
+  plan_request llama = request("olmo-2-13b", 1);
+  llama.model.qk_norm = llama.model.qk_norm_whole = llama.model.norm_weight_fp32 = llama.model.post_norms = false;
+  bool some_tp = false;
+  for (const plan_config& c : plan(llama).configs) some_tp = some_tp || c.tp > 1;
+  CHECK(some_tp);
+}

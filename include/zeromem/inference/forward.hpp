@@ -94,8 +94,8 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   std::int64_t qk_norms = 0;
   if (m.qk_norm) {
     const bool whole = m.qk_norm_whole;
-    qk_norms = max_of(checked_sum(Y, Q, detail::forward_norm_peak(m, c, whole ? sb : checked_product(sb, m.heads), whole ? m.heads * d : d)),
-                      checked_sum(Y, Q, K, detail::forward_norm_peak(m, c, whole ? sb : checked_product(sb, m.kv_heads), whole ? m.kv_heads * d : d)));
+    qk_norms = max_of(checked_sum(Y, Q, detail::forward_norm_peak(m, c, whole ? sb : checked_product(sb, m.heads), whole ? checked_product(m.heads, d) : d)),
+                      checked_sum(Y, Q, K, detail::forward_norm_peak(m, c, whole ? sb : checked_product(sb, m.kv_heads), whole ? checked_product(m.kv_heads, d) : d)));
   }
   // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds q, its two products and the sum (3Q) beside k and v;
   // then k likewise beside q_embed. OLMo's (modeling_olmo.py: OlmoRotaryEmbedding returns fp32 cos and sin) rotates

@@ -189,7 +189,9 @@ inline plan_result plan(const plan_request& r) {
     if (micro > r.max_micro_batch / 2) break;
   }
   std::vector<plan_config> fitting;
-  for (std::int64_t tp = 1; tp <= r.gpus_per_node && tp <= r.model.heads; tp *= 2) {
+  // OLMo-2's whole-projection q_norm / k_norm under tensor parallelism is not modelled (activations.hpp): tp 1 only.
+  const std::int64_t largest_tp = r.model.qk_norm_whole ? 1 : r.gpus_per_node;
+  for (std::int64_t tp = 1; tp <= largest_tp && tp <= r.model.heads; tp *= 2) {
     if (r.model.heads % tp != 0 || r.model.ffn % tp != 0 || (r.model.kv_heads % tp != 0 && tp % r.model.kv_heads != 0)) continue;
     for (std::int64_t pp = 1; pp <= r.model.layers && tp * pp <= gpus; pp *= 2) {
       if (gpus % (tp * pp) != 0) continue;
