@@ -103,6 +103,23 @@ TEST_CASE("flash attention keeps no s^2 terms, only an fp32 log-sum-exp", "[acti
   CHECK(per_layer(gpt3(), cp) * 4 == per_layer(gpt3(), c));
 }
 
+TEST_CASE("SDPA in fp32 runs the memory-efficient kernel: its log-sum-exp rows padded to 32", "[activations]") {
+  // FlashAttention takes fp16 / bf16 only (sdp_utils.cpp: sm80_flash_dtypes), so fp32 SDPA runs the memory-efficient
+  // kernel, whose logsumexp is b x heads x ceil(s / 32) * 32 fp32 (attention.cu: kAlignLSE 32). Llama-2-7B, s = 1000,
+  // b = 2: 4 B x 32 heads x 1024 x 2 = 262,144 B in fp32; bf16's flash kernel keeps 4 B x 32 x 1000 x 2 = 256,000 B.
+  activation_config c{};
+  c.seq_len = 1000; c.micro_batch = 2; c.impl = implementation::hf; c.attention = attention_kind::flash;
+  const transformer_config& m = find_preset("llama-2-7b").config;
+  CHECK(layer_activation_bytes(m, c).attention_lse.count() == 256'000);
+  c.activation_dtype = dtype::fp32;
+  CHECK(layer_activation_bytes(m, c).attention_lse.count() == 262'144);
+  c.seq_len = 1024;  // a multiple of 32 pads nothing: 4 x 32 x 1024 x 2
+  CHECK(layer_activation_bytes(m, c).attention_lse.count() == 262'144);
+  // flash-attn's kernels take fp16 / bf16 only: refused with the fix.
+  c.attention = attention_kind::flash_attention_2;
+  CHECK_THROWS_WITH(layer_activation_bytes(m, c), Catch::Contains("fp16 and bf16 only") && Catch::Contains("--attention sdpa"));
+}
+
 TEST_CASE("GQA keeps K and V at the kv heads' size", "[activations]") {
   // Llama-3-70B, s = 4096, b = 1, flash, fused profile, no parallelism: K and V are 8 x 128 wide = 1024.
   activation_config c{};
@@ -277,6 +294,18 @@ TEST_CASE("flash-attn (attn_implementation flash_attention_2) takes the window i
   CHECK((layer_activation_bytes(windowed, c).total() - fa2.total()).count() == 83'886'080);
   CHECK(parse_attention("fa2") == attention_kind::flash_attention_2);
   CHECK(name(attention_kind::flash_attention_2) == "fa2");
+}
+
+TEST_CASE("attention takes transformers' attn_implementation names too", "[activations]") {
+  // modeling_utils.py: attn_implementation "eager", "sdpa" (torch's scaled_dot_product_attention) or
+  // "flash_attention_2" (the flash-attn package); what a user copies from a training script must be understood.
+  CHECK(parse_attention("sdpa") == attention_kind::flash);
+  CHECK(parse_attention("flash") == attention_kind::flash);
+  CHECK(parse_attention("flash_attention_2") == attention_kind::flash_attention_2);
+  CHECK(parse_attention("eager") == attention_kind::eager);
+  CHECK_THROWS_WITH(parse_attention("flex_attention"), Catch::Contains("'flex_attention'") && Catch::Contains("sdpa") &&
+                                                           Catch::Contains("flash_attention_2"));
+  CHECK_THROWS_WITH(parse_attention("SDPA"), Catch::Contains("expected one of eager, flash, fa2"));
 }
 
 TEST_CASE("a fused qkv projection keeps its whole output when attention keeps a view of it", "[activations]") {

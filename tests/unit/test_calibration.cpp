@@ -33,7 +33,7 @@ std::vector<std::string> flags_of(const json& c) {
                              "--seq-len",    std::to_string(c["seq"].get<long long>()),
                              "--micro-batch", std::to_string(c["micro_batch"].get<long long>()),
                              "--precision",  precision,
-                             "--attention",  c.value("attention", "sdpa") == "sdpa" ? "flash" : "eager",
+                             "--attention",  c.value("attention", "sdpa"),  // transformers' attn_implementation, as measured
                              "--implementation", "hf",
                              "--gpu",        "h100-80gb",
                              "--json"};

@@ -47,7 +47,7 @@ command add_vllm_command(CLI::App& parent);
 command add_sglang_command(CLI::App& parent);
 /// --attention's help, for every command that takes it.
 inline constexpr const char* attention_help =
-    "flash (SDPA, transformers' default) | fa2 (attn_implementation flash_attention_2) | eager (s^2 scores kept)";
+    "flash or sdpa (SDPA, transformers' default) | fa2 or flash_attention_2 (the flash-attn package) | eager (s^2 scores kept)";
 
 // ---- options ----------------------------------------------------------------------------------------
 /// An integer flag in [lo, hi], plain decimal digits.

@@ -152,6 +152,9 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   if (c.torch_major != 1 && c.torch_major != 2)
     detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
   if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
+  // flash-attn's flash_attn_func: "FlashAttention only support fp16 and bf16 data type" (flash_api.cpp mha_fwd).
+  if (c.attention == attention_kind::flash_attention_2 && c.activation_dtype == dtype::fp32)
+    detail::fail("flash_attention_2 (the flash-attn package) runs fp16 and bf16 only; with fp32 activations use --attention sdpa or eager");
   if (m.qk_norm_whole && c.tp > 1)
     detail::fail_value("q_norm / k_norm over the whole projection (OLMo-2) under tensor parallelism is not modelled",
                        static_cast<long double>(c.tp), "use tp 1 (FSDP or ZeRO shard it instead)");
@@ -166,6 +169,10 @@ struct attention_layout {
   /// dimension padded to 8 by preprocess_mask) that the memory-efficient kernel keeps for backward (derivatives.yaml
   /// _scaled_dot_product_efficient_attention: attn_bias), with its log-sum-exp rows padded to 32.
   bool sdpa_mask = false;
+  /// SDPA runs the memory-efficient kernel, whose fp32 log-sum-exp rows are padded to 32 (attention.cu
+  /// _efficient_attention_forward: ceil_div(max_seqlen_q, kAlignLSE) * kAlignLSE): given a mask, or in fp32, since
+  /// FlashAttention takes fp16 / bf16 only (sdp_utils.cpp use_flash_attention: sm80_flash_dtypes).
+  bool efficient_kernel = false;
   bool repeat = false;    // repeat_kv runs: eager attention, or SDPA given a mask
   /// What attention keeps of K and V is a view of its input: repeat_kv's expand + reshape is a stride-0 view with one
   /// kv head and returns its input with kv = heads; SDPA and selective recompute keep that view, eager's matmul its
@@ -187,6 +194,7 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
   l.kv_heads = kv_heads;
   l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && !full_attention_layer(m, layer) &&
                 c.seq_len >= m.sliding_window;
+  l.efficient_kernel = l.sdpa_mask || (c.impl == implementation::hf && c.attention == attention_kind::flash && c.activation_dtype == dtype::fp32);
   l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
   // One token per sequence leaves an MHA V (b, heads, 1, d) foldable as a view too, where each head's values follow the
   // previous head's: a projection of its own, or GPT-NeoX's per-head [q | k | v] (not GPT-2's [all q | all k | all v]).
@@ -352,9 +360,10 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   };
   const bytes q_norm = bytes_of(head_norm_saved(heads));
   const bytes k_norm = bytes_of(head_norm_saved(kv_heads));
-  // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1).
-  const bytes lse =
-      c.attention != attention_kind::eager ? bytes_of(checked_product(4, heads, at.sdpa_mask ? checked_product(detail::ceil_div(s, 32), 32) : s, b)) : none;
+  // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1); the memory-efficient kernel pads its rows.
+  const bytes lse = c.attention != attention_kind::eager
+                        ? bytes_of(checked_product(4, heads, at.efficient_kernel ? checked_product(detail::ceil_div(s, 32), 32) : s, b))
+                        : none;
   const bytes sdpa_bias = at.sdpa_mask && c.recomputation == recompute::none ? bytes_of(checked_product(a, b, s, detail::ceil_div(s, 8), 8)) : none;
   const bytes output = bytes_of(checked_product(a, sb, heads, d, keepers(1, output_keepers)));  // "output projection: 2sbh"
   // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
@@ -526,9 +535,17 @@ inline recompute parse_recompute(std::string_view s) {
   static constexpr recompute all[] = {recompute::none, recompute::selective, recompute::full};
   return detail::parse_named(s, all, "recompute");
 }
+/// zeromem's names, or transformers' attn_implementation values for the same kernels (modeling_utils.py): "sdpa" is
+/// torch.nn.functional.scaled_dot_product_attention (zeromem's flash), "flash_attention_2" the flash-attn package (fa2).
 inline attention_kind parse_attention(std::string_view s) {
-  static constexpr attention_kind all[] = {attention_kind::eager, attention_kind::flash, attention_kind::flash_attention_2};
-  return detail::parse_named(s, all, "attention");
+  if (s == "sdpa") return attention_kind::flash;
+  if (s == "flash_attention_2") return attention_kind::flash_attention_2;
+  if (s == "eager" || s == "flash" || s == "fa2") {
+    static constexpr attention_kind all[] = {attention_kind::eager, attention_kind::flash, attention_kind::flash_attention_2};
+    return detail::parse_named(s, all, "attention");
+  }
+  detail::fail("unknown attention " + detail::quoted(s) +
+               "; expected one of eager, flash, fa2 (or transformers' attn_implementation: eager, sdpa, flash_attention_2)");
 }
 inline implementation parse_implementation(std::string_view s) {
   static constexpr implementation all[] = {implementation::paper, implementation::eager, implementation::fused, implementation::hf};
