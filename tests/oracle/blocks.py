@@ -150,10 +150,11 @@ def repeat_kv(x, n_rep):
 
 class LlamaBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
-                 sandwich=False, softcap=0.0, olmo2=False):
+                 sandwich=False, softcap=0.0, olmo2=False, rope=True):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
         self.olmo2 = olmo2
+        self.rope = rope  # SmolLM3Attention (modular_smollm3.py): NoPE layers skip apply_rotary_pos_emb
         d = h // heads
         norm = Olmo2RMSNorm if olmo2 else GemmaRMSNorm if gemma_norm else LlamaRMSNorm
         # OLMo-2 (modeling_olmo2.py Olmo2DecoderLayer): no input_layernorm; q_norm and k_norm over the whole projections.
@@ -208,8 +209,9 @@ class LlamaBlock(torch.nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, s, self.kv, d).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if self.rope:
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
         if self.cache:
             empty = torch.zeros(b, self.kv, 0, d, dtype=k.dtype)
             k, v = torch.cat([empty, k], dim=-2), torch.cat([empty, v], dim=-2)
@@ -357,7 +359,8 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     else:
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
-                           cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False)).to(dtype)
+                           cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False),
+                           not cfg.get("nope", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)

@@ -83,9 +83,10 @@ def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False, rope=True):
         super().__init__()
         self.heads, self.kv, self.d, self.softcap, self.olmo2 = heads, kv_heads, d, softcap, olmo2
+        self.rope = rope  # SmolLM3Attention: use_rope = config.no_rope_layers[layer_idx]
         # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key; Olmo2Attention
         # (modeling_olmo2.py): over each token's whole q_proj and k_proj outputs.
         self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
@@ -107,7 +108,8 @@ class Attention(torch.nn.Module):
             query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
             key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
+        if self.rope:
+            query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
         return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
 
     def attend(self, query_states, key_states, value_states, mask, cache, input_shape):
@@ -129,7 +131,8 @@ class Attention(torch.nn.Module):
         query_states = query_states.view(hidden_shape).transpose(1, 2)
         key_states = key_states.view(hidden_shape).transpose(1, 2)
         value_states = value_states.view(hidden_shape).transpose(1, 2)
-        query_states, key_states = apply_rotary_olmo(query_states, key_states, cos, sin)
+        if self.rope:
+            query_states, key_states = apply_rotary_olmo(query_states, key_states, cos, sin)
         return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
 
 
@@ -147,12 +150,12 @@ class MLP(torch.nn.Module):
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False):
+    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False, rope=True):
         super().__init__()
         norm = blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
         self.olmo2 = olmo2
         self.input_layernorm = norm(h)
-        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm, softcap, olmo2)
+        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm, softcap, olmo2, rope)
         self.post_attention_layernorm = norm(h)
         self.mlp = MLP(h, ffn, gemma)
         # Gemma2DecoderLayer: input_layernorm, attention, post_attention_layernorm, residual; pre_feedforward_layernorm,
@@ -226,9 +229,12 @@ class CausalLM(torch.nn.Module):
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
         self.gemma, self.h = cfg.get("gemma", False), h
         self.olmo2 = cfg.get("olmo2", False)
+        # SmolLM3Config.no_rope_layers: layer i rotates unless (i + 1) % no_rope_layer_interval == 0.
+        nope = cfg.get("nope_period", 0)
         self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
-                                                       cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2)
-                                          for _ in range(cfg["layers"]))
+                                                       cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
+                                                       not nope or (i + 1) % nope != 0)
+                                          for i in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
@@ -293,6 +299,9 @@ def measure_forward_model(cfg, dtype=torch.bfloat16):
     the caller's log_softmax(logits.float()) for the log-probs output."""
     torch.manual_seed(cfg.get("seed", 0))
     model = CausalLM(cfg).to(dtype)
+    # from_pretrained(torch_dtype=...) builds the model in that dtype, but LlamaRotaryEmbedding computes inv_freq as
+    # float explicitly, so it stays fp32 (.to(dtype) would have cast it).
+    model.inv_freq = model.inv_freq.float()
     ids = torch.randint(0, cfg["vocab"], (cfg["micro_batch"], cfg["seq_len"]))
     cache = [] if cfg["use_cache"] else None
     with torch.no_grad():

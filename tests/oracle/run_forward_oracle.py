@@ -1,4 +1,4 @@
-"""The forward-only oracle: random Llama-style models (OLMo-2 among them) run forward under torch.no_grad on the CPU (forward.py,
+"""The forward-only oracle: random Llama-style models (OLMo-2 and SmolLM3's NoPE layers among them) run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -41,6 +41,11 @@ def main():
         if rng.random() < 0.25:  # OLMo-2: post-norms, whole-projection q_norm / k_norm, fp32 rotary tables
             cfg.update(olmo2=True, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, final_softcap=0.0)
             cfg.pop("pattern", None), cfg.pop("window", None), cfg.pop("local_rope", None)
+        if rng.random() < 0.25:  # SmolLM3: every N-th layer skips RoPE (N = 1: none rotates)
+            cfg["nope_period"] = rng.randint(1, 3)
+            if rng.random() < 0.5:  # short sequences and a narrow MLP, where the rotation's moment can set a layer's peak
+                cfg.update(seq_len=rng.randint(1, 8), ffn=rng.randint(8, 32), layers=rng.randint(2, 4), vocab=rng.randint(50, 100),
+                           output="hidden-states")
         measured = forward.measure_forward_model(cfg)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -48,6 +53,8 @@ def main():
                 "--attention", "eager", "--forward-output", cfg["output"]]
         if not cfg["use_cache"]:
             args.append("--no-cache")
+        if cfg.get("nope_period"):
+            args += ["--nope-period", str(cfg["nope_period"])]
         if cfg["qk_norm"]:
             args.append("--qk-norm")
         if cfg["gemma"]:

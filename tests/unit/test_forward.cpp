@@ -88,6 +88,31 @@ TEST_CASE("forward only: OLMo-2's fp32 rotation, whole-projection norms and post
   CHECK(forward_layer_peak(bf16_rope, f).count() == 8'388'608 + 2 * 4'194'304 + 16'777'216 + 4'096 + 4'194'304);
 }
 
+TEST_CASE("forward only: SmolLM3's NoPE layers skip the rotation, and the rotary tables are built", "[forward]") {
+  // A one-layer toy (hidden 32, one head and one KV head of 32, MLP 11), bf16, 2 sequences of 4 tokens, eager attention,
+  // no cache: sb = 8, H = Q = K = 2 x 8 x 32 = 512 B, F = 176 B, A = 32 scores (64 B). q, k and v beside the normed
+  // input: Y + Q + 2K = 2,048 B.
+  transformer_config m{};
+  m.hidden = 32; m.layers = 1; m.heads = m.kv_heads = 1; m.ffn = 11; m.vocab = 60;
+  forward_only_config f{};
+  f.seq_len = 4; f.micro_batch = 2; f.attention = attention_kind::eager; f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // With RoPE the peak is k's rotation beside q_embed: 2,048 + 512 + 3 x 512 = 4,096 B.
+  CHECK(forward_layer_peak(m, f).count() == 4'096);
+  // A NoPE layer (SmolLM3Attention, use_rope 0) keeps q and k as views; one head folds q as a view, K^T is copied for
+  // the batched matmul (b = 2): P @ V holds the 2,048, the 64 B of probabilities, that copy and the output (512 each):
+  // 3,136 B.
+  m.nope_period = 1;
+  CHECK_FALSE(rope_layer(m, 0));
+  CHECK(forward_layer_peak(m, f).count() == 3'136);
+  // The layer is now smaller than building the rotary tables (LlamaRotaryEmbedding.forward) beside the token ids (64),
+  // positions (32), the eager mask (2 x 2 x 4 x 4 = 64) and the embedding output (512): fp32 positions 32, freqs
+  // 4 x 8 x 16 = 512, emb 1,024, fp32 cos and sin 2,048 and their bf16 casts 1,024: 5,312 B (the oracle measures this).
+  const forward_only_estimate e = estimate_forward_only(m, f, bytes{});
+  CHECK(e.layers_phase.count() == 64 + 32 + 64 + 512 + 32 + 512 + 1'024 + 2'048 + 1'024);
+  CHECK(e.peak == e.layers_phase);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

@@ -563,3 +563,42 @@ TEST_CASE("StarCoder2's parameters, written out", "[model][hf]") {
   CHECK_THROWS_WITH(parse_hf_config(sc + R"(, "hidden_act": "relu"})"),
                     Catch::Matchers::Contains(R"(field 'hidden_act' must be "gelu_pytorch_tanh", "gelu" or "gelu_new" for model_type 'starcoder2')"));
 }
+
+TEST_CASE("SmolLM3's parameters and NoPE layers, written out", "[model][hf]") {
+  // SmolLM3Config's defaults (modular_smollm3.py), HuggingFaceTB/SmolLM3-3B's shape: hidden 2048, 36 layers, 16 heads and
+  // 4 KV heads of 128, intermediate 11008, vocab 128256, tied, no biases. q and o 2048^2 = 4,194,304 each; k and v
+  // 2048 x 512 = 1,048,576 each; gate, up, down 3 x 2048 x 11008 = 67,633,152; two RMSNorms 4,096: 78,123,008 per layer;
+  // x 36 = 2,812,428,288; embed_tokens 128256 x 2048 = 262,668,288; final norm 2,048: 3,075,098,624.
+  const std::string smol = R"({"model_type": "smollm3", "hidden_size": 2048, "num_hidden_layers": 36, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "intermediate_size": 11008, "vocab_size": 128256)";
+  const transformer_config m = parse_hf_config(smol + "}");
+  CHECK(m.tied_embeddings);  // SmolLM3Config(tie_word_embeddings=True)
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.layer.count() == 78'123'008);
+  CHECK(c.total.count() == 3'075'098'624LL);
+  // no_rope_layers by default: int((i + 1) % no_rope_layer_interval != 0), interval 4: layers 3, 7, ... skip RoPE.
+  CHECK(m.nope_period == 4);
+  CHECK(rope_layer(m, 0));
+  CHECK(rope_layer(m, 2));
+  CHECK_FALSE(rope_layer(m, 3));
+  CHECK_FALSE(rope_layer(m, 35));
+  CHECK(parse_hf_config(smol + R"(, "no_rope_layer_interval": 3})").nope_period == 3);
+  // An explicit list in the same period (the released config.json lists it), or every layer rotating.
+  std::string list = "[", ones = "[";
+  for (int i = 0; i < 36; ++i) {
+    list += std::string(i ? ", " : "") + ((i + 1) % 4 == 0 ? "0" : "1");
+    ones += std::string(i ? ", " : "") + "1";
+  }
+  CHECK(parse_hf_config(smol + R"(, "no_rope_layers": )" + list + "]}").nope_period == 4);
+  CHECK(parse_hf_config(smol + R"(, "no_rope_layers": )" + ones + "]}").nope_period == 0);
+  // Any other arrangement, a short list, or a window on the NoPE layers is refused by name.
+  CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "no_rope_layers": [0, 1, 1]})"), Catch::Matchers::Contains("field 'no_rope_layers' must list"));
+  std::string odd = list;
+  odd[1] = '0';  // layer 0 NoPE too: periods 1 and 4 mixed
+  CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "no_rope_layers": )" + odd + "]}"), Catch::Matchers::Contains("not every N-th layer without RoPE"));
+  CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "use_sliding_window": true, "sliding_window": 4096})"),
+                    Catch::Matchers::Contains("on the NoPE layers only"));
+  transformer_config learned = preset_config("gpt3-175b");
+  learned.nope_period = 4;
+  CHECK_THROWS_WITH(validate(learned), Catch::Matchers::Contains("layers without RoPE need rotary positions"));
+}

@@ -118,6 +118,8 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "no norm before attention or the MLP, one over each branch's output, two a layer (OLMo-2)"));
     shape.push_back(app.add_flag("--rope-fp32", f.rope_fp32,
                                  "fp32 rotary tables, q and k rotated in fp32 and cast back (OLMo's OlmoRotaryEmbedding)"));
+    shape.push_back(integer_option(app, "--nope-period", f.nope_period,
+                                   "every N-th layer skips RoPE (SmolLM3's no_rope_layers: 4); 0: every layer rotates"));
     shape.push_back(app.add_flag("--scaled-embedding", f.scaled_embedding,
                                  "the embedding output is multiplied by sqrt(hidden) into a new tensor (Gemma's GemmaModel)"));
     shape.push_back(app.add_flag("--sandwich-norms", f.sandwich_norms,
@@ -187,6 +189,7 @@ transformer_config model_of(const model_flags& f) {
   m.norm_weight_fp32 = f.norm_weight_fp32;
   m.post_norms = f.post_norms;
   m.rope_fp32 = f.rope_fp32;
+  m.nope_period = f.nope_period;
   m.scaled_embedding = f.scaled_embedding;
   m.sandwich_norms = f.sandwich_norms;
   m.attention_softcap = f.attention_softcap;

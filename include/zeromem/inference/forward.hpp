@@ -75,9 +75,10 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 }
 }  // namespace detail
 
-/// Bytes one Llama-family decoder layer adds above its input under no_grad, what the model holds beside it left
-/// out. Sizes: H = c sbh, Q = c sb heads d, K = c sb kv d, F = c sb f, A = heads s^2 b (c = compute bytes).
-constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f) {
+/// Bytes decoder layer `layer` of a Llama-family model adds above its input under no_grad, what the model holds
+/// beside it left out. Sizes: H = c sbh, Q = c sb heads d, K = c sb kv d, F = c sb f, A = heads s^2 b (c = compute
+/// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
+constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum, detail::max_of;
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
@@ -103,9 +104,13 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   const std::int64_t Qe = checked_product(sb, m.heads, d), Ke = checked_product(sb, m.kv_heads, d);
   const std::int64_t p = m.rope_fp32 ? 4 : c;  // bytes of the rotation's products
   const std::int64_t qkv = checked_sum(Y, Q, checked_product(2, K));
-  std::int64_t rope = max_of(checked_sum(qkv, checked_product(3 * p, Qe)), checked_sum(qkv, checked_product(p, Qe), checked_product(3 * p, Ke)));
-  if (m.rope_fp32 && c < 4)
-    rope = max_of(rope, checked_sum(qkv, checked_product(p + c, checked_sum(Qe, Ke))));
+  // SmolLM3's NoPE layers (modular_smollm3.py SmolLM3Attention) skip the rotation: q and k stay views of the projections.
+  const bool rotates = rope_layer(m, layer);
+  std::int64_t rope = 0;
+  if (rotates) {
+    rope = max_of(checked_sum(qkv, checked_product(3 * p, Qe)), checked_sum(qkv, checked_product(p, Qe), checked_product(3 * p, Ke)));
+    if (m.rope_fp32 && c < 4) rope = max_of(rope, checked_sum(qkv, checked_product(p + c, checked_sum(Qe, Ke))));
+  }
   const std::int64_t after_rope = qkv;  // Y, q_embed, k_embed, v
   std::int64_t attention = max_of(rope, qk_norms), probs_kept = 0;
   if (f.attention == attention_kind::eager) {
@@ -116,7 +121,10 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     const std::int64_t A = checked_product(m.heads, s, s, b), cA = checked_product(c, A);
     const bool copies = m.heads > m.kv_heads && m.kv_heads > 1;
     const std::int64_t base = checked_sum(after_rope, copies ? checked_product(2, Q) : 0);
-    const std::int64_t fold_q = b > 1 ? Q : 0, fold_kv = b > 1 && !copies ? Q : 0;
+    // Without RoPE q (b, heads, s, d) is the transposed view of q_proj's (b, s, heads, d) output: (batch, heads) fold as
+    // a view unless b, heads and s all exceed 1; K likewise, and one kv head's stride-0 expansion folds only when b = 1.
+    const std::int64_t fold_q = rotates ? (b > 1 ? Q : 0) : (b > 1 && s > 1 && m.heads > 1 ? Q : 0);
+    const std::int64_t fold_kv = rotates ? (b > 1 && !copies ? Q : 0) : (b > 1 && !copies && (m.kv_heads == 1 || s > 1) ? Q : 0);
     attention = max_of(attention, checked_sum(base, fold_q, fold_kv, cA));               // QK^T
     attention = max_of(attention, checked_sum(base, checked_product(2, cA)));            // scaled, masked
     attention = max_of(attention, checked_sum(base, cA, checked_product(8, A)));         // softmax(dtype=float32)
@@ -196,13 +204,35 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
   e.weights = weights;
-  e.layer_peak = forward_layer_peak(m, f);
   // The embedding output and, past layer 0, the layer input. GemmaModel scales the embedding output by sqrt(hidden)
   // into a new tensor while inputs_embeds stays referenced: two from layer 0 on.
   const std::int64_t inputs = m.layers > 1 || m.scaled_embedding ? checked_product(2, H) : H;
-  const std::int64_t last_layer = checked_sum(inputs, checked_product(cache, m.layers - 1), e.layer_peak.count());
+  // Layer i runs beside the i layers' cache before it (and, past layer 0, beside the embedding output): the last layer,
+  // and with NoPE layers also the last layer of the other kind, whose own peak may be higher with less beside it.
+  const auto layer_moment = [&](std::int64_t i, std::int64_t peak) {
+    return checked_sum(i > 0 || m.scaled_embedding ? checked_product(2, H) : H, checked_product(cache, i), peak);
+  };
+  const std::int64_t last = m.layers - 1;
+  e.layer_peak = forward_layer_peak(m, f, last);
+  std::int64_t last_layer = layer_moment(last, e.layer_peak.count());
+  for (std::int64_t i = last - 1; i >= 0 && m.nope_period > 0; --i)
+    if (rope_layer(m, i) != rope_layer(m, last)) {
+      const bytes other = forward_layer_peak(m, f, i);
+      last_layer = max_of(last_layer, layer_moment(i, other.count()));
+      if (other > e.layer_peak) e.layer_peak = other;
+      break;
+    }
   const std::int64_t final_norm = checked_sum(inputs, checked_product(cache, m.layers), detail::forward_norm_peak(m, c, sb, m.hidden));
-  e.layers_phase = bytes_of(checked_sum(ids, positions, mask, rotary, max_of(last_layer, final_norm)));
+  // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
+  // positions (4 sb), freqs = inv_freq @ positions (4 sb d/2), emb = cat(freqs, freqs) (4 sb d), cos and sin in fp32
+  // (8 sb d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves). Gemma-3 builds its local
+  // pair beside the global one. It sets the peak only where the layers are tiny (a model whose layers skip RoPE).
+  const std::int64_t d = m.head_size(), half_d = detail::ceil_div(d, 2);
+  const std::int64_t building = checked_sum(checked_product(4, sb), checked_product(4, sb, half_d), checked_product(12, sb, d),
+                                            m.rope_fp32 ? 0 : checked_product(2, c, sb, d));
+  const std::int64_t tables = checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, sb, d) : 0);
+  const std::int64_t layers = checked_sum(rotary, max_of(last_layer, final_norm));
+  e.layers_phase = bytes_of(checked_sum(ids, positions, mask, max_of(layers, checked_sum(H, tables))));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the
   // cache, lm_head's logits; log-probs: log_softmax(logits.float()) beside the logits (c + 4 + 4 bytes per logit).
   // Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap, two logits-sized tensors at each step.

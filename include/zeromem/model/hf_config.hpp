@@ -21,8 +21,8 @@ namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
-    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, starcoder2, gpt_neox, opt, "
-    "gpt2";
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, smollm3, starcoder2, "
+    "gpt_neox, opt, gpt2";
 
 namespace detail::hf {
 
@@ -87,10 +87,33 @@ inline std::int64_t sliding_window_of(const json& j, std::int64_t absent, const 
 }
 
 // Qwen2Config / Qwen3Config: use_sliding_window makes the layers from max_window_layers on slide (layer_types), the
-// others not; zeromem models every layer alike, so that mix is refused. Without it sliding_window is ignored.
-inline void refuse_layered_sliding_window(const json& j) {
+// others not (SmolLM3Config: its NoPE layers); zeromem models every layer alike, so that mix is refused. Without it
+// sliding_window is ignored.
+inline void refuse_layered_sliding_window(const json& j, const char* which = "from max_window_layers on") {
   if (boolean_or(j, "use_sliding_window", false))
-    fail_config("use_sliding_window true (sliding layers from max_window_layers on) is not modelled; every layer is taken alike, set it false");
+    fail_config(std::string("use_sliding_window true (sliding layers ") + which + ") is not modelled; every layer is taken alike, set it false");
+}
+
+// SmolLM3Config's NoPE layers: no_rope_layers (1: layer i rotates, 0: it does not) when given, else a NoPE layer every
+// no_rope_layer_interval layers (4 by default): layer i rotates when (i + 1) % interval != 0. zeromem models that period;
+// any other arrangement is refused. Returns the period (0: every layer rotates).
+inline std::int64_t nope_period_of(const json& j, std::int64_t layers, const std::string& model_type) {
+  const std::int64_t interval = integer_or(j, "no_rope_layer_interval", 4, model_type);
+  const json* list = find(j, "no_rope_layers");
+  if (list == nullptr) return interval;
+  if (!list->is_array() || static_cast<std::int64_t>(list->size()) < layers)
+    fail_config("field 'no_rope_layers' must list 1 (RoPE) or 0 (none) for each of the " + std::to_string(layers) + " layers, got " + shown(*list));
+  std::int64_t period = 0;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    const json& v = (*list)[static_cast<std::size_t>(i)];
+    if (v != 0 && v != 1) fail_config("field 'no_rope_layers' holds " + shown(v) + "; expected 1 (RoPE) or 0 (none)");
+    const bool nope = v == 0;
+    if (nope && period == 0) period = i + 1;
+    if (period > 0 && nope != ((i + 1) % period == 0))
+      fail_config("field 'no_rope_layers' is not every N-th layer without RoPE (the first at layer " + std::to_string(period - 1) +
+                  ", then layer " + std::to_string(i) + "); zeromem models that period only");
+  }
+  return period;
 }
 
 // The gated MLP's activation (config.json hidden_act; Gemma's hidden_activation): zeromem's gated-MLP tensors hold
@@ -332,6 +355,14 @@ inline transformer_config parse_hf_config(const std::string& text) {
       m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, 4, type) : 0;
       m.local_rope = m.sliding_window_pattern >= 2;
     }
+  } else if (type == "smollm3") {
+    // SmolLM3Config / modular_smollm3.py (HuggingFaceTB/SmolLM3-3B): LlamaAttention, LlamaDecoderLayer and
+    // LlamaForCausalLM (attention_bias, mlp_bias default false) under Qwen2Model, tied by default; SmolLM3Attention skips
+    // RoPE on the layers no_rope_layers marks 0. use_sliding_window puts a window on those layers only: refused.
+    refuse_layered_sliding_window(j, "on the NoPE layers only");
+    m = llama_like(j, type, false);
+    m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
+    m.nope_period = nope_period_of(j, m.layers, type);
   } else if (type == "starcoder2") {
     // Starcoder2Config / modeling_starcoder2.py: Llama's pre-norm layer with LayerNorms (weight and bias), q, k, v, o
     // and the MLP's c_fc / act / c_proj all with use_bias (default true), GQA (num_key_value_heads, default 2),

@@ -119,6 +119,11 @@ struct transformer_config {
   /// apply_rotary_pos_emb rotates q and k in fp32 before casting back: fp32 temporaries in a forward (forward.hpp); what
   /// autograd keeps is unchanged (the tables are constants).
   bool rope_fp32 = false;
+  /// SmolLM3's NoPE layers (modular_smollm3.py SmolLM3Attention: apply_rotary_pos_emb only where
+  /// config.no_rope_layers[i] is 1): layer i skips RoPE when (i + 1) % N == 0 (no_rope_layer_interval, 4 by default).
+  /// Autograd keeps the same bytes either way (attention keeps q and k as views of the projections instead of the
+  /// rotated copies); a forward without autograd skips the rotation's temporaries on those layers (forward.hpp). 0: none.
+  std::int64_t nope_period = 0;
   /// Attention and the MLP both read the layer's input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX's
   /// use_parallel_residual, modeling_gpt_neox.py GPTNeoXLayer; Phi-1/2's PhiDecoderLayer), instead of x + attn, then + mlp.
   bool parallel_residual = false;
@@ -158,6 +163,9 @@ constexpr void validate(const transformer_config& m) {
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
   if (m.norm_weight_fp32 && (m.norm != norm_kind::rmsnorm || m.norm_scale_fp32))
     detail::fail("a norm that multiplies its weight in fp32 (OLMo-2's) is an RMSNorm without Gemma's (1 + weight); pass norm rmsnorm only");
+  if (m.nope_period < 0 || (m.nope_period > 0 && m.positions != position_kind::rope))
+    detail::fail_value("layers without RoPE need rotary positions and a period >= 1", static_cast<long double>(m.nope_period),
+                       "pass 0 when every layer rotates");
   if (m.qk_norm_whole && !m.qk_norm) detail::fail("q_norm / k_norm over the whole projection needs qk_norm; set qk_norm too");
   if (m.post_norms && (m.sandwich_norms || m.parallel_residual))
     detail::fail("post-norm layers (OLMo-2) have neither pre-norms (sandwich norms) nor parallel branches; pass one layout");
@@ -193,6 +201,12 @@ constexpr void validate(const transformer_config& m) {
 /// (Gemma-2: 2, Gemma-3: 6), the layers with (i + 1) % N == 0 (modeling_gemma2.py: is_sliding = not bool(layer_idx % 2)).
 constexpr bool full_attention_layer(const transformer_config& m, std::int64_t i) {
   return m.sliding_window == 0 || (m.sliding_window_pattern > 0 && (i + 1) % m.sliding_window_pattern == 0);
+}
+
+/// Whether decoder layer i rotates q and k: rotary positions, unless layer i is one of SmolLM3's NoPE layers
+/// ((i + 1) % nope_period == 0; SmolLM3Config: no_rope_layers[i] = int((i + 1) % no_rope_layer_interval != 0)).
+constexpr bool rope_layer(const transformer_config& m, std::int64_t i) {
+  return m.positions == position_kind::rope && (m.nope_period == 0 || (i + 1) % m.nope_period != 0);
 }
 
 /// Megatron-LM's tensor-parallel rules (arguments.py: num_attention_heads % tp == 0, and num_query_groups % tp == 0

@@ -325,7 +325,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // profiles keep Q, K and V as the paper's separate tensors.)
   bytes value = key;
   if (m.fused_qkv && c.impl == implementation::hf) {
-    const bool rope = m.positions == position_kind::rope;
+    const bool rope = rope_layer(m, layer);  // SmolLM3's NoPE layers leave q and k views too
     const bool q_view = !rope && (c.attention != attention_kind::eager || b == 1 || heads == 1 || c.recomputation == recompute::selective);
     const bool k_view = !rope && !at.cached && at.kv_view;
     const bool v_view = !at.cached && (!at.repeat || at.kv_view);
