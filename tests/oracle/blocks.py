@@ -150,11 +150,12 @@ def repeat_kv(x, n_rep):
 
 class LlamaBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
-                 sandwich=False, softcap=0.0, olmo2=False, rope=True):
+                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
         self.olmo2 = olmo2
         self.rope = rope  # SmolLM3Attention (modular_smollm3.py): NoPE layers skip apply_rotary_pos_emb
+        self.rm = residual_multiplier  # GraniteDecoderLayer: residual + branch * residual_multiplier
         d = h // heads
         norm = Olmo2RMSNorm if olmo2 else GemmaRMSNorm if gemma_norm else LlamaRMSNorm
         # OLMo-2 (modeling_olmo2.py Olmo2DecoderLayer): no input_layernorm; q_norm and k_norm over the whole projections.
@@ -222,7 +223,7 @@ class LlamaBlock(torch.nn.Module):
         attn = self.o(ctx)
         if self.post_attn_norm is not None:
             attn = self.post_attn_norm(attn)
-        x = x + attn
+        x = x + attn if self.rm is None else x + attn * self.rm
         y = x if self.olmo2 else self.norm2(x)
         if self.fused:
             gate, up = self.gate_up(y).chunk(2, dim=-1)
@@ -231,7 +232,7 @@ class LlamaBlock(torch.nn.Module):
             mlp = self.down(F.silu(self.gate(y)) * self.up(y))
         if self.post_ff_norm is not None:
             mlp = self.post_ff_norm(mlp)
-        return x + mlp
+        return x + mlp if self.rm is None else x + mlp * self.rm
 
 
 def gelu_new(x):
@@ -360,7 +361,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
                            cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False),
-                           not cfg.get("nope", False)).to(dtype)
+                           not cfg.get("nope", False), 0.22 if cfg.get("granite") else None).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)

@@ -150,12 +150,14 @@ class MLP(torch.nn.Module):
 
 
 class DecoderLayer(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False, rope=True):
+    def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False, rope=True,
+                 residual_multiplier=None, d=None):
         super().__init__()
         norm = blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
         self.olmo2 = olmo2
+        self.residual_multiplier = residual_multiplier  # GraniteDecoderLayer: residual + hidden_states * residual_multiplier
         self.input_layernorm = norm(h)
-        self.self_attn = Attention(h, heads, kv_heads, h // heads, qk_norm, norm, softcap, olmo2, rope)
+        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope)
         self.post_attention_layernorm = norm(h)
         self.mlp = MLP(h, ffn, gemma)
         # Gemma2DecoderLayer: input_layernorm, attention, post_attention_layernorm, residual; pre_feedforward_layernorm,
@@ -172,11 +174,17 @@ class DecoderLayer(torch.nn.Module):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, _ = self.self_attn(hidden_states, cos, sin, mask, cache)
-        hidden_states = residual + hidden_states
+        if self.residual_multiplier is not None:
+            hidden_states = residual + hidden_states * self.residual_multiplier
+        else:
+            hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
         hidden_states = self.mlp(hidden_states)
-        hidden_states = residual + hidden_states
+        if self.residual_multiplier is not None:
+            hidden_states = residual + hidden_states * self.residual_multiplier
+        else:
+            hidden_states = residual + hidden_states
         return hidden_states
 
     def forward_sandwich(self, hidden_states, cos, sin, mask, cache):
@@ -225,15 +233,16 @@ class CausalLM(torch.nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h, heads = cfg["hidden"], cfg["heads"]
-        self.d = h // heads
+        self.d = cfg.get("head_dim") or h // heads  # config.json head_dim (Gemma, Qwen3: heads x d need not be hidden)
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
         self.gemma, self.h = cfg.get("gemma", False), h
         self.olmo2 = cfg.get("olmo2", False)
+        self.granite = cfg.get("granite", False)  # GraniteModel / GraniteForCausalLM (modular_granite.py): the multipliers
         # SmolLM3Config.no_rope_layers: layer i rotates unless (i + 1) % no_rope_layer_interval == 0.
         nope = cfg.get("nope_period", 0)
         self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
                                                        cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
-                                                       not nope or (i + 1) % nope != 0)
+                                                       not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d)
                                           for i in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
@@ -256,6 +265,8 @@ class CausalLM(torch.nn.Module):
 
     def model(self, input_ids, cache):  # LlamaModel.forward
         inputs_embeds = self.embed_tokens(input_ids)
+        if self.granite:  # GraniteModel: inputs_embeds = inputs_embeds * self.embedding_multiplier
+            inputs_embeds = inputs_embeds * 12.0
         b, s = input_ids.shape
         position_ids = torch.arange(s).unsqueeze(0).expand(b, s)
         # create_causal_mask for eager attention: a (b, 1, s, s) additive mask in the model's dtype
@@ -287,6 +298,8 @@ class CausalLM(torch.nn.Module):
         if output == "hidden-states":
             return hidden_states
         logits = self.lm_head(hidden_states)
+        if self.granite:  # GraniteForCausalLM: logits = logits / self.config.logits_scaling
+            logits = logits / 8.0
         if self.final_softcap:  # Gemma2ForCausalLM's final_logit_softcapping
             logits = logits / self.final_softcap
             logits = torch.tanh(logits)

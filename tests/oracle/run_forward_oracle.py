@@ -29,6 +29,8 @@ def main():
                "ffn": rng.randint(8, 512), "use_cache": rng.random() < 0.5, "seed": rng.randint(0, 10**6),
                "output": rng.choice(["hidden-states", "logits", "log-probs"])}
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
+        if rng.random() < 0.25:  # config.json head_dim: heads x d other than hidden (Gemma-7B, Qwen3)
+            cfg["head_dim"] = rng.choice([4, 8, 16, 32, 64])
         cfg["qk_norm"] = rng.random() < 0.3  # Qwen3's per-head q_norm / k_norm
         cfg["gemma"] = rng.random() < 0.3  # GemmaRMSNorm, the scaled embedding
         cfg["sandwich"] = cfg["gemma"] and rng.random() < 0.5  # Gemma-2's sandwich norms and soft-caps
@@ -41,20 +43,27 @@ def main():
         if rng.random() < 0.25:  # OLMo-2: post-norms, whole-projection q_norm / k_norm, fp32 rotary tables
             cfg.update(olmo2=True, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, final_softcap=0.0)
             cfg.pop("pattern", None), cfg.pop("window", None), cfg.pop("local_rope", None)
+        if not cfg.get("olmo2") and not cfg["sandwich"] and rng.random() < 0.2:  # Granite: scalar multipliers, new tensors
+            cfg["granite"] = True
         if rng.random() < 0.25:  # SmolLM3: every N-th layer skips RoPE (N = 1: none rotates)
             cfg["nope_period"] = rng.randint(1, 3)
             if rng.random() < 0.5:  # short sequences and a narrow MLP, where the rotation's moment can set a layer's peak
                 cfg.update(seq_len=rng.randint(1, 8), ffn=rng.randint(8, 32), layers=rng.randint(2, 4), vocab=rng.randint(50, 100),
                            output="hidden-states")
-        measured = forward.measure_forward_model(cfg)
+        cfg["fp32"] = rng.random() < 0.2  # an fp32 model: no upcast copies (Tensor.to returns self)
+        measured = forward.measure_forward_model(cfg, forward.torch.float32 if cfg["fp32"] else forward.torch.bfloat16)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
-                "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "bf16",
+                "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "fp32" if cfg["fp32"] else "bf16",
                 "--attention", "eager", "--forward-output", cfg["output"]]
         if not cfg["use_cache"]:
             args.append("--no-cache")
         if cfg.get("nope_period"):
             args += ["--nope-period", str(cfg["nope_period"])]
+        if cfg.get("head_dim"):
+            args += ["--head-dim", str(cfg["head_dim"])]
+        if cfg.get("granite"):
+            args += ["--scaled-residual", "--scaled-logits"]
         if cfg["qk_norm"]:
             args.append("--qk-norm")
         if cfg["gemma"]:

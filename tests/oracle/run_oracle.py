@@ -1,4 +1,4 @@
-"""The PyTorch oracle: random GPT-style, Llama-style (OLMo-2 and SmolLM3's NoPE layers among them) and GPT-NeoX/Phi/OPT/StarCoder2-style configurations, a third of them frozen with LoRA adapters,
+"""The PyTorch oracle: random GPT-style, Llama-style (OLMo-2, Granite and SmolLM3's NoPE layers among them) and GPT-NeoX/Phi/OPT/StarCoder2-style configurations, a third of them frozen with LoRA adapters,
 each measured with autograd's saved tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
 per-layer activation bytes within 1%.
 
@@ -57,6 +57,8 @@ def zeromem(binary, kind, cfg, layers, vocab):
             args += ["--qk-norm", "--qk-norm-whole", "--norm-weight-fp32", "--post-norms"]
         if cfg.get("nope"):
             args += ["--nope-period", "1"]
+        if cfg.get("granite"):
+            args += ["--scaled-residual", "--scaled-logits"]
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
@@ -106,6 +108,7 @@ def random_config(rng, kind):
         if rng.random() < 0.25:  # OLMo-2's post-norm layer
             cfg.update(olmo2=True, qk_norm=False, fused=False, gemma_norm=False, sandwich=False)
         cfg["nope"] = rng.random() < 0.2  # SmolLM3's NoPE layer: no rotation (zeromem: --nope-period 1, every layer)
+        cfg["granite"] = not cfg.get("olmo2") and not cfg["sandwich"] and rng.random() < 0.2  # Granite's residual_multiplier
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if kind == "neox":

@@ -540,3 +540,15 @@ TEST_CASE("StarCoder2's pre-norm LayerNorm layer with GQA and a biased GELU MLP"
   CHECK(l.mlp_hidden.count() == 100'663'296);
   CHECK(l.total().count() == 178'487'296);
 }
+
+TEST_CASE("Granite's scalar multipliers keep nothing for backward", "[activations]") {
+  // residual + branch * residual_multiplier and logits / logits_scaling: autograd's MulBackward0 / DivBackward0 keep
+  // the Python scalar only, so a Granite layer keeps Llama's bytes (the oracle's granite blocks measure this).
+  const transformer_config llama = find_preset("llama-2-7b").config;
+  transformer_config granite = llama;
+  granite.scaled_residual = granite.scaled_logits = true;
+  activation_config c{};
+  c.seq_len = 2048; c.impl = implementation::hf;
+  CHECK(layer_activation_bytes(granite, c).total() == layer_activation_bytes(llama, c).total());
+  CHECK(layer_activation_bytes(granite, c).total().count() > 0);
+}

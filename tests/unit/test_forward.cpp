@@ -113,6 +113,26 @@ TEST_CASE("forward only: SmolLM3's NoPE layers skip the rotation, and the rotary
   CHECK(e.peak == e.layers_phase);
 }
 
+TEST_CASE("forward only: Granite's divided logits, and fp32 log-probs without an upcast copy", "[forward]") {
+  // Llama-2-7B's shape, 2 sequences of 4096 tokens: n = 8192 x 32000 = 262,144,000 logits; H = 67,108,864 B in bf16.
+  const transformer_config llama = preset_config("llama-2-7b");
+  transformer_config granite = llama;
+  granite.scaled_logits = granite.scaled_residual = true;
+  forward_only_config f{};
+  f.seq_len = 4096; f.micro_batch = 2; f.output = forward_output::logits;
+  const bytes w = forward_weight_bytes(llama, dtype::bf16);
+  // GraniteForCausalLM: logits / logits_scaling beside lm_head's output (2 x 524,288,000 B), beside the last hidden
+  // state, all 32 layers' K and V (4,294,967,296 B) and the token ids (65,536 B); Llama holds one logits tensor.
+  CHECK(estimate_forward_only(granite, f, w).output_phase.count() == 65'536 + 4'294'967'296LL + 67'108'864 + 2 * 524'288'000LL);
+  CHECK(estimate_forward_only(llama, f, w).output_phase.count() == 65'536 + 4'294'967'296LL + 67'108'864 + 524'288'000LL);
+  // In fp32, log_softmax(logits.float()) upcasts nothing (Tensor.to returns self): logits and their log-softmax,
+  // 8 B a logit (2,097,152,000 B), beside the fp32 cache (8,589,934,592 B) and the token ids.
+  f.compute = dtype::fp32;
+  f.output = forward_output::log_probs;
+  CHECK(estimate_forward_only(llama, f, forward_weight_bytes(llama, dtype::fp32)).output_phase.count() ==
+        65'536 + 8'589'934'592LL + 2'097'152'000LL);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

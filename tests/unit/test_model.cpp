@@ -602,3 +602,23 @@ TEST_CASE("SmolLM3's parameters and NoPE layers, written out", "[model][hf]") {
   learned.nope_period = 4;
   CHECK_THROWS_WITH(validate(learned), Catch::Matchers::Contains("layers without RoPE need rotary positions"));
 }
+
+TEST_CASE("Granite's config: Llama's layer with scalar multipliers", "[model][hf]") {
+  // GraniteConfig's defaults (configuration_granite.py) are Llama-2-7B's shape: vocab 32000, hidden 4096, intermediate
+  // 11008, 32 layers of 32 heads, untied, no biases, so the count is Llama-2-7B's published 6,738,415,616.
+  const std::string granite = R"({"model_type": "granite", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "intermediate_size": 11008, "vocab_size": 32000, "embedding_multiplier": 12.0, "logits_scaling": 16.0,
+    "residual_multiplier": 0.22, "attention_multiplier": 0.0078125)";
+  const transformer_config m = parse_hf_config(granite + "}");
+  CHECK(count_parameters(m).total.count() == 6'738'415'616LL);
+  CHECK(count_parameters(m).total == count_parameters(preset_config("llama-2-7b")).total);
+  CHECK(m.scaled_residual);
+  CHECK(m.scaled_logits);
+  CHECK_FALSE(m.tied_embeddings);
+  CHECK(count_parameters(parse_hf_config(granite + R"(, "attention_bias": true})")).layer.count() ==
+        count_parameters(m).layer.count() + 4 * 4096);
+  transformer_config bad = m;
+  bad.post_norms = true;
+  bad.qk_norm = bad.qk_norm_whole = true;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("scaled residual branch (Granite's) is modelled on Llama's pre-norm layer"));
+}

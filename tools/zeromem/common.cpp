@@ -120,6 +120,10 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "fp32 rotary tables, q and k rotated in fp32 and cast back (OLMo's OlmoRotaryEmbedding)"));
     shape.push_back(integer_option(app, "--nope-period", f.nope_period,
                                    "every N-th layer skips RoPE (SmolLM3's no_rope_layers: 4); 0: every layer rotates"));
+    shape.push_back(app.add_flag("--scaled-residual", f.scaled_residual,
+                                 "each branch is multiplied by a scalar into a new tensor before its residual add (Granite's residual_multiplier)"));
+    shape.push_back(app.add_flag("--scaled-logits", f.scaled_logits,
+                                 "the logits are divided by a scalar into a new tensor (Granite's logits_scaling)"));
     shape.push_back(app.add_flag("--scaled-embedding", f.scaled_embedding,
                                  "the embedding output is multiplied by sqrt(hidden) into a new tensor (Gemma's GemmaModel)"));
     shape.push_back(app.add_flag("--sandwich-norms", f.sandwich_norms,
@@ -190,6 +194,8 @@ transformer_config model_of(const model_flags& f) {
   m.post_norms = f.post_norms;
   m.rope_fp32 = f.rope_fp32;
   m.nope_period = f.nope_period;
+  m.scaled_residual = f.scaled_residual;
+  m.scaled_logits = f.scaled_logits;
   m.scaled_embedding = f.scaled_embedding;
   m.sandwich_norms = f.sandwich_norms;
   m.attention_softcap = f.attention_softcap;

@@ -127,8 +127,10 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     const std::int64_t fold_kv = rotates ? (b > 1 && !copies ? Q : 0) : (b > 1 && !copies && (m.kv_heads == 1 || s > 1) ? Q : 0);
     attention = max_of(attention, checked_sum(base, fold_q, fold_kv, cA));               // QK^T
     attention = max_of(attention, checked_sum(base, checked_product(2, cA)));            // scaled, masked
-    attention = max_of(attention, checked_sum(base, cA, checked_product(8, A)));         // softmax(dtype=float32)
-    attention = max_of(attention, checked_sum(base, cA, checked_product(4, A), cA));     // .to(c)
+    // In fp32 the cast and .to(c) copy nothing (Tensor.to returns self): the masked scores and the softmax output.
+    const bool fp32 = c >= 4;
+    attention = max_of(attention, checked_sum(base, cA, checked_product(fp32 ? 4 : 8, A)));        // softmax(dtype=float32)
+    if (!fp32) attention = max_of(attention, checked_sum(base, cA, checked_product(4, A), cA));  // .to(c)
     attention = max_of(attention, checked_sum(base, cA, fold_kv, Q));                    // P @ V
     // transpose(1, 2).contiguous() copies unless one token or one head leaves the transposed tensor contiguous.
     attention = max_of(attention, checked_sum(base, cA, s > 1 && m.heads > 1 ? checked_product(2, Q) : Q));
@@ -155,14 +157,16 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   }
   // Then: R1 = x + attention output; the second norm; LlamaMLP down(act(gate(y)) * up(y)): gate and its activation,
   // then the activation, up and their product (3F), then the product and down's output; the residual sum.
+  // GraniteDecoderLayer adds branch * residual_multiplier: the product beside the branch output and the sum.
   const std::int64_t held = checked_sum(H, probs_kept, cached);  // R1, the probabilities (eager), the cache
   const std::int64_t norm2 = checked_sum(held, norm);
   const std::int64_t mlp = checked_sum(held, H, max_of(checked_product(3, F), checked_sum(F, H)));
-  const std::int64_t end = checked_sum(held, checked_product(2, H));
+  const std::int64_t end = checked_sum(held, checked_product(m.scaled_residual ? 3 : 2, H));
+  const std::int64_t first_sum = m.scaled_residual ? checked_sum(probs_kept, cached, checked_product(3, H)) : 0;  // R1's add
   // Gemma-2's sandwich norms (Gemma2DecoderLayer): post_attention_layernorm over the attention output before the
   // residual add (the moment norm2 already has), post_feedforward_layernorm over the MLP output beside R1.
   const std::int64_t branch_norm = m.sandwich_norms ? checked_sum(held, H, norm) : 0;
-  return bytes_of(max_of(max_of(max_of(norm, attention), max_of(norm2, max_of(mlp, end))), branch_norm));
+  return bytes_of(max_of(max_of(max_of(norm, attention), max_of(norm2, max_of(mlp, end))), max_of(branch_norm, first_sum)));
 }
 
 /// The bytes of model m's parameters as stored for inference: every parameter in `weights`, or the linear weights
@@ -235,11 +239,14 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, max_of(layers, checked_sum(H, tables))));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the
   // cache, lm_head's logits; log-probs: log_softmax(logits.float()) beside the logits (c + 4 + 4 bytes per logit).
-  // Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap, two logits-sized tensors at each step.
-  const std::int64_t n = checked_product(sb, m.vocab), logits = checked_product(m.final_logit_softcap > 0.0 ? 2 * c : c, n);
+  // Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap, two logits-sized tensors at each step; Granite's
+  // logits / logits_scaling, the quotient beside lm_head's output.
+  const std::int64_t n = checked_product(sb, m.vocab);
+  const std::int64_t logits = checked_product(m.final_logit_softcap > 0.0 || m.scaled_logits ? 2 * c : c, n);
   std::int64_t output = H;
   if (f.output == forward_output::logits) output = checked_sum(H, logits);
-  if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, logits), checked_product(c + 8, n));
+  // In fp32, logits.float() is the logits themselves (Tensor.to returns self when nothing changes): c + 4 bytes a logit.
+  if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, logits), checked_product(c >= 4 ? c + 4 : c + 8, n));
   e.output_phase = bytes_of(checked_sum(ids, checked_product(cache, m.layers), output));
   e.peak = weights + (e.layers_phase > e.output_phase ? e.layers_phase : e.output_phase);
   return e;

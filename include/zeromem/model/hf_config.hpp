@@ -21,8 +21,8 @@ namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
-    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, smollm3, starcoder2, "
-    "gpt_neox, opt, gpt2";
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, smollm3, granite, "
+    "starcoder2, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
 
@@ -363,6 +363,13 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m = llama_like(j, type, false);
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
     m.nope_period = nope_period_of(j, m.layers, type);
+  } else if (type == "granite") {
+    // GraniteConfig / modular_granite.py (IBM Granite 3.x dense): LlamaAttention with attention_bias on q, k, v, o,
+    // LlamaMLP with mlp_bias, untied by default. The multipliers (embedding_multiplier, residual_multiplier,
+    // attention_multiplier, logits_scaling) are Python floats: their values change no size, but the products are new
+    // tensors.
+    m = llama_like(j, type, false);
+    m.scaled_residual = m.scaled_logits = true;
   } else if (type == "starcoder2") {
     // Starcoder2Config / modeling_starcoder2.py: Llama's pre-norm layer with LayerNorms (weight and bias), q, k, v, o
     // and the MLP's c_fc / act / c_proj all with use_bias (default true), GQA (num_key_value_heads, default 2),

@@ -124,6 +124,12 @@ struct transformer_config {
   /// Autograd keeps the same bytes either way (attention keeps q and k as views of the projections instead of the
   /// rotated copies); a forward without autograd skips the rotation's temporaries on those layers (forward.hpp). 0: none.
   std::int64_t nope_period = 0;
+  /// Granite's scalar multipliers (modular_granite.py): GraniteDecoderLayer adds branch * residual_multiplier, the
+  /// product a new tensor beside the branch output; GraniteForCausalLM divides the logits by logits_scaling into a
+  /// new tensor beside lm_head's output. Autograd keeps only the scalars, so training keeps what Llama's layer keeps;
+  /// a forward without autograd holds the products (forward.hpp).
+  bool scaled_residual = false;
+  bool scaled_logits = false;
   /// Attention and the MLP both read the layer's input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX's
   /// use_parallel_residual, modeling_gpt_neox.py GPTNeoXLayer; Phi-1/2's PhiDecoderLayer), instead of x + attn, then + mlp.
   bool parallel_residual = false;
@@ -169,6 +175,8 @@ constexpr void validate(const transformer_config& m) {
   if (m.qk_norm_whole && !m.qk_norm) detail::fail("q_norm / k_norm over the whole projection needs qk_norm; set qk_norm too");
   if (m.post_norms && (m.sandwich_norms || m.parallel_residual))
     detail::fail("post-norm layers (OLMo-2) have neither pre-norms (sandwich norms) nor parallel branches; pass one layout");
+  if (m.scaled_residual && (m.post_norms || m.sandwich_norms || m.parallel_residual))
+    detail::fail("a scaled residual branch (Granite's) is modelled on Llama's pre-norm layer; drop the post, sandwich or parallel layout");
   if (m.parallel_residual && (m.norm != norm_kind::layernorm || m.sandwich_norms))
     detail::fail("parallel attention and MLP branches are modelled with LayerNorm and no sandwich norms (GPT-NeoX, Phi); pass norm layernorm");
   if (m.qkv_per_head && (!m.fused_qkv || m.kv_heads != m.heads))
