@@ -229,11 +229,12 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   const std::int64_t final_norm = checked_sum(inputs, checked_product(cache, m.layers), detail::forward_norm_peak(m, c, sb, m.hidden));
   // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
   // positions (4 sb), freqs = inv_freq @ positions (4 sb d/2), emb = cat(freqs, freqs) (4 sb d), cos and sin in fp32
-  // (8 sb d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves). Gemma-3 builds its local
-  // pair beside the global one. It sets the peak only where the layers are tiny (a model whose layers skip RoPE).
+  // (8 sb d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.
+  // Gemma-3 builds its local pair beside the global one. It sets the peak only where the layers are tiny (a model whose
+  // layers skip RoPE).
   const std::int64_t d = m.head_size(), half_d = detail::ceil_div(d, 2);
   const std::int64_t building = checked_sum(checked_product(4, sb), checked_product(4, sb, half_d), checked_product(12, sb, d),
-                                            m.rope_fp32 ? 0 : checked_product(2, c, sb, d));
+                                            m.rope_fp32 || c >= 4 ? 0 : checked_product(2, c, sb, d));
   const std::int64_t tables = checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, sb, d) : 0);
   const std::int64_t layers = checked_sum(rotary, max_of(last_layer, final_norm));
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, max_of(layers, checked_sum(H, tables))));
