@@ -208,11 +208,10 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
   e.weights = weights;
-  // The embedding output and, past layer 0, the layer input. GemmaModel scales the embedding output by sqrt(hidden)
-  // into a new tensor while inputs_embeds stays referenced: two from layer 0 on.
-  const std::int64_t inputs = m.layers > 1 || m.scaled_embedding ? checked_product(2, H) : H;
-  // Layer i runs beside the i layers' cache before it (and, past layer 0, beside the embedding output): the last layer,
-  // and with NoPE layers also the last layer of the other kind, whose own peak may be higher with less beside it.
+  // Layer i (and, as i = layers, the final norm) runs beside the i layers' cache before it, its input and, past layer 0,
+  // the embedding output that LlamaModel's inputs_embeds keeps referenced; GemmaModel scales the embedding output by
+  // sqrt(hidden) into a new tensor, so two from layer 0 on. The last layer, and with NoPE layers also the last layer of
+  // the other kind, whose own peak may be higher with less beside it.
   const auto layer_moment = [&](std::int64_t i, std::int64_t peak) {
     return checked_sum(i > 0 || m.scaled_embedding ? checked_product(2, H) : H, checked_product(cache, i), peak);
   };
@@ -226,7 +225,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
       if (other > e.layer_peak) e.layer_peak = other;
       break;
     }
-  const std::int64_t final_norm = checked_sum(inputs, checked_product(cache, m.layers), detail::forward_norm_peak(m, c, sb, m.hidden));
+  const std::int64_t final_norm = layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden));
   // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
   // positions (4 sb), freqs = inv_freq @ positions (4 sb d/2), emb = cat(freqs, freqs) (4 sb d), cos and sin in fp32
   // (8 sb d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.

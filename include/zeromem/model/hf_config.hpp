@@ -94,6 +94,22 @@ inline void refuse_layered_sliding_window(const json& j, const char* which = "fr
     fail_config(std::string("use_sliding_window true (sliding layers ") + which + ") is not modelled; every layer is taken alike, set it false");
 }
 
+// A per-layer list in which layer i is marked exactly when (i + 1) % N == 0 for one N: returns N (0: none marked), or
+// refuses any other arrangement by field. `marked(value)` says whether a layer's entry is marked (and refuses bad ones);
+// `what` names the marked layers in the error.
+template <class Marked>
+std::int64_t period_of(const json& list, std::int64_t layers, const char* field, const char* what, Marked marked) {
+  std::int64_t period = 0;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    const bool m = marked(list[static_cast<std::size_t>(i)]);
+    if (m && period == 0) period = i + 1;
+    if (period > 0 && m != ((i + 1) % period == 0))
+      fail_config("field " + detail::quoted(field) + " is not every N-th layer " + what + " (the first at layer " +
+                  std::to_string(period - 1) + ", then layer " + std::to_string(i) + "); zeromem models that period only");
+  }
+  return period;
+}
+
 // SmolLM3Config's NoPE layers: no_rope_layers (1: layer i rotates, 0: it does not) when given, else a NoPE layer every
 // no_rope_layer_interval layers (4 by default): layer i rotates when (i + 1) % interval != 0. zeromem models that period;
 // any other arrangement is refused. Returns the period (0: every layer rotates).
@@ -103,17 +119,10 @@ inline std::int64_t nope_period_of(const json& j, std::int64_t layers, const std
   if (list == nullptr) return interval;
   if (!list->is_array() || static_cast<std::int64_t>(list->size()) < layers)
     fail_config("field 'no_rope_layers' must list 1 (RoPE) or 0 (none) for each of the " + std::to_string(layers) + " layers, got " + shown(*list));
-  std::int64_t period = 0;
-  for (std::int64_t i = 0; i < layers; ++i) {
-    const json& v = (*list)[static_cast<std::size_t>(i)];
+  return period_of(*list, layers, "no_rope_layers", "without RoPE", [](const json& v) {
     if (v != 0 && v != 1) fail_config("field 'no_rope_layers' holds " + shown(v) + "; expected 1 (RoPE) or 0 (none)");
-    const bool nope = v == 0;
-    if (nope && period == 0) period = i + 1;
-    if (period > 0 && nope != ((i + 1) % period == 0))
-      fail_config("field 'no_rope_layers' is not every N-th layer without RoPE (the first at layer " + std::to_string(period - 1) +
-                  ", then layer " + std::to_string(i) + "); zeromem models that period only");
-  }
-  return period;
+    return v == 0;
+  });
 }
 
 // The gated MLP's activation (config.json hidden_act; Gemma's hidden_activation): zeromem's gated-MLP tensors hold
@@ -150,18 +159,11 @@ inline std::int64_t sliding_pattern_of(const json& j, std::int64_t layers, std::
   if (types == nullptr) return integer_or(j, "sliding_window_pattern", fallback, model_type);
   if (!types->is_array() || static_cast<std::int64_t>(types->size()) != layers)
     fail_config("field 'layer_types' must list one attention type per layer (" + std::to_string(layers) + "), got " + shown(*types));
-  std::int64_t period = 0;
-  for (std::int64_t i = 0; i < layers; ++i) {
-    const json& t = (*types)[static_cast<std::size_t>(i)];
-    const bool full = t == "full_attention";
-    if (!full && t != "sliding_attention")
+  return period_of(*types, layers, "layer_types", "full attention", [](const json& t) {
+    if (t != "full_attention" && t != "sliding_attention")
       fail_config("field 'layer_types' holds " + shown(t) + "; expected \"sliding_attention\" or \"full_attention\"");
-    if (full && period == 0) period = i + 1;
-    if (period > 0 && full != ((i + 1) % period == 0))
-      fail_config("field 'layer_types' is not every N-th layer full attention (the first at layer " + std::to_string(period - 1) +
-                  ", then layer " + std::to_string(i) + "); zeromem models that period only");
-  }
-  return period;
+    return t == "full_attention";
+  });
 }
 
 // Llama-family text fields: LlamaConfig / MistralConfig / Qwen2Config.

@@ -192,9 +192,9 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
   const std::int64_t heads = quotient(m.heads, c.tp), kv_heads = m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1;
   l.heads = heads;
   l.kv_heads = kv_heads;
-  l.sdpa_mask = c.impl == implementation::hf && c.attention == attention_kind::flash && !full_attention_layer(m, layer) &&
-                c.seq_len >= m.sliding_window;
-  l.efficient_kernel = l.sdpa_mask || (c.impl == implementation::hf && c.attention == attention_kind::flash && c.activation_dtype == dtype::fp32);
+  const bool sdpa = c.impl == implementation::hf && c.attention == attention_kind::flash;
+  l.sdpa_mask = sdpa && !full_attention_layer(m, layer) && c.seq_len >= m.sliding_window;
+  l.efficient_kernel = sdpa && (l.sdpa_mask || c.activation_dtype == dtype::fp32);
   l.repeat = c.impl == implementation::hf && (c.attention == attention_kind::eager || l.sdpa_mask);
   // One token per sequence leaves an MHA V (b, heads, 1, d) foldable as a view too, where each head's values follow the
   // previous head's: a projection of its own, or GPT-NeoX's per-head [q | k | v] (not GPT-2's [all q | all k | all v]).
@@ -540,10 +540,8 @@ inline recompute parse_recompute(std::string_view s) {
 inline attention_kind parse_attention(std::string_view s) {
   if (s == "sdpa") return attention_kind::flash;
   if (s == "flash_attention_2") return attention_kind::flash_attention_2;
-  if (s == "eager" || s == "flash" || s == "fa2") {
-    static constexpr attention_kind all[] = {attention_kind::eager, attention_kind::flash, attention_kind::flash_attention_2};
-    return detail::parse_named(s, all, "attention");
-  }
+  for (const attention_kind k : {attention_kind::eager, attention_kind::flash, attention_kind::flash_attention_2})
+    if (name(k) == s) return k;
   detail::fail("unknown attention " + detail::quoted(s) +
                "; expected one of eager, flash, fa2 (or transformers' attn_implementation: eager, sdpa, flash_attention_2)");
 }
