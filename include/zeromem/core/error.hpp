@@ -18,6 +18,8 @@ template <class...>
 inline constexpr bool always_false = false;
 
 [[noreturn]] inline void fail(const std::string& message) { throw std::invalid_argument("zeromem: " + message); }
+// A literal message: no std::string is built where the check is, which keeps checks small enough to inline.
+[[noreturn]] inline void fail(const char* message) { fail(std::string(message)); }
 
 // Input echoed in a message, in quotes and bounded: at most `shown` characters of it (48; a file path 256), then
 // how long it was, with control characters shown as '?', so an error is one short line whatever was typed or read.
@@ -54,6 +56,15 @@ inline constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min()
 // elsewhere (which divides, so it is slower).
 #if defined(__GNUC__) || defined(__clang__)
 #define ZEROMEM_HAS_OVERFLOW_BUILTINS 1
+#endif
+
+// For a callback of a module walk and the small sums of a step's terms: inlined where they are called, their
+// arguments stay in registers instead of making a round trip through a struct in memory (whose loads stall when they
+// read back what was just stored). Compilers otherwise leave them out of line in large functions.
+#if defined(__GNUC__) || defined(__clang__)
+#define ZEROMEM_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define ZEROMEM_ALWAYS_INLINE
 #endif
 
 constexpr std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what = "a sum") {

@@ -318,8 +318,9 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   if (r.value_model) {  // a scalar head: no logits; take the largest phase without them
     step_terms f = e.forward, b = e.backward, o = e.optimizer_step;
     f.loss = b.loss = o.loss = bytes{};
-    const step_terms phases[] = {f, b, o};
-    peak = phases[highest(phases).index];
+    peak = f;  // the first on a tie
+    for (const step_terms& phase : {b, o})
+      if (phase.total() > peak.total()) peak = phase;
   }
   const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(t.activations.seq_len) + " x " +
                             std::to_string(t.activations.micro_batch) + " tokens";

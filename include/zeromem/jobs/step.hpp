@@ -111,7 +111,7 @@ struct step_terms {
     f("dequantized_weight", dequantized);
     f("kv_cache", kv_cache);
   }
-  constexpr bytes total() const {
+  ZEROMEM_ALWAYS_INLINE constexpr bytes total() const {
     return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries +
            dequantized + kv_cache;
   }
@@ -128,21 +128,6 @@ struct step_terms {
     return name;
   }
 };
-
-namespace detail {
-/// The moment with the most bytes alive (the first on a tie), and that total: each moment's total computed once.
-struct highest_moment {
-  std::size_t index;
-  bytes total;
-};
-template <std::size_t N>
-constexpr highest_moment highest(const step_terms (&moments)[N]) {
-  highest_moment h{0, moments[0].total()};
-  for (std::size_t k = 1; k < N; ++k)
-    if (const bytes t = moments[k].total(); t > h.total) h = {k, t};
-  return h;
-}
-}  // namespace detail
 
 struct step_estimate {
   step_terms forward{};
@@ -275,11 +260,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const model_state_estimate e = detail::estimate_model_states_unchecked(t, -1);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
     resting = e.gpu() - grads_all;
-    // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters;
-    // long double because gradient bytes x parameters can pass 2^63.
-    const long double per_param = static_cast<long double>(grads_all.count()) / static_cast<long double>(t.params.count());
+    // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters, in
+    // double: the exact product can pass 2^63, and double's relative error (2^-52) is under a byte for any share
+    // below 4.5 PB (x87 long double, used before, took longer than the rest of the step's arithmetic).
+    const double per_param = static_cast<double>(grads_all.count()) / static_cast<double>(t.params.count());
     const auto share = [&](elements part) {
-      return bytes_of(static_cast<std::int64_t>(per_param * static_cast<long double>(part.count()) + 0.5L));
+      return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5));
     };
     layer_grads_kept = share(layer_trainable);
     head_grads = share(head_trainable);
@@ -321,22 +307,25 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // freed, after the loss: every layer's K and V copies that attention does not keep itself.
   const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
                         stage.microbatches_in_flight;
-  const step_terms forward{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
+  const auto forward = [&] {
+    return step_terms{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
+  };
 
   // ---- backward ----
+  // Each moment is a function that builds its terms, so that the walk compares totals and only the highest moment is
+  // built into the result (building every moment and copying the winner costs more than the arithmetic).
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
-  // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end.
-  step_terms backward_moments[6]{};
-  backward_moments[0] = {resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
-  std::size_t moment = 1;
+  const auto loss_moment = [&] {
+    return step_terms{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
+  };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
   // under FSDP2, the previous layer's input still held), its activations are gone. Both are linear in i, so the
   // ends of the walk hold the maximum.
   const bytes other_saved = saved - per_layer_saved * (L - F) - full_layer_saved * F;  // embeddings, final norm, token ids
-  const auto layer_moments = [&](std::int64_t i, step_terms& before, step_terms& after) {
+  const auto layer_moment = [&](std::int64_t i, bool after) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
     const bytes kept = head_grads + layer_grads_kept * above;
@@ -344,33 +333,45 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
-    before = {resting, kept, below + (full ? full_layer_saved : per_layer_saved), full ? full_recomputed : recomputed, hidden_grad * 2,
-              bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
-    after = {resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
-             comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+    if (!after)
+      return step_terms{resting, kept, below + (full ? full_layer_saved : per_layer_saved), full ? full_recomputed : recomputed,
+                        hidden_grad * 2, bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
+    return step_terms{resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
+                      comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
-  for (std::int64_t i : {L - 1, std::int64_t{0}}) {
-    layer_moments(i, backward_moments[moment], backward_moments[moment + 1]);
-    moment += 2;
-  }
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
   const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
-  backward_moments[moment] = {resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
-                              comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
-  detail::highest_moment backward = detail::highest(backward_moments);
-  step_terms backward_peak = backward_moments[backward.index];
-  // Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of i mod N
-  // has its highest moments at its first or last layer on the stage.
-  for (std::int64_t residue = 0; F > 0 && residue < N && residue < L; ++residue)
-    for (const std::int64_t i : {residue, residue + (L - 1 - residue) / N * N}) {
-      step_terms moments[2]{};
-      layer_moments(i, moments[0], moments[1]);
-      for (const step_terms& candidate : moments)
-        if (const bytes total = candidate.total(); total > backward.total) {
-          backward.total = total;
-          backward_peak = candidate;
-        }
-    }
+  const auto end_moment = [&] {
+    return step_terms{resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
+                      comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+  };
+  // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
+  // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
+  // i mod N has its highest moments at its first or last layer on the stage.
+  enum class moment_kind { loss, layer, end };
+  moment_kind highest = moment_kind::loss;
+  std::int64_t highest_layer = 0;
+  bool highest_after = false;
+  bytes backward_total = loss_moment().total();
+  const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
+    for (const bool after : {false, true})
+      if (const bytes total = layer_moment(i, after).total(); total > backward_total) {
+        backward_total = total;
+        highest = moment_kind::layer;
+        highest_layer = i;
+        highest_after = after;
+      }
+  };
+  consider_layer(L - 1);
+  consider_layer(0);
+  if (const bytes total = end_moment().total(); total > backward_total) {
+    backward_total = total;
+    highest = moment_kind::end;
+  }
+  for (std::int64_t residue = 0; F > 0 && residue < N && residue < L; ++residue) {
+    consider_layer(residue);
+    consider_layer(residue + (L - 1 - residue) / N * N);
+  }
 
   // ---- optimizer step ----
   bytes temporaries{};
@@ -388,19 +389,34 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     else if (s.optimizer == optimizer_impl::forloop)
       temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * opt.forloop_temporaries;
   }
-  const step_terms optimizer_step{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
+  const auto optimizer_step = [&] {
+    return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
+  };
 
-  step_estimate out{forward, backward_peak, optimizer_step, forward.total(), step_phase::forward, bytes{}, s.cuda_context};
-  if (backward.total > out.peak) {
-    out.peak = backward.total;
-    out.peak_phase = step_phase::backward;
+  // The result is built in place: each phase's terms straight into it.
+  const bytes forward_total = forward().total(), optimizer_total = optimizer_step().total();
+  bytes peak = forward_total;
+  step_phase peak_phase = step_phase::forward;
+  if (backward_total > peak) {
+    peak = backward_total;
+    peak_phase = step_phase::backward;
   }
-  if (const bytes o_total = optimizer_step.total(); o_total > out.peak) {
-    out.peak = o_total;
-    out.peak_phase = step_phase::optimizer_step;
+  if (optimizer_total > peak) {
+    peak = optimizer_total;
+    peak_phase = step_phase::optimizer_step;
   }
-  out.reserved = out.peak + bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
-  return out;
+  bytes reserved = peak;
+  if (s.reserve_fraction > 0.0)
+    reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(peak.count()) * s.reserve_fraction));
+  return step_estimate{forward(),
+                       highest == moment_kind::loss    ? loss_moment()
+                       : highest == moment_kind::end   ? end_moment()
+                                                       : layer_moment(highest_layer, highest_after),
+                       optimizer_step(),
+                       peak,
+                       peak_phase,
+                       reserved,
+                       s.cuda_context};
 }
 
 /// One training job, as every path describes it: the model, its states (precision, optimizer, sharding, offload,

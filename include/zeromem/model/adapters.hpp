@@ -209,15 +209,11 @@ constexpr void validate(const adaptation& a, const transformer_config& m) {
 
 /// Splits the model's parameters into what trains and what is frozen (stored in `weights`, or quantized).
 constexpr parameter_split split_parameters(const transformer_config& m, const parameter_counts& c, const adaptation& a, dtype weights) {
-  if (a.trains_everything()) {
-    parameter_split s{};
-    s.layer_trainable = c.layer;
-    s.embedding_trainable = c.embedding + c.position_embedding;
-    s.vision_trainable = c.vision;
-    s.head_trainable = c.final_norm + c.lm_head;
-    s.largest_trainable = c.largest_layer;
-    return s;
-  }
+  if (a.trains_everything())  // built whole (clearing a split and filling it costs more than the sums)
+    return parameter_split{c.layer, c.embedding + c.position_embedding, c.vision, c.final_norm + c.lm_head,
+                           elements{}, elements{}, elements{}, elements{},
+                           bytes{}, bytes{}, bytes{}, bytes{},
+                           lora_counts{}, c.largest_layer, bytes{}};
   validate(a, m);
   using detail::checked_product;
   parameter_split s{};

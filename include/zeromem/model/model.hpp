@@ -277,7 +277,7 @@ struct module_shape {
     return group == module_group::attention || group == module_group::mlp || group == module_group::layer_norms;
   }
   /// Parameters of one module: weight and bias (what DeepSpeed's largest_layer_params compares).
-  constexpr std::int64_t elements() const { return detail::checked_add(weight_elements(), bias, "a parameter count"); }
+  ZEROMEM_ALWAYS_INLINE constexpr std::int64_t elements() const { return detail::checked_add(weight_elements(), bias, "a parameter count"); }
   /// Adafactor's statistics of the weight (transformers optimization.py _get_options: factored when it has two or
   /// more dimensions): rows prod(S[:-1]) + columns prod(S[:-2]) x S[-1]; a vector keeps every value.
   constexpr std::int64_t factored_statistics() const {
@@ -291,13 +291,13 @@ template <class F>
 constexpr void for_each_module(const transformer_config& m, F&& f) {
   using detail::checked_product, detail::checked_sum;
   const std::int64_t h = m.hidden, d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
-  const auto linear = [&f](module_group g, lora_module role, std::int64_t in, std::int64_t out, bool bias, std::int64_t count) {
+  const auto linear = [&f](module_group g, lora_module role, std::int64_t in, std::int64_t out, bool bias, std::int64_t count) ZEROMEM_ALWAYS_INLINE {
     f(module_shape{g, role, true, true, out, in, 1, bias ? out : 0, count});
   };
-  const auto table = [&f](module_group g, std::int64_t rows, std::int64_t dim) {
+  const auto table = [&f](module_group g, std::int64_t rows, std::int64_t dim) ZEROMEM_ALWAYS_INLINE {
     f(module_shape{g, lora_module::none, false, true, rows, dim, 1, 0, 1});
   };
-  const auto norm = [&f](module_group g, norm_kind k, std::int64_t n, std::int64_t count) {  // LayerNorm: weight and bias
+  const auto norm = [&f](module_group g, norm_kind k, std::int64_t n, std::int64_t count) ZEROMEM_ALWAYS_INLINE {  // LayerNorm: weight and bias
     f(module_shape{g, lora_module::none, false, false, 1, n, 1, k == norm_kind::layernorm ? n : 0, count});
   };
   table(module_group::embedding, m.vocab, h);
@@ -407,7 +407,7 @@ namespace detail {
 constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
   // Sums by group from the one walk over the modules (for_each_module); per-layer groups for one decoder layer.
   std::int64_t sum[8] = {}, largest = 0;  // indexed by module_group (an array: a chain of ifs per module costs more)
-  for_each_module(m, [&](const module_shape& s) {
+  for_each_module(m, [&](const module_shape& s) ZEROMEM_ALWAYS_INLINE {
     const std::int64_t one = s.elements();
     std::int64_t& g = sum[static_cast<unsigned>(s.group) & 7u];
     g = checked_add(g, s.count == 1 ? one : checked_mul(one, s.count, "a parameter count"), "a parameter count");
