@@ -215,3 +215,17 @@ TEST_CASE("error text never echoes unbounded input", "[bad-input]") {
   rejected({"estimate", "--model", long_arg}, "100000 characters");
   rejected({"estimate", "--params", "7B", "--precision", std::string("mixed\x01\nbf16")}, "'mixed??bf16'");
 }
+
+TEST_CASE("a rejected number is echoed as given: integers exactly, fractions without trailing zeros", "[bad-input]") {
+  using zeromem::transformer_config;
+  using Catch::Matchers::Contains;
+  transformer_config m = zeromem::find_preset("llama-2-7b").config;
+  m.vocab = std::numeric_limits<std::int64_t>::min();  // every digit of an int64, no rounding through a float
+  CHECK_THROWS_WITH(zeromem::count_parameters(m), Contains("got -9223372036854775808;"));
+  zeromem::activation_config a{};
+  a.seq_len = 1024;
+  a.dropout = 1.5;
+  CHECK_THROWS_WITH(zeromem::validate(a, zeromem::find_preset("llama-2-7b").config), Contains("got 1.5;"));
+  a.dropout = 2.0;
+  CHECK_THROWS_WITH(zeromem::validate(a, zeromem::find_preset("llama-2-7b").config), Contains("got 2;"));
+}

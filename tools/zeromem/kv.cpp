@@ -45,7 +45,7 @@ attention_shape shape_of(const kv_args& a) {
     validate(m);
   }
   if (!detail::divides(a.tp, m.heads))
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(a.tp),
+    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", a.tp,
                        "pick a tp that divides the heads");
   return attention_shape_of(m);
 }

@@ -34,14 +34,25 @@ inline std::string quoted(std::string_view text, std::size_t shown = 48) {
   return out;
 }
 
-[[noreturn]] inline void fail_value(const char* what, long double value, const char* fix) {
-  std::string v = std::to_string(value);
-  // to_string prints six decimals; trim them for whole numbers.
-  if (auto dot = v.find('.'); dot != std::string::npos) {
-    v.erase(v.find_last_not_of('0') + 1);
-    if (!v.empty() && v.back() == '.') v.pop_back();
+[[noreturn]] inline void fail_value_text(const char* what, const std::string& value, const char* fix) {
+  fail(std::string(what) + ", got " + value + "; " + fix);
+}
+// "what, got value; fix": integers exactly, other numbers without trailing zeros. A template, so that a check passes
+// its value as it is (a conversion to long double at every check would make each one larger).
+template <class T>
+[[noreturn]] inline void fail_value(const char* what, T value, const char* fix) {
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "zeromem: fail_value reports a number");
+  if constexpr (std::is_integral_v<T>) {
+    fail_value_text(what, std::to_string(value), fix);
+  } else {
+    std::string v = std::to_string(static_cast<long double>(value));
+    // to_string prints six decimals; trim them for whole numbers.
+    if (auto dot = v.find('.'); dot != std::string::npos) {
+      v.erase(v.find_last_not_of('0') + 1);
+      if (!v.empty() && v.back() == '.') v.pop_back();
+    }
+    fail_value_text(what, v, fix);
   }
-  fail(std::string(what) + ", got " + v + "; " + fix);
 }
 
 [[noreturn]] inline void fail_overflow(const char* what) {
@@ -104,6 +115,16 @@ constexpr std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* w
 #endif
 }
 
+// a x b, or the largest int64 where that overflows (for a count compared with a bound); a and b non-negative.
+constexpr std::int64_t saturating_product(std::int64_t a, std::int64_t b) {
+#ifdef ZEROMEM_HAS_OVERFLOW_BUILTINS
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? i64_max : r;
+#else
+  return b != 0 && a > i64_max / b ? i64_max : a * b;
+#endif
+}
+
 // Sums and products of several terms, each step overflow-checked.
 template <class... I>
 constexpr std::int64_t checked_sum(std::int64_t a, std::int64_t b, I... rest) {
@@ -149,7 +170,7 @@ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b, assume_valid_t) 
   return (remainder(a, b) != 0 && a > 0) ? q + 1 : q;
 }
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  if (b <= 0) fail_value("a divisor must be positive", static_cast<long double>(b), "pass a degree of at least 1");
+  if (b <= 0) fail_value("a divisor must be positive", b, "pass a degree of at least 1");
   return ceil_div(a, b, assume_valid_t{});
 }
 
@@ -175,7 +196,7 @@ std::string join_names(const Range& items, const char* separator, NameOf name_of
 // one by the other (replicating heads when tp exceeds them).
 constexpr void require_kv_heads_split(std::int64_t kv_heads, std::int64_t tp) {
   if (!divides(tp, kv_heads) && !divides(kv_heads, tp))
-    fail_value("tensor parallel must divide the key/value heads or be a multiple of them", static_cast<long double>(tp),
+    fail_value("tensor parallel must divide the key/value heads or be a multiple of them", tp,
                "pick another tp");
 }
 
@@ -189,7 +210,7 @@ E parse_named(std::string_view text, const E (&values)[N], const char* what) {
 
 // A positive degree (data-parallel size, GPUs per node, ...): rejects zero and negatives by name.
 constexpr std::int64_t require_positive(std::int64_t n, const char* what) {
-  if (n <= 0) fail_value(what, static_cast<long double>(n), "it must be at least 1");
+  if (n <= 0) fail_value(what, n, "it must be at least 1");
   return n;
 }
 

@@ -87,7 +87,7 @@ class elements {
 };
 
 constexpr elements elements_of_checked(std::int64_t n) {
-  if (n < 0) detail::fail_value("an element count cannot be negative", static_cast<long double>(n), "pass n >= 0");
+  if (n < 0) detail::fail_value("an element count cannot be negative", n, "pass n >= 0");
   return elements(elements::raw_tag{}, n);
 }
 
@@ -203,7 +203,7 @@ class bytes_per_element {
 
 /// Makes a size per element from a whole number of bits (4 for int4, 16 for bf16).
 constexpr bytes_per_element bits_per_element(std::int64_t bits) {
-  if (bits < 0) detail::fail_value("bits per element cannot be negative", static_cast<long double>(bits), "pass >= 0");
+  if (bits < 0) detail::fail_value("bits per element cannot be negative", bits, "pass >= 0");
   return bytes_per_element(bytes_per_element::raw_tag{}, bits);
 }
 
@@ -273,7 +273,7 @@ constexpr elements largest_share(elements total, std::int64_t parts) {
 /// Summed over all ranks the shares equal `total` exactly.
 constexpr bytes share_of_rank(bytes total, std::int64_t parts, std::int64_t rank) {
   detail::require_positive(parts, "the number of shards");
-  if (rank < 0 || rank >= parts) detail::fail_value("rank out of range", static_cast<long double>(rank), "pass 0 <= rank < parts");
+  if (rank < 0 || rank >= parts) detail::fail_value("rank out of range", rank, "pass 0 <= rank < parts");
   return bytes_of_checked(detail::quotient(total.count(), parts) + (rank < detail::remainder(total.count(), parts) ? 1 : 0));
 }
 

@@ -36,11 +36,11 @@ struct cluster {
 namespace zeromem::detail {
 constexpr void validate_deepspeed_inputs(std::int64_t total_params, const deepspeed::cluster& c) {
   if (total_params <= 0)
-    detail::fail_value("the parameter count must be positive", static_cast<long double>(total_params), "pass --params such as 3B");
+    detail::fail_value("the parameter count must be positive", total_params, "pass --params such as 3B");
   // Beyond 2^53 Python's float arithmetic is no longer exact integer arithmetic; refuse rather than differ.
   if (total_params > (std::int64_t{1} << 53) / 64)
     detail::fail_value("the parameter count is beyond what DeepSpeed's float arithmetic computes exactly",
-                       static_cast<long double>(total_params), "pass fewer than 1.4e14 parameters");
+                       total_params, "pass fewer than 1.4e14 parameters");
   detail::require_positive(c.gpus_per_node, "GPUs per node");
   detail::require_positive(c.nodes, "the node count");
   if (!(c.additional_buffer_factor > 0) || c.additional_buffer_factor > 1e6)
@@ -86,7 +86,7 @@ constexpr estimator_row estimate_zero3(std::int64_t total_params, std::int64_t l
   detail::validate_deepspeed_inputs(total_params, c);
   if (largest_layer_params <= 0 || largest_layer_params > total_params)
     detail::fail_value("the largest layer must have between 1 and total_params parameters",
-                       static_cast<long double>(largest_layer_params), "pass --largest-layer-params");
+                       largest_layer_params, "pass --largest-layer-params");
   const double P = static_cast<double>(total_params);
   const double L = static_cast<double>(largest_layer_params);
   const double g = static_cast<double>(c.gpus_per_node);

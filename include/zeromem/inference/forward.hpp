@@ -193,7 +193,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.attention == attention_kind::flash && !full_attention_layer(m, 0) && f.seq_len >= m.sliding_window)  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
-                       static_cast<long double>(f.seq_len), "use a shorter sequence or --attention eager");
+                       f.seq_len, "use a shorter sequence or --attention eager");
   using detail::checked_product, detail::checked_sum, detail::max_of;
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, sb = checked_product(s, b);
   const std::int64_t sbh = checked_product(sb, m.hidden), H = checked_product(c, sbh), K = checked_product(c, sb, m.kv_heads, m.head_size());

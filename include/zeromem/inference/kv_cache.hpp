@@ -73,14 +73,14 @@ constexpr bytes kv_bytes_per_block(const Model& m, const kv_cache_config& c) {
 /// Blocks one sequence of `tokens` occupies: the last block is allocated whole.
 constexpr std::int64_t kv_blocks_for(std::int64_t tokens, const kv_cache_config& c) {
   validate(c);
-  if (tokens < 0) detail::fail_value("a token count cannot be negative", static_cast<long double>(tokens), "pass >= 0");
+  if (tokens < 0) detail::fail_value("a token count cannot be negative", tokens, "pass >= 0");
   return detail::ceil_div(tokens, c.block_size);
 }
 
 /// KV cache of `sequences` sequences of `tokens` tokens each, in whole blocks.
 template <class Model>
 constexpr bytes kv_cache_bytes(const Model& m, const kv_cache_config& c, std::int64_t sequences, std::int64_t tokens) {
-  if (sequences < 0) detail::fail_value("a sequence count cannot be negative", static_cast<long double>(sequences), "pass >= 0");
+  if (sequences < 0) detail::fail_value("a sequence count cannot be negative", sequences, "pass >= 0");
   return kv_bytes_per_block(m, c) * detail::checked_mul(kv_blocks_for(tokens, c), sequences);
 }
 

@@ -55,7 +55,7 @@ struct sglang_engine_memory {
 /// ReqToTokenPool one int32 row of context_len + 4 per request.
 constexpr sglang_engine_memory sglang_engine(const sglang_engine_config& c) {
   if (!(c.mem_fraction_static > 0.0 && c.mem_fraction_static < 1.0))
-    detail::fail_value("mem_fraction_static must be in (0, 1)", static_cast<long double>(c.mem_fraction_static),
+    detail::fail_value("mem_fraction_static must be in (0, 1)", c.mem_fraction_static,
                        "pass a fraction such as 0.8");
   if (c.free_before_load.count() <= 0) detail::fail("SGLang finds no free GPU memory before loading; free the GPU or pass --gpu");
   if (c.weights.count() < 0) detail::fail("the weights of an SGLang engine cannot be negative");
@@ -63,7 +63,7 @@ constexpr sglang_engine_memory sglang_engine(const sglang_engine_config& c) {
   detail::require_positive(c.page_size, "the SGLang page size");
   detail::require_positive(c.context_len, "the SGLang context length");
   if (c.max_running_requests < 0)
-    detail::fail_value("max_running_requests cannot be negative", static_cast<long double>(c.max_running_requests), "pass 0 for SGLang's default");
+    detail::fail_value("max_running_requests cannot be negative", c.max_running_requests, "pass 0 for SGLang's default");
   sglang_engine_memory r{};
   r.weights = c.weights;
   r.page = c.kv_per_token * c.page_size;

@@ -86,7 +86,7 @@ struct vllm_engine_memory {
 /// for invalid input.
 constexpr vllm_engine_memory try_vllm_engine(const vllm_engine_config& c) {
   if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
-    detail::fail_value("gpu_memory_utilization must be in (0, 1]", static_cast<long double>(c.gpu_memory_utilization),
+    detail::fail_value("gpu_memory_utilization must be in (0, 1]", c.gpu_memory_utilization,
                        "pass a fraction such as 0.9");
   if (c.total.count() <= 0) detail::fail("the GPU's total memory must be positive; pass --gpu or --gpu-memory");
   if (c.kv_block.count() <= 0) detail::fail("the KV block size in bytes must be positive");
@@ -136,7 +136,7 @@ inline vllm_engine_memory vllm_engine(const vllm_engine_config& c) {
 /// Sequences of `tokens` tokens the KV cache holds at once: each takes ceil(tokens / block_size) whole blocks
 /// (vLLM's block manager allocates whole blocks per sequence).
 constexpr std::int64_t vllm_concurrent_sequences(std::int64_t kv_blocks, std::int64_t block_size, std::int64_t tokens) {
-  if (kv_blocks < 0) detail::fail_value("the number of KV blocks cannot be negative", static_cast<long double>(kv_blocks), "pass >= 0");
+  if (kv_blocks < 0) detail::fail_value("the number of KV blocks cannot be negative", kv_blocks, "pass >= 0");
   detail::require_positive(block_size, "the KV block size");
   detail::require_positive(tokens, "the tokens per sequence");
   return kv_blocks / detail::ceil_div(tokens, block_size);
@@ -147,12 +147,12 @@ constexpr std::int64_t vllm_concurrent_sequences(std::int64_t kv_blocks, std::in
 constexpr bytes vllm_sleep_host_bytes(int level, bytes weights) {
   if (level == 1) return weights;
   if (level == 2) return bytes{};
-  detail::fail_value("vLLM sleep level must be 1 or 2", static_cast<long double>(level), "pass 1 (keep weights on the host) or 2");
+  detail::fail_value("vLLM sleep level must be 1 or 2", level, "pass 1 (keep weights on the host) or 2");
 }
 
 /// V0 swap space: swap_space GiB of pinned host RAM per GPU (vLLM EngineArgs.swap_space, default 4).
 constexpr bytes vllm_swap_space_bytes(std::int64_t swap_space_gib = 4) {
-  if (swap_space_gib < 0) detail::fail_value("swap_space cannot be negative", static_cast<long double>(swap_space_gib), "pass GiB >= 0");
+  if (swap_space_gib < 0) detail::fail_value("swap_space cannot be negative", swap_space_gib, "pass GiB >= 0");
   return bytes_of(detail::checked_mul(swap_space_gib, std::int64_t{1} << 30));
 }
 
@@ -171,7 +171,7 @@ struct vllm_version_traits {
 
 /// `version` as major x 10^6 + minor x 10^3 + patch (0.6.3 = 6'003). `verl_patched`: verl's own copy of vLLM 0.6.3.
 constexpr vllm_version_traits vllm_traits(std::int64_t version, bool verl_patched) {
-  if (version <= 0) detail::fail_value("the vLLM version must be positive", static_cast<long double>(version), "pass a version such as 0.8.5");
+  if (version <= 0) detail::fail_value("the vLLM version must be positive", version, "pass a version such as 0.8.5");
   vllm_version_traits t{};
   if (version < 6'004) t.semantics = verl_patched ? vllm_semantics::verl_free_fraction : vllm_semantics::global_cap;  // PR #9505
   t.v1 = version >= 8'000;
@@ -233,7 +233,7 @@ constexpr vllm_profile_peak vllm_profile(const transformer_config& m, std::int64
   detail::require_positive(l.max_num_batched_tokens, "max_num_batched_tokens");
   detail::require_positive(l.max_num_seqs, "max_num_seqs");
   if (!detail::divides(tp, m.heads))  // vLLM's ModelConfig.verify_with_parallel_config
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(tp),
+    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", tp,
                        "pick a tensor_parallel_size that divides the heads");
   using detail::ceil_div;
   using detail::checked_mul;
@@ -267,7 +267,7 @@ constexpr std::int64_t vllm_max_lora_rank(std::int64_t rank) {
   detail::require_positive(rank, "the LoRA rank");
   for (std::int64_t allowed : {1, 8, 16, 32, 64, 128, 256, 320, 512})
     if (rank <= allowed) return allowed;
-  detail::fail_value("vLLM serves LoRA ranks up to 512", static_cast<long double>(rank), "use a LoRA rank of at most 512");
+  detail::fail_value("vLLM serves LoRA ranks up to 512", rank, "use a LoRA rank of at most 512");
 }
 
 /// Elements of the LoRA slots an engine with enable_lora allocates on one tensor-parallel rank when it loads the model,

@@ -172,7 +172,7 @@ struct job_breakdown {
   bool gpu_fits() const { return gpu_total() <= gpu_capacity; }
   bytes host_limit() const {
     if (!(host_threshold > 0.0 && host_threshold <= 1.0))
-      detail::fail_value("the host memory threshold must be in (0, 1]", static_cast<long double>(host_threshold),
+      detail::fail_value("the host memory threshold must be in (0, 1]", host_threshold,
                          "pass Ray's memory_usage_threshold, such as 0.95");
     return bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(host_capacity.count()) * host_threshold));
   }
@@ -204,7 +204,7 @@ inline void add_frozen_weights(job_breakdown& job, const std::string& role, elem
 /// their own terms, so neither hides in another number.
 inline void add_allocator_reserve(job_breakdown& job, const runtime_overheads& o) {
   if (!(o.allocator_reserve_fraction >= 0.0 && o.allocator_reserve_fraction < 1.0))
-    detail::fail_value("the allocator reserve fraction must be in [0, 1)", static_cast<long double>(o.allocator_reserve_fraction),
+    detail::fail_value("the allocator reserve fraction must be in [0, 1)", o.allocator_reserve_fraction,
                        "pass memory_reserved / memory_allocated - 1 measured on your job");
   if (o.framework_extra.count() < 0) detail::fail("framework extra bytes cannot be negative");
   const bytes allocated = job.gpu_total();

@@ -111,7 +111,7 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
   }
   if (r.global_batch > 0) {
     if (!detail::divides(c.dp, r.global_batch) || !detail::divides(c.micro_batch, r.global_batch / c.dp))
-      detail::fail_value("dp x micro-batch must divide the global batch", static_cast<long double>(r.global_batch),
+      detail::fail_value("dp x micro-batch must divide the global batch", r.global_batch,
                          "pick a global batch that is a multiple of dp x micro-batch");
     t.gradient_accumulation_steps = r.global_batch / c.dp / c.micro_batch;
   }
@@ -148,7 +148,7 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
 inline bytes required_headroom_of(const plan_request& r) {
   if (r.min_headroom.count() < 0) detail::fail("the minimum headroom cannot be negative");
   if (!(r.min_headroom_fraction >= 0.0 && r.min_headroom_fraction < 1.0))
-    detail::fail_value("the minimum headroom fraction must be in [0, 1)", static_cast<long double>(r.min_headroom_fraction),
+    detail::fail_value("the minimum headroom fraction must be in [0, 1)", r.min_headroom_fraction,
                        "pass a fraction of the capacity such as 0.05");
   const double share = std::ceil(r.min_headroom_fraction * static_cast<double>(r.gpu_capacity.count()));
   return std::max(r.min_headroom, bytes_of(static_cast<std::int64_t>(share)));

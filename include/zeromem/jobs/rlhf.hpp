@@ -489,15 +489,15 @@ inline void validate(const rlhf_job& j) {
   if (!j.actor.present) fail("an RLHF job needs an actor model; give its path (OpenRLHF --pretrain, verl actor_rollout_ref.model.path)");
   require_positive(j.prompt_tokens, "the prompt length");
   require_positive(j.response_tokens, "the response length");
-  if (j.max_tokens < 0) fail_value("the cap on prompt + response cannot be negative", static_cast<long double>(j.max_tokens), "pass 0 for none");
+  if (j.max_tokens < 0) fail_value("the cap on prompt + response cannot be negative", j.max_tokens, "pass 0 for none");
   require_positive(j.ulysses, "the Ulysses sequence-parallel size");
-  if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", static_cast<long double>(j.mean_tokens), "pass 0 for the maxima");
+  if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", j.mean_tokens, "pass 0 for the maxima");
   for (const rlhf_role* r : {&j.actor, &j.critic, &j.reference, &j.reward})
     if (r->present) {
       require_positive(r->gpus, "a role's GPU count");
       require_positive(r->train_micro_batch, "the training micro-batch");
       require_positive(r->forward_micro_batch, "the forward micro-batch");
-      if (r->zero_stage < 0 || r->zero_stage > 3) fail_value("ZeRO stage must be 0, 1, 2 or 3", static_cast<long double>(r->zero_stage), "use 3 for full sharding");
+      if (r->zero_stage < 0 || r->zero_stage > 3) fail_value("ZeRO stage must be 0, 1, 2 or 3", r->zero_stage, "use 3 for full sharding");
       if (r->adapt.any() && !r->trained) fail("adapters (LoRA, frozen components) apply to trained roles; a frozen role has no adapters to train");
     }
   if (j.lora_sync.present && !j.actor.adapt.lora_enabled()) fail("a LoRA weight sync needs LoRA adapters on the actor; set its LoRA rank");
@@ -509,7 +509,7 @@ inline void validate(const rlhf_job& j) {
       require_positive(j.rollout.limits.max_num_seqs, "the vLLM max_num_seqs");
       if (j.rollout.cuda_graphs.count() < 0) fail("vLLM's CUDA graph memory cannot be negative");
       if (j.rollout.max_lora_rank != 0 && vllm_max_lora_rank(j.rollout.max_lora_rank) != j.rollout.max_lora_rank)
-        fail_value("vLLM's max_lora_rank must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512", static_cast<long double>(j.rollout.max_lora_rank),
+        fail_value("vLLM's max_lora_rank must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512", j.rollout.max_lora_rank,
                    "round it up with vllm_max_lora_rank");
       if (j.rollout.enforce_eager && j.rollout.cuda_graphs.count() > 0)
         fail("CUDA graph memory is given but the engines run with enforce_eager, which captures none; drop one");

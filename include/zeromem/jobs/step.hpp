@@ -178,12 +178,12 @@ inline allocator_mode parse_allocator(std::string_view s) {
 }
 
 constexpr void validate(const step_config& s) {
-  if (s.fsdp_world < 0) detail::fail_value("the FSDP2 world size cannot be negative", static_cast<long double>(s.fsdp_world), "pass 0 without FSDP2");
+  if (s.fsdp_world < 0) detail::fail_value("the FSDP2 world size cannot be negative", s.fsdp_world, "pass 0 without FSDP2");
   if (s.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass --cuda-context such as 650MB");
   if (s.ddp && s.fsdp_world > 0) detail::fail("DDP and FSDP2 both wrap the model; choose --ddp or --fsdp");
   if (s.gradient_as_bucket_view && !s.ddp) detail::fail("--gradient-as-bucket-view is a DDP option; add --ddp");
   if (!(s.reserve_fraction >= 0.0 && s.reserve_fraction < 10.0))
-    detail::fail_value("the allocator reserve fraction must be in [0, 10)", static_cast<long double>(s.reserve_fraction),
+    detail::fail_value("the allocator reserve fraction must be in [0, 10)", s.reserve_fraction,
                        "pass max_memory_reserved / max_memory_allocated - 1 measured on your job");
 }
 

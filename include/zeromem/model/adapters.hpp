@@ -120,14 +120,14 @@ struct lora_counts {
 };
 
 constexpr void validate(const lora_config& c, const transformer_config& m) {
-  if (c.rank < 0) detail::fail_value("the LoRA rank cannot be negative", static_cast<long double>(c.rank), "pass --lora-rank such as 16");
+  if (c.rank < 0) detail::fail_value("the LoRA rank cannot be negative", c.rank, "pass --lora-rank such as 16");
   if (c.rank == 0) {
     if (c.targets != 0) detail::fail("LoRA targets need a rank; add --lora-rank such as 16");
     return;
   }
   if (c.targets == 0) detail::fail("LoRA needs target modules; pass --lora-targets such as q_proj,v_proj");
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
-    detail::fail_value("the LoRA dropout must be in [0, 1)", static_cast<long double>(c.dropout), "pass 0 for none");
+    detail::fail_value("the LoRA dropout must be in [0, 1)", c.dropout, "pass 0 for none");
   if (c.adapter_dtype == dtype::int8 || c.adapter_dtype == dtype::int4 || c.adapter_dtype == dtype::fp8_e4m3 || c.adapter_dtype == dtype::fp8_e5m2)
     detail::fail("LoRA adapters train in fp32, bf16 or fp16; pass one of those as the adapter dtype");
   // Every named target must exist in this architecture (PEFT raises "Target modules ... not found in the base model").

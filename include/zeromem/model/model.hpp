@@ -150,27 +150,27 @@ constexpr void validate(const transformer_config& m) {
   detail::require_positive(m.kv_heads, "the number of key/value heads");
   detail::require_positive(m.ffn, "the MLP intermediate size");
   detail::require_positive(m.vocab, "the vocabulary size");
-  if (m.head_dim < 0) detail::fail_value("the head dimension cannot be negative", static_cast<long double>(m.head_dim), "pass 0 for hidden / heads");
+  if (m.head_dim < 0) detail::fail_value("the head dimension cannot be negative", m.head_dim, "pass 0 for hidden / heads");
   if (m.head_dim == 0 && !detail::divides(m.heads, m.hidden))
-    detail::fail_value("the hidden size must be a multiple of the heads", static_cast<long double>(m.hidden), "or give the head dimension");
+    detail::fail_value("the hidden size must be a multiple of the heads", m.hidden, "or give the head dimension");
   if (m.kv_heads > m.heads || !detail::divides(m.kv_heads, m.heads))
-    detail::fail_value("the heads must be a multiple of the key/value heads", static_cast<long double>(m.kv_heads),
+    detail::fail_value("the heads must be a multiple of the key/value heads", m.kv_heads,
                        "use kv_heads = heads (MHA), a divisor of heads (GQA) or 1 (MQA)");
   if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
   for (const double p : {m.attention_dropout, m.residual_dropout, m.embedding_dropout})
-    if (!(p >= 0.0 && p < 1.0)) detail::fail_value("a dropout probability must be in [0, 1)", static_cast<long double>(p), "pass 0 for none");
+    if (!(p >= 0.0 && p < 1.0)) detail::fail_value("a dropout probability must be in [0, 1)", p, "pass 0 for none");
   if (m.sliding_window < 0)
-    detail::fail_value("the sliding window cannot be negative", static_cast<long double>(m.sliding_window), "pass 0 for full attention");
+    detail::fail_value("the sliding window cannot be negative", m.sliding_window, "pass 0 for full attention");
   for (const double cap : {m.attention_softcap, m.final_logit_softcap})
-    if (!(cap >= 0.0 && cap < 1e300)) detail::fail_value("a logit soft-cap must be a finite number >= 0", static_cast<long double>(cap), "pass 0 for none");
+    if (!(cap >= 0.0 && cap < 1e300)) detail::fail_value("a logit soft-cap must be a finite number >= 0", cap, "pass 0 for none");
   if (m.sliding_window_pattern < 0 || (m.sliding_window_pattern > 0 && m.sliding_window == 0))
-    detail::fail_value("a sliding-window pattern needs a sliding window and a period >= 1", static_cast<long double>(m.sliding_window_pattern),
+    detail::fail_value("a sliding-window pattern needs a sliding window and a period >= 1", m.sliding_window_pattern,
                        "pass 0 when every layer is alike");
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
   if (m.norm_weight_fp32 && (m.norm != norm_kind::rmsnorm || m.norm_scale_fp32))
     detail::fail("a norm that multiplies its weight in fp32 (OLMo-2's) is an RMSNorm without Gemma's (1 + weight); pass norm rmsnorm only");
   if (m.nope_period < 0 || (m.nope_period > 0 && m.positions != position_kind::rope))
-    detail::fail_value("layers without RoPE need rotary positions and a period >= 1", static_cast<long double>(m.nope_period),
+    detail::fail_value("layers without RoPE need rotary positions and a period >= 1", m.nope_period,
                        "pass 0 when every layer rotates");
   if (m.qk_norm_whole && !m.qk_norm) detail::fail("q_norm / k_norm over the whole projection needs qk_norm; set qk_norm too");
   if (m.post_norms && (m.sandwich_norms || m.parallel_residual))
@@ -190,7 +190,7 @@ constexpr void validate(const transformer_config& m) {
   if (m.moe.experts < 0 || (m.moe.experts > 0 && (m.moe.top_k <= 0 || m.moe.top_k > m.moe.experts || m.moe.expert_ffn <= 0)))
     detail::fail("a mixture of experts needs experts > 0, 1 <= top_k <= experts and expert_ffn > 0");
   if (m.moe.shared_experts < 0 || (m.moe.shared_experts > 0 && m.moe.experts == 0))
-    detail::fail_value("shared experts must be 0, or at least 1 next to routed experts", static_cast<long double>(m.moe.shared_experts),
+    detail::fail_value("shared experts must be 0, or at least 1 next to routed experts", m.moe.shared_experts,
                        "set moe.experts, or pass 0 shared experts");
   if (m.vision.blocks < 0) detail::fail("the vision tower's block count cannot be negative");
   if (m.vision.blocks > 0) {
@@ -222,11 +222,11 @@ constexpr bool rope_layer(const transformer_config& m, std::int64_t i) {
 constexpr void validate_tensor_parallel(const transformer_config& m, std::int64_t tp) {
   detail::require_positive(tp, "the tensor-parallel degree");
   if (!detail::divides(tp, m.heads))
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", static_cast<long double>(tp),
+    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", tp,
                        "pick a tp that divides the heads");
   detail::require_kv_heads_split(m.kv_heads, tp);
   if (!detail::divides(tp, m.ffn))
-    detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", static_cast<long double>(tp), "pick another tp");
+    detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", tp, "pick another tp");
 }
 
 /// The linear modules LoRA can adapt, by their Hugging Face names. PEFT matches target_modules against the last
@@ -457,7 +457,7 @@ constexpr stage_parameters parameters_per_rank(const transformer_config& m, cons
                                                std::int64_t pp) {
   validate_tensor_parallel(m, tp);
   detail::require_positive(pp, "the pipeline-parallel degree");
-  if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(pp), "lower pp");
+  if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", pp, "lower pp");
   const elements layers = c.layer * detail::ceil_div(m.layers, pp);
   const elements first = layers + c.embedding + c.position_embedding + c.vision;
   const elements head = c.final_norm + (m.tied_embeddings ? (pp > 1 ? c.embedding : elements{}) : c.lm_head);

@@ -88,7 +88,7 @@ struct layer_activations {
   bytes lora;                 // LoRA: each adapter's rank-r intermediate, and its dropout mask and dropped input
 
   template <class F>
-  constexpr void for_each(F&& f) const {
+  ZEROMEM_ALWAYS_INLINE constexpr void for_each(F&& f) const {
     f("attention_norm", attention_norm);
     f("attention_input", attention_input);
     f("query", query);
@@ -109,9 +109,9 @@ struct layer_activations {
     f("autocast_weights", autocast_weights);
     f("lora", lora);
   }
-  constexpr bytes total() const {
+  ZEROMEM_ALWAYS_INLINE constexpr bytes total() const {
     bytes sum{};
-    for_each([&](const char*, bytes b) { sum += b; });
+    for_each([&](const char*, bytes b) ZEROMEM_ALWAYS_INLINE { sum += b; });
     return sum;
   }
 };
@@ -143,9 +143,9 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   validate_tensor_parallel(m, c.tp);
   detail::require_positive(c.cp, "the context-parallel degree");
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
-    detail::fail_value("the dropout probability must be in [0, 1)", static_cast<long double>(c.dropout), "pass 0 for no dropout");
+    detail::fail_value("the dropout probability must be in [0, 1)", c.dropout, "pass 0 for no dropout");
   if (!detail::divides(c.cp, c.seq_len))
-    detail::fail_value("the sequence length must divide evenly over context-parallel ranks", static_cast<long double>(c.cp),
+    detail::fail_value("the sequence length must divide evenly over context-parallel ranks", c.cp,
                        "pick a cp that divides the sequence length");
   if (c.cp > 1 && c.attention == attention_kind::eager)
     detail::fail("context parallelism needs flash attention (ring attention); use --attention flash");
@@ -157,7 +157,7 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
     detail::fail("flash_attention_2 (the flash-attn package) runs fp16 and bf16 only; with fp32 activations use --attention sdpa or eager");
   if (m.qk_norm_whole && c.tp > 1)
     detail::fail_value("q_norm / k_norm over the whole projection (OLMo-2) under tensor parallelism is not modelled",
-                       static_cast<long double>(c.tp), "use tp 1 (FSDP or ZeRO shard it instead)");
+                       c.tp, "use tp 1 (FSDP or ZeRO shard it instead)");
 }
 
 /// How transformers' attention hands K and V to the kernel, per rank (its saved tensors follow from it).
@@ -187,6 +187,9 @@ struct attention_layout {
 };
 
 namespace detail {
+constexpr bool keeps_forward_cache(const transformer_config& m, const activation_config& c) {
+  return m.use_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
+}
 constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
   attention_layout l{};
   const std::int64_t heads = quotient(m.heads, c.tp), kv_heads = m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1;
@@ -202,7 +205,7 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
   l.kv_view = (kv_heads == 1 || kv_heads == heads) && (c.micro_batch == 1 || heads == 1 || c.recomputation == recompute::selective ||
                                                        c.attention != attention_kind::eager || one_token);
   l.key_heads = l.repeat && !l.kv_view ? heads : kv_heads;
-  l.cached = m.use_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
+  l.cached = keeps_forward_cache(m, c);
   return l;
 }
 }  // namespace detail
@@ -211,6 +214,7 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
 /// layer's forward until the model's output (and its cache) is freed, after the loss (attention_layout::cached).
 /// Only when attention keeps other copies: repeat_kv's (GQA) or a batch-folded one.
 constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
+  if (!detail::keeps_forward_cache(m, c)) return bytes{};
   const attention_layout l = detail::attention_layout_of(m, c, layer);
   if (!l.cached || !l.repeat || l.kv_view || l.kv_heads >= l.heads) return bytes{};
   return bytes_of(detail::checked_product(2 * detail::dtype_bytes_ceil(c.activation_dtype), detail::quotient(c.seq_len, c.cp),
@@ -414,7 +418,7 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   validate(c, m);
   validate(adapt, m);
   if (layer < 0 || layer >= m.layers)
-    detail::fail_value("the layer index must be in [0, layers)", static_cast<long double>(layer), "pass 0 for the first layer");
+    detail::fail_value("the layer index must be in [0, layers)", layer, "pass 0 for the first layer");
   return detail::layer_activation_bytes_unchecked(m, c, adapt, layer);
 }
 
@@ -442,7 +446,7 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
   detail::require_positive(p.pp, "the pipeline-parallel degree");
   detail::require_positive(p.virtual_stages, "the virtual pipeline stages");
   if (p.microbatches < 0) detail::fail("the number of micro-batches cannot be negative; pass 0 if unknown");
-  if (p.pp > m.layers) detail::fail_value("the pipeline has more stages than layers", static_cast<long double>(p.pp), "lower pp");
+  if (p.pp > m.layers) detail::fail_value("the pipeline has more stages than layers", p.pp, "lower pp");
 }
 
 namespace detail {
@@ -456,21 +460,10 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // Alternating layers (sliding_window_pattern N >= 2: layer 0 slides) that keep different tensors: the stage's layers
   // 0 .. layers_on_stage - 1 hold floor(layers_on_stage / N) full-attention ones.
   const bool mixed = m.sliding_window_pattern >= 2 && detail::attention_layout_of(m, c, 0).sdpa_mask;
-  const std::int64_t full_layers = mixed ? layers_on_stage / m.sliding_window_pattern : 0;
-  const layer_activations full_layer =
-      mixed ? detail::layer_activation_bytes_unchecked(m, c, adapt, m.sliding_window_pattern - 1) : per_layer;
   const std::int64_t a = detail::dtype_bytes_ceil(c.activation_dtype);
   const std::int64_t s = detail::quotient(c.seq_len, c.cp), b = c.micro_batch, sb = checked_product(s, b);
   const std::int64_t sbh = checked_product(sb, m.hidden);
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
-
-  bytes layers = full_layers > 0 ? (per_layer.total() * (layers_on_stage - full_layers) + full_layer.total() * full_layers) * inflight
-                                 : per_layer.total() * checked_product(layers_on_stage, inflight);
-  if (p.virtual_stages > 1 && p.pp > 1) {
-    // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
-    const std::int64_t den = checked_product(p.pp, p.virtual_stages);
-    layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
-  }
   // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
   const bytes input_ids = bytes_of(checked_product(8, sb, inflight));
   bytes embedding_dropout{}, output_layer{}, logits{};
@@ -497,9 +490,24 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, frozen_head ? 0 : checked_product(a, sbh))), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
-  return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout,
-                           output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits,
-                           full_layer,   full_layers};
+  // The layers, and the result with the full-attention layers' breakdown: a copy of per_layer where the layers are
+  // alike, so no breakdown is copied before the result is built (a copy of one just returned waits on its stores).
+  const auto with_layers = [&](const layer_activations& full_layer, std::int64_t full_layers) {
+    bytes layers = full_layers > 0
+                       ? (per_layer.total() * (layers_on_stage - full_layers) + full_layer.total() * full_layers) * inflight
+                       : per_layer.total() * checked_product(layers_on_stage, inflight);
+    if (p.virtual_stages > 1 && p.pp > 1) {
+      // Interleaved schedule: x (1 + (p - 1) / (p m)) (Korthikanti §4.2.3; Megatron's interleaved penalty).
+      const std::int64_t den = checked_product(p.pp, p.virtual_stages);
+      layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
+    }
+    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout,
+                             output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits,
+                             full_layer,   full_layers};
+  };
+  if (!mixed) return with_layers(per_layer, 0);
+  return with_layers(detail::layer_activation_bytes_unchecked(m, c, adapt, m.sliding_window_pattern - 1),
+                     layers_on_stage / m.sliding_window_pattern);
 }
 }  // namespace detail
 constexpr stage_activations first_stage_activations(const transformer_config& m, const activation_config& c,

@@ -113,12 +113,12 @@ constexpr bool needs_largest_layer(const zero_config& z) {
 
 constexpr std::int64_t shard_group_of(const training_states& t) { return t.zero.shard_group > 0 ? t.zero.shard_group : t.dp; }
 constexpr std::int64_t ranks_per_node(const training_states& t) {
-  const std::int64_t world = t.dp > detail::i64_max / t.model_parallel ? detail::i64_max : t.dp * t.model_parallel;
+  const std::int64_t world = detail::saturating_product(t.dp, t.model_parallel);
   return world < t.gpus_per_node ? world : t.gpus_per_node;
 }
 
 constexpr void validate(const training_states& t) {
-  if (t.params.count() <= 0) detail::fail_value("the parameter count must be positive", static_cast<long double>(t.params.count()), "pass --params such as 7.5B");
+  if (t.params.count() <= 0) detail::fail_value("the parameter count must be positive", t.params.count(), "pass --params such as 7.5B");
   detail::require_positive(t.dp, "the data-parallel degree");
   detail::require_positive(t.gpus_per_node, "GPUs per node");
   detail::require_positive(t.gradient_accumulation_steps, "gradient accumulation steps");
@@ -126,13 +126,13 @@ constexpr void validate(const training_states& t) {
   validate(t.zero);
   const std::int64_t n = shard_group_of(t);
   if (n > t.dp || !detail::divides(n, t.dp))
-    detail::fail_value("the shard group must divide the data-parallel degree", static_cast<long double>(n),
+    detail::fail_value("the shard group must divide the data-parallel degree", n,
                        "pick a shard group size that divides dp");
   if (t.zero.stage > 0 && n > t.params.count())
-    detail::fail_value("the shard group has more ranks than there are parameters to shard", static_cast<long double>(n),
+    detail::fail_value("the shard group has more ranks than there are parameters to shard", n,
                        "lower dp or the shard group; each rank must hold at least one parameter");
   if (t.zero.hpz_partition > n || !detail::divides(t.zero.hpz_partition, n))
-    detail::fail_value("the hpZ partition size must divide the shard group", static_cast<long double>(t.zero.hpz_partition),
+    detail::fail_value("the hpZ partition size must divide the shard group", t.zero.hpz_partition,
                        "use the GPUs per node, or 1 to turn hpZ off");
   if (t.largest_layer > t.params + t.frozen) detail::fail("the largest layer cannot exceed the parameter count; check --largest-layer-params");
   if (t.frozen_weights.count() < 0) detail::fail("frozen weight bytes cannot be negative");

@@ -55,7 +55,7 @@ struct zero_config {
 constexpr void validate(const zero_config& z) {
   for (offload_device d : {z.optimizer.device, z.params.device})
     if (d != offload_device::none && d != offload_device::cpu && d != offload_device::nvme)
-      detail::fail_value("an offload device must be none, cpu or nvme", static_cast<long double>(static_cast<int>(d)),
+      detail::fail_value("an offload device must be none, cpu or nvme", static_cast<int>(d),
                          "use offload_device::none, ::cpu or ::nvme");
   if (z.stage < 0 || z.stage > 3)
     detail::fail_value("ZeRO stage must be 0, 1, 2 or 3", z.stage, "use stage 3 for full sharding");
@@ -71,7 +71,7 @@ constexpr void validate(const zero_config& z) {
     detail::fail_value("optimizer offload to NVMe needs ZeRO stage 3 (ZeRO-Infinity)", z.stage,
                        "set stage 3 or offload the optimizer to cpu");
   if (z.shard_group < 0)
-    detail::fail_value("the shard group size cannot be negative", static_cast<long double>(z.shard_group),
+    detail::fail_value("the shard group size cannot be negative", z.shard_group,
                        "pass 0 for the whole data-parallel group");
   detail::require_positive(z.hpz_partition, "the hpZ partition size");
   if (z.hpz_partition > 1 && z.stage != 3)
