@@ -261,11 +261,11 @@ constexpr double operator/(bytes a, bytes b) {
 }
 
 /// The largest share when `total` is split over `parts` ranks as evenly as whole units allow: ceil(total/parts).
-constexpr bytes largest_share(bytes total, std::int64_t parts) {
+ZEROMEM_ALWAYS_INLINE constexpr bytes largest_share(bytes total, std::int64_t parts) {
   return bytes_of_checked(
       detail::ceil_div(total.count(), detail::require_positive(parts, "the number of shards"), detail::assume_valid));
 }
-constexpr elements largest_share(elements total, std::int64_t parts) {
+ZEROMEM_ALWAYS_INLINE constexpr elements largest_share(elements total, std::int64_t parts) {
   return elements_of_checked(
       detail::ceil_div(total.count(), detail::require_positive(parts, "the number of shards"), detail::assume_valid));
 }

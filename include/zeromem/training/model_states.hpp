@@ -190,7 +190,7 @@ constexpr model_state_estimate estimate_model_states_unchecked(const training_st
   const zero_config& z = t.zero;
   const precision_recipe r = trainable_recipe(t);
   const bytes_per_element fp32 = size_of(dtype::fp32);
-  const auto share = [&](bytes total, bool sharded, std::int64_t parts) {
+  const auto share = [&](bytes total, bool sharded, std::int64_t parts) ZEROMEM_ALWAYS_INLINE {
     if (!sharded) return total;
     return rank < 0 ? largest_share(total, parts) : share_of_rank(total, parts, detail::remainder(rank, parts));
   };
