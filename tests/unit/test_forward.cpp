@@ -99,12 +99,25 @@ TEST_CASE("forward only: SmolLM3's NoPE layers skip the rotation, and the rotary
   f.output = forward_output::hidden_states;
   // With RoPE the peak is k's rotation beside q_embed: 2,048 + 512 + 3 x 512 = 4,096 B.
   CHECK(forward_layer_peak(m, f).count() == 4'096);
-  // A NoPE layer (SmolLM3Attention, use_rope 0) keeps q and k as views; one head folds q as a view, K^T is copied for
-  // the batched matmul (b = 2): P @ V holds the 2,048, the 64 B of probabilities, that copy and the output (512 each):
-  // 3,136 B.
+  // A NoPE layer (SmolLM3Attention, use_rope 0) keeps q and k as views of the projections; with one head every batched
+  // matmul folds them as views and transpose().contiguous() returns the output itself (the oracle's op trace shows no
+  // copy), so the peak is o_proj's output beside the attention output, the 64 B of probabilities and the 2,048:
+  // 2,048 + 64 + 512 + 512 = 3,136 B.
   m.nope_period = 1;
   CHECK_FALSE(rope_layer(m, 0));
   CHECK(forward_layer_peak(m, f).count() == 3'136);
+  // The same with 3 sequences of one token and a head of 64 wider than the hidden size of 8 (found by the forward
+  // oracle, seed 7): sb = 3, H = Y = 48 B, Q = K = 2 x 3 x 64 = 384 B, A = 3 scores (6 B), the cache keeps K and V.
+  // q, k and v beside the normed input: 48 + 384 + 768 = 1,200 B. P @ V adds only its output (no K or V copy: one head
+  // means repeat_kv returns them, n_rep = 1), and o_proj's output comes beside it: 1,200 + 6 + 384 + 48 = 1,638 B, what
+  // the oracle measures for the layer (zeromem said 1,974 B when it copied V for the batch).
+  transformer_config narrow{};
+  narrow.hidden = 8; narrow.layers = 4; narrow.heads = narrow.kv_heads = 1; narrow.head_dim = 64; narrow.ffn = 9; narrow.vocab = 55;
+  narrow.nope_period = 1;
+  forward_only_config g{};
+  g.seq_len = 1; g.micro_batch = 3; g.attention = attention_kind::eager; g.use_cache = true;
+  g.output = forward_output::hidden_states;
+  CHECK(forward_layer_peak(narrow, g).count() == 1'638);
   // The layer is now smaller than building the rotary tables (LlamaRotaryEmbedding.forward) beside the token ids (64),
   // positions (32), the eager mask (2 x 2 x 4 x 4 = 64) and the embedding output (512): fp32 positions 32, freqs
   // 4 x 8 x 16 = 512, emb 1,024, fp32 cos and sin 2,048 and their bf16 casts 1,024: 5,312 B (the oracle measures this).

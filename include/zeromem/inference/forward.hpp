@@ -123,8 +123,10 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     const std::int64_t base = checked_sum(after_rope, copies ? checked_product(2, Q) : 0);
     // Without RoPE q (b, heads, s, d) is the transposed view of q_proj's (b, s, heads, d) output: (batch, heads) fold as
     // a view unless b, heads and s all exceed 1; K likewise, and one kv head's stride-0 expansion folds only when b = 1.
+    // One head in all (repeat_kv returns K and V themselves, n_rep = 1) folds as a view at any b and s.
     const std::int64_t fold_q = rotates ? (b > 1 ? Q : 0) : (b > 1 && s > 1 && m.heads > 1 ? Q : 0);
-    const std::int64_t fold_kv = rotates ? (b > 1 && !copies ? Q : 0) : (b > 1 && !copies && (m.kv_heads == 1 || s > 1) ? Q : 0);
+    const std::int64_t fold_kv =
+        rotates ? (b > 1 && !copies ? Q : 0) : (b > 1 && !copies && m.heads > 1 && (m.kv_heads == 1 || s > 1) ? Q : 0);
     attention = max_of(attention, checked_sum(base, fold_q, fold_kv, cA));               // QK^T
     attention = max_of(attention, checked_sum(base, checked_product(2, cA)));            // scaled, masked
     // In fp32 the cast and .to(c) copy nothing (Tensor.to returns self): the masked scores and the softmax output.
