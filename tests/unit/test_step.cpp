@@ -141,6 +141,37 @@ TEST_CASE("step: torch.optim.NAdam, RAdam and Adamax, two states each, their upd
   CHECK(parse_optimizer("adamax") == optimizer_kind::adamax);
 }
 
+TEST_CASE("step: torch.optim.Adadelta and ASGD, their states and their update's temporaries by implementation", "[step]") {
+  // Pure bf16 Llama-2-7B, 6,738,415,616 parameters (13,476,831,232 B in bf16); the largest parameter is the embedding,
+  // 131,072,000 x 2 B = 262,144,000 B.
+  // Adadelta keeps square_avg and acc_delta: 2 x 13,476,831,232 = 26,953,662,464 B. foreach: std and deltas, two lists
+  // of every parameter's size (26,953,662,464 B); for-loop: the two per parameter, 2 x 262,144,000 = 524,288,000 B.
+  // ASGD keeps ax: 13,476,831,232 B. foreach: one list (intermediate, deleted before the next); for-loop: none, since
+  // mu stays 1 until step t0 = 1e6 and the average is ax.copy_(param). Neither has a fused CUDA kernel.
+  training_states t = pure_bf16();
+  step_config s{};
+  struct row {
+    optimizer_kind kind;
+    std::int64_t states, foreach_bytes, forloop_bytes;
+  };
+  const row rows[] = {{optimizer_kind::adadelta, 26'953'662'464LL, 26'953'662'464LL, 524'288'000},
+                      {optimizer_kind::asgd, 13'476'831'232LL, 13'476'831'232LL, 0}};
+  for (const row& r : rows) {
+    INFO(name(r.kind));
+    t.optimizer.kind = r.kind;
+    CHECK(optimizer_state_bytes(t.optimizer, t.recipe, elements_of(6'738'415'616)) == bytes_of(r.states));
+    CHECK(pytorch_default_impl(r.kind) == optimizer_impl::foreach_kernels);
+    s.optimizer = optimizer_impl::foreach_kernels;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(r.foreach_bytes));
+    s.optimizer = optimizer_impl::forloop;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(r.forloop_bytes));
+    s.optimizer = optimizer_impl::fused;
+    CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("has no fused CUDA implementation"));
+  }
+  CHECK(parse_optimizer("adadelta") == optimizer_kind::adadelta);
+  CHECK(parse_optimizer("asgd") == optimizer_kind::asgd);
+}
+
 TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the loss", "[step]") {
   // Gemma2ForCausalLM: logits = tanh(logits / 30) * 30; tanh keeps its bf16 output, 2 B x 2048 tokens x 256,000 =
   // 1,048,576,000 B, alive at the end of forward and through the loss's backward.

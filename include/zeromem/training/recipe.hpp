@@ -71,7 +71,7 @@ inline precision parse_precision(std::string_view s) {
   return detail::parse_named(s, all, "precision");
 }
 
-enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad, nadam, radam, adamax };
+enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad, nadam, radam, adamax, adadelta, asgd };
 
 /// One row per optimizer: everything else (names, parsing, help, state bytes, reports, the step's temporaries)
 /// reads this table. A new optimizer is a value above and a row here.
@@ -128,6 +128,16 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // weight_decay is 0), then in place; _single_tensor_adamax's grad.abs() into torch.maximum(out=exp_inf).
     {optimizer_kind::adamax,       "adamax",       2,  "a moment and an infinity norm", 1, 1, false,
      "Kingma & Ba 2015, Adam, §7.1 (AdaMax); torch.optim.Adamax keeps exp_avg and exp_inf"},
+    // torch/optim/adadelta.py: square_avg and acc_delta; _multi_tensor_adadelta's std = torch._foreach_add(square_avgs,
+    // eps) and deltas = torch._foreach_add(acc_deltas, eps), both alive to the update; _single_tensor_adadelta's
+    // square_avg.add(eps).sqrt_() and acc_delta.add(eps).sqrt_() per parameter; no fused implementation.
+    {optimizer_kind::adadelta,     "adadelta",     2,  "a running mean of squared gradients and of squared updates", 2, 2, false,
+     "Zeiler 2012, ADADELTA: An Adaptive Learning Rate Method (arXiv 1212.5701), Alg. 1"},
+    // torch/optim/asgd.py: ax (the average; eta, mu and step are scalars); _multi_tensor_asgd's intermediate =
+    // torch._foreach_add(grads, params, alpha=lambd), deleted before torch._foreach_sub(params, axs); _single_tensor_asgd
+    // updates in place and, while mu is 1 (until step t0 = 1e6 by default), averages by ax.copy_(param): no temporary.
+    {optimizer_kind::asgd,         "asgd",         1,  "the averaged parameters", 1, 0, false,
+     "Polyak & Juditsky 1992, Acceleration of Stochastic Approximation by Averaging; torch.optim.ASGD keeps ax"},
 };
 // clang-format on
 
