@@ -142,7 +142,7 @@ TEST_CASE("bad input: one line on stderr and exit code 2", "[cli][errors]") {
       {"estimate", "--params", "7B", "--zero-stage", "x"},
       {"estimate", "--params", "7B", "--dp", "0"},
       {"estimate", "--params", "7B", "--precision", "fp64"},
-      {"estimate", "--params", "7B", "--optimizer", "adadelta"},
+      {"estimate", "--params", "7B", "--optimizer", "adabelief"},
       {"estimate", "--params", "7B", "--offload-optimizer", "disk"},
       {"estimate", "--params", "7B", "--fsdp", "FULL"},
       {"estimate", "--params", "7B", "--fsdp", "FULL_SHARD", "--zero-stage", "3"},
