@@ -680,6 +680,11 @@ TEST_CASE("estimate: without --optimizer-impl the optimizer's PyTorch default (A
   CHECK(adamw["inputs"]["optimizer_impl"] == "foreach");
   CHECK(adamw["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 4 * 1'543'714'304LL);
   check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "adafactor", "--optimizer-impl", "fused", "--seq-len", "1024"}});
+  // Without --seq-len there is no step: its kernel choices are refused rather than ignored (RMSprop has no fused
+  // kernel, which would otherwise go unnoticed).
+  check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "rmsprop", "--optimizer-impl", "fused"},
+                  {"estimate", "--params", "7B", "--optimizer-impl", "forloop"},
+                  {"estimate", "--model", "qwen2.5-1.5b", "--loss", "fused"}});
 }
 
 TEST_CASE("vllm --max-lora-rank: enable_lora's slots load with the weights, inside the budget", "[cli][vllm][lora]") {
