@@ -224,7 +224,7 @@ estimate_inputs to_inputs(const estimate_args& a) {
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");
   if ((a.ddp || a.gradient_as_bucket_view) && a.seq_len == 0)
     detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
-  if ((!a.optimizer_impl.empty() || a.loss != "hf") && a.seq_len == 0)
+  if ((!a.optimizer_impl.empty() || a.loss != name(loss_impl::hf)) && a.seq_len == 0)
     detail::fail("--optimizer-impl and --loss choose the step's kernels; add a model and --seq-len for the step's peak");
   if (a.seq_len != 0) set_step(a, in);
   return in;

@@ -43,18 +43,7 @@ constexpr std::string_view name(dtype d) {
   detail::fail("unknown dtype");
 }
 
-constexpr bytes_per_element size_of(dtype d) {
-  switch (d) {  // each width a constant, so that the call folds to one load where it is inlined
-    case dtype::fp32: return bits_per_element(32);
-    case dtype::bf16:
-    case dtype::fp16: return bits_per_element(16);
-    case dtype::fp8_e4m3:
-    case dtype::fp8_e5m2:
-    case dtype::int8: return bits_per_element(8);
-    case dtype::int4: return bits_per_element(4);
-  }
-  detail::fail("unknown dtype");
-}
+constexpr bytes_per_element size_of(dtype d) { return bits_per_element(bit_width(d)); }
 
 /// Parses a dtype name: the names above, plus PyTorch's spellings (float32, bfloat16, float16, half,
 /// float8_e4m3fn, float8_e5m2). Throws std::invalid_argument listing the accepted names.
