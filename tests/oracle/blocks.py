@@ -19,7 +19,11 @@ Two block types:
           separate q, k, v with biases and one input_layernorm feeding both parallel branches. family opt: OPT's layer
           (modeling_opt.py): separate q, k, v with q scaled before attention, no RoPE (learned positions), two
           LayerNorms in sequence, ReLU MLP. family starcoder2: StarCoder2's layer (modeling_starcoder2.py): Llama's
-          pre-norm layer with LayerNorms, separate q, k, v (GQA) with biases, full RoPE, a biased GELU MLP.
+          pre-norm layer with LayerNorms, separate q, k, v (GQA) with biases, full RoPE, a biased GELU MLP. family
+          stablelm: StableLM's layer (modeling_stablelm.py): LayerNorms, separate q, k, v (optional biases), o without
+          bias, partial RoPE, a SwiGLU MLP without biases, in parallel behind one norm or in sequence.
+  llama with olmo: OLMo's layer (modular_olmo.py): Llama's, every norm an OlmoLayerNorm (layer_norm over an fp32 copy,
+          no weight or bias), RoPE with fp32 tables rotating in fp32 and casting back.
 
 Saved tensors are counted once per storage (views share storage); parameters and the constant inputs built
 outside the block (RoPE tables, the causal mask) are left out: they are not activations of the layer.
@@ -136,6 +140,17 @@ class Olmo2RMSNorm(LlamaRMSNorm):
         return (self.weight * x).to(dtype)
 
 
+class OlmoLayerNorm(torch.nn.Module):
+    """transformers modular_olmo.py: LayerNorm without weight or bias over an fp32 copy of the input, cast back."""
+
+    def __init__(self, h):
+        super().__init__()
+        self.normalized_shape = (h,)
+
+    def forward(self, x):
+        return F.layer_norm(x.to(dtype=torch.float32), self.normalized_shape, None, None, eps=1e-5).to(x.dtype)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -150,14 +165,14 @@ def repeat_kv(x, n_rep):
 
 class LlamaBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
-                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None):
+                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None, olmo=False):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
         self.olmo2 = olmo2
         self.rope = rope  # SmolLM3Attention (modular_smollm3.py): NoPE layers skip apply_rotary_pos_emb
         self.rm = residual_multiplier  # GraniteDecoderLayer: residual + branch * residual_multiplier
         d = h // heads
-        norm = Olmo2RMSNorm if olmo2 else GemmaRMSNorm if gemma_norm else LlamaRMSNorm
+        norm = OlmoLayerNorm if olmo else Olmo2RMSNorm if olmo2 else GemmaRMSNorm if gemma_norm else LlamaRMSNorm
         # OLMo-2 (modeling_olmo2.py Olmo2DecoderLayer): no input_layernorm; q_norm and k_norm over the whole projections.
         self.norm1 = None if olmo2 else norm(h)
         # Qwen3 (transformers modeling_qwen3.py Qwen3Attention): q_norm and k_norm over each head's d values.
@@ -210,9 +225,9 @@ class LlamaBlock(torch.nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, s, self.kv, d).transpose(1, 2)
-        if self.rope:
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+        if self.rope:  # with OLMo's fp32 tables the products are fp32 and cast back (.to(q.dtype))
+            q = (q * cos + rotate_half(q) * sin).to(x.dtype)
+            k = (k * cos + rotate_half(k) * sin).to(x.dtype)
         if self.cache:
             empty = torch.zeros(b, self.kv, 0, d, dtype=k.dtype)
             k, v = torch.cat([empty, k], dim=-2), torch.cat([empty, v], dim=-2)
@@ -242,22 +257,28 @@ def gelu_new(x):
 
 class NeoXBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, act="gelu", dropout=0.0, separate=False,
-                 full_rope=False):
+                 full_rope=False, stablelm=False, qkv_bias=True):
         super().__init__()
         self.h, self.heads, self.kv, self.rotary, self.p, self.full_rope = h, heads, kv_heads, rotary, dropout, full_rope
-        self.parallel, self.shared, self.act, self.separate = parallel, shared, act, separate or shared
+        self.parallel, self.shared, self.act, self.separate = parallel, shared, act, separate or shared or stablelm
+        self.stablelm = stablelm
         d = h // heads
         self.ln1 = torch.nn.LayerNorm(h)
         self.ln2 = None if shared else torch.nn.LayerNorm(h)
-        if self.separate:  # Phi's and OPT's q_proj, k_proj, v_proj with biases
-            self.q = torch.nn.Linear(h, heads * d)
-            self.k = torch.nn.Linear(h, kv_heads * d)
-            self.v = torch.nn.Linear(h, kv_heads * d)
+        if self.separate:  # Phi's and OPT's q_proj, k_proj, v_proj with biases (StableLM's: use_qkv_bias)
+            self.q = torch.nn.Linear(h, heads * d, bias=qkv_bias)
+            self.k = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
+            self.v = torch.nn.Linear(h, kv_heads * d, bias=qkv_bias)
         else:  # GPT-NeoX: query_key_value
             self.qkv = torch.nn.Linear(h, 3 * h)
-        self.o = torch.nn.Linear(heads * d, h)  # GPT-NeoX's and Phi's `dense`
-        self.fc1 = torch.nn.Linear(h, ffn)      # dense_h_to_4h
-        self.fc2 = torch.nn.Linear(ffn, h)      # dense_4h_to_h
+        self.o = torch.nn.Linear(heads * d, h, bias=not stablelm)  # GPT-NeoX's and Phi's `dense`; StableLM's o_proj
+        if stablelm:  # StableLmMLP: gate_proj, up_proj, down_proj without bias, SiLU
+            self.gate = torch.nn.Linear(h, ffn, bias=False)
+            self.up = torch.nn.Linear(h, ffn, bias=False)
+            self.down = torch.nn.Linear(ffn, h, bias=False)
+        else:
+            self.fc1 = torch.nn.Linear(h, ffn)      # dense_h_to_4h
+            self.fc2 = torch.nn.Linear(ffn, h)      # dense_4h_to_h
 
     def core(self, q, k, v, mask):
         scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(q.shape[-1]))
@@ -268,6 +289,8 @@ class NeoXBlock(torch.nn.Module):
         return torch.matmul(probs, v)
 
     def mlp(self, y):
+        if self.stablelm:
+            return self.down(F.silu(self.gate(y)) * self.up(y))
         z = self.fc1(y)
         z = gelu_new(z) if self.act == "gelu_new" else F.relu(z) if self.act == "relu" else F.gelu(z)
         z = self.fc2(z)
@@ -346,7 +369,8 @@ def neox_block(cfg):
     family = cfg.get("family")
     act = "relu" if family == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu"
     return NeoXBlock(cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["rotary"], cfg["parallel"], cfg["shared"],
-                     act, cfg["dropout"], family in ("opt", "starcoder2"), family == "starcoder2")
+                     act, cfg["dropout"], family in ("opt", "starcoder2"), family == "starcoder2", family == "stablelm",
+                     cfg.get("qkv_bias", True))
 
 
 def measure_layer(kind, cfg, dtype=torch.bfloat16):
@@ -361,7 +385,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
                            cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False),
-                           not cfg.get("nope", False), 0.22 if cfg.get("granite") else None).to(dtype)
+                           not cfg.get("nope", False), 0.22 if cfg.get("granite") else None, cfg.get("olmo", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
@@ -372,7 +396,9 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
     if kind == "gpt":
         layer = lambda x_: block(x_, mask, selective)
     else:
-        cos, sin = rope_tables(b, s, (cfg["rotary"] or 2) if kind == "neox" else h // cfg["heads"], dtype)
+        # OLMo's OlmoRotaryEmbedding keeps its tables in fp32.
+        cos, sin = rope_tables(b, s, (cfg["rotary"] or 2) if kind == "neox" else h // cfg["heads"],
+                               torch.float32 if cfg.get("olmo") else dtype)
         constants += [cos, sin]
         layer = lambda x_: block(x_, mask, cos, sin, selective)
     # Full recompute: checkpoint the whole layer, which keeps only its input.
@@ -396,14 +422,20 @@ def count_model_parameters(kind, cfg):
         blocks = [neox_block(cfg) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"] + 2, h),
                                      torch.nn.LayerNorm(h)])
+    elif kind == "neox" and cfg.get("family") == "stablelm":  # a final LayerNorm, an untied lm_head without bias
+        blocks = [neox_block(cfg) for _ in range(layers)]
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h), torch.nn.Linear(h, v, bias=False)])
     elif kind == "neox":  # untied embed_out (Phi's lm_head with a bias), a final LayerNorm
         blocks = [neox_block(cfg) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h),
                                      torch.nn.Linear(h, v, bias=cfg["lm_head_bias"])])
     else:
+        olmo = cfg.get("olmo", False)
         blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
-                             cfg.get("fused", False), sandwich=cfg.get("sandwich", False), olmo2=cfg.get("olmo2", False))
+                             cfg.get("fused", False), sandwich=cfg.get("sandwich", False), olmo2=cfg.get("olmo2", False),
+                             olmo=olmo)
                   for _ in range(layers)]
-        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), LlamaRMSNorm(h), torch.nn.Linear(h, v, bias=False)])
+        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), OlmoLayerNorm(h) if olmo else LlamaRMSNorm(h),
+                                     torch.nn.Linear(h, v, bias=False)])
     model = torch.nn.ModuleList(blocks + [extra])
     return sum(p.numel() for p in model.parameters())

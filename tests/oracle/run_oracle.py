@@ -1,4 +1,5 @@
-"""The PyTorch oracle: random GPT-style, Llama-style (OLMo-2, Granite and SmolLM3's NoPE layers among them) and GPT-NeoX/Phi/OPT/StarCoder2-style configurations, a third of them frozen with LoRA adapters,
+"""The PyTorch oracle: random GPT-style, Llama-style (OLMo, OLMo-2, Granite and SmolLM3's NoPE layers among them) and
+GPT-NeoX/Phi/OPT/StarCoder2/StableLM-style configurations, a third of them frozen with LoRA adapters,
 each measured with autograd's saved tensors (blocks.py) and predicted by `zeromem estimate --json`. Parameter counts must match exactly and
 per-layer activation bytes within 1%.
 
@@ -29,6 +30,13 @@ def zeromem(binary, kind, cfg, layers, vocab):
     elif kind == "neox" and cfg["family"] == "opt":
         args += ["--mlp", "relu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"] + 2),
                  "--dropout", str(cfg["dropout"]), "--implementation", "hf", "--attention", "eager"]
+    elif kind == "neox" and cfg["family"] == "stablelm":
+        args += ["--mlp", "swiglu", "--norm", "layernorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf",
+                 "--attention", "eager"]
+        if cfg["qkv_bias"]:
+            args.append("--qkv-bias")
+        if cfg["parallel"]:
+            args += ["--parallel-residual", "--shared-layer-norm"]
     elif kind == "neox":
         args += ["--mlp", "gelu", "--norm", "layernorm", "--kv-heads", str(cfg["kv_heads"]), "--dropout", str(cfg["dropout"]),
                  "--implementation", "hf", "--attention", "eager"]
@@ -38,7 +46,8 @@ def zeromem(binary, kind, cfg, layers, vocab):
         if cfg["gelu_new"]:
             args.append("--gelu-new")
     else:
-        args += ["--mlp", "swiglu", "--norm", "rmsnorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
+        norm = ["layernorm", "--no-norm-weights", "--norm-input-fp32", "--rope-fp32"] if cfg.get("olmo") else ["rmsnorm"]
+        args += ["--mlp", "swiglu", "--norm", *norm, "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
         if cfg["qkv_bias"]:
             args.append("--qkv-bias")
         if cfg.get("qk_norm"):
@@ -95,6 +104,10 @@ def random_config(rng, kind):
         elif rng.random() < 0.3:  # StarCoder2: separate q, k, v with GQA, full RoPE, norms in sequence, biased GELU MLP
             cfg.update(family="starcoder2", shared=False, parallel=False, lm_head_bias=False, rotary=d,
                        kv_heads=rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0]))
+        elif rng.random() < 0.35:  # StableLM: separate q, k, v (MHA), partial RoPE, SwiGLU, parallel behind one norm or not
+            parallel = rng.random() < 0.4
+            cfg.update(family="stablelm", shared=parallel, parallel=parallel, kv_heads=heads, lm_head_bias=False,
+                       gelu_new=False, dropout=0.0, qkv_bias=rng.random() < 0.5)
     else:
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["ffn"] = rng.randint(8, 512)
@@ -109,10 +122,13 @@ def random_config(rng, kind):
             cfg.update(olmo2=True, qk_norm=False, fused=False, gemma_norm=False, sandwich=False)
         cfg["nope"] = rng.random() < 0.2  # SmolLM3's NoPE layer: no rotation (zeromem: --nope-period 1, every layer)
         cfg["granite"] = not cfg.get("olmo2") and not cfg["sandwich"] and rng.random() < 0.2  # Granite's residual_multiplier
+        if not cfg.get("olmo2") and rng.random() < 0.2:  # OLMo's OlmoLayerNorm (fp32 copy, no weights) and fp32 RoPE tables
+            cfg.update(olmo=True, qkv_bias=False, qk_norm=False, fused=False, gemma_norm=False, sandwich=False)
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if kind == "neox":
-            names = (["q", "k", "v"] if cfg["family"] != "neox" else ["qkv"]) + ["o", "fc1", "fc2"]  # starcoder2's c_fc, c_proj
+            names = (["q", "k", "v"] if cfg["family"] != "neox" else ["qkv"]) + ["o"]
+            names += ["gate", "up", "down"] if cfg["family"] == "stablelm" else ["fc1", "fc2"]  # starcoder2's c_fc, c_proj
         elif cfg.get("fused"):
             names = ["qkv", "o", "gate_up", "down"]
         else:

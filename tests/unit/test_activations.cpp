@@ -526,6 +526,53 @@ TEST_CASE("OLMo-2's post-norms and whole-projection q_norm / k_norm", "[activati
   CHECK_THROWS_WITH(layer_activation_bytes(olmo, c), Catch::Matchers::Contains("use tp 1"));
 }
 
+TEST_CASE("OLMo's OlmoLayerNorm keeps an fp32 copy of its input", "[activations]") {
+  // OLMo-1B-hf (hidden 2048, 16 heads of 128, 16 KV heads, intermediate 8192), s = 2048, b = 1, bf16, SDPA, use_cache
+  // true. sbh = 4,194,304; 2sbh = 8,388,608. Each OlmoLayerNorm runs F.layer_norm on x.to(torch.float32): it keeps that
+  // fp32 copy, 4 x 4,194,304 = 16,777,216, and fp32 mean and rstd, 2 x 4 x 2048 = 16,384: 16,793,600, twice. q, k, v
+  // keep the cast-back output, 8,388,608; Q and K after RoPE and the cache's V, 3 x 8,388,608; log-sum-exp 4 x 16 x 2048
+  // = 131,072; o_proj's input 8,388,608; gate and up's input 8,388,608; SwiGLU's four tensors 4 x 2 x 2048 x 8192 =
+  // 134,217,728. 2 x 16,793,600 + 6 x 8,388,608 + 131,072 + 134,217,728 = 218,267,648 B.
+  activation_config c = hf_sdpa(2048);
+  const transformer_config olmo = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/olmo-1b-hf.json");
+  const layer_activations l = layer_activation_bytes(olmo, c);
+  CHECK(l.attention_norm.count() == 16'793'600);
+  CHECK(l.mlp_norm.count() == 16'793'600);
+  CHECK(l.attention_input.count() == 8'388'608);
+  CHECK(l.total().count() == 218'267'648);
+  // The final norm is an OlmoLayerNorm too (16,793,600), beside lm_head's input (8,388,608).
+  CHECK(first_stage_activations(olmo, c).output_layer.count() == 16'793'600 + 8'388'608);
+  // A LayerNorm on the bf16 input keeps that input instead: 2 B a value, 2 x 8,388,608 less over the two norms.
+  transformer_config bf16_norm = olmo;
+  bf16_norm.norm_input_fp32 = false;
+  CHECK((l.total() - layer_activation_bytes(bf16_norm, c).total()).count() == 2 * 8'388'608);
+  // Under autocast the residual stream is already fp32: the same fp32 input either way.
+  c.autocast = true;
+  CHECK(layer_activation_bytes(olmo, c).attention_norm == layer_activation_bytes(bf16_norm, c).attention_norm);
+  // The fp32 copy is OLMo's norm; a norm other than a LayerNorm is refused.
+  transformer_config rms = olmo;
+  rms.norm = norm_kind::rmsnorm;
+  CHECK_THROWS_WITH(validate(rms), Catch::Matchers::Contains("pass norm layernorm"));
+}
+
+TEST_CASE("StableLM's LayerNorm layer with a SwiGLU MLP, in sequence or in parallel", "[activations]") {
+  // stablelm-2-1_6b (hidden 2048, 32 heads of 64, 32 KV heads, intermediate 5632, qkv biases), s = 2048, b = 1, bf16,
+  // SDPA, use_cache true. sbh = 4,194,304; 2sbh = 8,388,608. Two LayerNorms, each its bf16 input and fp32 mean and rstd:
+  // 2 x (8,388,608 + 16,384); the q, k, v input, o_proj's input and gate / up's input 3 x 8,388,608; Q and K after the
+  // partial RoPE (torch.cat of the rotated and passed parts) and the cache's V 3 x 8,388,608; log-sum-exp 4 x 32 x 2048
+  // = 262,144; SwiGLU's four tensors 4 x 2 x 2048 x 5632 = 92,274,688. 16,809,984 + 50,331,648 + 262,144 + 92,274,688 =
+  // 159,678,464 B. With use_parallel_residual one norm feeds both branches and q, k, v, gate and up read one tensor:
+  // 8,404,992 + 5 x 8,388,608 + 262,144 + 92,274,688 = 142,884,864 B.
+  const activation_config c = hf_sdpa(2048);
+  transformer_config slm = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/stablelm-2-1.6b.json");
+  CHECK(layer_activation_bytes(slm, c).total().count() == 159'678'464);
+  slm.parallel_residual = slm.shared_layer_norm = true;
+  const layer_activations parallel = layer_activation_bytes(slm, c);
+  CHECK(parallel.mlp_norm.count() == 0);
+  CHECK(parallel.mlp_input.count() == 0);
+  CHECK(parallel.total().count() == 142'884'864);
+}
+
 TEST_CASE("StarCoder2's pre-norm LayerNorm layer with GQA and a biased GELU MLP", "[activations]") {
   // Starcoder2Config's default shape (hidden 3072, 24 heads and 2 KV heads of 128, intermediate 12288), s = 2048, b = 1,
   // bf16, SDPA, use_cache true, no dropout. sbh = 6,291,456; 2sbh = 12,582,912. Two LayerNorms, each its input and fp32

@@ -770,3 +770,24 @@ TEST_CASE("estimate applies config.json's dropouts unless --dropout replaces the
   CHECK(with["activations"]["per_layer_bytes"].get<std::int64_t>() - without["activations"]["per_layer_bytes"].get<std::int64_t>() ==
         37'748'736 + 1'572'864);
 }
+
+TEST_CASE("OLMo's norms by flags match its config.json", "[cli]") {
+  // OLMo-1B-hf described by flags (--no-norm-weights --norm-input-fp32 --rope-fp32) and read from config.json give the
+  // same model: 1,176,764,416 parameters (test_model.cpp) and 218,267,648 B a layer at 2048 tokens (test_activations.cpp).
+  const std::vector<std::string> shape = {"--seq-len", "2048", "--attention", "sdpa", "--precision", "bf16"};
+  std::vector<std::string> by_flags = {"estimate", "--json", "--hidden", "2048", "--layers", "16", "--heads", "16", "--ffn", "8192",
+                                       "--vocab", "50304", "--tied-embeddings", "--norm", "layernorm", "--no-norm-weights",
+                                       "--norm-input-fp32", "--rope-fp32", "--use-cache"};
+  std::vector<std::string> by_file = {"estimate", "--json", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/olmo-1b-hf.json"};
+  by_flags.insert(by_flags.end(), shape.begin(), shape.end());
+  by_file.insert(by_file.end(), shape.begin(), shape.end());
+  const auto flags = run_json(by_flags), file = run_json(by_file);
+  CHECK(flags["model"]["params"] == 1'176'764'416LL);
+  CHECK(file["model"]["params"] == 1'176'764'416LL);
+  CHECK(flags["activations"]["per_layer_bytes"] == 218'267'648LL);
+  CHECK(file["activations"]["per_layer_bytes"] == 218'267'648LL);
+  CHECK(flags["per_gpu"]["peak_bytes"] == file["per_gpu"]["peak_bytes"]);
+  // An fp32-input norm is a LayerNorm: with RMSNorm it is refused in one line.
+  check_rejected({{"estimate", "--hidden", "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--vocab", "100", "--norm", "rmsnorm",
+                   "--norm-input-fp32"}});
+}

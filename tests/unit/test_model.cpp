@@ -485,6 +485,70 @@ TEST_CASE("OPT's parameters, written out", "[model][hf]") {
   CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "activation_function": "gelu"})"),
                     Catch::Matchers::Contains(R"(field 'activation_function' must be "relu" for model_type 'opt', got '"gelu"')"));
   CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "layerdrop": 0.1})"), Catch::Matchers::Contains("layerdrop > 0"));
+  // layer_norm_elementwise_affine false: nn.LayerNorm(elementwise_affine=False) holds no weight or bias. OPT-1.3B loses
+  // its two norms a layer, 24 x 2 x 2 x 2048 = 196,608, and the final norm's 4,096: 1,315,557,376.
+  transformer_config plain = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
+  CHECK(plain.norm_affine);
+  plain.norm_affine = false;
+  CHECK(count_parameters(plain).total.count() == 1'315'557'376LL);
+  CHECK(count_parameters(plain).norms.count() == 0);
+  CHECK_FALSE(parse_hf_config(opt + R"(, "layer_norm_elementwise_affine": false})").norm_affine);
+}
+
+TEST_CASE("OLMo's and StableLM's parameters, written out", "[model][hf]") {
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  // allenai/OLMo-1B-hf (OLMo paper, Groeneveld et al. 2024, arXiv 2402.00838 Table 1: 2048 wide, 16 layers, 16 heads,
+  // weight tying): hidden 2048, intermediate 8192, vocab 50304, tied, attention_bias false. OlmoLayerNorm holds no
+  // parameters. q, k, v, o 4 x 2048^2 = 16,777,216; SwiGLU 3 x 2048 x 8192 = 50,331,648: 67,108,864 a layer; x 16 =
+  // 1,073,741,824; the tied embedding 50304 x 2048 = 103,022,592: 1,176,764,416 ("1B").
+  const transformer_config olmo = read_hf_config(dir + "olmo-1b-hf.json");
+  CHECK(olmo.norm == norm_kind::layernorm);
+  CHECK_FALSE(olmo.norm_affine);
+  CHECK(olmo.norm_input_fp32);
+  CHECK(olmo.rope_fp32);
+  CHECK(olmo.tied_embeddings);
+  CHECK(olmo.use_cache);
+  CHECK_FALSE(olmo.qkv_bias);
+  const parameter_counts oc = count_parameters(olmo);
+  CHECK(oc.layer.count() == 67'108'864);
+  CHECK(oc.norms.count() == 0);
+  CHECK(oc.final_norm.count() == 0);
+  CHECK(oc.total.count() == 1'176'764'416LL);
+  // OLMo-7B-hf's shape (4096 wide, 32 layers, 11008 MLP, untied): 4 x 4096^2 + 3 x 4096 x 11008 = 202,375,168 a layer;
+  // x 32 = 6,476,005,376; embed_tokens and lm_head 2 x 50304 x 4096 = 412,090,368: 6,888,095,744.
+  const std::string olmo7b = R"({"model_type": "olmo", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "intermediate_size": 11008, "vocab_size": 50304)";
+  CHECK(count_parameters(parse_hf_config(olmo7b + "}")).total.count() == 6'888'095'744LL);
+  CHECK(parse_hf_config(olmo7b + R"(, "clip_qkv": null})").norm_input_fp32);
+  CHECK_THROWS_WITH(parse_hf_config(olmo7b + R"(, "clip_qkv": 8.0})"), Catch::Matchers::Contains("clip_qkv"));
+  // stabilityai/stablelm-2-1_6b: hidden 2048, 24 layers, 32 heads and 32 KV heads, intermediate 5632, vocab 100352,
+  // use_qkv_bias, untied. q, k, v 3 x (2048^2 + 2048) = 12,589,056; o_proj 2048^2 = 4,194,304; SwiGLU 3 x 2048 x 5632 =
+  // 34,603,008; two LayerNorms 2 x 2 x 2048 = 8,192: 51,394,560 a layer; x 24 = 1,233,469,440; embed_tokens and lm_head
+  // 2 x 100352 x 2048 = 411,041,792; the final LayerNorm 4,096: 1,644,515,328.
+  const transformer_config slm = read_hf_config(dir + "stablelm-2-1.6b.json");
+  CHECK(slm.norm == norm_kind::layernorm);
+  CHECK(slm.mlp == mlp_kind::swiglu);
+  CHECK(slm.qkv_bias);
+  CHECK_FALSE(slm.attention_out_bias);
+  CHECK_FALSE(slm.parallel_residual);
+  CHECK(slm.head_size() == 64);
+  const parameter_counts sc = count_parameters(slm);
+  CHECK(sc.layer.count() == 51'394'560);
+  CHECK(sc.total.count() == 1'644'515'328LL);
+  // use_parallel_residual: one input_layernorm feeds both branches (StableLmDecoderLayer: post_attention_layernorm None).
+  const std::string stablelm = R"({"model_type": "stablelm", "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32,
+    "intermediate_size": 5632, "vocab_size": 100352, "use_qkv_bias": true)";
+  const transformer_config parallel = parse_hf_config(stablelm + R"(, "use_parallel_residual": true})");
+  CHECK(parallel.parallel_residual);
+  CHECK(parallel.shared_layer_norm);
+  CHECK(count_parameters(parallel).layer.count() == 51'394'560 - 4'096);
+  // StableLmConfig's num_key_value_heads defaults to 32 whatever the heads; GQA, qk_layernorm and hidden_dropout are
+  // refused by key.
+  CHECK(parse_hf_config(stablelm + "}").kv_heads == 32);
+  CHECK_THROWS_WITH(parse_hf_config(stablelm + R"(, "num_key_value_heads": 8})"), Catch::Matchers::Contains("num_key_value_heads"));
+  CHECK_THROWS_WITH(parse_hf_config(stablelm + R"(, "qk_layernorm": true})"), Catch::Matchers::Contains("qk_layernorm true"));
+  CHECK_THROWS_WITH(parse_hf_config(stablelm + R"(, "hidden_dropout": 0.1})"), Catch::Matchers::Contains("hidden_dropout > 0"));
+  CHECK_THROWS_WITH(parse_hf_config(stablelm + R"(, "hidden_act": "gelu_new"})"), Catch::Matchers::Contains("hidden_act"));
 }
 
 TEST_CASE("OLMo-2's parameters, written out", "[model][hf][published]") {

@@ -114,6 +114,10 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "q_norm / k_norm over the whole q and k projections, not each head (OLMo-2); with --qk-norm"));
     shape.push_back(app.add_flag("--norm-weight-fp32", f.norm_weight_fp32,
                                  "RMSNorm multiplies by its weight in fp32 before its cast (OLMo-2's Olmo2RMSNorm)"));
+    shape.push_back(app.add_flag("--no-norm-weights", f.no_norm_weights,
+                                 "the layer norms and the final norm have no weight or bias (OLMo's OlmoLayerNorm)"));
+    shape.push_back(app.add_flag("--norm-input-fp32", f.norm_input_fp32,
+                                 "LayerNorm over an fp32 copy of its input, cast back (OLMo's OlmoLayerNorm); with --norm layernorm"));
     shape.push_back(app.add_flag("--post-norms", f.post_norms,
                                  "no norm before attention or the MLP, one over each branch's output, two a layer (OLMo-2)"));
     shape.push_back(app.add_flag("--rope-fp32", f.rope_fp32,
@@ -192,6 +196,8 @@ transformer_config model_of(const model_flags& f) {
   m.qk_norm_whole = f.qk_norm_whole;
   m.norm_weight_fp32 = f.norm_weight_fp32;
   m.post_norms = f.post_norms;
+  m.norm_affine = !f.no_norm_weights;
+  m.norm_input_fp32 = f.norm_input_fp32;
   m.rope_fp32 = f.rope_fp32;
   m.nope_period = f.nope_period;
   m.scaled_residual = f.scaled_residual;

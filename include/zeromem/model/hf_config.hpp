@@ -21,8 +21,8 @@ namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
-    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo2, olmo3, smollm3, granite, "
-    "starcoder2, gpt_neox, opt, gpt2";
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo, olmo2, olmo3, smollm3, "
+    "granite, stablelm, starcoder2, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
 
@@ -342,6 +342,38 @@ inline transformer_config parse_hf_config(const std::string& text) {
       m.vision.gated_mlp = false;
       m.vision.norm = norm_kind::layernorm;
     }
+  } else if (type == "olmo") {
+    // OlmoConfig / modular_olmo.py (OLMo-1B-hf, OLMo-7B-hf): LlamaAttention (attention_bias on q, k, v and o, default
+    // false) and LlamaMLP without bias in Llama's pre-norm layer, every norm an OlmoLayerNorm (F.layer_norm over
+    // x.to(torch.float32) without weight or bias, cast back), OlmoRotaryEmbedding's fp32 tables, untied by default.
+    // clip_qkv clamps q, k and v in place (clamp_), which is not modelled.
+    m = llama_like(j, type, false);
+    m.mlp_bias = false;
+    m.norm = norm_kind::layernorm;
+    m.norm_affine = false;
+    m.norm_input_fp32 = m.rope_fp32 = true;
+    if (find(j, "clip_qkv") != nullptr) fail_config("clip_qkv (q, k and v clamped in place) is not modelled for model_type 'olmo'; set it null");
+  } else if (type == "stablelm") {
+    // StableLmConfig / modeling_stablelm.py (stablelm-3b-4e1t, stablelm-2-1_6b, stablelm-zephyr-3b): q_proj, k_proj,
+    // v_proj with use_qkv_bias (default false), o_proj without bias, StableLmMLP (Mistral's gate / up / down without
+    // bias, hidden_act silu), nn.LayerNorm with weight and bias before attention and before the MLP, or one
+    // input_layernorm feeding both when use_parallel_residual (default false); RoPE on partial_rotary_factor of each head
+    // (rotated and passed parts concatenated: what autograd keeps does not depend on the fraction); untied by default.
+    // hidden_dropout drops the MLP branch only, qk_layernorm normalises each head with its own LayerNorm, and the
+    // attention of that modeling file repeats K and V to every head before SDPA: none of these is modelled.
+    m = llama_like(j, type, false);
+    m.head_dim = 0;  // StableLmAttention: hidden_size // num_attention_heads
+    m.kv_heads = integer_or(j, "num_key_value_heads", 32, type);  // StableLmConfig's default, whatever the heads
+    m.qkv_bias = boolean_or(j, "use_qkv_bias", false);
+    m.attention_out_bias = m.mlp_bias = false;
+    m.norm = norm_kind::layernorm;
+    m.parallel_residual = m.shared_layer_norm = boolean_or(j, "use_parallel_residual", false);
+    if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (a LayerNorm per head on q and k) is not modelled for model_type 'stablelm'; set it false");
+    if (probability_or(j, "hidden_dropout", 0.0) > 0.0)
+      fail_config("hidden_dropout > 0 (dropout on the MLP branch only) is not modelled for model_type 'stablelm'; set it 0");
+    if (m.kv_heads != m.heads)
+      fail_config("num_key_value_heads below num_attention_heads is not modelled for model_type 'stablelm' (its attention repeats K and V "
+                  "before SDPA); pass as many key/value heads as heads");
   } else if (type == "olmo2" || type == "olmo3") {
     // Olmo2Config / modeling_olmo2.py: OlmoAttention's q_proj, k_proj, v_proj, o_proj (attention_bias on all four,
     // default false), Olmo2Attention's q_norm and k_norm over the whole projections, LlamaMLP's gate / up / down without
@@ -448,8 +480,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
       fail_config("do_layer_norm_before false (OPT-350M's norms after each branch) is not modelled; zeromem models the pre-norm OPT layers");
     if (integer_or(j, "word_embed_proj_dim", m.hidden, type) != m.hidden)
       fail_config("word_embed_proj_dim other than hidden_size (OPT-350M's project_in / project_out) is not modelled");
-    if (!boolean_or(j, "layer_norm_elementwise_affine", true))
-      fail_config("layer_norm_elementwise_affine false (LayerNorms without weights) is not modelled; set it true");
+    m.norm_affine = boolean_or(j, "layer_norm_elementwise_affine", true);  // false: LayerNorms without weight or bias
     if (boolean_or(j, "_remove_final_layer_norm", false)) fail_config("_remove_final_layer_norm true is not modelled; set it false");
     if (probability_or(j, "layerdrop", 0.0) > 0.0)
       fail_config("layerdrop > 0 (layers skipped at random in training) is not modelled; the peak is a step that runs them all, set it 0");

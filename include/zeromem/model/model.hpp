@@ -97,6 +97,12 @@ struct transformer_config {
   /// fp32 before the cast, so autograd keeps the normalised tensor in fp32 (and no (1 + weight) vector: Gemma's is
   /// norm_scale_fp32). The same norm serves q_norm / k_norm when qk_norm is set.
   bool norm_weight_fp32 = false;
+  /// The layer norms and the final norm carry a weight (LayerNorm: and a bias). false: no parameters (OLMo's
+  /// OlmoLayerNorm, modeling_olmo.py; OPT's layer_norm_elementwise_affine false); autograd keeps the same tensors.
+  bool norm_affine = true;
+  /// OLMo's OlmoLayerNorm (modular_olmo.py): F.layer_norm(x.to(torch.float32), ...).to(orig_dtype), so autograd keeps the
+  /// fp32 copy of the input and fp32 statistics rather than the 16-bit input.
+  bool norm_input_fp32 = false;
   /// GemmaModel multiplies the embedding output by sqrt(hidden) into a new tensor (modeling_gemma.py); autograd keeps
   /// only the 0-dimensional factor, but without autograd both tensors are alive through the layers (forward.hpp).
   bool scaled_embedding = false;
@@ -169,6 +175,8 @@ constexpr void validate(const transformer_config& m) {
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
   if (m.norm_weight_fp32 && (m.norm != norm_kind::rmsnorm || m.norm_scale_fp32))
     detail::fail("a norm that multiplies its weight in fp32 (OLMo-2's) is an RMSNorm without Gemma's (1 + weight); pass norm rmsnorm only");
+  if (m.norm_input_fp32 && m.norm != norm_kind::layernorm)
+    detail::fail("a norm over an fp32 copy of its input (OLMo's OlmoLayerNorm) is a LayerNorm; pass norm layernorm");
   if (m.nope_period < 0 || (m.nope_period > 0 && m.positions != position_kind::rope))
     detail::fail_value("layers without RoPE need rotary positions and a period >= 1", m.nope_period,
                        "pass 0 when every layer rotates");
@@ -333,8 +341,10 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   }
   if (moe) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
   // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches; OLMo-2: the two post-branch norms only.
-  norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
-  norm(module_group::final_norm, m.norm, h, 1);
+  if (m.norm_affine) {  // OlmoLayerNorm holds no parameters
+    norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
+    norm(module_group::final_norm, m.norm, h, 1);
+  }
   if (!m.tied_embeddings) f(module_shape{module_group::lm_head, lora_module::none, false, true, m.vocab, h, 1, m.lm_head_bias ? m.vocab : 0, 1});
   // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of norm1, qkv (3C),
   // proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).

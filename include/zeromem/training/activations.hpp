@@ -249,9 +249,11 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   // LayerNorm's mean and rstd, RMSNorm's rstd (fp32 on CUDA; HF's RMSNorm computes rstd in fp32 everywhere; autocast
   // runs layer_norm in fp32); the paper counts none.
+  // OLMo's OlmoLayerNorm normalises an fp32 copy of its input (modular_olmo.py): the copy and fp32 statistics are kept.
+  const bool fp32_layernorm = c.impl == implementation::hf && m.norm_input_fp32;
   const auto norm_statistics = [&]() -> std::int64_t {
     if (c.impl == implementation::paper) return 0;
-    return checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb, m.norm == norm_kind::rmsnorm || c.autocast ? 4 : stat);
+    return checked_product(m.norm == norm_kind::layernorm ? 2 : 1, sb, m.norm == norm_kind::rmsnorm || c.autocast || fp32_layernorm ? 4 : stat);
   };
   const auto norm_saved = [&]() -> std::int64_t {
     // transformers' RMSNorm (hf_rmsnorm_saved): 4sbh + a sbh + 4sb for Llama's. Under autocast x is already fp32
@@ -259,7 +261,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     if (c.impl == implementation::hf && m.norm == norm_kind::rmsnorm)
       return detail::hf_rmsnorm_saved(m, c.torch_major, sb, h, c.autocast ? 4 : a, frozen);
     // A norm keeps its input (2sbh in the paper's LayerNorm term) and, outside the paper, its statistics.
-    return checked_sum(c.autocast ? checked_product(4, sbh) : a_sbh, norm_statistics());
+    return checked_sum(c.autocast || fp32_layernorm ? checked_product(4, sbh) : a_sbh, norm_statistics());
   };
 
   // Each result is built whole (a return of all terms) rather than cleared and filled: clearing costs more
@@ -478,9 +480,11 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     // Frozen (LoRA; a frozen tied embedding), the final norm's weight multiply and lm_head keep no input.
     const bool frozen_norm = adapt.lora_enabled(), frozen_head = frozen_norm || (adapt.freeze_embeddings && m.tied_embeddings);
     // A final LayerNorm outside the paper also keeps its mean and rstd (fp32 on CUDA and under autocast), as a layer's.
-    const std::int64_t residual = c.autocast ? checked_product(4, sbh) : checked_product(a, sbh);
+    // OLMo's final OlmoLayerNorm keeps an fp32 copy of its input and fp32 statistics (modular_olmo.py OlmoModel.norm).
+    const bool fp32_input = c.autocast || (c.impl == implementation::hf && m.norm_input_fp32);
+    const std::int64_t residual = fp32_input ? checked_product(4, sbh) : checked_product(a, sbh);
     const std::int64_t layer_norm_stats =
-        c.impl == implementation::paper ? 0 : checked_product(2, sb, c.device == device_kind::cpu && !c.autocast ? a : 4);
+        c.impl == implementation::paper ? 0 : checked_product(2, sb, c.device == device_kind::cpu && !fp32_input ? a : 4);
     const std::int64_t final_norm = c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
                                         ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, m.hidden, c.autocast ? 4 : a, frozen_norm)
                                         : checked_sum(residual, m.norm == norm_kind::layernorm ? layer_norm_stats : 0);
