@@ -599,3 +599,28 @@ TEST_CASE("Granite's scalar multipliers keep nothing for backward", "[activation
   CHECK(layer_activation_bytes(granite, c).total() == layer_activation_bytes(llama, c).total());
   CHECK(layer_activation_bytes(granite, c).total().count() > 0);
 }
+
+TEST_CASE("a sequence longer than the learned positions is refused", "[bad-input]") {
+  // GPT2Model looks up wpe(position_ids) for positions 0 .. s - 1: n_positions 1024 rows allow 1024 tokens.
+  // OPTLearnedPositionalEmbedding holds max_position_embeddings + 2 rows and adds 2 to every position: 2048 tokens.
+  const transformer_config gpt2 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json");
+  const transformer_config opt = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
+  CHECK(opt.position_offset == 2);
+  activation_config c{};
+  c.seq_len = 1024;
+  CHECK_NOTHROW(validate(c, gpt2));
+  c.seq_len = 1025;
+  CHECK_THROWS_WITH(validate(c, gpt2), "zeromem: the sequence is longer than the model's 1024 learned positions, got 1025 tokens; use "
+                                       "at most 1024 (config.json n_positions / max_position_embeddings)");
+  c.seq_len = 2048;
+  CHECK_NOTHROW(validate(c, opt));
+  c.seq_len = 2049;
+  CHECK_THROWS_WITH(validate(c, opt), Catch::Matchers::Contains("2048 learned positions, got 2049 tokens"));
+  // RoPE has no table: any length is a length.
+  c.seq_len = 1 << 20;
+  CHECK_NOTHROW(validate(c, read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/qwen2.5-1.5b.json")));
+  // The offset itself is checked.
+  transformer_config bad = gpt2;
+  bad.position_offset = bad.max_positions;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("pass 0 (OPT: 2)"));
+}

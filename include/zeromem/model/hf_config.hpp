@@ -466,6 +466,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.ffn = integer(j, "ffn_dim", type);
     m.vocab = integer(j, "vocab_size", type);
     m.max_positions = detail::checked_add(integer(j, "max_position_embeddings", type), 2, "max_position_embeddings + 2");
+    m.position_offset = 2;
     m.positions = position_kind::learned;
     m.norm = norm_kind::layernorm;
     m.mlp = mlp_kind::relu;

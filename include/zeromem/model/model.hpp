@@ -55,7 +55,10 @@ struct transformer_config {
   mlp_kind mlp = mlp_kind::swiglu;
   norm_kind norm = norm_kind::rmsnorm;
   position_kind positions = position_kind::rope;
-  std::int64_t max_positions = 0;  // learned position embeddings only
+  std::int64_t max_positions = 0;  // learned position embeddings only: rows of the table
+  /// Rows of the learned table before position 0 (OPTLearnedPositionalEmbedding adds an offset of 2): a sequence may be
+  /// max_positions - position_offset tokens long.
+  std::int64_t position_offset = 0;
   bool qkv_bias = false;
   bool attention_out_bias = false;
   bool mlp_bias = false;
@@ -163,6 +166,8 @@ constexpr void validate(const transformer_config& m) {
     detail::fail_value("the heads must be a multiple of the key/value heads", m.kv_heads,
                        "use kv_heads = heads (MHA), a divisor of heads (GQA) or 1 (MQA)");
   if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
+  if (m.position_offset < 0 || (m.positions == position_kind::learned && m.position_offset >= m.max_positions))
+    detail::fail_value("the learned positions' offset must be >= 0 and below max_positions", m.position_offset, "pass 0 (OPT: 2)");
   for (const double p : {m.attention_dropout, m.residual_dropout, m.embedding_dropout})
     if (!(p >= 0.0 && p < 1.0)) detail::fail_value("a dropout probability must be in [0, 1)", p, "pass 0 for none");
   if (m.sliding_window < 0)

@@ -134,6 +134,10 @@ constexpr std::int64_t hf_rmsnorm_saved(const transformer_config& m, int torch_m
   return checked_sum(checked_product(torch_major == 1 ? 8 : 4, values), normalised, checked_product(4, rows),
                      m.norm_scale_fp32 ? checked_product(4, width) : 0);
 }
+[[noreturn]] inline void fail_learned_positions(std::int64_t seq_len, std::int64_t positions) {
+  fail("the sequence is longer than the model's " + std::to_string(positions) + " learned positions, got " + std::to_string(seq_len) +
+       " tokens; use at most " + std::to_string(positions) + " (config.json n_positions / max_position_embeddings)");
+}
 }  // namespace detail
 
 constexpr void validate(const activation_config& c, const transformer_config& m) {
@@ -155,6 +159,10 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   // flash-attn's flash_attn_func: "FlashAttention only support fp16 and bf16 data type" (flash_api.cpp mha_fwd).
   if (c.attention == attention_kind::flash_attention_2 && c.activation_dtype == dtype::fp32)
     detail::fail("flash_attention_2 (the flash-attn package) runs fp16 and bf16 only; with fp32 activations use --attention sdpa or eager");
+  // A learned position table has one row per position (GPT2Model's wpe(position_ids), OPT's offset rows first): a
+  // longer sequence indexes past it and the step fails.
+  if (m.positions == position_kind::learned && c.seq_len > m.max_positions - m.position_offset)
+    detail::fail_learned_positions(c.seq_len, m.max_positions - m.position_offset);
   if (m.qk_norm_whole && c.tp > 1)
     detail::fail_value("q_norm / k_norm over the whole projection (OLMo-2) under tensor parallelism is not modelled",
                        c.tp, "use tp 1 (FSDP or ZeRO shard it instead)");
