@@ -83,9 +83,9 @@ def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False, rope=True):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False, rope=True, olmo=False):
         super().__init__()
-        self.heads, self.kv, self.d, self.softcap, self.olmo2 = heads, kv_heads, d, softcap, olmo2
+        self.heads, self.kv, self.d, self.softcap, self.olmo2, self.olmo = heads, kv_heads, d, softcap, olmo2, olmo
         self.rope = rope  # SmolLM3Attention: use_rope = config.no_rope_layers[layer_idx]
         # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key; Olmo2Attention
         # (modeling_olmo2.py): over each token's whole q_proj and k_proj outputs.
@@ -108,8 +108,8 @@ class Attention(torch.nn.Module):
             query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
             key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        if self.rope:
-            query_states, key_states = apply_rotary(query_states, key_states, cos, sin)
+        if self.rope:  # OlmoAttention (modular_olmo.py): fp32 tables, the rotated q and k cast back
+            query_states, key_states = (apply_rotary_olmo if self.olmo else apply_rotary)(query_states, key_states, cos, sin)
         return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
 
     def attend(self, query_states, key_states, value_states, mask, cache, input_shape):
@@ -151,13 +151,14 @@ class MLP(torch.nn.Module):
 
 class DecoderLayer(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False, rope=True,
-                 residual_multiplier=None, d=None):
+                 residual_multiplier=None, d=None, olmo=False):
         super().__init__()
-        norm = blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
+        # OlmoDecoderLayer (modular_olmo.py): Llama's layer with OlmoLayerNorm as both norms.
+        norm = blocks.OlmoLayerNorm if olmo else blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
         self.olmo2 = olmo2
         self.residual_multiplier = residual_multiplier  # GraniteDecoderLayer: residual + hidden_states * residual_multiplier
         self.input_layernorm = norm(h)
-        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope)
+        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo)
         self.post_attention_layernorm = norm(h)
         self.mlp = MLP(h, ffn, gemma)
         # Gemma2DecoderLayer: input_layernorm, attention, post_attention_layernorm, residual; pre_feedforward_layernorm,
@@ -237,18 +238,20 @@ class CausalLM(torch.nn.Module):
         self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
         self.gemma, self.h = cfg.get("gemma", False), h
         self.olmo2 = cfg.get("olmo2", False)
+        self.olmo = cfg.get("olmo", False)  # OlmoForCausalLM (modular_olmo.py): OlmoLayerNorm everywhere, fp32 rotary tables
         self.granite = cfg.get("granite", False)  # GraniteModel / GraniteForCausalLM (modular_granite.py): the multipliers
         # SmolLM3Config.no_rope_layers: layer i rotates unless (i + 1) % no_rope_layer_interval == 0.
         nope = cfg.get("nope_period", 0)
         self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
                                                        cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
-                                                       not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d)
+                                                       not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d,
+                                                       self.olmo)
                                           for i in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
-        self.norm = blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
+        self.norm = blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
 
@@ -259,7 +262,7 @@ class CausalLM(torch.nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         cos = emb.cos()
         sin = emb.sin()
-        if self.olmo2:  # OlmoRotaryEmbedding: cos and sin stay fp32
+        if self.olmo2 or self.olmo:  # OlmoRotaryEmbedding: cos and sin stay fp32
             return cos, sin
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 

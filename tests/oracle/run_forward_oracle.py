@@ -1,4 +1,4 @@
-"""The forward-only oracle: random Llama-style models (OLMo-2 and SmolLM3's NoPE layers among them) run forward under torch.no_grad on the CPU (forward.py,
+"""The forward-only oracle: random Llama-style models (OLMo, OLMo-2 and SmolLM3's NoPE layers among them) run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -45,6 +45,9 @@ def main():
             cfg.pop("pattern", None), cfg.pop("window", None), cfg.pop("local_rope", None)
         if not cfg.get("olmo2") and not cfg["sandwich"] and rng.random() < 0.2:  # Granite: scalar multipliers, new tensors
             cfg["granite"] = True
+        if not cfg.get("olmo2") and rng.random() < 0.2:  # OLMo: OlmoLayerNorm (an fp32 copy, no weights), fp32 rotary tables
+            cfg.update(olmo=True, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, final_softcap=0.0)
+            cfg.pop("pattern", None), cfg.pop("window", None), cfg.pop("local_rope", None)
         if rng.random() < 0.25:  # SmolLM3: every N-th layer skips RoPE (N = 1: none rotates)
             cfg["nope_period"] = rng.randint(1, 3)
             if rng.random() < 0.5:  # short sequences and a narrow MLP, where the rotation's moment can set a layer's peak
@@ -68,6 +71,8 @@ def main():
             args.append("--qk-norm")
         if cfg["gemma"]:
             args += ["--norm-scale-fp32", "--scaled-embedding"]
+        if cfg.get("olmo"):
+            args += ["--norm", "layernorm", "--no-norm-weights", "--norm-input-fp32", "--rope-fp32"]
         if cfg.get("olmo2"):
             args += ["--qk-norm", "--qk-norm-whole", "--norm-weight-fp32", "--post-norms", "--rope-fp32"]
         if cfg["sandwich"]:

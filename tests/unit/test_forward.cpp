@@ -88,6 +88,31 @@ TEST_CASE("forward only: OLMo-2's fp32 rotation, whole-projection norms and post
   CHECK(forward_layer_peak(bf16_rope, f).count() == 8'388'608 + 2 * 4'194'304 + 16'777'216 + 4'096 + 4'194'304);
 }
 
+TEST_CASE("forward only: OLMo's OlmoLayerNorm over an fp32 copy", "[forward]") {
+  // OlmoLayerNorm over 1024 rows of 2048 (2,097,152 values): in bf16 x.to(fp32) (8,388,608 B) beside native_layer_norm's
+  // fp32 output (8,388,608) and its mean and rstd (8 x 1024 = 8,192), then the output beside its bf16 cast (8,388,608 +
+  // 4,194,304): max(16,785,408, 12,582,912). In fp32 no copy: the output, mean and rstd, 8,396,800 B.
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/olmo-1b-hf.json");
+  CHECK(detail::forward_norm_peak(m, 2, 1024, 2048) == 16'785'408);
+  CHECK(detail::forward_norm_peak(m, 4, 1024, 2048) == 8'396'800);
+  // OLMo-1B-hf's layer (16 heads and 16 KV heads of 128) with an 8-wide MLP, bf16, one sequence of 1024 tokens, SDPA, no
+  // cache: H = Q = K = 4,194,304 B. Attention sets the peak while k rotates with the fp32 tables: the normed input (H),
+  // q, k and v (3H), q_embed in fp32 (8,388,608), k * cos, rotate_half(k) * sin and their sum in fp32 (3 x 8,388,608):
+  // 50,331,648 B.
+  transformer_config narrow = m;
+  narrow.ffn = 8;
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  CHECK(forward_layer_peak(narrow, f).count() == 4'194'304 + 12'582'912 + 8'388'608 + 3 * 8'388'608);
+  // The whole model is estimated, not refused (a LayerNorm without an fp32 copy still is).
+  CHECK(estimate_forward_only(m, f, forward_weight_bytes(m, dtype::bf16)).weights.count() == 2 * 1'176'764'416LL);
+  transformer_config bf16_layernorm = m;
+  bf16_layernorm.norm_input_fp32 = false;
+  CHECK_THROWS_WITH(estimate_forward_only(bf16_layernorm, f, bytes{}), Catch::Contains("dense Llama-family"));
+}
+
 TEST_CASE("forward only: SmolLM3's NoPE layers skip the rotation, and the rotary tables are built", "[forward]") {
   // A one-layer toy (hidden 32, one head and one KV head of 32, MLP 11), bf16, 2 sequences of 4 tokens, eager attention,
   // no cache: sb = 8, H = Q = K = 2 x 8 x 32 = 512 B, F = 176 B, A = 32 scores (64 B). q, k and v beside the normed

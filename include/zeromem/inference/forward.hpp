@@ -59,6 +59,12 @@ namespace detail {
 /// and their product, before the cast.
 constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64_t c, std::int64_t rows, std::int64_t width) {
   const std::int64_t values = checked_product(rows, width);
+  if (m.norm_input_fp32) {
+    // OlmoLayerNorm (modular_olmo.py): x.to(fp32) (a copy below fp32), native_layer_norm's fp32 output beside it with
+    // its mean and rstd (4 B a row each), then, the copy gone, the cast back beside the output: max(8v + 8r, 4v + c v).
+    if (c >= 4) return checked_sum(checked_product(4, values), checked_product(8, rows));
+    return max_of(checked_sum(checked_product(8, values), checked_product(8, rows)), checked_product(4 + c, values));
+  }
   if (m.norm_weight_fp32) {
     // Olmo2RMSNorm (modeling_olmo2.py): as LlamaRMSNorm up to x * rsqrt (8 B a row beside the two fp32 tensors), then
     // the weight multiply in fp32 beside the normalised tensor and the variance, and its cast back below fp32.
@@ -189,9 +195,11 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   validate(m);
   detail::require_positive(f.seq_len, "the sequence length");
   detail::require_positive(f.micro_batch, "the micro-batch size");
-  if (m.mlp != mlp_kind::swiglu || m.norm != norm_kind::rmsnorm || m.moe.experts > 0 || m.vision.blocks > 0 || m.fused_qkv)
-    detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm, separate q/k/v, SwiGLU); "
-                 "pass such a model or estimate the step instead");
+  // OLMo's OlmoLayerNorm (norm_input_fp32) is the one LayerNorm modelled: it sits where Llama's RMSNorm does.
+  if (m.mlp != mlp_kind::swiglu || (m.norm != norm_kind::rmsnorm && !m.norm_input_fp32) || m.moe.experts > 0 || m.vision.blocks > 0 ||
+      m.fused_qkv)
+    detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
+                 "SwiGLU); pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.attention == attention_kind::flash && !full_attention_layer(m, 0) && f.seq_len >= m.sliding_window)  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
