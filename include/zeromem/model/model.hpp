@@ -101,7 +101,7 @@ struct transformer_config {
   /// norm_scale_fp32). The same norm serves q_norm / k_norm when qk_norm is set.
   bool norm_weight_fp32 = false;
   /// The layer norms and the final norm carry a weight (LayerNorm: and a bias). false: no parameters (OLMo's
-  /// OlmoLayerNorm, modeling_olmo.py; OPT's layer_norm_elementwise_affine false); autograd keeps the same tensors.
+  /// OlmoLayerNorm, modular_olmo.py; OPT's layer_norm_elementwise_affine false); autograd keeps the same tensors.
   bool norm_affine = true;
   /// OLMo's OlmoLayerNorm (modular_olmo.py): F.layer_norm(x.to(torch.float32), ...).to(orig_dtype), so autograd keeps the
   /// fp32 copy of the input and fp32 statistics rather than the 16-bit input.
