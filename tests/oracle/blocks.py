@@ -14,7 +14,7 @@ Two block types:
           q_norm / k_norm over the whole projections, post-branch norms, Olmo2RMSNorm (weight multiply in fp32).
   neox  - Hugging Face's GPT-NeoX layer (modeling_gpt_neox.py): LayerNorms with biases, one query_key_value laid out per
           head as [q | k | v] and chunked, RoPE on the first `rotary` dims of each head (rotated and passed parts
-          concatenated), eager attention with the softmax in fp32, exact GELU (or gelu_new's tensor ops) MLP with biases,
+          concatenated), eager attention with the softmax in fp32, exact GELU (or gelu_new's or gelu_fast's tensor ops) MLP with biases,
           attention and MLP in parallel behind two LayerNorms or in sequence. shared: Phi's layer (modeling_phi.py),
           separate q, k, v with biases and one input_layernorm feeding both parallel branches. family opt: OPT's layer
           (modeling_opt.py): separate q, k, v with q scaled before attention, no RoPE (learned positions), two
@@ -255,6 +255,11 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
+def gelu_fast(x):
+    """transformers activations.py FastGELUActivation, op for op (GPT-NeoX-20B's hidden_act)."""
+    return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
 class NeoXBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, act="gelu", dropout=0.0, separate=False,
                  full_rope=False, stablelm=False, qkv_bias=True):
@@ -292,7 +297,8 @@ class NeoXBlock(torch.nn.Module):
         if self.stablelm:
             return self.down(F.silu(self.gate(y)) * self.up(y))
         z = self.fc1(y)
-        z = gelu_new(z) if self.act == "gelu_new" else F.relu(z) if self.act == "relu" else F.gelu(z)
+        z = (gelu_new(z) if self.act == "gelu_new" else gelu_fast(z) if self.act == "gelu_fast" else F.relu(z) if self.act == "relu"
+             else F.gelu(z))
         z = self.fc2(z)
         return F.dropout(z, self.p, True) if self.p > 0 else z
 
@@ -367,7 +373,7 @@ def add_lora(block, lora, dtype):
 
 def neox_block(cfg):
     family = cfg.get("family")
-    act = "relu" if family == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu"
+    act = "relu" if family == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu_fast" if cfg.get("gelu_fast") else "gelu"
     return NeoXBlock(cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["rotary"], cfg["parallel"], cfg["shared"],
                      act, cfg["dropout"], family in ("opt", "starcoder2"), family == "starcoder2", family == "stablelm",
                      cfg.get("qkv_bias", True))

@@ -45,6 +45,8 @@ def zeromem(binary, kind, cfg, layers, vocab):
             args.append("--parallel-residual")
         if cfg["gelu_new"]:
             args.append("--gelu-new")
+        if cfg.get("gelu_fast"):
+            args.append("--gelu-fast")
     else:
         norm = ["layernorm", "--no-norm-weights", "--norm-input-fp32", "--rope-fp32"] if cfg.get("olmo") else ["rmsnorm"]
         args += ["--mlp", "swiglu", "--norm", *norm, "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
@@ -94,20 +96,21 @@ def random_config(rng, kind):
         cfg["ffn"] = 4 * cfg["hidden"] if rng.random() < 0.5 else rng.randint(8, 512)
         cfg["rotary"] = rng.choice([r for r in (2, 4, d // 4, d // 2, d) if r % 2 == 0 and 0 < r <= d])  # rotary_pct 0.25 etc.
         cfg["gelu_new"] = rng.random() < 0.4
+        cfg["gelu_fast"] = not cfg["gelu_new"] and rng.random() < 0.3  # GPT-NeoX-20B's FastGELUActivation
         cfg["dropout"] = rng.choice([0.0, 0.0, 0.1])
         if rng.random() < 0.1:  # one token: GPT-NeoX's per-head layout leaves V a view of the projection's output
             cfg["seq_len"] = 1
         cfg["family"] = "phi" if cfg["shared"] else "neox"
         if rng.random() < 0.3:  # OPT: separate q, k, v, no RoPE, norms in sequence, ReLU
             cfg.update(family="opt", shared=False, parallel=False, kv_heads=heads, lm_head_bias=False, rotary=0,
-                       gelu_new=False, max_positions=rng.randint(cfg["seq_len"], 512))
+                       gelu_new=False, gelu_fast=False, max_positions=rng.randint(cfg["seq_len"], 512))
         elif rng.random() < 0.3:  # StarCoder2: separate q, k, v with GQA, full RoPE, norms in sequence, biased GELU MLP
-            cfg.update(family="starcoder2", shared=False, parallel=False, lm_head_bias=False, rotary=d,
+            cfg.update(family="starcoder2", shared=False, parallel=False, lm_head_bias=False, rotary=d, gelu_fast=False,
                        kv_heads=rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0]))
         elif rng.random() < 0.35:  # StableLM: separate q, k, v (MHA), partial RoPE, SwiGLU, parallel behind one norm or not
             parallel = rng.random() < 0.4
             cfg.update(family="stablelm", shared=parallel, parallel=parallel, kv_heads=heads, lm_head_bias=False,
-                       gelu_new=False, dropout=0.0, qkv_bias=rng.random() < 0.5)
+                       gelu_new=False, gelu_fast=False, dropout=0.0, qkv_bias=rng.random() < 0.5)
     else:
         cfg["kv_heads"] = rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0])
         cfg["ffn"] = rng.randint(8, 512)

@@ -452,6 +452,13 @@ TEST_CASE("parallel attention and MLP: GPT-NeoX's two LayerNorms and Phi's one",
   transformer_config sequential = pythia;
   sequential.parallel_residual = false;
   CHECK((layer_activation_bytes(sequential, c).total() - l.total()).count() == 8'388'608);
+  // GPT-NeoX-20B's gelu_fast on this shape: FastGELUActivation's ops keep x, 0.044715x, 1 + 0.044715x^2, x * 0.7978845608,
+  // tanh's output, 1 + tanh and 0.5x, and dense_4h_to_h keeps the output: 8 x 2 x 2048 x 8192 = 268,435,456 B where one
+  // GELU kernel keeps 67,108,864: 125,927,424 - 67,108,864 + 268,435,456 = 327,254,016 B.
+  transformer_config fast = pythia;
+  fast.gelu_fast_ops = true;
+  CHECK(layer_activation_bytes(fast, c).mlp_hidden.count() == 268'435'456);
+  CHECK(layer_activation_bytes(fast, c).total().count() == 327'254'016);
   // Phi-2 (hidden 2560, 32 heads of 80, intermediate 10240, gelu_new, resid_pdrop 0.1), s = 2048, b = 1: sbh = 5,242,880.
   // One LayerNorm: 10,485,760 + 16,384; its output is read by q, k, v and fc1 and kept once, 10,485,760; Q, K, V and the
   // dense input 4 x 10,485,760; log-sum-exp 4 x 32 x 2048 = 262,144; two 1-byte residual dropout masks 10,485,760;

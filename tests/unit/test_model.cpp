@@ -438,8 +438,19 @@ TEST_CASE("GPT-NeoX (Pythia) and Phi parameters, written out", "[model][hf][publ
   CHECK_FALSE(parse_hf_config(neox + R"(, "use_parallel_residual": false})").parallel_residual);
   CHECK(parse_hf_config(neox + R"(, "attention_bias": false})").qkv_bias == false);
   CHECK(parse_hf_config(neox + R"(, "hidden_dropout": 0.1})").residual_dropout == 0.1);
-  CHECK_THROWS_WITH(parse_hf_config(neox + R"(, "hidden_act": "gelu_fast"})"),
-                    Catch::Matchers::Contains(R"(field 'hidden_act' must be "gelu" or "gelu_new" for model_type 'gpt_neox', got '"gelu_fast"')"));
+  CHECK_THROWS_WITH(parse_hf_config(neox + R"(, "hidden_act": "quick_gelu"})"),
+                    Catch::Matchers::Contains(R"(field 'hidden_act' must be "gelu", "gelu_new" or "gelu_fast" for model_type 'gpt_neox', got '"quick_gelu"')"));
+  // EleutherAI/gpt-neox-20b config.json: hidden 6144, 44 layers, 64 heads, intermediate 24576, vocab 50432, hidden_act
+  // gelu_fast, rotary_pct 0.25, untied. query_key_value 6144 x 18432 + 18432 = 113,264,640; dense 6144^2 + 6144 =
+  // 37,754,880; dense_h_to_4h 6144 x 24576 + 24576 = 151,019,520; dense_4h_to_h 24576 x 6144 + 6144 = 151,001,088; two
+  // LayerNorms 24,576: 453,064,704 a layer; x 44 = 19,934,846,976; embed_in and embed_out 2 x 50432 x 6144 =
+  // 619,708,416; final LayerNorm 12,288: 20,554,567,680, the model card's "Number of parameters".
+  const transformer_config neox20b = parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 6144, "num_hidden_layers": 44,
+    "num_attention_heads": 64, "intermediate_size": 24576, "vocab_size": 50432, "hidden_act": "gelu_fast", "rotary_pct": 0.25})");
+  CHECK(neox20b.gelu_fast_ops);
+  CHECK_FALSE(neox20b.gelu_tensor_ops);
+  CHECK(count_parameters(neox20b).layer.count() == 453'064'704);
+  CHECK(count_parameters(neox20b).total.count() == 20'554'567'680LL);
   const std::string phi_small = R"({"model_type": "phi", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 128, "vocab_size": 100)";
   CHECK(parse_hf_config(phi_small + "}").gelu_tensor_ops);  // PhiConfig(hidden_act="gelu_new")

@@ -147,6 +147,8 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(app.add_flag("--lm-head-bias", f.lm_head_bias, "the output layer has a bias (Phi's lm_head)"));
     shape.push_back(app.add_flag("--gelu-new", f.gelu_new,
                                  "GELU written as tensor ops that keep more (transformers' gelu_new: GPT-2, Phi); with --mlp gelu"));
+    shape.push_back(app.add_flag("--gelu-fast", f.gelu_fast,
+                                 "GELU written as transformers' gelu_fast tensor ops, which keep more (GPT-NeoX-20B); with --mlp gelu"));
     shape.push_back(app.add_flag("--fused-qkv", f.fused_qkv, "one projection for q, k and v (Phi-3's qkv_proj, GPT-2's c_attn)"));
     shape.push_back(app.add_flag("--qkv-per-head", f.qkv_per_head,
                                  "the fused qkv output is laid out per head as [q | k | v] (GPT-NeoX's query_key_value); with --fused-qkv"));
@@ -213,6 +215,8 @@ transformer_config model_of(const model_flags& f) {
   m.lm_head_bias = f.lm_head_bias;
   if (f.gelu_new && m.mlp != mlp_kind::gelu) detail::fail("--gelu-new is a GELU MLP's activation; pass --mlp gelu with it");
   m.gelu_tensor_ops = f.gelu_new;
+  if (f.gelu_fast && m.mlp != mlp_kind::gelu) detail::fail("--gelu-fast is a GELU MLP's activation; pass --mlp gelu with it");
+  m.gelu_fast_ops = f.gelu_fast;
   m.fused_qkv = f.fused_qkv;
   m.fused_gate_up = f.fused_gate_up;
   m.qkv_per_head = f.qkv_per_head;

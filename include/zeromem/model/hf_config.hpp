@@ -191,7 +191,8 @@ inline transformer_config llama_like(const json& j, const std::string& type, boo
 
 // GPT-NeoX and Phi fields (GPTNeoXConfig, PhiConfig): LayerNorm, RoPE (no learned positions), MHA (Phi: kv heads), a non-gated
 // MLP with biases and an untied output layer. hidden_act (the class's default when absent): "gelu" is one kernel that
-// keeps its input; "gelu_new" is NewGELUActivation, tensor ops that keep more (activations.py); others are refused.
+// keeps its input; "gelu_new" is NewGELUActivation and "gelu_fast" FastGELUActivation (GPT-NeoX-20B), tensor ops that keep
+// more (activations.py); others are refused.
 inline transformer_config neox_like(const json& j, const std::string& type, const char* default_act) {
   transformer_config m{};
   m.hidden = integer(j, "hidden_size", type);
@@ -206,10 +207,11 @@ inline transformer_config neox_like(const json& j, const std::string& type, cons
   m.attention_dropout = probability_or(j, "attention_dropout", 0.0);
   const json* act = find(j, "hidden_act");
   const std::string name = act == nullptr ? default_act : act->is_string() ? act->get<std::string>() : "";
-  if (name != "gelu" && name != "gelu_new")
-    fail_config(R"(field 'hidden_act' must be "gelu" or "gelu_new" for model_type )" + detail::quoted(type) + ", got " +
+  if (name != "gelu" && name != "gelu_new" && name != "gelu_fast")
+    fail_config(R"(field 'hidden_act' must be "gelu", "gelu_new" or "gelu_fast" for model_type )" + detail::quoted(type) + ", got " +
                 (act == nullptr ? std::string("nothing") : shown(*act)));
   m.gelu_tensor_ops = name == "gelu_new";
+  m.gelu_fast_ops = name == "gelu_fast";  // GPT-NeoX-20B
   return m;
 }
 

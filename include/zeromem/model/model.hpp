@@ -82,6 +82,9 @@ struct transformer_config {
   /// GELU written as tensor ops (transformers' NewGELUActivation, activation_function "gelu_new": tanh
   /// approximation in Python, activations.py); each op saves its own inputs. false: one fused GELU kernel.
   bool gelu_tensor_ops = false;
+  /// GPT-NeoX-20B's "gelu_fast" (transformers activations.py FastGELUActivation): 0.5 x (1 + tanh(x 0.7978845608 (1 +
+  /// 0.044715 x x))) as tensor ops, of which autograd keeps seven tensors of the MLP width beside the output.
+  bool gelu_fast_ops = false;
   /// transformers' eager attention upcasts the softmax for Llama/Qwen2 (softmax(..., dtype=torch.float32)) and
   /// runs it in the model's dtype for GPT-2 (modeling_gpt2.py eager_attention_forward).
   bool eager_softmax_fp32 = true;
@@ -196,7 +199,8 @@ constexpr void validate(const transformer_config& m) {
     detail::fail("a per-head [q | k | v] layout is a fused qkv projection with as many key/value heads as heads; set fused_qkv");
   if (m.shared_layer_norm && !m.parallel_residual)
     detail::fail("one norm shared by attention and the MLP needs parallel branches; set parallel_residual too");
-  if (m.gelu_tensor_ops && m.mlp != mlp_kind::gelu) detail::fail("GELU written as tensor ops is a GELU MLP's activation; pass mlp gelu");
+  if ((m.gelu_tensor_ops || m.gelu_fast_ops) && m.mlp != mlp_kind::gelu) detail::fail("GELU written as tensor ops is a GELU MLP's activation; pass mlp gelu");
+  if (m.gelu_tensor_ops && m.gelu_fast_ops) detail::fail("an MLP has one GELU: gelu_new's tensor ops or gelu_fast's, not both");
   if (m.lm_head_bias && m.tied_embeddings) detail::fail("an output-layer bias is modelled on an untied output layer; untie the embeddings");
   if (m.fused_gate_up && (m.mlp != mlp_kind::swiglu || m.moe.experts > 0))
     detail::fail("a fused gate_up projection needs a dense gated MLP (swiglu without experts)");

@@ -389,7 +389,9 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // (HF gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))) tanh's output, 0.5x and 1 + tanh are kept
   // too. SwiGLU: gate kept by SiLU, SiLU(gate) and up kept by the product, the product kept by down; fused:
   // [gate | up] and the product.
-  const std::int64_t gelu_tensors = m.gelu_tensor_ops && c.impl == implementation::hf ? 5 : 2;
+  // gelu_fast (FastGELUActivation): 0.5x * (1 + tanh(x * k * (1 + 0.044715x * x))) keeps x, 0.044715x, 1 + 0.044715x^2,
+  // x * k, tanh's output, 1 + tanh and 0.5x: seven, and the output.
+  const std::int64_t gelu_tensors = c.impl != implementation::hf ? 2 : m.gelu_fast_ops ? 8 : m.gelu_tensor_ops ? 5 : 2;
   // The last of them (SwiGLU's product, the GELU output) is the down/fc2 input: frozen, kept only when adapted.
   // ReLU keeps its output (threshold_backward), the very tensor fc2 reads: one tensor whoever else keeps it.
   const std::int64_t hidden_tensors = m.mlp == mlp_kind::relu ? 1
