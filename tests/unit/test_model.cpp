@@ -697,3 +697,22 @@ TEST_CASE("Granite's config: Llama's layer with scalar multipliers", "[model][hf
   bad.qk_norm = bad.qk_norm_whole = true;
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("scaled residual branch (Granite's) is modelled on Llama's pre-norm layer"));
 }
+
+TEST_CASE("GPT-2's activation_function is read, and what is not modelled is refused by key", "[model][hf]") {
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100, "n_positions": 128)";
+  const transformer_config base = parse_hf_config(gpt2 + "}");  // GPT2Config(activation_function="gelu_new")
+  CHECK(base.gelu_tensor_ops);
+  CHECK(base.mlp == mlp_kind::gelu);
+  const transformer_config one_kernel = parse_hf_config(gpt2 + R"(, "activation_function": "gelu"})");
+  CHECK_FALSE(one_kernel.gelu_tensor_ops);
+  CHECK_FALSE(one_kernel.gelu_fast_ops);
+  CHECK(parse_hf_config(gpt2 + R"(, "activation_function": "gelu_fast"})").gelu_fast_ops);
+  CHECK(parse_hf_config(gpt2 + R"(, "activation_function": "relu"})").mlp == mlp_kind::relu);
+  // quick_gelu (x * sigmoid(1.702 x)) keeps other tensors: refused, as it was silently read as one GELU kernel before.
+  CHECK_THROWS_WITH(parse_hf_config(gpt2 + R"(, "activation_function": "quick_gelu"})"),
+                    Catch::Matchers::Contains(R"(field 'activation_function' must be "gelu_new", "gelu_fast", "gelu", "gelu_pytorch_tanh", )"
+                                              R"("silu", "swish" or "relu" for model_type 'gpt2', got '"quick_gelu"')"));
+  CHECK_THROWS_WITH(parse_hf_config(gpt2 + R"(, "activation_function": 3})"), Catch::Matchers::Contains("got '3'"));
+  CHECK_THROWS_WITH(parse_hf_config(gpt2 + R"(, "reorder_and_upcast_attn": true})"), Catch::Matchers::Contains("reorder_and_upcast_attn true"));
+  CHECK_FALSE(parse_hf_config(gpt2 + R"(, "reorder_and_upcast_attn": false})").gelu_fast_ops);
+}

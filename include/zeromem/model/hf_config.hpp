@@ -500,10 +500,25 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.norm = norm_kind::layernorm;
     m.qkv_bias = m.attention_out_bias = m.mlp_bias = true;
     m.fused_qkv = true;  // GPT-2's c_attn is one Conv1D of n_embd x 3 n_embd
-    // transformers ACT2FN: "gelu_new" (GPT-2's default) is NewGELUActivation, the tanh formula as tensor ops.
+    // transformers ACT2FN: "gelu_new" (GPT-2's default) is NewGELUActivation, the tanh formula as tensor ops, "gelu_fast"
+    // FastGELUActivation's; "gelu", "gelu_pytorch_tanh", "silu" and "swish" one kernel that keeps its input; "relu" keeps
+    // its output, the tensor c_proj reads. Others are refused.
     const json* act = find(j, "activation_function");
+    const std::string name = act == nullptr ? "gelu_new" : act->is_string() ? act->get<std::string>() : "";
+    static constexpr const char* known[] = {"gelu_new", "gelu_fast", "gelu", "gelu_pytorch_tanh", "silu", "swish", "relu"};
+    bool modelled = false;
+    for (const char* k : known) modelled = modelled || name == k;
+    if (!modelled)
+      fail_config(R"(field 'activation_function' must be "gelu_new", "gelu_fast", "gelu", "gelu_pytorch_tanh", "silu", "swish" or "relu" )"
+                  "for model_type 'gpt2', got " + shown(*act));
+    if (name == "relu") m.mlp = mlp_kind::relu;
     m.eager_softmax_fp32 = false;
-    m.gelu_tensor_ops = act == nullptr || (act->is_string() && act->get<std::string>() == "gelu_new");
+    m.gelu_tensor_ops = name == "gelu_new";
+    m.gelu_fast_ops = name == "gelu_fast";
+    // GPT2Attention._upcast_and_reordered_attn computes the scores and softmax in fp32 (baddbmm) whatever the attention
+    // implementation: other saved tensors.
+    if (boolean_or(j, "reorder_and_upcast_attn", false))
+      fail_config("reorder_and_upcast_attn true (GPT-2's attention upcast to fp32) is not modelled; set it false");
     m.tied_embeddings = boolean_or(j, "tie_word_embeddings", true);
     // GPT2Config: attn_pdrop, resid_pdrop (attention and MLP outputs), embd_pdrop, 0.1 each by default.
     m.attention_dropout = probability_or(j, "attn_pdrop", 0.1);
