@@ -18,7 +18,7 @@ Two block types:
           attention and MLP in parallel behind two LayerNorms or in sequence. shared: Phi's layer (modeling_phi.py),
           separate q, k, v with biases and one input_layernorm feeding both parallel branches. family opt: OPT's layer
           (modeling_opt.py): separate q, k, v with q scaled before attention, no RoPE (learned positions), two
-          LayerNorms in sequence, ReLU MLP. family starcoder2: StarCoder2's layer (modeling_starcoder2.py): Llama's
+          LayerNorms in sequence (OPT-350M's after each residual add), ReLU MLP. family starcoder2: StarCoder2's layer (modeling_starcoder2.py): Llama's
           pre-norm layer with LayerNorms, separate q, k, v (GQA) with biases, full RoPE, a biased GELU MLP. family
           stablelm: StableLM's layer (modeling_stablelm.py): LayerNorms, separate q, k, v (optional biases), o without
           bias, partial RoPE, a SwiGLU MLP without biases, in parallel behind one norm or in sequence.
@@ -262,8 +262,9 @@ def gelu_fast(x):
 
 class NeoXBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, rotary, parallel=True, shared=False, act="gelu", dropout=0.0, separate=False,
-                 full_rope=False, stablelm=False, qkv_bias=True):
+                 full_rope=False, stablelm=False, qkv_bias=True, post_ln=False):
         super().__init__()
+        self.post_ln = post_ln  # OPT-350M (do_layer_norm_before false): each LayerNorm after its residual add
         self.h, self.heads, self.kv, self.rotary, self.p, self.full_rope = h, heads, kv_heads, rotary, dropout, full_rope
         self.parallel, self.shared, self.act, self.separate = parallel, shared, act, separate or shared or stablelm
         self.stablelm = stablelm
@@ -305,7 +306,7 @@ class NeoXBlock(torch.nn.Module):
     def forward(self, x, mask, cos, sin, selective=False):
         b, s, h = x.shape
         d = h // self.heads
-        y = self.ln1(x)
+        y = x if self.post_ln else self.ln1(x)
         if self.separate:
             # OPT (no rotary) scales q_proj's output before attention (modeling_opt.py OPTAttention); the kernel then
             # scales by 1. Scaling after QK^T instead keeps the same tensors.
@@ -333,6 +334,9 @@ class NeoXBlock(torch.nn.Module):
         if self.parallel:
             return self.mlp(y if self.shared else self.ln2(x)) + attn + x
         x = attn + x
+        if self.post_ln:  # OPTDecoderLayer without do_layer_norm_before
+            x = self.ln1(x)
+            return self.ln2(self.mlp(x) + x)
         return self.mlp(self.ln2(x)) + x
 
 
@@ -376,7 +380,7 @@ def neox_block(cfg):
     act = "relu" if family == "opt" else "gelu_new" if cfg["gelu_new"] else "gelu_fast" if cfg.get("gelu_fast") else "gelu"
     return NeoXBlock(cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["rotary"], cfg["parallel"], cfg["shared"],
                      act, cfg["dropout"], family in ("opt", "starcoder2"), family == "starcoder2", family == "stablelm",
-                     cfg.get("qkv_bias", True))
+                     cfg.get("qkv_bias", True), cfg.get("post_ln", False))
 
 
 def measure_layer(kind, cfg, dtype=torch.bfloat16):
@@ -425,9 +429,16 @@ def count_model_parameters(kind, cfg):
         blocks = [neox_block(cfg) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h)])
     elif kind == "neox" and cfg.get("family") == "opt":  # learned positions (max + 2 rows), a final LayerNorm, tied
+        # OPT-350M: the embedding word_embed_proj_dim wide with project_in / project_out (no bias); no final LayerNorm
+        # after post-residual norms.
         blocks = [neox_block(cfg) for _ in range(layers)]
-        extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.Embedding(cfg["max_positions"] + 2, h),
-                                     torch.nn.LayerNorm(h)])
+        w = cfg.get("embed_width") or h
+        extra = [torch.nn.Embedding(v, w), torch.nn.Embedding(cfg["max_positions"] + 2, h)]
+        if w != h:
+            extra += [torch.nn.Linear(w, h, bias=False), torch.nn.Linear(h, w, bias=False)]
+        if not cfg.get("post_ln"):
+            extra.append(torch.nn.LayerNorm(h))
+        extra = torch.nn.ModuleList(extra)
     elif kind == "neox" and cfg.get("family") == "stablelm":  # a final LayerNorm, an untied lm_head without bias
         blocks = [neox_block(cfg) for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), torch.nn.LayerNorm(h), torch.nn.Linear(h, v, bias=False)])

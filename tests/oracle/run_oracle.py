@@ -30,6 +30,10 @@ def zeromem(binary, kind, cfg, layers, vocab):
     elif kind == "neox" and cfg["family"] == "opt":
         args += ["--mlp", "relu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"] + 2),
                  "--dropout", str(cfg["dropout"]), "--implementation", "hf", "--attention", "eager"]
+        if cfg.get("post_ln"):
+            args.append("--post-residual-norms")
+        if cfg.get("embed_width"):
+            args += ["--embedding-width", str(cfg["embed_width"])]
     elif kind == "neox" and cfg["family"] == "stablelm":
         args += ["--mlp", "swiglu", "--norm", "layernorm", "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf",
                  "--attention", "eager"]
@@ -103,7 +107,8 @@ def random_config(rng, kind):
         cfg["family"] = "phi" if cfg["shared"] else "neox"
         if rng.random() < 0.3:  # OPT: separate q, k, v, no RoPE, norms in sequence, ReLU
             cfg.update(family="opt", shared=False, parallel=False, kv_heads=heads, lm_head_bias=False, rotary=0,
-                       gelu_new=False, gelu_fast=False, max_positions=rng.randint(cfg["seq_len"], 512))
+                       gelu_new=False, gelu_fast=False, max_positions=rng.randint(cfg["seq_len"], 512),
+                       post_ln=rng.random() < 0.4, embed_width=rng.choice([0, 0, 8, cfg["hidden"] // 2, 2 * cfg["hidden"]]))
         elif rng.random() < 0.3:  # StarCoder2: separate q, k, v with GQA, full RoPE, norms in sequence, biased GELU MLP
             cfg.update(family="starcoder2", shared=False, parallel=False, lm_head_bias=False, rotary=d, gelu_fast=False,
                        kv_heads=rng.choice([k for k in (1, 2, 4, 8) if heads % k == 0]))

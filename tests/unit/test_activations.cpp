@@ -631,3 +631,32 @@ TEST_CASE("a sequence longer than the learned positions is refused", "[bad-input
   bad.position_offset = bad.max_positions;
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("pass 0 (OPT: 2)"));
 }
+
+TEST_CASE("OPT-350M's norms after the residual adds and its projected embedding", "[activations]") {
+  // opt-350m (hidden 1024, 16 heads of 64, ffn 4096, dropout 0.1, word_embed_proj_dim 512), s = 2048, b = 1, bf16, SDPA,
+  // use_cache true. a sbh = 4,194,304. The layer keeps what a pre-norm OPT layer keeps, read at other places: the layer
+  // input (q, k, v's), self_attn_layer_norm's input (the first residual sum) and final_layer_norm's (the second), each
+  // with fp32 mean and rstd (2 x (4,194,304 + 16,384)); fc1's input (the first norm's output), the scaled Q, the cache's K
+  // and V and out_proj's input: 6 x 4,194,304 with the layer input; log-sum-exp 4 x 16 x 2048 = 131,072; two 1-byte
+  // dropout masks 2 x 2,097,152; ReLU's output, fc2's input, 2 x 2048 x 4096 = 16,777,216: 54,689,792 B.
+  const activation_config c = hf_sdpa(2048);
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-350m.json");
+  CHECK(layer_activation_bytes(m, c).total().count() == 54'689'792);
+  // project_in keeps the token embedding output, 2 x 2048 x 512 = 2,097,152; at the output, no final LayerNorm:
+  // project_out keeps the last hidden state (4,194,304) and lm_head project_out's output (2,097,152); logits 4 x 2048 x
+  // 50272 = 411,828,224.
+  const stage_activations st = first_stage_activations(m, c);
+  CHECK(st.embedding_projection.count() == 2'097'152);
+  CHECK(st.output_layer.count() == 4'194'304 + 2'097'152);
+  CHECK(st.logits.count() == 411'828'224);
+  CHECK(st.total == st.layers + st.input_ids + st.embedding_projection + st.output_layer + st.logits);
+  // Frozen embeddings keep no project_in input; LoRA keeps neither projection's input nor lm_head's.
+  adaptation frozen{};
+  frozen.freeze_embeddings = true;
+  CHECK(first_stage_activations(m, c, {}, frozen).embedding_projection.count() == 0);
+  CHECK(first_stage_activations(m, c, {}, frozen).output_layer.count() == 4'194'304);  // project_out still trains
+  // Under autocast project_in keeps a 16-bit cast of its fp32 input and of its weight (1024 x 512 x 2 = 1,048,576).
+  activation_config amp = c;
+  amp.autocast = true;
+  CHECK(first_stage_activations(m, amp).embedding_projection.count() == 2'097'152 + 1'048'576);
+}

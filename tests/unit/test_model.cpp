@@ -487,12 +487,13 @@ TEST_CASE("OPT's parameters, written out", "[model][hf]") {
   CHECK(c.layer.count() == 50'358'272);
   CHECK(c.position_embedding.count() == 4'198'400);
   CHECK(c.total.count() == 1'315'758'080LL);
-  // OPT-350M's post-norm layout and projections, other activations, layerdrop: refused by key.
+  // Other activations and layerdrop are refused by key.
   const std::string opt = R"({"model_type": "opt", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "ffn_dim": 128, "vocab_size": 100, "max_position_embeddings": 64)";
   CHECK(parse_hf_config(opt + "}").residual_dropout == 0.1);  // OPTConfig(dropout=0.1)
-  CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "do_layer_norm_before": false})"), Catch::Matchers::Contains("do_layer_norm_before false"));
-  CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "word_embed_proj_dim": 32})"), Catch::Matchers::Contains("word_embed_proj_dim"));
+  CHECK(parse_hf_config(opt + R"(, "do_layer_norm_before": false})").post_residual_norms);
+  CHECK(parse_hf_config(opt + R"(, "word_embed_proj_dim": 32})").embedding_width == 32);
+  CHECK(parse_hf_config(opt + R"(, "word_embed_proj_dim": 64})").embedding_width == 0);  // the hidden size: no projections
   CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "activation_function": "gelu"})"),
                     Catch::Matchers::Contains(R"(field 'activation_function' must be "relu" for model_type 'opt', got '"gelu"')"));
   CHECK_THROWS_WITH(parse_hf_config(opt + R"(, "layerdrop": 0.1})"), Catch::Matchers::Contains("layerdrop > 0"));
@@ -715,4 +716,41 @@ TEST_CASE("GPT-2's activation_function is read, and what is not modelled is refu
   CHECK_THROWS_WITH(parse_hf_config(gpt2 + R"(, "activation_function": 3})"), Catch::Matchers::Contains("got '3'"));
   CHECK_THROWS_WITH(parse_hf_config(gpt2 + R"(, "reorder_and_upcast_attn": true})"), Catch::Matchers::Contains("reorder_and_upcast_attn true"));
   CHECK_FALSE(parse_hf_config(gpt2 + R"(, "reorder_and_upcast_attn": false})").gelu_fast_ops);
+}
+
+TEST_CASE("OPT-350M's projected embedding and post-residual norms, written out", "[model][hf]") {
+  // facebook/opt-350m config.json: hidden 1024, 24 layers, 16 heads, ffn_dim 4096, vocab 50272, 2048 positions,
+  // word_embed_proj_dim 512, do_layer_norm_before false, tied. embed_tokens 50272 x 512 = 25,739,264; embed_positions
+  // 2050 x 1024 = 2,099,200; project_in 512 x 1024 and project_out 1024 x 512, no bias, 2 x 524,288; per layer q, k, v,
+  // out_proj 4 x (1024^2 + 1024) = 4,198,400, fc1 1024 x 4096 + 4096 = 4,198,400, fc2 4096 x 1024 + 1024 = 4,195,328, two
+  // LayerNorms 4,096: 12,596,224; x 24 = 302,309,376; no final LayerNorm; lm_head tied: 331,196,416 ("350M").
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-350m.json");
+  CHECK(m.post_residual_norms);
+  CHECK(m.embedding_width == 512);
+  CHECK(m.projected_embedding());
+  CHECK(m.token_width() == 512);
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.embedding.count() == 25'739'264 + 524'288);
+  CHECK(c.lm_head.count() == 524'288);
+  CHECK(c.final_norm.count() == 0);
+  CHECK(c.layer.count() == 12'596'224);
+  CHECK(c.total.count() == 331'196'416);
+  // Untied, the output layer is vocab x 512.
+  transformer_config untied = m;
+  untied.tied_embeddings = false;
+  CHECK(count_parameters(untied).lm_head.count() == 524'288 + 25'739'264);
+  // The layouts are checked: norms after the residual adds are LayerNorm layers in sequence.
+  transformer_config bad = m;
+  bad.parallel_residual = true;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("LayerNorm layers in sequence"));
+  bad = m;
+  bad.embedding_width = -1;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("the embedding width cannot be negative"));
+  // PEFT's all-linear would adapt project_in and project_out, which zeromem does not: refused.
+  lora_config lora{};
+  lora.rank = 8;
+  lora.targets = bit(lora_module::all_linear);
+  CHECK_THROWS_WITH(count_lora_parameters(m, lora), Catch::Matchers::Contains("name the target modules instead"));
+  lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  CHECK(count_lora_parameters(m, lora).total.count() == 24LL * 2 * 8 * (1024 + 1024));
 }

@@ -105,6 +105,10 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(text_option(app, "--mlp", f.mlp, "gelu | swiglu | relu")->capture_default_str());
     shape.push_back(text_option(app, "--norm", f.norm, "layernorm | rmsnorm")->capture_default_str());
     shape.push_back(integer_option(app, "--max-positions", f.max_positions, "learned position embeddings of this many positions"));
+    shape.push_back(integer_option(app, "--embedding-width", f.embedding_width,
+                                   "token embedding width with project_in / project_out around the layers (OPT-350M's word_embed_proj_dim: 512)"));
+    shape.push_back(app.add_flag("--post-residual-norms", f.post_residual_norms,
+                                 "each LayerNorm after its residual add, no final norm (OPT-350M's do_layer_norm_before false)"));
     shape.push_back(app.add_flag("--tied-embeddings", f.tied, "output layer shares the embedding matrix"));
     shape.push_back(app.add_flag("--qkv-bias", f.qkv_bias, "q, k, v projections with bias"));
     shape.push_back(app.add_flag("--qk-norm", f.qk_norm, "an RMSNorm over each head's query and key (Qwen3's q_norm, k_norm)"));
@@ -199,6 +203,8 @@ transformer_config model_of(const model_flags& f) {
   m.norm_weight_fp32 = f.norm_weight_fp32;
   m.post_norms = f.post_norms;
   m.norm_affine = !f.no_norm_weights;
+  m.embedding_width = f.embedding_width == f.hidden ? 0 : f.embedding_width;
+  m.post_residual_norms = f.post_residual_norms;
   m.norm_input_fp32 = f.norm_input_fp32;
   m.rope_fp32 = f.rope_fp32;
   m.nope_period = f.nope_period;

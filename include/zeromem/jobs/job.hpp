@@ -217,7 +217,7 @@ inline void add_activations(job_breakdown& job, const std::string& role, const t
                             const activation_config& c, const pipeline_config& p = {}) {
   const stage_activations a = first_stage_activations(m, c, p);
   job.add(role, "activations (" + std::to_string(a.layers_on_stage) + " layers, " + std::string(name(c.recomputation)) +
-                    " recompute)", a.layers + a.input_ids + a.embedding_dropout + a.output_layer);
+                    " recompute)", a.total - a.logits);
   if (a.logits.count() != 0) job.add(role, "fp32 logits", a.logits);
 }
 

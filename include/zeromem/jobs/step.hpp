@@ -296,7 +296,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
     const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? counts.embedding : counts.lm_head, a.tp) : elements{};
-    loss_held = hidden_grad + head_weight * size_of(r.gradients);
+    // dL/d(lm_head's input): c sbh, or c sb word_embed_proj_dim after OPT-350M's project_out.
+    const bytes head_input_grad = m.projected_embedding() ? elements_of(checked_product(sb, m.token_width())) * size_of(compute) : hidden_grad;
+    loss_held = head_input_grad + head_weight * size_of(r.gradients);
     loss_forward = loss_held;
     loss_backward = loss_held;
   }

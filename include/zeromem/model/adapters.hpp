@@ -130,6 +130,9 @@ constexpr void validate(const lora_config& c, const transformer_config& m) {
     detail::fail_value("the LoRA dropout must be in [0, 1)", c.dropout, "pass 0 for none");
   if (c.adapter_dtype == dtype::int8 || c.adapter_dtype == dtype::int4 || c.adapter_dtype == dtype::fp8_e4m3 || c.adapter_dtype == dtype::fp8_e5m2)
     detail::fail("LoRA adapters train in fp32, bf16 or fp16; pass one of those as the adapter dtype");
+  // PEFT's all-linear adapts OPT-350M's project_in and project_out too, which zeromem does not adapt.
+  if ((c.targets & bit(lora_module::all_linear)) && m.projected_embedding())
+    detail::fail("all-linear on a model with project_in / project_out (OPT-350M) is not modelled; name the target modules instead");
   // Every named target must exist in this architecture (PEFT raises "Target modules ... not found in the base model").
   std::uint16_t present = bit(lora_module::all_linear);
   for_each_linear(m, [&](const linear_shape& l) { present = static_cast<std::uint16_t>(present | bit(l.role)); });

@@ -479,10 +479,12 @@ inline transformer_config parse_hf_config(const std::string& text) {
     const json* act = find(j, "activation_function");
     if (act != nullptr && *act != "relu")
       fail_config(R"(field 'activation_function' must be "relu" for model_type 'opt', got )" + shown(*act));
-    if (!boolean_or(j, "do_layer_norm_before", true))
-      fail_config("do_layer_norm_before false (OPT-350M's norms after each branch) is not modelled; zeromem models the pre-norm OPT layers");
-    if (integer_or(j, "word_embed_proj_dim", m.hidden, type) != m.hidden)
-      fail_config("word_embed_proj_dim other than hidden_size (OPT-350M's project_in / project_out) is not modelled");
+    // OPT-350M: do_layer_norm_before false puts each LayerNorm after its residual add and drops the final one
+    // (OPTDecoder builds final_layer_norm only when do_layer_norm_before); word_embed_proj_dim 512 narrows the embedding,
+    // with project_in and project_out around the layers.
+    m.post_residual_norms = !boolean_or(j, "do_layer_norm_before", true);
+    const std::int64_t width = integer_or(j, "word_embed_proj_dim", m.hidden, type);
+    m.embedding_width = width == m.hidden ? 0 : width;
     m.norm_affine = boolean_or(j, "layer_norm_elementwise_affine", true);  // false: LayerNorms without weight or bias
     if (boolean_or(j, "_remove_final_layer_norm", false)) fail_config("_remove_final_layer_norm true is not modelled; set it false");
     if (probability_or(j, "layerdrop", 0.0) > 0.0)

@@ -59,6 +59,13 @@ struct transformer_config {
   /// Rows of the learned table before position 0 (OPTLearnedPositionalEmbedding adds an offset of 2): a sequence may be
   /// max_positions - position_offset tokens long.
   std::int64_t position_offset = 0;
+  /// OPT's word_embed_proj_dim where it differs from the hidden size (OPT-350M: 512): the token embedding and the tied
+  /// output layer are this wide, project_in (width -> hidden) follows the lookup and project_out (hidden -> width) comes
+  /// before the output layer, both nn.Linear without bias (modeling_opt.py OPTDecoder). 0: the hidden size, no projections.
+  std::int64_t embedding_width = 0;
+  /// OPT-350M's do_layer_norm_before false (modeling_opt.py OPTDecoderLayer): each LayerNorm after its residual add and
+  /// no final norm. A layer keeps what the pre-norm layer keeps: the same tensors' sizes, read at other places.
+  bool post_residual_norms = false;
   bool qkv_bias = false;
   bool attention_out_bias = false;
   bool mlp_bias = false;
@@ -153,6 +160,9 @@ struct transformer_config {
   vision_config vision{};
 
   constexpr std::int64_t head_size() const { return head_dim > 0 ? head_dim : detail::quotient(hidden, heads); }
+  /// Width of the token embedding and of the output layer's input.
+  constexpr std::int64_t token_width() const { return embedding_width > 0 ? embedding_width : hidden; }
+  constexpr bool projected_embedding() const { return embedding_width > 0 && embedding_width != hidden; }
 };
 
 constexpr void validate(const transformer_config& m) {
@@ -169,6 +179,9 @@ constexpr void validate(const transformer_config& m) {
     detail::fail_value("the heads must be a multiple of the key/value heads", m.kv_heads,
                        "use kv_heads = heads (MHA), a divisor of heads (GQA) or 1 (MQA)");
   if (m.positions == position_kind::learned) detail::require_positive(m.max_positions, "max_positions for learned positions");
+  if (m.embedding_width < 0) detail::fail_value("the embedding width cannot be negative", m.embedding_width, "pass 0 for the hidden size");
+  if (m.post_residual_norms && (m.norm != norm_kind::layernorm || m.parallel_residual || m.post_norms || m.sandwich_norms))
+    detail::fail("norms after the residual adds (OPT-350M) are modelled for LayerNorm layers in sequence; pass norm layernorm without other layouts");
   if (m.position_offset < 0 || (m.positions == position_kind::learned && m.position_offset >= m.max_positions))
     detail::fail_value("the learned positions' offset must be >= 0 and below max_positions", m.position_offset, "pass 0 (OPT: 2)");
   for (const double p : {m.attention_dropout, m.residual_dropout, m.embedding_dropout})
@@ -317,7 +330,11 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   const auto norm = [&f](module_group g, norm_kind k, std::int64_t n, std::int64_t count) ZEROMEM_ALWAYS_INLINE {  // LayerNorm: weight and bias
     f(module_shape{g, lora_module::none, false, false, 1, n, 1, k == norm_kind::layernorm ? n : 0, count});
   };
-  table(module_group::embedding, m.vocab, h);
+  const std::int64_t w = m.token_width();
+  table(module_group::embedding, m.vocab, w);
+  // OPT-350M's project_in after the lookup (nn.Linear(word_embed_proj_dim, hidden, bias=False)); project_out is the
+  // output side's.
+  if (m.projected_embedding()) f(module_shape{module_group::embedding, lora_module::none, false, true, h, w, 1, 0, 1});
   if (m.positions == position_kind::learned) table(module_group::position_embedding, m.max_positions, h);
   // Attention: q, k, v (or one fused qkv module) and the output projection.
   if (m.fused_qkv) linear(module_group::attention, lora_module::qkv, h, checked_sum(q_out, kv_out, kv_out), m.qkv_bias, 1);
@@ -352,9 +369,10 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches; OLMo-2: the two post-branch norms only.
   if (m.norm_affine) {  // OlmoLayerNorm holds no parameters
     norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
-    norm(module_group::final_norm, m.norm, h, 1);
+    if (!m.post_residual_norms) norm(module_group::final_norm, m.norm, h, 1);  // OPT-350M has none
   }
-  if (!m.tied_embeddings) f(module_shape{module_group::lm_head, lora_module::none, false, true, m.vocab, h, 1, m.lm_head_bias ? m.vocab : 0, 1});
+  if (m.projected_embedding()) f(module_shape{module_group::lm_head, lora_module::none, false, true, w, h, 1, 0, 1});  // project_out
+  if (!m.tied_embeddings) f(module_shape{module_group::lm_head, lora_module::none, false, true, m.vocab, w, 1, m.lm_head_bias ? m.vocab : 0, 1});
   // Vision tower (Qwen2.5-VL modeling_qwen2_5_vl.py): Conv3d patch embed without bias, blocks of norm1, qkv (3C),
   // proj, norm2, MLP; merger: norm(C), Linear(C m^2, C m^2), GELU, Linear(C m^2, out).
   if (m.vision.blocks > 0) {
@@ -397,14 +415,14 @@ constexpr void for_each_linear(const transformer_config& m, F&& f) {
 
 /// Parameter counts. Per-layer figures are for one decoder layer; totals count every layer once.
 struct parameter_counts {
-  elements embedding{};          // vocab x hidden
+  elements embedding{};          // vocab x hidden (OPT-350M: vocab x word_embed_proj_dim and project_in)
   elements position_embedding{}; // learned positions only
   elements attention{};          // per layer: q, k, v, o projections with their biases
   elements mlp{};                // per layer: dense MLP, or experts + shared experts + router
   elements norms{};              // per layer: the two norms (four with sandwich norms)
   elements layer{};              // per layer: attention + mlp + norms
   elements final_norm{};
-  elements lm_head{};            // 0 when tied to the embedding
+  elements lm_head{};            // 0 when tied to the embedding (OPT-350M: project_out)
   elements vision{};             // the whole vision tower with its merger
   elements total{};
   elements language_model{};     // total without the vision tower

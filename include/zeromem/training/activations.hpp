@@ -442,6 +442,7 @@ struct stage_activations {
   bytes layers{};              // per_layer x layers x micro-batches in flight (x the interleaving factor)
   bytes input_ids{};           // int64 token ids kept by the embedding lookup
   bytes embedding_dropout{};   // embedding dropout mask
+  bytes embedding_projection{};  // OPT-350M's project_in keeps the token embedding output (word_embed_proj_dim wide)
   bytes output_layer{};        // final norm input and output-layer input (stage holding the last layer)
   bytes logits{};              // fp32 logits kept for the cross-entropy backward
   bytes total{};
@@ -478,7 +479,13 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
   const bytes input_ids = bytes_of(checked_product(8, sb, inflight));
-  bytes embedding_dropout{}, output_layer{}, logits{};
+  bytes embedding_dropout{}, embedding_projection{}, output_layer{}, logits{};
+  // OPT-350M's project_in (modeling_opt.py OPTDecoder): an nn.Linear over the token embedding output keeps that input
+  // for its weight's gradient (a 16-bit cast under autocast, and its weight's cast), unless the embeddings are frozen.
+  const bool frozen_embedding = adapt.lora_enabled() || adapt.freeze_embeddings;
+  if (m.projected_embedding() && !frozen_embedding)
+    embedding_projection = bytes_of(checked_sum(checked_product(a, sb, m.token_width(), inflight),
+                                                c.autocast ? checked_product(a, m.hidden, m.token_width()) : 0));
   if (c.dropout > 0.0 || m.embedding_dropout > 0.0) {
     const std::int64_t mask = c.device == device_kind::cpu ? a : 1;
     embedding_dropout = bytes_of(checked_product(replicated(checked_product(mask, sbh)), inflight));  // "sbhp/t" with SP
@@ -495,13 +502,20 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     const std::int64_t residual = fp32_input ? checked_product(4, sbh) : checked_product(a, sbh);
     const std::int64_t layer_norm_stats =
         c.impl == implementation::paper ? 0 : checked_product(2, sb, c.device == device_kind::cpu && !fp32_input ? a : 4);
-    const std::int64_t final_norm = c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
+    const std::int64_t final_norm = m.post_residual_norms ? 0  // OPT-350M: no final norm
+                                    : c.impl == implementation::hf && m.norm == norm_kind::rmsnorm
                                         ? detail::hf_rmsnorm_saved(m, c.torch_major, sb, m.hidden, c.autocast ? 4 : a, frozen_norm)
                                         : checked_sum(residual, m.norm == norm_kind::layernorm ? layer_norm_stats : 0);
-    // (Phi's lm_head bias is cast and cached with its weight.)
+    // (Phi's lm_head bias is cast and cached with its weight.) OPT-350M: project_out keeps the last hidden state and
+    // lm_head keeps project_out's output, word_embed_proj_dim wide; under autocast both weights are cast.
+    const std::int64_t w = m.token_width();
     const std::int64_t head_weight_cast =
-        c.autocast ? checked_product(a, detail::ceil_div(checked_product(m.vocab, m.hidden + (m.lm_head_bias ? 1 : 0)), c.tp)) : 0;
-    output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, frozen_head ? 0 : checked_product(a, sbh))), head_weight_cast));
+        c.autocast ? checked_product(a, checked_sum(detail::ceil_div(checked_product(m.vocab, w + (m.lm_head_bias ? 1 : 0)), c.tp),
+                                                    m.projected_embedding() ? checked_product(m.hidden, w) : 0))
+                   : 0;
+    const std::int64_t head_inputs = checked_sum(frozen_head ? 0 : checked_product(a, sb, w),
+                                                 m.projected_embedding() && !frozen_norm ? checked_product(a, sbh) : 0);
+    output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, head_inputs)), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
   // The layers, and the result with the full-attention layers' breakdown: a copy of per_layer where the layers are
@@ -515,8 +529,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
       const std::int64_t den = checked_product(p.pp, p.virtual_stages);
       layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
     }
-    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout,
-                             output_layer, logits, layers + input_ids + embedding_dropout + output_layer + logits,
+    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout, embedding_projection,
+                             output_layer, logits, layers + input_ids + embedding_dropout + embedding_projection + output_layer + logits,
                              full_layer,   full_layers};
   };
   if (!mixed) return with_layers(per_layer, 0);
