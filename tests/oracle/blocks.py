@@ -165,10 +165,11 @@ def repeat_kv(x, n_rep):
 
 class LlamaBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
-                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None, olmo=False):
+                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None, olmo=False, clip=0.0):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
         self.olmo2 = olmo2
+        self.clip = clip  # OlmoAttention's clip_qkv: q, k, v clamped in place
         self.rope = rope  # SmolLM3Attention (modular_smollm3.py): NoPE layers skip apply_rotary_pos_emb
         self.rm = residual_multiplier  # GraniteDecoderLayer: residual + branch * residual_multiplier
         d = h // heads
@@ -219,6 +220,9 @@ class LlamaBlock(torch.nn.Module):
             q, k, v = self.q_norm(self.q(y)), self.k_norm(self.k(y)), self.v(y)
         else:
             q, k, v = self.q(y), self.k(y), self.v(y)
+        if self.clip:
+            for t in (q, k, v):
+                t.clamp_(min=-self.clip, max=self.clip)
         q = q.view(b, s, self.heads, d)
         k = k.view(b, s, self.kv, d)
         if self.q_norm is not None and not self.olmo2:
@@ -395,7 +399,8 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
         block = LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
                            cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False),
-                           not cfg.get("nope", False), 0.22 if cfg.get("granite") else None, cfg.get("olmo", False)).to(dtype)
+                           not cfg.get("nope", False), 0.22 if cfg.get("granite") else None, cfg.get("olmo", False),
+                           cfg.get("clip", 0.0)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)

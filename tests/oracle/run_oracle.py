@@ -53,6 +53,8 @@ def zeromem(binary, kind, cfg, layers, vocab):
             args.append("--gelu-fast")
     else:
         norm = ["layernorm", "--no-norm-weights", "--norm-input-fp32", "--rope-fp32"] if cfg.get("olmo") else ["rmsnorm"]
+        if cfg.get("clip"):
+            norm.append("--clip-qkv")
         args += ["--mlp", "swiglu", "--norm", *norm, "--kv-heads", str(cfg["kv_heads"]), "--implementation", "hf", "--attention", "eager"]
         if cfg["qkv_bias"]:
             args.append("--qkv-bias")
@@ -131,7 +133,8 @@ def random_config(rng, kind):
         cfg["nope"] = rng.random() < 0.2  # SmolLM3's NoPE layer: no rotation (zeromem: --nope-period 1, every layer)
         cfg["granite"] = not cfg.get("olmo2") and not cfg["sandwich"] and rng.random() < 0.2  # Granite's residual_multiplier
         if not cfg.get("olmo2") and rng.random() < 0.2:  # OLMo's OlmoLayerNorm (fp32 copy, no weights) and fp32 RoPE tables
-            cfg.update(olmo=True, qkv_bias=False, qk_norm=False, fused=False, gemma_norm=False, sandwich=False)
+            cfg.update(olmo=True, qkv_bias=False, qk_norm=False, fused=False, gemma_norm=False, sandwich=False,
+                       clip=rng.choice([0.0, 8.0]))  # clip_qkv: q, k, v clamped in place
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if kind == "neox":

@@ -556,6 +556,12 @@ TEST_CASE("OLMo's OlmoLayerNorm keeps an fp32 copy of its input", "[activations]
   // Under autocast the residual stream is already fp32: the same fp32 input either way.
   c.autocast = true;
   CHECK(layer_activation_bytes(olmo, c).attention_norm == layer_activation_bytes(bf16_norm, c).attention_norm);
+  // clip_qkv (say 8.0): q, k and v clamped in place, each kept once more for clamp's backward (torch's
+  // derivatives.yaml: clamp_backward(grad, self, ...) on an in-place op keeps a clone of self): 3 x 8,388,608 more.
+  c.autocast = false;
+  transformer_config clipped = olmo;
+  clipped.clip_qkv = true;
+  CHECK(layer_activation_bytes(clipped, c).total().count() == 218'267'648 + 3 * 8'388'608);
   // The fp32 copy is OLMo's norm; a norm other than a LayerNorm is refused.
   transformer_config rms = olmo;
   rms.norm = norm_kind::rmsnorm;

@@ -531,8 +531,10 @@ TEST_CASE("OLMo's and StableLM's parameters, written out", "[model][hf]") {
   const std::string olmo7b = R"({"model_type": "olmo", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
     "intermediate_size": 11008, "vocab_size": 50304)";
   CHECK(count_parameters(parse_hf_config(olmo7b + "}")).total.count() == 6'888'095'744LL);
-  CHECK(parse_hf_config(olmo7b + R"(, "clip_qkv": null})").norm_input_fp32);
-  CHECK_THROWS_WITH(parse_hf_config(olmo7b + R"(, "clip_qkv": 8.0})"), Catch::Matchers::Contains("clip_qkv"));
+  CHECK_FALSE(parse_hf_config(olmo7b + R"(, "clip_qkv": null})").clip_qkv);
+  CHECK(parse_hf_config(olmo7b + R"(, "clip_qkv": 8.0})").clip_qkv);
+  CHECK_THROWS_WITH(parse_hf_config(olmo7b + R"(, "clip_qkv": "8"})"),
+                    Catch::Matchers::Contains(R"(field 'clip_qkv' must be a positive number or null, got '"8"')"));
   // stabilityai/stablelm-2-1_6b: hidden 2048, 24 layers, 32 heads and 32 KV heads, intermediate 5632, vocab 100352,
   // use_qkv_bias, untied. q, k, v 3 x (2048^2 + 2048) = 12,589,056; o_proj 2048^2 = 4,194,304; SwiGLU 3 x 2048 x 5632 =
   // 34,603,008; two LayerNorms 2 x 2 x 2048 = 8,192: 51,394,560 a layer; x 24 = 1,233,469,440; embed_tokens and lm_head

@@ -122,6 +122,7 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "the layer norms and the final norm have no weight or bias (OLMo's OlmoLayerNorm)"));
     shape.push_back(app.add_flag("--norm-input-fp32", f.norm_input_fp32,
                                  "LayerNorm over an fp32 copy of its input, cast back (OLMo's OlmoLayerNorm); with --norm layernorm"));
+    shape.push_back(app.add_flag("--clip-qkv", f.clip_qkv, "q, k and v clamped in place, each kept once more for backward (OLMo's clip_qkv)"));
     shape.push_back(app.add_flag("--post-norms", f.post_norms,
                                  "no norm before attention or the MLP, one over each branch's output, two a layer (OLMo-2)"));
     shape.push_back(app.add_flag("--rope-fp32", f.rope_fp32,
@@ -206,6 +207,7 @@ transformer_config model_of(const model_flags& f) {
   m.embedding_width = f.embedding_width == f.hidden ? 0 : f.embedding_width;
   m.post_residual_norms = f.post_residual_norms;
   m.norm_input_fp32 = f.norm_input_fp32;
+  m.clip_qkv = f.clip_qkv;
   m.rope_fp32 = f.rope_fp32;
   m.nope_period = f.nope_period;
   m.scaled_residual = f.scaled_residual;

@@ -348,13 +348,16 @@ inline transformer_config parse_hf_config(const std::string& text) {
     // OlmoConfig / modular_olmo.py (OLMo-1B-hf, OLMo-7B-hf): LlamaAttention (attention_bias on q, k, v and o, default
     // false) and LlamaMLP without bias in Llama's pre-norm layer, every norm an OlmoLayerNorm (F.layer_norm over
     // x.to(torch.float32) without weight or bias, cast back), OlmoRotaryEmbedding's fp32 tables, untied by default.
-    // clip_qkv clamps q, k and v in place (clamp_), which is not modelled.
+    // clip_qkv (a number; null: none) clamps q, k and v in place (clamp_).
     m = llama_like(j, type, false);
     m.mlp_bias = false;
     m.norm = norm_kind::layernorm;
     m.norm_affine = false;
     m.norm_input_fp32 = m.rope_fp32 = true;
-    if (find(j, "clip_qkv") != nullptr) fail_config("clip_qkv (q, k and v clamped in place) is not modelled for model_type 'olmo'; set it null");
+    if (const json* clip = find(j, "clip_qkv"); clip != nullptr) {
+      if (!clip->is_number() || !(clip->get<double>() > 0.0)) fail_config("field 'clip_qkv' must be a positive number or null, got " + shown(*clip));
+      m.clip_qkv = true;
+    }
   } else if (type == "stablelm") {
     // StableLmConfig / modeling_stablelm.py (stablelm-3b-4e1t, stablelm-2-1_6b, stablelm-zephyr-3b): q_proj, k_proj,
     // v_proj with use_qkv_bias (default false), o_proj without bias, StableLmMLP (Mistral's gate / up / down without

@@ -116,6 +116,9 @@ struct transformer_config {
   /// OLMo's OlmoLayerNorm (modular_olmo.py): F.layer_norm(x.to(torch.float32), ...).to(orig_dtype), so autograd keeps the
   /// fp32 copy of the input and fp32 statistics rather than the 16-bit input.
   bool norm_input_fp32 = false;
+  /// OLMo's clip_qkv (modular_olmo.py OlmoAttention): q, k and v clamped in place (clamp_); clamp's backward needs the
+  /// values before the clamp, so autograd keeps a copy of each projection's output.
+  bool clip_qkv = false;
   /// GemmaModel multiplies the embedding output by sqrt(hidden) into a new tensor (modeling_gemma.py); autograd keeps
   /// only the 0-dimensional factor, but without autograd both tensors are alive through the layers (forward.hpp).
   bool scaled_embedding = false;
@@ -196,6 +199,7 @@ constexpr void validate(const transformer_config& m) {
   if (m.norm_scale_fp32 && m.norm != norm_kind::rmsnorm) detail::fail("a norm that scales in fp32 (Gemma's) is an RMSNorm; pass norm rmsnorm");
   if (m.norm_weight_fp32 && (m.norm != norm_kind::rmsnorm || m.norm_scale_fp32))
     detail::fail("a norm that multiplies its weight in fp32 (OLMo-2's) is an RMSNorm without Gemma's (1 + weight); pass norm rmsnorm only");
+  if (m.clip_qkv && m.fused_qkv) detail::fail("q, k and v clamped in place (OLMo's clip_qkv) are modelled for separate projections; drop fused_qkv");
   if (m.norm_input_fp32 && m.norm != norm_kind::layernorm)
     detail::fail("a norm over an fp32 copy of its input (OLMo's OlmoLayerNorm) is a LayerNorm; pass norm layernorm");
   if (m.nope_period < 0 || (m.nope_period > 0 && m.positions != position_kind::rope))

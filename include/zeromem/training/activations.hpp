@@ -374,6 +374,11 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   };
   const bytes q_norm = bytes_of(head_norm_saved(heads));
   const bytes k_norm = bytes_of(head_norm_saved(kv_heads));
+  // OLMo's clip_qkv: query_states.clamp_(...) and the same for k and v on the projections' outputs; an in-place op
+  // whose derivative reads its input keeps a clone of it (derivatives.yaml clamp: clamp_backward(grad, self, ...)).
+  const bool clip = m.clip_qkv && c.impl == implementation::hf;
+  const bytes q_clip = clip ? bytes_of(checked_product(a, sb, heads, d)) : none;
+  const bytes kv_clip = clip ? bytes_of(checked_product(a, sb, kv_heads, d)) : none;
   // FlashAttention keeps the row log-sum-exp in fp32 (Dao et al. 2022 §3.1); the memory-efficient kernel pads its rows.
   const bytes lse = c.attention != attention_kind::eager
                         ? bytes_of(checked_product(4, heads, at.efficient_kernel ? checked_product(detail::ceil_div(s, 32), 32) : s, b))
@@ -418,7 +423,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // Parallel branches (GPT-NeoX): the second LayerNorm reads the layer input the first one keeps, so it adds only its
   // statistics (autograd saves a tensor once); with one shared norm (Phi) there is no second norm.
   const bytes mlp_norm = !m.parallel_residual ? pre_norm : m.shared_layer_norm ? none : bytes_of(replicated(norm_statistics()));
-  return layer_activations{pre_norm,  input,  query + q_norm, key + k_norm, value,     scores,        scores_dropout, lse,
+  return layer_activations{pre_norm,  input,  query + q_norm + q_clip, key + k_norm + kv_clip, value + kv_clip, scores, scores_dropout, lse,
                            sdpa_bias, output, residual_mask,  mlp_norm,     mlp_input, mlp_hidden, residual_mask, branch_norms,
                            none,      weights, bytes_of(lora_bytes)};
 }
