@@ -448,7 +448,7 @@ struct stage_activations {
   bytes input_ids{};           // int64 token ids kept by the embedding lookup
   bytes embedding_dropout{};   // embedding dropout mask
   bytes embedding_projection{};  // OPT-350M's project_in keeps the token embedding output (word_embed_proj_dim wide)
-  bytes output_layer{};        // final norm input and output-layer input (stage holding the last layer)
+  bytes output_layer{};        // final norm input and output-layer input (OPT-350M: project_out's and lm_head's inputs)
   bytes logits{};              // fp32 logits kept for the cross-entropy backward
   bytes total{};
   /// Where sliding-window and full-attention layers alternate and keep different tensors (SDPA with a sequence as long
