@@ -791,3 +791,17 @@ TEST_CASE("OLMo's norms by flags match its config.json", "[cli]") {
   check_rejected({{"estimate", "--hidden", "64", "--layers", "2", "--heads", "4", "--ffn", "128", "--vocab", "100", "--norm", "rmsnorm",
                    "--norm-input-fp32"}});
 }
+
+TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused where it is not modelled", "[cli]") {
+  // SGD with momentum and weight_decay over Qwen2.5-1.5B in pure bf16: torch._foreach_add(grads, params) is one list of
+  // every parameter, 1,543,714,304 x 2 B = 3,087,428,608 B (test_step.cpp derives the mechanism).
+  const std::vector<std::string> base = {"estimate", "--json", "--model", "qwen2.5-1.5b", "--precision", "bf16", "--optimizer",
+                                         "sgd-momentum", "--seq-len", "512"};
+  std::vector<std::string> decayed = base;
+  decayed.insert(decayed.end(), {"--weight-decay", "0.01"});
+  CHECK(run_json(base)["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 0);
+  CHECK(run_json(decayed)["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 3'087'428'608LL);
+  check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--weight-decay", "0.01"},
+                  {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--optimizer", "rmsprop", "--weight-decay", "0.1"},
+                  {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--weight-decay", "-1"}});
+}

@@ -172,6 +172,47 @@ TEST_CASE("step: torch.optim.Adadelta and ASGD, their states and their update's 
   CHECK(parse_optimizer("asgd") == optimizer_kind::asgd);
 }
 
+TEST_CASE("step: coupled weight decay's decayed gradients, by optimizer and implementation", "[step]") {
+  // Pure bf16 Llama-2-7B (13,476,831,232 B of parameters; the embedding, the largest, 262,144,000 B), weight_decay 0.01.
+  // SGD with momentum: torch._foreach_add(grads, params) is a new list alive through the momentum update (sgd.py
+  // _multi_tensor_sgd), 13,476,831,232 B where the update had none; the for-loop's grad.add(param), 262,144,000 B.
+  // Adam: the decayed list dies (del device_grads) before the sqrt list is built, so foreach stays one list; the
+  // for-loop's decayed gradient lives beside sqrt and its quotient, 3 x 262,144,000 B. AdamW decays in place: nothing.
+  training_states t = pure_bf16();
+  t.optimizer.weight_decay = 0.01;
+  step_config s{};
+  struct row {
+    optimizer_kind kind;
+    std::int64_t foreach_bytes, forloop_bytes;
+  };
+  const row rows[] = {{optimizer_kind::sgd_momentum, 13'476'831'232LL, 262'144'000},
+                      {optimizer_kind::sgd, 13'476'831'232LL, 262'144'000},
+                      {optimizer_kind::adam, 13'476'831'232LL, 3 * 262'144'000LL},
+                      {optimizer_kind::adamw, 13'476'831'232LL, 2 * 262'144'000LL}};
+  for (const row& r : rows) {
+    INFO(name(r.kind));
+    t.optimizer.kind = r.kind;
+    s.optimizer = optimizer_impl::foreach_kernels;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(r.foreach_bytes));
+    s.optimizer = optimizer_impl::forloop;
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(r.forloop_bytes));
+    s.optimizer = optimizer_impl::fused;  // the fused kernels decay inside
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes{});
+  }
+  // Without a decay SGD's update is all in place.
+  t.optimizer = optimizer_spec{};
+  t.optimizer.kind = optimizer_kind::sgd_momentum;
+  s.optimizer = optimizer_impl::foreach_kernels;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes{});
+  // The optimizers whose decay was not read are refused with it, and a negative decay is refused.
+  t.optimizer.kind = optimizer_kind::rmsprop;
+  t.optimizer.weight_decay = 0.01;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("rmsprop with a weight decay is not modelled"));
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.optimizer.weight_decay = -1.0;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("the weight decay must be a finite number >= 0"));
+}
+
 TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the loss", "[step]") {
   // Gemma2ForCausalLM: logits = tanh(logits / 30) * 30; tanh keeps its bf16 output, 2 B x 2048 tokens x 256,000 =
   // 1,048,576,000 B, alive at the end of forward and through the loss's backward.

@@ -7,6 +7,10 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--params", a.params, "parameter count: 7.5e9, 7.5B, 350M, 1T (or give a model)");
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
   text_option(app, "--optimizer", a.optimizer_name, optimizer_names())->capture_default_str();
+  real_option(app, "--weight-decay", a.weight_decay,
+              "torch.optim weight_decay: coupled decay (sgd, sgd-momentum, adam) adds the update's decayed-gradient temporaries; "
+              "AdamW's decoupled decay adds none",
+              0.0, 1e300, false);
   auto* stage = integer_option(app, "--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)", 0, 3);
   auto* fsdp = text_option(app, "--fsdp", a.fsdp, "FSDP strategy: NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2");
   stage->excludes(fsdp);
@@ -132,6 +136,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   // Model states are those of the most loaded tensor/pipeline-parallel rank: what trains there and what is frozen.
   if (in.has_model) t = states_on_rank(in.job.model, in.counts, t, a.tp, a.pp);
   t.optimizer.kind = parse_optimizer(a.optimizer_name);
+  t.optimizer.weight_decay = a.weight_decay;
   if (t.optimizer.kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
     detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
@@ -226,6 +231,8 @@ estimate_inputs to_inputs(const estimate_args& a) {
     detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
   if ((!a.optimizer_impl.empty() || a.loss != name(loss_impl::hf)) && a.seq_len == 0)
     detail::fail("--optimizer-impl and --loss choose the step's kernels; add a model and --seq-len for the step's peak");
+  if (a.weight_decay != 0.0 && a.seq_len == 0)
+    detail::fail("--weight-decay changes the optimizer step's temporaries; add a model and --seq-len for the step's peak");
   if (a.seq_len != 0) set_step(a, in);
   return in;
 }

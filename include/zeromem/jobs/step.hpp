@@ -386,10 +386,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       detail::fail("optimizer " + std::string(opt.name) + " has no fused CUDA implementation in torch.optim; use --optimizer-impl foreach or forloop");
     const dtype state = fsdp ? storage : r.optimizer_dtype();
     const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
+    // Coupled weight decay's decayed gradients (optimizer_traits::decay_foreach / decay_forloop).
+    const bool decays = t.optimizer.weight_decay != 0.0;
+    if (decays && s.optimizer != optimizer_impl::fused && (opt.decay_foreach < 0 || opt.decay_forloop < 0))
+      detail::fail("weight decay's temporaries are read for adam, adamw, sgd and sgd-momentum only; " + std::string(opt.name) +
+                   " with a weight decay is not modelled, drop --weight-decay or use --optimizer-impl fused where it has one");
     if (s.optimizer == optimizer_impl::foreach_kernels)
-      temporaries = updated * size_of(state) * opt.foreach_temporaries;
+      temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0));
     else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * opt.forloop_temporaries;
+      temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0));
   }
   const auto optimizer_step = [&] {
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};

@@ -138,6 +138,8 @@ constexpr void validate(const training_states& t) {
   if (t.frozen_weights.count() < 0) detail::fail("frozen weight bytes cannot be negative");
   if ((t.frozen.count() > 0) != (t.frozen_weights.count() > 0))
     detail::fail("frozen parameters and their bytes go together; set both frozen and frozen_weights, or neither");
+  if (!(t.optimizer.weight_decay >= 0.0 && t.optimizer.weight_decay < 1e300))
+    detail::fail_value("the weight decay must be a finite number >= 0", t.optimizer.weight_decay, "pass 0 for none");
   if (t.adapt.paged_optimizer && t.zero.optimizer.device != offload_device::none)
     detail::fail("a paged optimizer and optimizer offload both move the optimizer states; drop --paged-optimizer or --offload-optimizer");
 }

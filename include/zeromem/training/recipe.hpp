@@ -87,56 +87,65 @@ struct optimizer_traits {
   /// exp_avg_sq.sqrt() and its quotient). A fused kernel allocates none.
   int foreach_temporaries;
   int forloop_temporaries;
+  /// What a weight_decay != 0 adds to them, in lists (foreach) and tensors (for-loop) of the same sizes; -1: not read
+  /// for this optimizer, refused. Coupled decay makes grads + weight_decay x params a new tensor (sgd.py
+  /// _multi_tensor_sgd: torch._foreach_add(grads, params)); AdamW's decoupled decay multiplies the parameters in place.
+  int decay_foreach;
+  int decay_forloop;
   bool cuda_fused;  // torch.optim has a fused CUDA implementation (fused=True)
   std::string_view source;
 };
 
 // clang-format off
 inline constexpr optimizer_traits optimizer_table[] = {
-    {optimizer_kind::adam,         "adam",         2,  "two moments",     1, 2, true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master"},
-    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     1, 2, true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq"},
+    // torch/optim/adam.py with weight_decay (Adam's coupled decay): _multi_tensor_adam deletes the decayed gradients
+    // (del device_grads) before its sqrt list, so the peak stays one list; _single_tensor_adam's grad.add(param) lives
+    // beside the denominator's two tensors. AdamW decays the parameters in place (torch._foreach_mul_, param.mul_).
+    {optimizer_kind::adam,         "adam",         2,  "two moments",     1, 2, 0, 1, true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master"},
+    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     1, 2, 0, 0, true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq"},
     // torch/optim/sgd.py: the update adds in place (_foreach_add_, param.add_); the first step's momentum buffer is a
-    // clone of the gradient that stays as the state.
-    {optimizer_kind::sgd,          "sgd",          0,  "no state",        0, 0, true,  "torch.optim.SGD with momentum=0 keeps no state"},
-    {optimizer_kind::sgd_momentum, "sgd-momentum", 1,  "one momentum",    0, 0, true,  "torch.optim.SGD momentum_buffer; TM101: 8 B with the master"},
-    {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", 0, 0, true,
+    // clone of the gradient that stays as the state. weight_decay != 0: device_grads = torch._foreach_add(device_grads,
+    // device_params) (_single_tensor_sgd: grad.add(param)), a new list alive through the momentum or parameter update.
+    {optimizer_kind::sgd,          "sgd",          0,  "no state",        0, 0, 1, 1, true,  "torch.optim.SGD with momentum=0 keeps no state"},
+    {optimizer_kind::sgd_momentum, "sgd-momentum", 1,  "one momentum",    0, 0, 1, 1, true,  "torch.optim.SGD momentum_buffer; TM101: 8 B with the master"},
+    {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", 0, 0, -1, -1, true,
      "Dettmers et al. 2022, 8-bit Optimizers via Block-wise Quantization, §2.1"},
     // torch/optim/_adafactor.py: a matrix's var_estimate = row_var @ col_var, one tensor of its size; no fused kernel.
-    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
-    {optimizer_kind::lion,         "lion",         1,  "one momentum",    0, 0, true,  "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
+    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, -1, -1, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
+    {optimizer_kind::lion,         "lion",         1,  "one momentum",    0, 0, -1, -1, true,  "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
     // torch/optim/rmsprop.py: square_avg; _multi_tensor_rmsprop's avg = torch._foreach_sqrt(square_avgs), then in-place
     // add and addcdiv; _single_tensor_rmsprop's square_avg.sqrt() per parameter; no fused implementation.
-    {optimizer_kind::rmsprop,      "rmsprop",      1,  "one running mean of squared gradients", 1, 1, false,
+    {optimizer_kind::rmsprop,      "rmsprop",      1,  "one running mean of squared gradients", 1, 1, -1, -1, false,
      "Tieleman & Hinton 2012, Lecture 6.5; torch.optim.RMSprop keeps square_avg (momentum=0, centered=False)"},
     // torch/optim/adagrad.py: sum; _multi_tensor_adagrad's std = torch._foreach_sqrt(state_sums) and numerator =
     // torch._foreach_mul(grads, minus_clr), both alive for _foreach_addcdiv_; _single_tensor_adagrad's
     // state_sum.sqrt().add_(eps) per parameter; fused=True runs on the CPU only.
-    {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, false,
+    {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, -1, -1, false,
      "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']"},
     // torch/optim/nadam.py: exp_avg and exp_avg_sq (mu_product and step are scalars); _multi_tensor_nadam's
     // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then in place; _single_tensor_nadam's
     // exp_avg_sq.div(bias_correction2).sqrt(), two tensors at once; no fused implementation.
-    {optimizer_kind::nadam,        "nadam",        2,  "two moments",     1, 2, false,
+    {optimizer_kind::nadam,        "nadam",        2,  "two moments",     1, 2, -1, -1, false,
      "Dozat 2016, Incorporating Nesterov Momentum into Adam; torch.optim.NAdam keeps exp_avg and exp_avg_sq"},
     // torch/optim/radam.py: exp_avg and exp_avg_sq; _multi_tensor_radam's buffer = torch._foreach_sqrt(exp_avg_sqs)
     // (grads deleted first), then in place. _single_tensor_radam keeps exp_avg / bias_correction1 for the step and,
     // once the rectification applies (rho_t > 5: the 6th step on with beta2 0.999), builds (that * lr) * adaptive_lr
     // with adaptive_lr = sqrt(bc2) / exp_avg_sq.sqrt(): four tensors of the parameter's size at once (two before).
-    {optimizer_kind::radam,        "radam",        2,  "two moments",     1, 4, false,
+    {optimizer_kind::radam,        "radam",        2,  "two moments",     1, 4, -1, -1, false,
      "Liu et al. 2020, On the Variance of the Adaptive Learning Rate and Beyond (arXiv 1908.03265), Alg. 2"},
     // torch/optim/adamax.py: exp_avg and exp_inf; _multi_tensor_adamax's grads = torch._foreach_abs(grads) (a copy when
     // weight_decay is 0), then in place; _single_tensor_adamax's grad.abs() into torch.maximum(out=exp_inf).
-    {optimizer_kind::adamax,       "adamax",       2,  "a moment and an infinity norm", 1, 1, false,
+    {optimizer_kind::adamax,       "adamax",       2,  "a moment and an infinity norm", 1, 1, -1, -1, false,
      "Kingma & Ba 2015, Adam, §7.1 (AdaMax); torch.optim.Adamax keeps exp_avg and exp_inf"},
     // torch/optim/adadelta.py: square_avg and acc_delta; _multi_tensor_adadelta's std = torch._foreach_add(square_avgs,
     // eps) and deltas = torch._foreach_add(acc_deltas, eps), both alive to the update; _single_tensor_adadelta's
     // square_avg.add(eps).sqrt_() and acc_delta.add(eps).sqrt_() per parameter; no fused implementation.
-    {optimizer_kind::adadelta,     "adadelta",     2,  "a running mean of squared gradients and of squared updates", 2, 2, false,
+    {optimizer_kind::adadelta,     "adadelta",     2,  "a running mean of squared gradients and of squared updates", 2, 2, -1, -1, false,
      "Zeiler 2012, ADADELTA: An Adaptive Learning Rate Method (arXiv 1212.5701), Alg. 1"},
     // torch/optim/asgd.py: ax (the average; eta, mu and step are scalars); _multi_tensor_asgd's intermediate =
     // torch._foreach_add(grads, params, alpha=lambd), deleted before torch._foreach_sub(params, axs); _single_tensor_asgd
     // updates in place and, while mu is 1 (until step t0 = 1e6 by default), averages by ax.copy_(param): no temporary.
-    {optimizer_kind::asgd,         "asgd",         1,  "the averaged parameters", 1, 0, false,
+    {optimizer_kind::asgd,         "asgd",         1,  "the averaged parameters", 1, 0, -1, -1, false,
      "Polyak & Juditsky 1992, Acceleration of Stochastic Approximation by Averaging; torch.optim.ASGD keeps ax"},
 };
 // clang-format on
@@ -167,6 +176,9 @@ struct optimizer_spec {
   /// full size of vectors; see adafactor_factored_elements). Zero means unknown: a lower bound is used.
   elements adafactor_factored = elements_of(0);
   bool adafactor_momentum = false;  // Adafactor with beta1 keeps a full first moment too
+  /// torch.optim's weight_decay (0 by default for SGD and Adam; AdamW's 0.01 is decoupled and adds nothing): coupled
+  /// decay adds the temporaries optimizer_traits::decay_foreach / decay_forloop name.
+  double weight_decay = 0.0;
 };
 
 /// Adafactor's factored second moment of one r x c matrix: r + c values (Shazeer & Stern 2018, Alg. 4);
