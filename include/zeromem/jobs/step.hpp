@@ -389,7 +389,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // Coupled weight decay's decayed gradients (optimizer_traits::decay_foreach / decay_forloop).
     const bool decays = t.optimizer.weight_decay != 0.0;
     if (decays && s.optimizer != optimizer_impl::fused && (opt.decay_foreach < 0 || opt.decay_forloop < 0))
-      detail::fail("weight decay's temporaries are read for adam, adamw, sgd and sgd-momentum only; " + std::string(opt.name) +
+      detail::fail("weight decay's temporaries are read for " + optimizers_with_decay() + " only; " + std::string(opt.name) +
                    " with a weight decay is not modelled, drop --weight-decay or use --optimizer-impl fused where it has one");
     if (s.optimizer == optimizer_impl::foreach_kernels)
       temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0));

@@ -170,6 +170,14 @@ inline std::string optimizer_names(const char* separator = " | ") {
   return detail::join_names(optimizer_table, separator, [](const optimizer_traits& t) { return t.name; });
 }
 
+/// The optimizers whose weight decay's temporaries are read (decay_foreach and decay_forloop >= 0), for messages.
+inline std::string optimizers_with_decay() {
+  std::string out;
+  for (const optimizer_traits& t : optimizer_table)
+    if (t.decay_foreach >= 0 && t.decay_forloop >= 0) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+
 struct optimizer_spec {
   optimizer_kind kind = optimizer_kind::adamw;
   /// Adafactor only: elements of its factored second moment (sum of rows + columns over matrices plus the
