@@ -58,7 +58,8 @@ def main():
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
                 "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "fp32" if cfg["fp32"] else "bf16",
-                "--attention", "eager", "--forward-output", cfg["output"]]
+                "--attention", "eager", "--forward-output", cfg["output"],
+                "--blas-workspaces", "0B"]  # measured on the CPU: no cuBLAS workspace
         if not cfg["use_cache"]:
             args.append("--no-cache")
         if cfg.get("nope_period"):

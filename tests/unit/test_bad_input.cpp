@@ -126,6 +126,10 @@ TEST_CASE("flags that need others are errors, not ignored", "[bad-input]") {
   rejected({"estimate", "--params", "7B", "--dropout", "nan"}, "--dropout");
   rejected({"estimate", "--params", "7B", "--reserve-fraction", "inf"}, "--reserve-fraction");
   rejected({"deepspeed", "zero2", "--params", "1B", "--additional-buffer-factor", "-1"}, "--additional-buffer-factor");
+  rejected({"estimate", "--params", "7B", "--blas-workspaces", "64MiB"}, "add a model and --seq-len");
+  rejected({"estimate", "--params", "7B", "--cuda-context", "1GB"}, "add a model and --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--blas-workspaces", "64"}, "--blas-workspaces");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--blas-workspaces", "-1MiB"}, "--blas-workspaces");
 }
 
 TEST_CASE("plan: --host-memory 0B, --top 0 and --svg with nothing fitting are errors", "[bad-input]") {
@@ -194,6 +198,14 @@ TEST_CASE("library values are exceptions, not numbers, for impossible inputs", "
   step_config s{};
   s.cuda_context = bytes_of(-1);
   CHECK_THROWS_AS(validate(s), std::invalid_argument);
+  s = step_config{};
+  s.blas_workspaces = bytes_of(-1);
+  CHECK_THROWS_WITH(validate(s), Catch::Contains("--blas-workspaces"));
+  CHECK_THROWS_WITH(cublas_workspace_bytes(0), Catch::Contains("compute capability"));
+  forward_only_config f{};
+  f.seq_len = 8;
+  f.blas_workspaces = bytes_of(-1);
+  CHECK_THROWS_WITH(estimate_forward_only(preset_config("llama-2-7b"), f, bytes{}), Catch::Contains("--blas-workspaces"));
   runtime_overheads o{};
   o.cuda_context = bytes_of(-1);
   CHECK_THROWS_AS(deepspeed_buffers(1, o), std::invalid_argument);

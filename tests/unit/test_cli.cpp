@@ -394,7 +394,7 @@ TEST_CASE("one default for attention and kernels: estimate, plan and the library
   CHECK(library.impl == implementation::hf);
   CHECK(plan_request{}.attention == library.attention);
   CHECK(plan_request{}.impl == library.impl);
-  const std::vector<std::string> job{"estimate", "--model", "qwen2.5-7b", "--zero-stage", "2", "--dp", "8", "--seq-len", "4096"};
+  const std::vector<std::string> job{"estimate", "--model", "qwen2.5-7b", "--zero-stage", "2", "--dp", "8", "--seq-len", "4096", "--gpu", "a100-80gb"};
   const auto j = run_json(job);
   CHECK(j["activations"]["attention"] == "flash");
   CHECK(j["activations"]["implementation"] == "hf");
@@ -554,7 +554,8 @@ TEST_CASE("estimate --explain suggests the for-loop for an optimizer without a f
   // Gemma-7B (8,537,680,896 parameters) in pure bf16 with torch.optim.Adagrad, checkpointed, on an H100 80GB
   // (85,017,493,504 B). Optimizer step: weights, state['sum'] and gradients 3 x 17,075,361,792 B, foreach's std and
   // numerator 2 x 17,075,361,792 B = 85,376,808,960 B, over the card before the context. Adagrad has no fused CUDA
-  // kernel; the for-loop's one tensor (the embedding, 256000 x 3072 x 2 B = 1,572,864,000 B) leaves 52,798,949,376 B.
+  // kernel; the for-loop's one tensor (the embedding, 256000 x 3072 x 2 B = 1,572,864,000 B) leaves 52,798,949,376 B, and
+  // the two cuBLAS workspaces (2 x 32 MiB = 67,108,864 B) are beside them in every phase.
   const zeromem::test::cli_result r =
       zeromem::test::run_cli({"estimate", "--model", "gemma-7b", "--precision", "bf16", "--optimizer", "adagrad", "--seq-len", "1024",
                               "--recompute", "full", "--gpu", "h100-80gb", "--explain"});
@@ -564,7 +565,7 @@ TEST_CASE("estimate --explain suggests the for-loop for an optimizer without a f
   CHECK(r.out.find("--optimizer-impl fused") == std::string::npos);
   const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "gemma-7b", "--precision", "bf16", "--optimizer", "adagrad",
                                                         "--seq-len", "1024", "--recompute", "full", "--optimizer-impl", "forloop", "--json"});
-  CHECK(j["phases"]["optimizer_step"]["peak_bytes"].get<std::int64_t>() == 3 * 17'075'361'792LL + 1'572'864'000);
+  CHECK(j["phases"]["optimizer_step"]["peak_bytes"].get<std::int64_t>() == 3 * 17'075'361'792LL + 1'572'864'000 + 67'108'864);
 }
 
 TEST_CASE("estimate --json: Gemma-2's alternating layers, counted by kind", "[cli]") {
@@ -584,8 +585,13 @@ TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and th
   const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "4096",
                                                         "--micro-batch", "2", "--precision", "bf16", "--forward-output", "log-probs",
                                                         "--gpu", "h100-80gb"});
-  // test_forward.cpp derives the peak: 13,476,831,232 B of weights + 6,916,472,832 B at the output.
-  CHECK(j["forward_only"]["peak_bytes"] == 13'476'831'232LL + 6'916'472'832LL);
+  // test_forward.cpp derives the peak: 13,476,831,232 B of weights + 6,916,472,832 B at the output, and the forward
+  // thread's cuBLAS workspace on the H100 (sm90): 32 MiB.
+  CHECK(j["forward_only"]["peak_bytes"] == 13'476'831'232LL + 6'916'472'832LL + 33'554'432LL);
+  CHECK(j["forward_only"]["blas_workspaces_bytes"] == 33'554'432LL);
+  // An A100 (sm80) gets PyTorch's ":4096:2:16:8": 2 x 4,194,304 + 8 x 16,384 = 8,519,680 B.
+  CHECK(zeromem::test::run_cli_json({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "4096", "--precision", "bf16",
+                                     "--gpu", "a100-80gb"})["forward_only"]["blas_workspaces_bytes"] == 8'519'680LL);
   CHECK(j["forward_only"]["peak_in"] == "output");
   CHECK(j["verdict"]["fits"] == true);
   const auto fails_with = [](std::vector<std::string> args, const std::string& words) {

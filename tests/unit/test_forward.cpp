@@ -26,7 +26,9 @@ TEST_CASE("forward only: Llama-2-7B reference log-probs, term by term", "[forwar
   CHECK(e.layers_phase.count() == 65'536 + 32'768 + 4'194'304 + 134'217'728 + 4'160'749'568 + 809'500'672);
   // The output: 262,144,000 logits x (2 + 4 + 4) B beside the cache of all 32 layers and the token ids.
   CHECK(e.output_phase.count() == 2'621'440'000 + 4'294'967'296 + 65'536);
-  CHECK(e.peak == e.weights + e.output_phase);
+  // With the one cuBLAS workspace the forward's thread holds: 32 MiB on an H100 by default.
+  CHECK(e.blas_workspaces.count() == 32 * 1'048'576);
+  CHECK(e.peak == e.weights + bytes_of(33'554'432) + e.output_phase);
 
   // Without the cache the layers keep nothing of each other: the MLP frame is 2H + 3F.
   forward_only_config no_cache = f;
@@ -146,6 +148,7 @@ TEST_CASE("forward only: SmolLM3's NoPE layers skip the rotation, and the rotary
   // The layer is now smaller than building the rotary tables (LlamaRotaryEmbedding.forward) beside the token ids (64),
   // positions (32), the eager mask (2 x 2 x 4 x 4 = 64) and the embedding output (512): fp32 positions 32, freqs
   // 4 x 8 x 16 = 512, emb 1,024, fp32 cos and sin 2,048 and their bf16 casts 1,024: 5,312 B (the oracle measures this).
+  f.blas_workspaces = bytes{};  // on the CPU, as the oracle measures it
   const forward_only_estimate e = estimate_forward_only(m, f, bytes{});
   CHECK(e.layers_phase.count() == 64 + 32 + 64 + 512 + 32 + 512 + 1'024 + 2'048 + 1'024);
   CHECK(e.peak == e.layers_phase);

@@ -66,6 +66,17 @@ TEST_CASE("orz-1.5b-ppo: utilization 0.85 breaks the rollout, 0.5 fits (ORZ issu
   for (const auto& p : fixed["phases"]) CHECK(p["per_gpu"]["peak_bytes"].get<std::int64_t>() <= total);
 }
 
+TEST_CASE("cuBLAS workspaces per process: two where a role trains, one where it only runs forward", "[rlhf]") {
+  // ORZ colocates actor and critic (each trains: forward's thread and autograd's) and the reference (forward only) on
+  // every A100 (sm80): 5 handles x (2 x 4 MiB + 8 x 16 KiB) = 5 x 8,519,680 = 42,598,400 B in every phase. vLLM's
+  // own sits inside its profiled peak.
+  const nlohmann::json orz = job("orz-1.5b-ppo.args");
+  for (const auto& p : orz["phases"]) CHECK(term(p, "all", "cuBLAS workspaces (5 handles)") == 42'598'400);
+  // verl's hybrid worker runs actor, rollout and reference in one process: 2 handles. On an H100 (sm90), 32 MiB each.
+  const nlohmann::json verl = job("logic-rl-7b-grpo.yaml", {"--gpu", "h100-80gb"});
+  for (const auto& p : verl["phases"]) CHECK(term(p, "all", "cuBLAS workspaces (2 handles)") == 67'108'864);
+}
+
 TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in all four reports (Logic-RL issue #8)", "[rlhf][scenario]") {
   const std::string f = "logic-rl-7b-grpo.yaml";
   const nlohmann::json b8n32 = job(f);  // the file as reported: 8 x 32

@@ -252,11 +252,15 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
 
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
   // Pure bf16 AdamW: weights 2 + moments 4 B/param rest (40,430,493,696 B); gradients 2 B/param
-  // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B).
+  // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B above a baseline
+  // that already held the process's cuBLAS workspaces), and those two workspaces, 2 x 32 MiB = 67,108,864 B on an H100.
   const step_estimate e = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), step_config{});
   CHECK(e.optimizer_step.resting == bytes_of(40'430'493'696));
   CHECK(e.optimizer_step.gradients == bytes_of(13'476'831'232));
-  CHECK(e.optimizer_step.total() == bytes_of(67'384'156'160));
+  CHECK(e.optimizer_step.blas_workspaces == bytes_of(67'108'864));
+  CHECK(e.forward.blas_workspaces == e.optimizer_step.blas_workspaces);
+  CHECK(e.backward.blas_workspaces == e.optimizer_step.blas_workspaces);
+  CHECK(e.optimizer_step.total() == bytes_of(67'384'156'160 + 67'108'864));
   CHECK(e.peak == e.optimizer_step.total());
   CHECK(e.peak_phase == step_phase::optimizer_step);
   // The end of backward: every gradient and dL/d(embedding output), 2 x 2048 x 4096 = 16,777,216 B.
@@ -264,7 +268,12 @@ TEST_CASE("step: the optimizer step holds resting states, every gradient and the
   fused.optimizer = optimizer_impl::fused;
   const step_estimate f = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), fused);
   CHECK(f.peak_phase == step_phase::backward);
-  CHECK(f.backward.total() == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
+  CHECK(f.backward.total() == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216 + 67'108'864));
+  // An A100's workspaces (sm80, ":4096:2:16:8"): 2 x (2 x 4 MiB + 8 x 16 KiB) = 17,039,360 B; none without cuBLAS.
+  fused.blas_workspaces = blas_workspaces_of(find_gpu("a100-80gb"), training_blas_handles);
+  CHECK(fused.blas_workspaces == bytes_of(17'039'360));
+  fused.blas_workspaces = bytes{};
+  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), fused).peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
 }
 
 TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one layer", "[step]") {
@@ -360,7 +369,7 @@ TEST_CASE("step: the estimate is constexpr", "[step][static]") {
   static_assert(verdict_of(compile_time_step(), gpu_models[3].capacity).fits(),
                 "Llama-2-7B with fused AdamW and full recompute fits an H100");
   constexpr bytes peak = compile_time_step().peak;
-  CHECK(peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
+  CHECK(peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216 + 67'108'864));  // + two 32 MiB cuBLAS workspaces
 }
 
 TEST_CASE("DDP's all-reduce buckets hold one copy of the gradients through the whole step", "[step][ddp]") {

@@ -58,6 +58,7 @@ struct estimate_args {
   bool no_cache = false;
   bool gradient_as_bucket_view = false;
   std::string cuda_context;
+  std::string blas_workspaces;
   double reserve_fraction = 0.0;
   std::string gpu;
   std::string gpu_memory;

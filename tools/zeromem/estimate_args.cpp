@@ -75,6 +75,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   app.add_flag("--ddp", a.ddp, "PyTorch DistributedDataParallel: all-reduce buckets as large as the gradients, alive all step");
   app.add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view, "DDP(gradient_as_bucket_view=True): gradients are views into the buckets");
   text_option(app, "--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");
+  text_option(app, "--blas-workspaces", a.blas_workspaces,
+              "cuBLAS workspaces in PyTorch's allocator, two handles (forward, backward) x 32 MiB on compute capability 9.x/10.x/12.x, "
+              "else x 8,519,680 B (default: from --gpu, else H100's 64 MiB; CUBLAS_WORKSPACE_CONFIG changes it)");
   real_option(app, "--reserve-fraction", a.reserve_fraction,
               "reserved above allocated at the peak, measured on your job (max_memory_reserved / max_memory_allocated - 1)", 0.0, 10.0, false)
       ->capture_default_str();
@@ -198,6 +201,8 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.optimizer = a.optimizer_impl.empty() ? pytorch_default_impl(in.job.states.optimizer.kind) : parse_optimizer_impl(a.optimizer_impl);
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
+  if (!a.blas_workspaces.empty()) st.blas_workspaces = parse_bytes(a.blas_workspaces, "the cuBLAS workspaces (--blas-workspaces)");
+  else if (!a.gpu.empty()) st.blas_workspaces = blas_workspaces_of(find_gpu(a.gpu), training_blas_handles);
   st.reserve_fraction = a.reserve_fraction;
   st.ddp = a.ddp;
   st.gradient_as_bucket_view = a.gradient_as_bucket_view;
@@ -231,6 +236,8 @@ estimate_inputs to_inputs(const estimate_args& a) {
     detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
   if ((!a.optimizer_impl.empty() || a.loss != name(loss_impl::hf)) && a.seq_len == 0)
     detail::fail("--optimizer-impl and --loss choose the step's kernels; add a model and --seq-len for the step's peak");
+  if ((!a.cuda_context.empty() || !a.blas_workspaces.empty()) && a.seq_len == 0)
+    detail::fail("--cuda-context and --blas-workspaces count toward the step's peak and verdict; add a model and --seq-len");
   if (a.weight_decay != 0.0 && a.seq_len == 0)
     detail::fail("--weight-decay changes the optimizer step's temporaries; add a model and --seq-len for the step's peak");
   if (a.seq_len != 0) set_step(a, in);

@@ -37,6 +37,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   f.attention = parse_attention(a.attention_name);
   f.use_cache = !a.no_cache;
   f.output = parse_forward_output(a.forward_output);
+  if (!a.blas_workspaces.empty()) f.blas_workspaces = parse_bytes(a.blas_workspaces, "the cuBLAS workspaces (--blas-workspaces)");
+  else if (!a.gpu.empty()) f.blas_workspaces = blas_workspaces_of(find_gpu(a.gpu), 1);  // the forward's thread
   const quantization q = parse_quantization(a.quantize);
   if (a.no_double_quant && q != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
   // Inference keeps the weights in the compute dtype (a mixed or AMP recipe's fp32 copies belong to training).
@@ -49,6 +51,7 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
     json j;
     j["forward_only"] = {{"weights_bytes", e.weights.count()}, {"layer_peak_bytes", e.layer_peak.count()},
                          {"layers_phase_bytes", e.layers_phase.count()}, {"output_phase_bytes", e.output_phase.count()},
+                         {"blas_workspaces_bytes", e.blas_workspaces.count()},
                          {"peak_bytes", e.peak.count()}, {"cuda_context_bytes", context.count()}, {"device_used_bytes", used.count()},
                          {"peak_in", e.layers_phase > e.output_phase ? "layers" : "output"}, {"output", std::string(name(f.output))},
                          {"use_cache", f.use_cache}, {"attention", std::string(name(f.attention))},
@@ -72,6 +75,7 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
       << name(f.attention) << ", output " << name(f.output) << (f.use_cache ? ", KV cache kept (use_cache)" : ", no KV cache") << "\n\n";
   out << table_head();
   out << bytes_row("weights", e.weights) << "\n";
+  out << bytes_row("cuBLAS workspace (one handle)", e.blas_workspaces) << "\n";
   out << bytes_row("largest layer's live tensors", e.layer_peak) << "\n";
   out << bytes_row("at the last layer (all held)", e.layers_phase) << "\n";
   out << bytes_row("at the output (all held)", e.output_phase) << "\n";

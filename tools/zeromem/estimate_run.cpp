@@ -158,6 +158,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
     j["per_gpu"]["peak_term"] = std::string(step->phase(step->peak_phase).largest());
     j["per_gpu"]["reserved_bytes"] = step->reserved.count();
     j["per_gpu"]["cuda_context_bytes"] = step->cuda_context.count();
+    j["per_gpu"]["blas_workspaces_bytes"] = step->forward.blas_workspaces.count();
     j["per_gpu"]["device_used_bytes"] = step->device_used().count();
     j["phases"] = {{"forward", step_terms_json(step->forward)}, {"backward", step_terms_json(step->backward)},
                    {"optimizer_step", step_terms_json(step->optimizer_step)}};

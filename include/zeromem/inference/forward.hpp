@@ -13,6 +13,7 @@
 #include "zeromem/model/adapters.hpp"
 #include "zeromem/core/dtype.hpp"
 #include "zeromem/core/error.hpp"
+#include "zeromem/core/gpus.hpp"
 #include "zeromem/model/model.hpp"
 #include "zeromem/core/units.hpp"
 
@@ -32,6 +33,9 @@ struct forward_only_config {
   /// the returned output holds it.
   bool use_cache = true;
   forward_output output = forward_output::logits;
+  /// The cuBLAS workspace of the one thread that runs the forward (cublas_workspace_bytes; an H100's by default).
+  /// 0 on a CPU.
+  bytes blas_workspaces = cublas_workspace_bytes(9);
 };
 
 struct forward_only_estimate {
@@ -40,7 +44,8 @@ struct forward_only_estimate {
   bytes layers_phase{};   // the last layer's peak: token ids, the mask and rotary tables, the embedding output, the
                           // layer input, the earlier layers' KV cache, and layer_peak
   bytes output_phase{};   // at the output: token ids, the last hidden state, the KV cache, logits (and log-probs)
-  bytes peak{};           // weights + max(layers_phase, output_phase)
+  bytes blas_workspaces{};  // forward_only_config::blas_workspaces, held through the pass
+  bytes peak{};           // weights + the workspaces + max(layers_phase, output_phase)
 };
 
 constexpr std::string_view name(forward_output o) {
@@ -201,6 +206,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
     detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
                  "SwiGLU); pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
+  if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
   if (f.attention == attention_kind::flash && !full_attention_layer(m, 0) && f.seq_len >= m.sliding_window)  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
                        f.seq_len, "use a shorter sequence or --attention eager");
@@ -258,7 +264,8 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // In fp32, logits.float() is the logits themselves (Tensor.to returns self when nothing changes): c + 4 bytes a logit.
   if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, logits), checked_product(c >= 4 ? c + 4 : c + 8, n));
   e.output_phase = bytes_of(checked_sum(ids, checked_product(cache, m.layers), output));
-  e.peak = weights + (e.layers_phase > e.output_phase ? e.layers_phase : e.output_phase);
+  e.blas_workspaces = f.blas_workspaces;
+  e.peak = weights + f.blas_workspaces + (e.layers_phase > e.output_phase ? e.layers_phase : e.output_phase);
   return e;
 }
 

@@ -288,6 +288,7 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   f.attention = a.attention;
   f.seq_len = a.seq_len;
   f.micro_batch = a.micro_batch;
+  f.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
   f.use_cache = false;  // verl _forward_micro_batch(use_cache=False); OpenRLHF Actor sets config.use_cache = False
   // Log-probs: verl and EasyR1 take them from bf16 logits with flash-attn's cross-entropy kernel, no fp32 copy
   // (verl/utils/torch_functional.py logprobs_from_logits); OpenRLHF is counted with log_softmax of fp32 logits.
@@ -308,6 +309,7 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   t.states = role_states(r, t.model);
   t.activations = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
   t.step = j.step;
+  t.step.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
   t.overheads = j.overheads;
   if (r.fsdp && r.zero_stage >= 2) {
     t.step.fsdp_world = r.gpus;
@@ -356,7 +358,12 @@ struct gpu_group {
   bool engine = false;
   std::int64_t gpus = 0;
   std::int64_t processes = 0;  // CUDA contexts per GPU
+  std::int64_t blas_handles = 0;  // cuBLAS handles of the training processes: 2 where a role trains, 1 where it only runs forward
 };
+
+/// cuBLAS handles a role's process holds once it has run: forward and autograd's thread when it trains, the forward's
+/// alone when it does not (step.hpp training_blas_handles). A rollout engine's are inside its own profiled peak.
+inline std::int64_t blas_handles_of(const rlhf_role& r) { return r.trained ? training_blas_handles : 1; }
 
 /// Which roles share which GPUs. OpenRLHF places each role (and the vLLM engines) on GPUs of its own unless
 /// colocated (openrlhf/cli/train_ppo_ray.py: --colocate_actor_ref, --colocate_critic_reward, --colocate_all_models);
@@ -369,10 +376,13 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
     gpu_group g{"", {}, j.rollout.present, j.actor.gpus, 0};
     for (const auto& r : all)
       if (r.second->present) g.roles.push_back(r);
-    if (j.framework == rlhf_framework::verl)  // actor+rollout+reference in one worker; critic and reward their own
+    if (j.framework == rlhf_framework::verl) {  // actor+rollout+reference in one worker; critic and reward their own
       g.processes = 1 + (j.critic.present ? 1 : 0) + (j.reward.present ? 1 : 0);
-    else
+      g.blas_handles = blas_handles_of(j.actor) + (j.critic.present ? blas_handles_of(j.critic) : 0) + (j.reward.present ? blas_handles_of(j.reward) : 0);
+    } else {
       g.processes = static_cast<std::int64_t>(g.roles.size()) + (g.engine ? 1 : 0);
+      for (const auto& r : g.roles) g.blas_handles += blas_handles_of(*r.second);
+    }
     groups.push_back(g);
   } else {
     const auto add = [&](std::vector<std::pair<std::string, const rlhf_role*>> roles) {
@@ -382,6 +392,7 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
       if (g.roles.empty()) return;
       g.gpus = g.roles.front().second->gpus;
       g.processes = static_cast<std::int64_t>(g.roles.size());
+      for (const auto& r : g.roles) g.blas_handles += blas_handles_of(*r.second);
       groups.push_back(g);
     };
     if (j.colocate_actor_ref) add({all[0], all[2]});
@@ -394,7 +405,7 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
       add({all[1]});
       add({all[3]});
     }
-    if (j.rollout.present) groups.push_back({"", {}, true, checked_mul(j.rollout.engines, j.rollout.tp), 1});
+    if (j.rollout.present) groups.push_back({"", {}, true, checked_mul(j.rollout.engines, j.rollout.tp), 1, 0});
   }
   for (gpu_group& g : groups) {
     for (const auto& r : g.roles) g.label += (g.label.empty() ? "" : "+") + r.first;
@@ -561,6 +572,8 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
           if (!refusal.empty() && blocked.empty()) blocked = std::string(name(j.rollout.kind)) + " on " + g.label + ": " + refusal;
         }
         v.gpu("all", "CUDA contexts (" + std::to_string(g.processes) + (g.processes == 1 ? " process)" : " processes)"), j.step.cuda_context * g.processes);
+        v.gpu("all", "cuBLAS workspaces (" + std::to_string(g.blas_handles) + (g.blas_handles == 1 ? " handle)" : " handles)"),
+              bytes_of(j.step.blas_workspaces.count() / training_blas_handles) * g.blas_handles);
         moments.emplace_back(activity, std::move(b));
       };
       if (phase == rlhf_phase::rollout) {

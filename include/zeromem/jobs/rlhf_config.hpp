@@ -269,6 +269,8 @@ class config_keys {
 inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
   if (s.gpu.empty()) fail("the GPU is not in the launch file; pass --gpu NAME (or a `# zeromem: --gpu NAME` line in the file)");
   j.gpu_capacity = find_gpu(s.gpu).capacity;
+  // cuBLAS workspaces of the GPU's architecture, per training process (gpu_group::blas_handles).
+  j.step.blas_workspaces = blas_workspaces_of(find_gpu(s.gpu), training_blas_handles);
   j.host_capacity = s.host_memory;
   j.host_threshold = s.ray_threshold;
   j.mean_tokens = s.mean_tokens;

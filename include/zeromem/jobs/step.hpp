@@ -23,6 +23,8 @@
 //    (backward prefetch); each layer's gradients are unsharded in the compute dtype, copied into a
 //    reduce-scatter input in the reduce dtype (the previous one still held) and kept as a shard.
 //    reshard_after_forward=False (SHARD_GRAD_OP) keeps every layer unsharded from forward to its backward.
+//  - every phase: the cuBLAS workspaces of the process's two handles (forward's thread and autograd's), which
+//    PyTorch allocates through its caching allocator at their first matmul and keeps (cublas_workspace_bytes).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,7 @@
 #include "zeromem/training/activations.hpp"
 #include "zeromem/core/dtype.hpp"
 #include "zeromem/core/error.hpp"
+#include "zeromem/core/gpus.hpp"
 #include "zeromem/jobs/job.hpp"
 #include "zeromem/model/model.hpp"
 #include "zeromem/training/model_states.hpp"
@@ -59,6 +62,7 @@ enum class allocator_mode { caching, expandable };
 
 enum class step_phase { forward, backward, optimizer_step };
 
+
 struct step_config {
   loss_impl loss = loss_impl::hf;
   optimizer_impl optimizer = optimizer_impl::foreach_kernels;
@@ -77,6 +81,9 @@ struct step_config {
   /// Driver-side memory outside PyTorch's allocator: the CUDA context and modules. Default: measured on an H100
   /// 80GB HBM3 with torch 2.11.0+cu130 and driver 580.159.04 (tests/data/calibration, cuda_context_bytes).
   bytes cuda_context = bytes_of_checked(650'969'088);
+  /// cuBLAS workspaces inside PyTorch's allocator, alive from the first step on: training_blas_handles x
+  /// cublas_workspace_bytes(9) by default (H100, as cuda_context); 2 x 8,519,680 B on compute capability 8.x.
+  bytes blas_workspaces = cublas_workspace_bytes(9) * training_blas_handles;
   /// The caching allocator's reserved bytes above the allocated peak, as a fraction of that peak (fragmentation,
   /// separate pools for communication streams). zeromem does not model it: measure
   /// torch.cuda.max_memory_reserved() / max_memory_allocated() - 1 on your job and pass it. Default 0.
@@ -96,10 +103,12 @@ struct step_terms {
   bytes optimizer_temporaries;
   bytes dequantized;      // a quantized frozen weight dequantized to 16 bits for the matmul being computed
   bytes kv_cache;         // a training forward's KV cache: K and V copies beyond what attention keeps (forward only)
+  bytes blas_workspaces{};  // cuBLAS workspaces held by the process (step_config::blas_workspaces), in every phase
 
   template <class F>
   constexpr void for_each(F&& f) const {
     f("resting_states", resting);
+    f("blas_workspaces", blas_workspaces);
     f("gradients", gradients);
     f("activations", activations);
     f("recomputed_layer", recomputed);
@@ -113,14 +122,15 @@ struct step_terms {
   }
   ZEROMEM_ALWAYS_INLINE constexpr bytes total() const {
     return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries +
-           dequantized + kv_cache;
+           dequantized + kv_cache + blas_workspaces;
   }
   /// The largest term above the resting states: what sets this phase's peak.
   constexpr std::string_view largest() const {
     std::string_view name = "resting_states";
     bytes best{};
     for_each([&](const char* n, bytes b) {
-      if (b >= best && b.count() > 0 && std::string_view(n) != "resting_states") {  // a tie goes to the later, transient term
+      const std::string_view term(n);
+      if (b >= best && b.count() > 0 && term != "resting_states" && term != "blas_workspaces") {  // a tie goes to the later, transient term
         best = b;
         name = n;
       }
@@ -180,6 +190,7 @@ inline allocator_mode parse_allocator(std::string_view s) {
 constexpr void validate(const step_config& s) {
   if (s.fsdp_world < 0) detail::fail_value("the FSDP2 world size cannot be negative", s.fsdp_world, "pass 0 without FSDP2");
   if (s.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass --cuda-context such as 650MB");
+  if (s.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 64MiB, or 0B");
   if (s.ddp && s.fsdp_world > 0) detail::fail("DDP and FSDP2 both wrap the model; choose --ddp or --fsdp");
   if (s.gradient_as_bucket_view && !s.ddp) detail::fail("--gradient-as-bucket-view is a DDP option; add --ddp");
   if (!(s.reserve_fraction >= 0.0 && s.reserve_fraction < 10.0))
@@ -400,7 +411,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
   };
 
-  // The result is built in place: each phase's terms straight into it.
+  // The result is built in place: each phase's terms straight into it. The workspaces are in every phase alike, so
+  // they are added once the phases are compared.
   const bytes forward_total = forward().total(), optimizer_total = optimizer_step().total();
   bytes peak = forward_total;
   step_phase peak_phase = step_phase::forward;
@@ -412,18 +424,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     peak = optimizer_total;
     peak_phase = step_phase::optimizer_step;
   }
+  peak += s.blas_workspaces;
   bytes reserved = peak;
   if (s.reserve_fraction > 0.0)
     reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(peak.count()) * s.reserve_fraction));
-  return step_estimate{forward(),
-                       highest == moment_kind::loss    ? loss_moment()
-                       : highest == moment_kind::end   ? end_moment()
-                                                       : layer_moment(highest_layer, highest_after),
-                       optimizer_step(),
-                       peak,
-                       peak_phase,
-                       reserved,
-                       s.cuda_context};
+  step_estimate out{forward(),
+                    highest == moment_kind::loss    ? loss_moment()
+                    : highest == moment_kind::end   ? end_moment()
+                                                    : layer_moment(highest_layer, highest_after),
+                    optimizer_step(),
+                    peak,
+                    peak_phase,
+                    reserved,
+                    s.cuda_context};
+  out.forward.blas_workspaces = out.backward.blas_workspaces = out.optimizer_step.blas_workspaces = s.blas_workspaces;
+  return out;
 }
 
 /// One training job, as every path describes it: the model, its states (precision, optimizer, sharding, offload,
