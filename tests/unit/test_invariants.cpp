@@ -150,6 +150,9 @@ TEST_CASE("plan and estimate evaluate one job: each ranked configuration, re-run
       {{"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--seq-len", "4096", "--top", "10", "--json"}, "llama-2-7b", "4096", "8"},
       {{"plan", "--model", "llama-3-70b", "--gpu", "a100-80gb", "--gpus", "8", "--nodes", "2", "--seq-len", "4096", "--top", "10", "--json"},
        "llama-3-70b", "4096", "8"},
+      // A global batch makes later micro-batches accumulate: their gradients are alive from the start.
+      {{"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--seq-len", "4096", "--global-batch", "64", "--top", "10", "--json"},
+       "llama-2-7b", "4096", "8"},
   };
   int compared = 0;
   for (const sweep& s : sweeps) {
@@ -162,6 +165,7 @@ TEST_CASE("plan and estimate evaluate one job: each ranked configuration, re-run
                                  "--micro-batch", std::to_string(c["micro_batch"].get<std::int64_t>()), "--recompute", c["recompute"].get<std::string>(),
                                  "--json"};
       if (c["sequence_parallel"].get<bool>()) a.push_back("--sp");
+      a.insert(a.end(), {"--grad-accum-steps", std::to_string(c["gradient_accumulation_steps"].get<std::int64_t>())});
       for (const char* placement : {"offload_optimizer", "offload_params"})
         if (c[placement] != "none") {
           a.push_back(std::string(placement) == "offload_optimizer" ? "--offload-optimizer" : "--offload-params");

@@ -77,6 +77,20 @@ TEST_CASE("cuBLAS workspaces per process: two where a role trains, one where it 
   for (const auto& p : verl["phases"]) CHECK(term(p, "all", "cuBLAS workspaces (2 handles)") == 67'108'864);
 }
 
+TEST_CASE("a trained role's passes per optimizer step accumulate gradients that are alive from each pass's start", "[rlhf][accumulation]") {
+  // verl's example: ppo_mini_batch_size 256 over ppo_micro_batch_size 16 (both x rollout.n / dp) = 16 passes
+  // (dp_actor.py gradient_accumulation). The actor's fp32 gradient shards (FSDP over 8 GPUs, Qwen2-7B's 7,615,616,512
+  // parameters: 951,952,064 x 4 B = 3,807,808,256 B) are alive from the start of each pass after the first.
+  const nlohmann::json verl = job("verl-qwen2-7b-ppo.sh");
+  CHECK(term(phase(verl, "training"), "actor", "gradients (accumulated over 16 passes)") == 3'807'808'256);
+  // One pass per step (the mini-batch is the micro-batch): no gradients before the pass.
+  const nlohmann::json one = job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.actor.ppo_micro_batch_size=256"});
+  for (const auto& t : phase(one, "training")["terms"]) CHECK(t["term"].get<std::string>().find("accumulated") == std::string::npos);
+  // EasyR1: global_batch_size 128 x rollout.n 5 / 8 devices over micro_batch_size_per_device_for_update 4 = 20 passes.
+  const nlohmann::json easyr1 = job("easyr1-vl-7b-grpo.yaml");
+  CHECK(term(phase(easyr1, "training"), "actor", "gradients (accumulated over 20 passes)") > 0);
+}
+
 TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in all four reports (Logic-RL issue #8)", "[rlhf][scenario]") {
   const std::string f = "logic-rl-7b-grpo.yaml";
   const nlohmann::json b8n32 = job(f);  // the file as reported: 8 x 32

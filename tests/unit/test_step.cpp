@@ -276,6 +276,48 @@ TEST_CASE("step: the optimizer step holds resting states, every gradient and the
   CHECK(estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), fused).peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216));
 }
 
+TEST_CASE("step: gradients alive from the start, kept between steps or accumulated", "[step][accumulation]") {
+  // Llama-2-7B in pure bf16, SDPA, 2048 tokens, full recompute, fused AdamW (no optimizer temporaries). With
+  // gradients set to None the backward's peak is its end: resting 40,430,493,696 B + every gradient 13,476,831,232 B
+  // + dL/d(embedding output) 16,777,216 B (+ the two cuBLAS workspaces, 67,108,864 B, in every phase).
+  step_config fresh{};
+  fresh.optimizer = optimizer_impl::fused;
+  const step_estimate none = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), fresh);
+  CHECK(none.peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216 + 67'108'864));
+  CHECK(none.forward.gradients == bytes{});
+  // zero_grad(set_to_none=False) keeps every gradient: the forward holds them beside its checkpoints (32 layer inputs
+  // of 2 x 2048 x 4096 B = 536,870,912 B; outside the layers the token ids 16,384 B and the final RMSNorm's input
+  // 16,777,216 B, fp32 copy 33,554,432 B, statistics 8,192 B and output 16,777,216 B: 67,133,440 B) and the loss
+  // (32000 x 2048 x (2 + 4 + 4) B = 655,360,000 B), and the
+  // backward's highest moment is the loss's: the checkpoints, 3 fp32 logits-sized tensors (32000 x 2048 x 12 B =
+  // 786,432,000 B) and every gradient.
+  step_config kept = fresh;
+  kept.keep_gradients = true;
+  const step_estimate k = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), kept);
+  CHECK(k.forward.gradients == bytes_of(13'476'831'232));
+  CHECK(k.forward.total() == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 655'360'000));
+  CHECK(k.peak_phase == step_phase::backward);
+  CHECK(k.peak == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 786'432'000));
+  CHECK(k.optimizer_step.total() == none.optimizer_step.total());
+  // A micro-batch after the first of a gradient accumulation is the same step.
+  training_states accumulating = pure_bf16();
+  accumulating.gradient_accumulation_steps = 4;
+  const step_estimate acc = estimate_step(llama2(), accumulating, sdpa(2048, 1, recompute::full), fresh);
+  CHECK(acc.peak == k.peak);
+  CHECK(acc.forward.total() == k.forward.total());
+  // FSDP2 over 8 ranks accumulates into the kept shards: 842,301,952 x 2 B = 1,684,603,904 B alive in forward.
+  step_config sharded = fresh;
+  sharded.fsdp_world = 8;
+  training_states t8 = accumulating;
+  t8.dp = 8;
+  const step_estimate f8 = estimate_step(llama2(), t8, sdpa(2048, 1, recompute::full), sharded);
+  CHECK(f8.forward.gradients == bytes_of(1'684'603'904));
+  t8.gradient_accumulation_steps = 1;
+  const step_estimate f8_first = estimate_step(llama2(), t8, sdpa(2048, 1, recompute::full), sharded);
+  CHECK(f8_first.forward.gradients == bytes{});
+  CHECK(f8.forward.total() - f8_first.forward.total() == bytes_of(1'684'603'904));
+}
+
 TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one layer", "[step]") {
   // 8 ranks, pure bf16: 6,738,415,616 / 8 = 842,301,952 parameters per rank; weights 2 + moments 4 B each.
   step_config s{};

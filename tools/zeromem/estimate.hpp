@@ -59,6 +59,7 @@ struct estimate_args {
   bool gradient_as_bucket_view = false;
   std::string cuda_context;
   std::string blas_workspaces;
+  bool keep_grads = false;
   double reserve_fraction = 0.0;
   std::string gpu;
   std::string gpu_memory;

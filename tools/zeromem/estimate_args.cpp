@@ -73,6 +73,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
       ->capture_default_str();
   app.add_flag("--no-cache", a.no_cache, "with --forward-only: use_cache=False (transformers keeps every layer's K and V by default)");
   app.add_flag("--ddp", a.ddp, "PyTorch DistributedDataParallel: all-reduce buckets as large as the gradients, alive all step");
+  app.add_flag("--keep-grads", a.keep_grads,
+               "zero_grad(set_to_none=False): gradients stay allocated between steps, alive from the start of forward (as in every "
+               "micro-batch after the first with --grad-accum-steps > 1)");
   app.add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view, "DDP(gradient_as_bucket_view=True): gradients are views into the buckets");
   text_option(app, "--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");
   text_option(app, "--blas-workspaces", a.blas_workspaces,
@@ -206,6 +209,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.reserve_fraction = a.reserve_fraction;
   st.ddp = a.ddp;
   st.gradient_as_bucket_view = a.gradient_as_bucket_view;
+  st.keep_gradients = a.keep_grads;
   if (!a.fsdp.empty()) {
     // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.
     const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
@@ -232,6 +236,7 @@ estimate_inputs to_inputs(const estimate_args& a) {
   if (activation_flags && !in.has_model)
     detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");
+  if (a.keep_grads && a.seq_len == 0) detail::fail("--keep-grads changes the step's peak; add a model and --seq-len");
   if ((a.ddp || a.gradient_as_bucket_view) && a.seq_len == 0)
     detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
   if ((!a.optimizer_impl.empty() || a.loss != name(loss_impl::hf)) && a.seq_len == 0)

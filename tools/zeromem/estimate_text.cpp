@@ -44,7 +44,11 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
       << (in.job.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.job.step.fsdp_world) + (in.job.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())
       << (in.job.step.ddp ? std::string(", DDP buckets") + (in.job.step.gradient_as_bucket_view ? " (gradients as bucket views)" : "") : std::string())
-      << ", cuBLAS workspaces " << format_bytes(in.job.step.blas_workspaces, size_unit::MiB) << "\n";
+      << ", cuBLAS workspaces " << format_bytes(in.job.step.blas_workspaces, size_unit::MiB)
+      << (in.job.step.keep_gradients ? ", gradients kept between steps"
+          : in.job.states.gradient_accumulation_steps > 1 ? ", gradients alive from the start (a micro-batch after the first)"
+                                                         : "")
+      << "\n";
 }
 
 void print_phases(std::ostream& out, const step_estimate& e) {

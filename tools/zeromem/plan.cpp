@@ -60,7 +60,8 @@ void add_plan_flags(CLI::App& app, plan_args& a) {
 json plan_config_json(const plan_config& c) {
   return {{"zero_stage", c.stage}, {"offload_optimizer", std::string(name(c.optimizer_offload))},
           {"offload_params", std::string(name(c.params_offload))}, {"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp},
-          {"sequence_parallel", c.tp > 1}, {"micro_batch", c.micro_batch}, {"training", std::string(name(c.training))}, {"recompute", std::string(name(c.recomputation))},
+          {"sequence_parallel", c.tp > 1}, {"micro_batch", c.micro_batch},
+          {"gradient_accumulation_steps", c.accumulation_steps}, {"training", std::string(name(c.training))}, {"recompute", std::string(name(c.recomputation))},
           {"per_gpu_bytes", c.gpu.count()}, {"headroom_bytes", c.headroom.count()},
           {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}};
 }

@@ -61,6 +61,7 @@ struct plan_config {
   std::int64_t micro_batch = 1;
   recompute recomputation = recompute::none;
   plan_training training = plan_training::full;
+  std::int64_t accumulation_steps = 1;  // micro-batches per optimizer step: the global batch / (dp x micro-batch)
   bytes gpu{};                // per GPU: model states + activations + buffers + context
   bytes headroom{};
   bytes offloaded_per_node{}; // host RAM the offload takes on one node
@@ -129,6 +130,7 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
 
 inline plan_config evaluate(const plan_request& r, plan_config c) {
   training_job j = plan_job(r, c);
+  c.accumulation_steps = j.states.gradient_accumulation_steps;
   // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context.
   c.gpu = estimate_step(j).device_used();
   c.headroom = r.gpu_capacity - c.gpu;

@@ -52,6 +52,9 @@ struct rlhf_role {
   std::int64_t gpus = 1;                 // ranks the role runs on (its data-parallel / shard group)
   std::int64_t train_micro_batch = 1;    // sequences in one training pass on one GPU
   std::int64_t forward_micro_batch = 1;  // sequences in one forward-only pass on one GPU
+  /// Training passes per optimizer step on one GPU: above 1 their gradients accumulate, alive from the start of every
+  /// pass after the first (step_config::keep_gradients).
+  std::int64_t accumulation_steps = 1;
   /// A trained role's LoRA adapters (PEFT get_peft_model): the base is frozen in the recipe's weight dtype and only
   /// the adapters have gradients and optimizer states.
   adaptation adapt{};
@@ -307,6 +310,7 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   training_job t{};  // the role's update as one training job, evaluated as `zeromem estimate` evaluates one
   t.model = r.value_model ? value_backbone(r.model) : r.model;
   t.states = role_states(r, t.model);
+  t.states.gradient_accumulation_steps = r.accumulation_steps;
   t.activations = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
   t.step = j.step;
   t.step.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
@@ -326,7 +330,11 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   }
   const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(t.activations.seq_len) + " x " +
                             std::to_string(t.activations.micro_batch) + " tokens";
-  peak.for_each([&](const char* term, bytes b) { v.gpu(role, std::string(term) + (std::string_view(term) == "activations" ? " (" + shape + ")" : ""), b); });
+  const std::string accumulated = r.accumulation_steps > 1 ? " (accumulated over " + std::to_string(r.accumulation_steps) + " passes)" : "";
+  peak.for_each([&](const char* term, bytes b) {
+    const std::string_view which(term);
+    v.gpu(role, std::string(term) + (which == "activations" ? " (" + shape + ")" : which == "gradients" ? accumulated : ""), b);
+  });
   const model_state_estimate states = estimate_model_states(t.states);
   v.host(role, "offloaded states", states.host_per_rank());
   if (j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing)

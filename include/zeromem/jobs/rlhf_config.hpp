@@ -618,12 +618,21 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     r.token_budget_key = name("train_max_tokens_per_gpu");
     r.actor_token_budget = k.integer(r.token_budget_key, 16192);
   }
+  // Passes per optimizer step: train_batch_size x ring / micro_train_batch_size / world (openrlhf/utils/deepspeed/
+  // deepspeed.py accumulated_gradient; train_ppo_ray.py --train_batch_size default 128); with dynamic batches the
+  // passes each rank's share takes (openrlhf_dynamic_batches).
+  const std::int64_t train_batch = k.integer(name("train_batch_size"), 128);
+  for (rlhf_role* trained : {&j.actor, &j.critic})
+    if (trained->present) {
+      const std::int64_t per_rank = train_batch / std::max<std::int64_t>(1, trained->gpus / std::max<std::int64_t>(1, j.ulysses));
+      trained->accumulation_steps = std::max<std::int64_t>(1, detail::ceil_div(per_rank, trained->train_micro_batch));
+    }
   if (grouped) {    for (const char* key : {"actor.optim", "critic.optim"})  // Muon keeps one momentum, not Adam's two moments
       if (const std::string o = k.text(key).value_or("adam"); o != "adam")
         detail::fail(std::string("--") + key + " " + o + " is not modelled for RLHF jobs; zeromem models Adam (--" + key + " adam)");
   }
-  // Known, no effect on one GPU: logging, data, learning rates; batch sizes and samples per prompt only set how many
-  // micro-batches run (each is micro_*_batch_size per GPU).
+  // Known, no effect on one GPU: logging, data, learning rates; rollout batch sizes and samples per prompt only set how
+  // many micro-batches run (each is micro_*_batch_size per GPU).
   if (grouped) {
     k.sort_rest(r, {"logger.", "ckpt.", "eval.", "actor.adam.", "critic.adam.", "actor.muon.", "critic.muon.", "actor.lr_scheduler",
                     "critic.lr_scheduler", "actor.lr_warmup_ratio", "critic.lr_warmup_ratio", "actor.min_lr_ratio", "critic.min_lr_ratio",
@@ -637,7 +646,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
                     "data.max_samples", "data.prompt_dataset", "data.prompt_probs", "data.prompt_split", "reward.clip_range",
                     "reward.normalize_enable", "reward.overlong_buffer_len", "reward.overlong_penalty_factor",
                     "reward.stop_properly_penalty_coef", "rollout.batch_size", "rollout.n_samples_per_prompt", "rollout.temperature",
-                    "rollout.top_p", "rollout.vllm_generate_batch_size", "rollout.max_tokens_per_gpu", "train.batch_size",
+                    "rollout.top_p", "rollout.vllm_generate_batch_size", "rollout.max_tokens_per_gpu",
                     "train.max_epochs", "train.num_episodes", "train.seed", "train.full_determinism_enable", "train.max_tokens_per_gpu",
                     "train.agent_func_path", "train.async_queue_size", "train.partial_rollout_enable", "train.ema_beta",
                     "vllm.enable_prefix_caching", "vllm.sync_backend", "vllm.sync_with_ray", "ds.value_head_prefix", "ds.use_universal_ckpt",
@@ -648,7 +657,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   k.sort_rest(r, {"save_path", "ckpt_path", "save_steps", "logging_steps", "eval_steps", "max_ckpt_num", "max_ckpt_mem", "max_epochs",
                   "num_episodes", "max_samples", "prompt_data", "prompt_data_probs", "prompt_split", "input_key", "label_key",
                   "input_template", "apply_chat_template", "actor_learning_rate", "critic_learning_rate", "lr_warmup_ratio",
-                  "kl_target", "n_samples_per_prompt", "rollout_batch_size", "train_batch_size", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
+                  "kl_target", "n_samples_per_prompt", "rollout_batch_size", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
                   "wandb_run_name", "use_tensorboard", "temperature", "top_p", "seed", "normalize_reward", "advantage_estimator",
                   "eps_clip", "value_clip", "lambd", "gamma", "l2", "max_norm", "ptx_coef", "adam_betas", "reward_clip_range", "reward_pretrain",
                   "save_hf_ckpt", "disable_ds_ckpt", "load_checkpoint", "vllm_sync_backend", "vllm_sync_with_ray",
@@ -745,14 +754,16 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::int64_t per_gpu = detail::ceil_div(detail::checked_mul(batch, n), dp);  // sequences each GPU holds in one step
   // Sequences per pass. verl (fsdp_workers.py, Jan 2025): global ppo_micro_batch_size //= dp, then *= rollout.n
   // (later versions: ppo_micro_batch_size_per_gpu as given); EasyR1: micro_batch_size_per_device_for_update.
-  std::int64_t micro = 0, forward_micro = 0, ref_micro = 0;
+  // mini, critic_mini: sequences per optimizer step on one GPU
+  std::int64_t micro = 0, forward_micro = 0, ref_micro = 0, mini = 0, critic_mini = 0;
   if (easyr1) {
     micro = k.integer(A + "micro_batch_size_per_device_for_update", 4);
+    mini = detail::checked_mul(k.integer(A + "global_batch_size", 128), n) / dp;
     forward_micro = ref_micro = k.integer(A + "micro_batch_size_per_device_for_experience", 16);
   } else {
     if (k.has(A + "ppo_micro_batch_size_per_gpu")) micro = k.integer(A + "ppo_micro_batch_size_per_gpu", 1);
     else micro = detail::checked_mul(k.integer(A + "ppo_micro_batch_size", 64) / dp, n);
-    const std::int64_t mini = detail::checked_mul(k.integer(A + "ppo_mini_batch_size", 256) / dp, n);
+    mini = detail::checked_mul(k.integer(A + "ppo_mini_batch_size", 256) / dp, n);
     micro = std::min(micro, mini > 0 ? mini : micro);
     forward_micro = k.has(R + "log_prob_micro_batch_size_per_gpu") ? k.integer(R + "log_prob_micro_batch_size_per_gpu", 1)
                                                                     : k.integer(R + "log_prob_micro_batch_size", 128) / dp;
@@ -802,6 +813,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     j.critic.sleep_optimizer = k.flag(easyr1 ? C + "offload.offload_optimizer" : C + "model.fsdp_config.optimizer_offload");
     if (!easyr1 && k.has(C + "ppo_micro_batch_size_per_gpu")) j.critic.train_micro_batch = clamp(k.integer(C + "ppo_micro_batch_size_per_gpu", 1));
     else if (!easyr1) j.critic.train_micro_batch = clamp(detail::checked_mul(k.integer(C + "ppo_micro_batch_size", 64) / dp, n));
+    // The critic's mini-batch: verl's critic.ppo_mini_batch_size (ppo_trainer.yaml interpolates the actor's), EasyR1's
+    // worker.critic.global_batch_size.
+    critic_mini = easyr1 ? detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / dp
+                         : (k.has(C + "ppo_mini_batch_size") ? detail::checked_mul(k.integer(C + "ppo_mini_batch_size", 256) / dp, n) : mini);
   }
   if (k.flag("reward_model.enable")) {
     j.reward = j.reference;
@@ -864,7 +879,6 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     // compute_log_prob, dp_critic.py; the defaults from verl's actor, rollout, ref and critic yaml).
     const bool actor_dynamic = k.flag(A + "use_dynamic_bsz");
     const std::int64_t actor_budget = k.integer(A + "ppo_max_token_len_per_gpu", 16384);
-    const std::int64_t mini = detail::checked_mul(k.integer(A + "ppo_mini_batch_size", 256) / dp, n);
     const std::int64_t update_sequences = std::max<std::int64_t>(1, std::min(per_gpu, mini > 0 ? mini : per_gpu));
     const auto dynamic = [&](const std::string& key, std::int64_t budget, std::int64_t sequences) {
       return detail::dynamic_micro_batch(j, key, budget, sp, sequences);
@@ -880,7 +894,6 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reference.forward_micro_batch = dynamic(F + "log_prob_max_token_len_per_gpu", k.integer(F + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
     if (j.critic.present && k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
       const std::int64_t critic_budget = k.integer("critic.ppo_max_token_len_per_gpu", 32768);
-      const std::int64_t critic_mini = detail::checked_mul(k.integer("critic.ppo_mini_batch_size", k.integer(A + "ppo_mini_batch_size", 256)) / dp, n);
       j.critic.train_micro_batch =
           dynamic("critic.ppo_max_token_len_per_gpu", critic_budget, std::max<std::int64_t>(1, std::min(per_gpu, critic_mini > 0 ? critic_mini : per_gpu)));
       j.critic.forward_micro_batch =
@@ -890,6 +903,14 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reward.forward_micro_batch =
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
   }
+  // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
+  // ppo_mini_batch_size x rollout.n per GPU // ppo_micro_batch_size_per_gpu, or the dynamic passes of the mini-batch;
+  // dp_critic.py alike); EasyR1 the same with global_batch_size and micro_batch_size_per_device_for_update.
+  const auto passes = [&](std::int64_t per_step, std::int64_t per_pass) {
+    return std::max<std::int64_t>(1, detail::ceil_div(std::max<std::int64_t>(1, std::min(per_step, per_gpu)), per_pass));
+  };
+  j.actor.accumulation_steps = passes(mini, j.actor.train_micro_batch);
+  if (j.critic.present) j.critic.accumulation_steps = passes(critic_mini, j.critic.train_micro_batch);
   // verl passes rollout.max_num_batched_tokens to vLLM from c99df03f (Jan 2025; EasyR1 too); max_num_seqs only
   // from verl PR #2960 (v0.6.0; rollout.yaml 1024), so before it vLLM's default applies.
   if (e.kind == rollout_engine_kind::vllm) {
@@ -903,7 +924,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   j.ulysses = sp;
   k.sort_rest(r, {"data.train_files", "data.val_files", "data.prompt_key", "data.answer_key", "data.image_key", "data.tokenizer",
                   "data.val_batch_size", "data.return_raw_input_ids", "data.return_raw_chat", "data.shuffle", "data.seed",
-                  "data.max_pixels", "data.min_pixels", "worker.actor.global_batch_size", "data.system_prompt", "data.filter_overlong_prompts", "data.truncation",
+                  "data.max_pixels", "data.min_pixels", "data.system_prompt", "data.filter_overlong_prompts", "data.truncation",
                   "algorithm.", "trainer.", "actor_rollout_ref.hybrid_engine", "actor_rollout_ref.model.external_lib",
                   "actor_rollout_ref.model.override_config", "actor_rollout_ref.model.trust_remote_code", A + "optim.", A + "grad_clip",
                   A + "clip_ratio", A + "entropy_coeff", A + "ppo_epochs", A + "shuffle", A + "use_kl_loss", A + "kl_loss_coef",

@@ -78,6 +78,10 @@ struct step_config {
   /// DDP(gradient_as_bucket_view=True): the gradients are views into the buckets, "the saved memory size will be
   /// equal to the total gradients size" (torch.nn.parallel.DistributedDataParallel docs).
   bool gradient_as_bucket_view = false;
+  /// zero_grad(set_to_none=False): gradients stay allocated (zeroed) between steps, so they are alive from the start
+  /// of every forward. A gradient accumulation (training_states::gradient_accumulation_steps > 1) does the same for
+  /// every micro-batch after the first, whose forward and backward are then the higher.
+  bool keep_gradients = false;
   /// Driver-side memory outside PyTorch's allocator: the CUDA context and modules. Default: measured on an H100
   /// 80GB HBM3 with torch 2.11.0+cu130 and driver 580.159.04 (tests/data/calibration, cuda_context_bytes).
   bytes cuda_context = bytes_of_checked(650'969'088);
@@ -247,6 +251,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   bytes resting{}, grads_all{}, layer_grads_kept{}, head_grads{}, comm{};
   bytes root_unsharded{}, layer_unsharded{}, layer_grads_unsharded{}, reduce_input{};
   const bool fsdp = s.fsdp_world > 0;
+  // Gradients alive from the start (step_config::keep_gradients, or a micro-batch after the first of an accumulation):
+  // every moment holds them all. The backward's new gradients are added into them in place (torch/csrc/autograd/
+  // functions/accumulate_grad.h accumulateGrad: `variable_grad += new_grad`) and freed; AccumulateGrad nodes run as
+  // soon as they are ready (their sequence_nr is UINT64_MAX, torch/csrc/autograd/function.h), so after a layer one new
+  // gradient is held at a time, the layer's largest module's. FSDP2 reduce-scatters the layer's unsharded gradients
+  // together as before and adds the new shard into the kept one (_fsdp_collectives.py foreach_reduce:
+  // `sharded_param.grad._local_tensor += new_sharded_grad`).
+  const bool accumulating = s.keep_gradients || t.gradient_accumulation_steps > 1;
+  bytes new_layer_grad{}, new_embedding_grad{};
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
@@ -281,6 +294,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_grads_kept = share(layer_trainable);
     head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
+    if (accumulating) {
+      const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
+      new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
+      new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));  // embedding_dense_backward's whole table
+    }
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
     if (s.ddp) {
       if (t.zero.stage > 0) detail::fail("DDP replicates every state and does not combine with ZeRO stages; drop --ddp or --zero-stage");
@@ -288,6 +306,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       if (s.gradient_as_bucket_view) grads_all = layer_grads_kept = head_grads = layer_grads_unsharded = bytes{};  // views into them
     }
   }
+
+  const bytes grads_alive = accumulating ? grads_all : bytes{};  // held from the start of forward
 
   // QLoRA: the frozen weight of the matmul being differentiated, dequantized to 16 bits.
   const bytes dequantized = bytes_of(detail::ceil_div(split.dequantized_weight.count(), a.tp));
@@ -321,7 +341,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
                         stage.microbatches_in_flight;
   const auto forward = [&] {
-    return step_terms{resting, bytes{}, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
+    return step_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
   };
 
   // ---- backward ----
@@ -330,7 +350,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
   const auto loss_moment = [&] {
-    return step_terms{resting, bytes{}, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
@@ -341,7 +361,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto layer_moment = [&](std::int64_t i, bool after) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
-    const bytes kept = head_grads + layer_grads_kept * above;
+    const bytes kept = accumulating ? grads_all : head_grads + layer_grads_kept * above;
+    const bytes appeared = accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded;  // the layer's new gradients
     const bytes below = per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved;
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
@@ -349,11 +370,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (!after)
       return step_terms{resting, kept, below + (full ? full_layer_saved : per_layer_saved), full ? full_recomputed : recomputed,
                         hidden_grad * 2, bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
-    return step_terms{resting, kept + layer_grads_unsharded, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
+    return step_terms{resting, kept + appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
                       comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
-  const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all;  // FSDP2: the root's unsharded too
+  // FSDP2: the root's unsharded gradients too; accumulating without FSDP2: the embedding's new gradient beside them all.
+  const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all + new_embedding_grad;
   const auto end_moment = [&] {
     return step_terms{resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
                       comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};

@@ -465,6 +465,14 @@ constexpr parameter_counts count_parameters_unchecked(const transformer_config& 
                           language_model + elements_of(vision), language_model, elements_of(largest)};
 }
 }  // namespace detail
+/// The most parameters one module of a decoder layer holds (weight and bias), as largest_layer counts them.
+constexpr elements largest_layer_module(const transformer_config& m) {
+  std::int64_t largest = 0;
+  for_each_module(m, [&](const module_shape& s) {
+    if (s.in_every_layer()) largest = detail::max_of(largest, s.elements());
+  });
+  return elements_of(largest);
+}
 constexpr parameter_counts count_parameters(const transformer_config& m) {
   validate(m);
   return detail::count_parameters_unchecked(m);
