@@ -114,13 +114,16 @@ inline constexpr optimizer_traits optimizer_table[] = {
     {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, -1, -1, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
     {optimizer_kind::lion,         "lion",         1,  "one momentum",    0, 0, -1, -1, true,  "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
     // torch/optim/rmsprop.py: square_avg; _multi_tensor_rmsprop's avg = torch._foreach_sqrt(square_avgs), then in-place
-    // add and addcdiv; _single_tensor_rmsprop's square_avg.sqrt() per parameter; no fused implementation.
-    {optimizer_kind::rmsprop,      "rmsprop",      1,  "one running mean of squared gradients", 1, 1, -1, -1, false,
+    // add and addcdiv; _single_tensor_rmsprop's square_avg.sqrt() per parameter; no fused implementation. A decay makes
+    // grads = torch._foreach_add(grads, params) (for-loop: grad.add(param)), read again by the addcdiv beside avg.
+    {optimizer_kind::rmsprop,      "rmsprop",      1,  "one running mean of squared gradients", 1, 1, 1, 1, false,
      "Tieleman & Hinton 2012, Lecture 6.5; torch.optim.RMSprop keeps square_avg (momentum=0, centered=False)"},
     // torch/optim/adagrad.py: sum; _multi_tensor_adagrad's std = torch._foreach_sqrt(state_sums) and numerator =
     // torch._foreach_mul(grads, minus_clr), both alive for _foreach_addcdiv_; _single_tensor_adagrad's
-    // state_sum.sqrt().add_(eps) per parameter; fused=True runs on the CPU only.
-    {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, -1, -1, false,
+    // state_sum.sqrt().add_(eps) per parameter; fused=True runs on the CPU only. With a decay the decayed list
+    // (torch._foreach_add(grads, params)) becomes the numerator in place ("re-use the intermediate memory"): still two
+    // lists; the for-loop's grad.add(param) lives beside std.
+    {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, 0, 1, false,
      "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']"},
     // torch/optim/nadam.py: exp_avg and exp_avg_sq (mu_product and step are scalars); _multi_tensor_nadam's
     // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then in place; _single_tensor_nadam's
