@@ -185,6 +185,13 @@ TEST_CASE("estimate reads a Hugging Face config.json", "[cli][model]") {
   CHECK(j["model"]["params"] == 8'292'166'656LL);
   CHECK(j["model"]["vision_params"] == 676'550'144);
   CHECK(j["inputs"]["largest_layer_params"] == 544'997'376);  // 152064 x 3584, gathered whole under ZeRO-3
+  // The vision tower's forward over image patches is not modelled, and the report says so rather than leaving it out.
+  const std::vector<std::string> step{"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/qwen2.5-vl-7b.json", "--seq-len", "1024"};
+  std::vector<std::string> json_step = step;
+  json_step.push_back("--json");
+  CHECK(run_json(json_step)["activations"]["vision_forward_modelled"] == false);
+  CHECK(run_cli(step).out.find("the vision tower's forward over image patches is not modelled") != std::string::npos);
+  CHECK(run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--json"})["activations"]["vision_forward_modelled"] == true);
 }
 
 TEST_CASE("estimate with a model given by flags", "[cli][model]") {

@@ -111,6 +111,9 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype) << ", tp " << c.tp
         << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.job.pipeline.pp << ", recompute " << name(c.recomputation)
         << ", attention " << name(c.attention) << ", dropout " << c.dropout << ", profile " << name(c.impl) << "\n";
+    if (in.job.model.vision.blocks > 0)
+      out << "  note         the vision tower's forward over image patches is not modelled: activations and the step count "
+             "--seq-len text tokens; its weights, gradients and optimizer states are counted\n";
   }
   if (t.optimizer.kind == optimizer_kind::adafactor)
     out << (in.has_model ? "  note         Adafactor's factored state from the model's tensor shapes, split in proportion to the parameters\n"
