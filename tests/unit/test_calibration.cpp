@@ -25,7 +25,7 @@ json load_calibration() {
 
 // Whether a case's baseline already held the process's cuBLAS workspaces. measure_hf.py and peak_anatomy.py run
 // their cases one after another in one process and measure each above memory_allocated() before its model is built:
-// the two workspaces the first case's step allocated (step.hpp, cublas_workspace_bytes) stay allocated, so every later
+// the two workspaces the first case's step allocated (gpus.hpp cublas_workspace_bytes) stay allocated, so every later
 // case's baseline holds them. fsdp_fake.py runs one case per process: each of its cases allocates them above its base.
 bool workspaces_in_baseline(const json& d, const char* section, const json& c) {
   return std::string(section) != "fsdp_rank0" && &c != &d[section][0];

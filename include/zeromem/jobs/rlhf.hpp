@@ -370,7 +370,7 @@ struct gpu_group {
 };
 
 /// cuBLAS handles a role's process holds once it has run: forward and autograd's thread when it trains, the forward's
-/// alone when it does not (step.hpp training_blas_handles). A rollout engine's are inside its own profiled peak.
+/// alone when it does not (gpus.hpp training_blas_handles). A rollout engine's are inside its own profiled peak.
 inline std::int64_t blas_handles_of(const rlhf_role& r) { return r.trained ? training_blas_handles : 1; }
 
 /// Which roles share which GPUs. OpenRLHF places each role (and the vLLM engines) on GPUs of its own unless

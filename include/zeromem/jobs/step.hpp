@@ -62,7 +62,6 @@ enum class allocator_mode { caching, expandable };
 
 enum class step_phase { forward, backward, optimizer_step };
 
-
 struct step_config {
   loss_impl loss = loss_impl::hf;
   optimizer_impl optimizer = optimizer_impl::foreach_kernels;
