@@ -71,7 +71,10 @@ TEST_CASE("plan honours host memory, headroom and the global batch", "[plan]") {
   for (const plan_config& c : plan(r).configs) CHECK(c.headroom >= 20_GiB);
   r = request("llama-2-7b", 1);
   r.global_batch = 24;
-  for (const plan_config& c : plan(r).configs) CHECK(24 % (c.dp * c.micro_batch) == 0);
+  for (const plan_config& c : plan(r).configs) {
+    CHECK(24 % (c.dp * c.micro_batch) == 0);
+    CHECK(c.accumulation_steps == 24 / (c.dp * c.micro_batch));  // each configuration's micro-batches per step
+  }
   r.seq_len = 0;
   CHECK_THROWS_WITH(plan(r), Catch::Matchers::Contains("sequence length, got 0"));
 }

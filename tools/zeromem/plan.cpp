@@ -143,20 +143,21 @@ int run_plan(const plan_args& a, std::ostream& out) {
       << ")\n";
   out << "  ranked by: " << p.objective << "\n";
   out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
-      << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context\n\n";
+      << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context"
+      << (r.global_batch > 0 ? "; with accumulation (accum > 1) a step's later micro-batches start with every gradient" : "") << "\n\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %4s %-5s %-5s %-14s %4s %4s %4s %6s %-9s %12s %12s %14s\n", "rank", "train", "ZeRO", "offload", "dp", "tp",
-                "pp", "micro", "recompute", "per GPU", "headroom", "host per node");
+  std::snprintf(line, sizeof line, "  %4s %-5s %-5s %-14s %4s %4s %4s %6s %5s %-9s %12s %12s %14s\n", "rank", "train", "ZeRO", "offload", "dp", "tp",
+                "pp", "micro", "accum", "recompute", "per GPU", "headroom", "host per node");
   out << line;
   int rank = 1;
   for (const plan_config& c : p.configs) {
     const std::string offload = c.params_offload != offload_device::none      ? "params+optim"
                                 : c.optimizer_offload != offload_device::none ? "optimizer"
                                                                               : "none";
-    std::snprintf(line, sizeof line, "  %4d %-5s %-5d %-14s %4lld %4lld %4lld %6lld %-9s %12s %12s %14s\n", rank++,
+    std::snprintf(line, sizeof line, "  %4d %-5s %-5d %-14s %4lld %4lld %4lld %6lld %5lld %-9s %12s %12s %14s\n", rank++,
                   std::string(name(c.training)).c_str(), c.stage, offload.c_str(),
                   static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp),
-                  static_cast<long long>(c.micro_batch), std::string(name(c.recomputation)).c_str(),
+                  static_cast<long long>(c.micro_batch), static_cast<long long>(c.accumulation_steps), std::string(name(c.recomputation)).c_str(),
                   format_bytes(c.gpu, size_unit::GiB).c_str(), format_bytes(c.headroom, size_unit::GiB).c_str(),
                   format_bytes(c.offloaded_per_node, size_unit::GB).c_str());
     out << line;
