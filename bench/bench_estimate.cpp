@@ -186,12 +186,15 @@ void BM_UnitsRawInt64(benchmark::State& state) {
 }
 BENCHMARK(BM_UnitsRawInt64);
 
+// state.range(0): the global batch (0: none, so no configuration accumulates gradients; 512: most do, and their
+// steps take the accumulating path, which walks the layer's modules for its largest one).
 void BM_PlanSweep(benchmark::State& state) {
   plan_request r{};
   r.model = find_preset("llama-3-70b").config;
   r.gpu_capacity = find_gpu("a100-80gb").capacity;
   r.nodes = 4;
   r.seq_len = 4096;
+  r.global_batch = state.range(0);
   std::int64_t evaluated = 0;
   for (auto _ : state) {
     const plan_result p = plan(r);
@@ -200,7 +203,7 @@ void BM_PlanSweep(benchmark::State& state) {
   }
   state.counters["configs_per_second"] = benchmark::Counter(static_cast<double>(evaluated), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_PlanSweep);
+BENCHMARK(BM_PlanSweep)->Arg(0)->Arg(512);
 }  // namespace
 
 int main(int argc, char** argv) {
