@@ -108,6 +108,12 @@ struct device_choice {
 /// Adds --gpu and --gpu-memory (one excludes the other).
 void add_device_flags(CLI::App& app, std::string& gpu, std::string& gpu_memory, const std::string& why);
 device_choice device_of(const std::string& gpu, const std::string& gpu_memory);
+/// The cuBLAS workspaces of `handles` handles: --blas-workspaces as given, else the named --gpu's, else `fallback`
+/// (the library's H100 default).
+inline bytes blas_workspaces_arg(const std::string& given, const std::string& gpu, std::int64_t handles, bytes fallback) {
+  if (!given.empty()) return parse_bytes(given, "the cuBLAS workspaces (--blas-workspaces)");
+  return gpu.empty() ? fallback : blas_workspaces_of(find_gpu(gpu), handles);
+}
 
 // ---- output -------------------------------------------------------------------------------------------
 /// One line of text: CLI11 and exceptions may carry newlines; bounded so one error is one short line.

@@ -204,8 +204,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.optimizer = a.optimizer_impl.empty() ? pytorch_default_impl(in.job.states.optimizer.kind) : parse_optimizer_impl(a.optimizer_impl);
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
-  if (!a.blas_workspaces.empty()) st.blas_workspaces = parse_bytes(a.blas_workspaces, "the cuBLAS workspaces (--blas-workspaces)");
-  else if (!a.gpu.empty()) st.blas_workspaces = blas_workspaces_of(find_gpu(a.gpu), training_blas_handles);
+  st.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, training_blas_handles, st.blas_workspaces);
   st.reserve_fraction = a.reserve_fraction;
   st.ddp = a.ddp;
   st.gradient_as_bucket_view = a.gradient_as_bucket_view;

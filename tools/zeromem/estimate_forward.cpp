@@ -37,8 +37,7 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   f.attention = parse_attention(a.attention_name);
   f.use_cache = !a.no_cache;
   f.output = parse_forward_output(a.forward_output);
-  if (!a.blas_workspaces.empty()) f.blas_workspaces = parse_bytes(a.blas_workspaces, "the cuBLAS workspaces (--blas-workspaces)");
-  else if (!a.gpu.empty()) f.blas_workspaces = blas_workspaces_of(find_gpu(a.gpu), 1);  // the forward's thread
+  f.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, 1, f.blas_workspaces);  // the forward's thread
   const quantization q = parse_quantization(a.quantize);
   if (a.no_double_quant && q != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
   // Inference keeps the weights in the compute dtype (a mixed or AMP recipe's fp32 copies belong to training).

@@ -72,7 +72,7 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   plan_request r{};
   r.model = model_of(a.model);
   r.gpu_capacity = device.capacity;
-  if (!a.gpu.empty()) r.step.blas_workspaces = blas_workspaces_of(find_gpu(a.gpu), training_blas_handles);  // else an H100's
+  r.step.blas_workspaces = blas_workspaces_arg("", a.gpu, training_blas_handles, r.step.blas_workspaces);
   r.gpus_per_node = a.gpus;
   r.nodes = a.nodes;
   if (!a.host_memory.empty()) {

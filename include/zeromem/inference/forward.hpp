@@ -33,9 +33,9 @@ struct forward_only_config {
   /// the returned output holds it.
   bool use_cache = true;
   forward_output output = forward_output::logits;
-  /// The cuBLAS workspace of the one thread that runs the forward (cublas_workspace_bytes; an H100's by default).
-  /// 0 on a CPU.
-  bytes blas_workspaces = cublas_workspace_bytes(9);
+  /// The cuBLAS workspace of the one thread that runs the forward (an H100's by default; blas_workspaces_of for
+  /// another card). 0 on a CPU.
+  bytes blas_workspaces = blas_workspaces_of(find_gpu("h100-80gb"), 1);
 };
 
 struct forward_only_estimate {

@@ -84,9 +84,9 @@ struct step_config {
   /// Driver-side memory outside PyTorch's allocator: the CUDA context and modules. Default: measured on an H100
   /// 80GB HBM3 with torch 2.11.0+cu130 and driver 580.159.04 (tests/data/calibration, cuda_context_bytes).
   bytes cuda_context = bytes_of_checked(650'969'088);
-  /// cuBLAS workspaces inside PyTorch's allocator, alive from the first step on: training_blas_handles x
-  /// cublas_workspace_bytes(9) by default (H100, as cuda_context); 2 x 8,519,680 B on compute capability 8.x.
-  bytes blas_workspaces = cublas_workspace_bytes(9) * training_blas_handles;
+  /// cuBLAS workspaces inside PyTorch's allocator, alive from the first step on: an H100's two by default (the card
+  /// cuda_context was measured on); blas_workspaces_of(find_gpu(...), training_blas_handles) for another.
+  bytes blas_workspaces = blas_workspaces_of(find_gpu("h100-80gb"), training_blas_handles);
   /// The caching allocator's reserved bytes above the allocated peak, as a fraction of that peak (fragmentation,
   /// separate pools for communication streams). zeromem does not model it: measure
   /// torch.cuda.max_memory_reserved() / max_memory_allocated() - 1 on your job and pass it. Default 0.
