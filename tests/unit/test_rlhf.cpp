@@ -91,6 +91,56 @@ TEST_CASE("a trained role's passes per optimizer step accumulate gradients that 
   CHECK(term(phase(easyr1, "training"), "actor", "gradients (accumulated over 20 passes)") > 0);
 }
 
+TEST_CASE("the step's batch in host RAM: the driver's, its chunks in Ray's object store, the ranks' copies", "[rlhf][host]") {
+  // Host bytes of the node's terms whose name starts so, whichever role holds them.
+  const auto host = [](const nlohmann::json& p, const std::string& prefix) {
+    std::int64_t sum = 0;
+    for (const auto& t : p["terms"])
+      if (t["term"].get<std::string>().rfind(prefix, 0) == 0) sum += t["host_bytes"].get<std::int64_t>();
+    return sum;
+  };
+  // verl's PPO example: 1024 sequences of 1024 + 512 tokens, padded. Per sequence, int64 input_ids, attention_mask and
+  // position_ids over 1536 tokens, prompts over 1024, responses and response_mask over 512: 8 x (3 x 1536 + 1024 + 2 x 512)
+  // = 53,248 B; from the experience forwards on, seven fp32 per response token (old_log_probs, ref_log_prob, values,
+  // token_level_scores, token_level_rewards, advantages, returns): + 28 x 512 = 67,584 B. The 8 ranks on the one node
+  // hold 128 sequences each: the whole batch.
+  const nlohmann::json verl = job("verl-qwen2-7b-ppo.sh");
+  const std::int64_t tokens = 1024LL * 53'248, all = 1024LL * 67'584;
+  CHECK(host(phase(verl, "rollout"), "experience batch (driver)") == tokens);
+  CHECK(host(phase(verl, "rollout"), "experience batch (object store)") == tokens);
+  CHECK(host(phase(verl, "rollout"), "chunk of the batch received") == 0);
+  CHECK(host(phase(verl, "experience"), "experience batch (driver)") == all);
+  CHECK(host(phase(verl, "experience"), "experience batch (object store)") == tokens);
+  CHECK(host(phase(verl, "experience"), "chunk of the batch received") == tokens);
+  for (const char* what : {"experience batch (driver)", "experience batch (object store)", "chunk of the batch received"})
+    CHECK(host(phase(verl, "training"), what) == all);
+  // Without a critic (GRPO): no values, six fp32 per response token, 53,248 + 24 x 512.
+  const nlohmann::json grpo = job("verl-qwen2-7b-ppo.sh", {"algorithm.adv_estimator=grpo"});
+  CHECK(host(phase(grpo, "training"), "experience batch (driver)") == 1024LL * (53'248 + 24 * 512));
+  // Ulysses over 2: 4 data-parallel groups of 256 sequences, each held by both ranks of its group.
+  const nlohmann::json sp = job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"});
+  CHECK(host(phase(sp, "training"), "chunk of the batch received") == 8 * 256LL * 67'584);
+  // OpenRLHF from v0.7.1 (grouped arguments: v0.10.2): data.max_len 2048 caps prompt + response, the response up to it.
+  // Experience: int64 sequences and attention_mask (16 x 2048) and a bool action_mask (2048) = 34,816 B; with
+  // action_log_probs, base_action_log_probs, values, returns, advantages, kl: + 24 x 2048 = 83,968 B. Training: the
+  // driver's and the actor's and the critic's replay buffers (8 ranks each, colocated); the object store is empty again.
+  const nlohmann::json grouped = job("openrlhf-llama3-8b-hybrid-grouped.args");
+  CHECK(host(phase(grouped, "experience"), "experience batch (object store)") == 1024LL * 34'816);
+  CHECK(host(phase(grouped, "training"), "experience batch (driver)") == 1024LL * 83'968);
+  CHECK(host(phase(grouped, "training"), "replay buffer") == 2 * 1024LL * 83'968);
+  CHECK(host(phase(grouped, "training"), "experience batch (object store)") == 0);
+  // Before v0.7.1 each actor rank made its experiences: no driver, the replay buffers from the experience phase on.
+  // 1024 + 1024 tokens: 16 x 2048 + 1024 = 33,792 B, + 24 x 1024 = 58,368 B. The actor's 8 ranks fill the most loaded
+  // node; the critic's 8 are on another.
+  const nlohmann::json old = job("openrlhf-llama3-70b-ppo.args");
+  CHECK(host(phase(old, "rollout"), "experience batch") == 0);
+  CHECK(host(phase(old, "experience"), "replay buffer") == 1024LL * 58'368);
+  CHECK(host(phase(old, "training"), "replay buffer") == 1024LL * 58'368);
+  // Colocated, actor and critic share each GPU, so the node holds both.
+  const nlohmann::json together = job("openrlhf-llama3-70b-ppo.args", {"colocate_all_models=true", "--openrlhf-version", "0.7.0"});
+  CHECK(host(phase(together, "training"), "replay buffer") == 2 * 1024LL * 58'368);
+}
+
 TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in all four reports (Logic-RL issue #8)", "[rlhf][scenario]") {
   const std::string f = "logic-rl-7b-grpo.yaml";
   const nlohmann::json b8n32 = job(f);  // the file as reported: 8 x 32
@@ -129,7 +179,9 @@ TEST_CASE("host RAM is the most loaded node's: roles on GPUs of their own are pl
   // fp32 master weights and gradients (4 + 4 B) and Adam's moments (8 B) in host RAM = 18 B x 4,343,939,584.
   // Its 8 GPUs on one node are the heaviest any placement can put there; the actor's ranks (16 B of a smaller
   // share) and vLLM's swap are on other nodes. The old sum of every group on one node was 977.38 GB.
-  const std::int64_t critic_rank = 18 * (69'503'033'344LL / 16);
+  // Each critic rank also keeps its replay buffer: 128 prompts x 4 samples / 16 ranks = 32 sequences of 58,368 B
+  // (1024 + 1024 tokens: 16 x 2048 + 1024 + 24 x 1024; the step's batch test derives it).
+  const std::int64_t critic_rank = 18 * (69'503'033'344LL / 16) + 32 * 58'368;
   CHECK(phase(j, "training")["per_node_host"]["total_bytes"].get<std::int64_t>() == 8 * critic_rank);
   // Nodes of 16 GPUs hold all 16 critic ranks.
   CHECK(phase(job("openrlhf-70b-ppo.args", {"--node-gpus", "16"}), "training")["per_node_host"]["total_bytes"].get<std::int64_t>() ==
@@ -411,7 +463,8 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
   // verl v0.6.0 with vLLM >= 0.8.5 sleeps at level 2 unless layered_summon (third_party/vllm VLLM_SLEEP_LEVEL): the
   // engine keeps nothing in host RAM asleep, and every sync sends the base through host RAM again (PR #3541).
   const nlohmann::json level2 = job("verl-qwen2.5-3b-grpo-lora.sh", {"actor_rollout_ref.rollout.layered_summon=False", "--verl-version", "0.6.0"});
-  CHECK(phase(level2, "experience")["per_node_host"]["total_bytes"] == 0);
+  for (const auto& t : phase(level2, "experience")["terms"])
+    if (t["term"].get<std::string>().find("batch") == std::string::npos) CHECK(t["host_bytes"] == 0);
   CHECK(term(phase(level2, "rollout"), "actor", "base copied to host RAM", "host_bytes") == 2 * 12'343'754'752LL);
   CHECK(job("verl-qwen2.5-3b-grpo-lora.sh", {"--verl-version", "0.6.0"})["phases"].dump().find("asleep, level 1") != std::string::npos);
   // Adapters on q and v only: 64 x (4096 + 2304) x 36 = 14,745,600; Adam 8 B each over 2 GPUs.

@@ -135,6 +135,12 @@ struct rlhf_job {
   runtime_overheads overheads{};
   /// Host RAM per node that a report shows beyond every modelled term: an explicit input, shown as its own line.
   bytes host_unmodelled{};
+  /// Sequences one step generates (rollout batch x samples per prompt): the batch the step carries through Ray, in
+  /// host RAM (driver_batch_terms, received_batch); 0: not modelled.
+  std::int64_t step_sequences = 0;
+  /// A driver process holds that batch and sends each worker its chunk through Ray's object store (verl's
+  /// RayPPOTrainer; OpenRLHF's single controller from v0.7.1); before, each actor rank made its own experiences.
+  bool batch_through_driver = true;
 };
 
 /// One phase on the most loaded GPU (gpu terms) and the most loaded node (host terms), with its verdict.
@@ -540,6 +546,65 @@ inline void validate(const rlhf_job& j) {
   }
 }
 
+/// One sequence's entries in the batch a step carries through Ray, padded to the maxima (the trainers pad every
+/// sequence to prompt + response maxima): its token fields, there from generation on, and all its fields, there from
+/// the experience forwards on.
+struct batch_entry {
+  std::int64_t tokens = 0;
+  std::int64_t all = 0;
+};
+
+inline batch_entry batch_entry_of(const rlhf_job& j) {
+  const std::int64_t total = longest_sequence(j), response = std::min(j.response_tokens, total), prompt = total - response;
+  const std::int64_t with_roles = (j.reference.present ? 1 : 0) + (j.critic.present ? 1 : 0);
+  if (j.framework == rlhf_framework::verl) {
+    // verl/trainer/ppo/ray_trainer.py fit(): int64 input_ids, attention_mask, position_ids over the sequence, prompts,
+    // responses, response_mask; fp32 per response token old_log_probs, token_level_scores, token_level_rewards,
+    // advantages, returns, and ref_log_prob and values where those roles run.
+    const std::int64_t tokens = checked_mul(8, checked_sum(checked_mul(3, total), prompt, checked_mul(2, response)));
+    return {tokens, checked_sum(tokens, checked_mul(4 * (5 + with_roles), response))};
+  }
+  // openrlhf/trainer/ppo_utils/experience.py Experience: int64 sequences and attention_mask, a bool action_mask over the
+  // response; fp32 per response token action_log_probs, returns, advantages, kl, and base_action_log_probs and values
+  // where those roles run.
+  const std::int64_t tokens = checked_sum(checked_mul(16, total), response);
+  return {tokens, checked_sum(tokens, checked_mul(4 * (4 + with_roles), response))};
+}
+
+/// The step's batch in host RAM, per phase. Ray keeps objects above 100 KiB (task arguments, return values, ray.put)
+/// in each node's shared-memory object store, which the memory monitor counts as used (MemTotal - MemAvailable,
+/// src/ray/common/memory_monitor.cc). verl's driver and OpenRLHF's from v0.7.1 hold the batch and send each
+/// data-parallel rank its chunk through the store (verl single_controller/ray/base.py: a DataProto argument per worker,
+/// alive until the call returns; OpenRLHF launcher.py async_run_method_batch: ray.put per chunk); the ranks load a copy
+/// (DataProto.__setstate__ torch.load; OpenRLHF replay_buffer.py append: experience.to_device("cpu")). Rollout: the
+/// generated tokens come back through the store to the driver. Experience: the driver's batch grows to every field; a
+/// forward pass's ranks receive the token fields. Training: verl sends the whole batch to one update at a time, alive
+/// through it; OpenRLHF appends it to the actor's and the critic's replay buffers first (ppo_trainer.py: ray.get on
+/// append before ppo_train), where it stays through training. Before v0.7.1 OpenRLHF's actor ranks made their
+/// experiences and replay buffers themselves and sent the critic its copy. These are the driver's and the store's,
+/// counted on the most loaded node (the driver's node is not known); the ranks' copies are received_batch's.
+inline void driver_batch_terms(job_breakdown& node, const rlhf_job& j, rlhf_phase phase) {
+  if (j.step_sequences == 0 || !j.batch_through_driver) return;
+  const batch_entry e = batch_entry_of(j);
+  const bytes tokens = bytes_of(checked_mul(j.step_sequences, e.tokens)), all = bytes_of(checked_mul(j.step_sequences, e.all));
+  node.add("Ray", "experience batch (driver)", bytes{}, phase == rlhf_phase::rollout ? tokens : all);
+  const bytes store = phase != rlhf_phase::training ? tokens : j.framework == rlhf_framework::verl ? all : bytes{};
+  if (store.count() != 0) node.add("Ray", "experience batch (object store)", bytes{}, store);
+}
+
+/// One rank's copy of its chunk of the batch (driver_batch_terms): ceil(sequences / data-parallel ranks) sequences,
+/// held by every Ulysses / ring-attention rank of its group.
+inline void received_batch(const group_view& v, const std::string& role, const rlhf_role& r, const rlhf_job& j, rlhf_phase phase,
+                           bool active) {
+  if (j.step_sequences == 0 || phase == rlhf_phase::rollout) return;
+  const batch_entry e = batch_entry_of(j);
+  const std::int64_t sequences = ceil_div(j.step_sequences, std::max<std::int64_t>(1, r.gpus / j.ulysses));
+  if (j.framework == rlhf_framework::openrlhf && r.trained && (phase == rlhf_phase::training || !j.batch_through_driver))
+    v.host(role, "replay buffer (its chunk of the batch)", bytes_of(checked_mul(sequences, e.all)));
+  else if (active && j.batch_through_driver)
+    v.host(role, "chunk of the batch received", bytes_of(checked_mul(sequences, phase == rlhf_phase::training ? e.all : e.tokens)));
+}
+
 }  // namespace detail
 
 /// Every phase of one RLHF step. Each phase's GPU terms are those of its most loaded GPU at its most loaded moment;
@@ -568,6 +633,7 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
         for (const auto& role : g.roles)
           if (role.first != active) detail::idle(rest, role.first, *role.second);
         for (const memory_term& t : resident_only.terms) b.terms.push_back(t);
+        for (const auto& role : g.roles) detail::received_batch(v, role.first, *role.second, j, phase, role.first == active);
         for (const auto& role : g.roles) {
           if (role.first != active) continue;
           if (moment_of == sync) detail::lora_sync(v, role.first, *role.second, j);
@@ -630,6 +696,7 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
     for (const memory_term& t : best.memory.terms)
       if (t.gpu.count() != 0) m.terms.push_back({t.role, t.term, t.gpu, bytes{}, t.note});
     for (const memory_term& t : host_side.terms) m.terms.push_back({t.role, t.term, bytes{}, t.host, t.note});
+    detail::driver_batch_terms(m, j, phase);
     m.gpu_capacity = j.gpu_capacity;
     m.host_capacity = j.host_capacity;
     m.host_threshold = j.host_threshold;
@@ -666,7 +733,10 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
                           ": pass --vllm-cuda-graphs with the graph memory vLLM logs");
   }
   if (j.actor.model.vision.blocks > 0) out.notes.push_back("the vision tower's forward and image tokens are not modelled");
-  out.notes.push_back("not modelled: Ray's object store, dataloaders, per-process host memory of Ray workers and CUDA runtimes");
+  out.notes.push_back(j.step_sequences > 0 ? "not modelled: image tensors in the batch, dataloaders, "
+                                              "per-process host memory of Ray workers and CUDA runtimes"
+                                            : "not modelled: the batch in Ray's object store and the driver (step_sequences 0), dataloaders, "
+                                              "per-process host memory of Ray workers and CUDA runtimes");
   return out;
 }
 

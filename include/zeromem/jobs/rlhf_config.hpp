@@ -180,7 +180,7 @@ inline transformer_config model_of_path(const std::string& path, const job_setti
   return best->config;
 }
 
-/// Three-part version, "0.6.5" -> 605; "0.16.4" -> 1604.
+/// Three-part version, "0.6.5" -> 6'005; "0.16.4" -> 16'004; "1.2.3" -> 1'002'003.
 inline std::int64_t version_number(const std::string& v, const char* what) {
   std::int64_t parts[3] = {0, 0, 0};
   std::size_t at = 0;
@@ -627,12 +627,17 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
       const std::int64_t per_rank = train_batch / std::max<std::int64_t>(1, trained->gpus / std::max<std::int64_t>(1, j.ulysses));
       trained->accumulation_steps = std::max<std::int64_t>(1, detail::ceil_div(per_rank, trained->train_micro_batch));
     }
-  if (grouped) {    for (const char* key : {"actor.optim", "critic.optim"})  // Muon keeps one momentum, not Adam's two moments
+  // The batch a step carries through Ray: rollout_batch_size x n_samples_per_prompt sequences (train_ppo_ray.py, defaults
+  // 1024 and 1), held by the driver from v0.7.1 (single controller, 52498da5 PR #972), by each actor rank before.
+  j.step_sequences = detail::checked_mul(k.integer(name("rollout_batch_size"), 1024), k.integer(name("n_samples_per_prompt"), 1));
+  j.batch_through_driver = version >= 7'001;
+  if (version == 0) r.assumed.push_back("experiences made in each actor rank, no driver batch (OpenRLHF before 0.7.1; pass --openrlhf-version)");
+  if (grouped) {
+    for (const char* key : {"actor.optim", "critic.optim"})  // Muon keeps one momentum, not Adam's two moments
       if (const std::string o = k.text(key).value_or("adam"); o != "adam")
         detail::fail(std::string("--") + key + " " + o + " is not modelled for RLHF jobs; zeromem models Adam (--" + key + " adam)");
   }
-  // Known, no effect on one GPU: logging, data, learning rates; rollout batch sizes and samples per prompt only set how
-  // many micro-batches run (each is micro_*_batch_size per GPU).
+  // Known, no effect on memory: logging, data, learning rates.
   if (grouped) {
     k.sort_rest(r, {"logger.", "ckpt.", "eval.", "actor.adam.", "critic.adam.", "actor.muon.", "critic.muon.", "actor.lr_scheduler",
                     "critic.lr_scheduler", "actor.lr_warmup_ratio", "critic.lr_warmup_ratio", "actor.min_lr_ratio", "critic.min_lr_ratio",
@@ -645,7 +650,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
                     "data.dataloader_num_workers", "data.disable_fast_tokenizer", "data.input_key", "data.input_template", "data.label_key",
                     "data.max_samples", "data.prompt_dataset", "data.prompt_probs", "data.prompt_split", "reward.clip_range",
                     "reward.normalize_enable", "reward.overlong_buffer_len", "reward.overlong_penalty_factor",
-                    "reward.stop_properly_penalty_coef", "rollout.batch_size", "rollout.n_samples_per_prompt", "rollout.temperature",
+                    "reward.stop_properly_penalty_coef", "rollout.temperature",
                     "rollout.top_p", "rollout.vllm_generate_batch_size", "rollout.max_tokens_per_gpu",
                     "train.max_epochs", "train.num_episodes", "train.seed", "train.full_determinism_enable", "train.max_tokens_per_gpu",
                     "train.agent_func_path", "train.async_queue_size", "train.partial_rollout_enable", "train.ema_beta",
@@ -657,7 +662,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   k.sort_rest(r, {"save_path", "ckpt_path", "save_steps", "logging_steps", "eval_steps", "max_ckpt_num", "max_ckpt_mem", "max_epochs",
                   "num_episodes", "max_samples", "prompt_data", "prompt_data_probs", "prompt_split", "input_key", "label_key",
                   "input_template", "apply_chat_template", "actor_learning_rate", "critic_learning_rate", "lr_warmup_ratio",
-                  "kl_target", "n_samples_per_prompt", "rollout_batch_size", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
+                  "kl_target", "use_kl_loss", "kl_estimator", "use_wandb", "wandb_org", "wandb_group", "wandb_project",
                   "wandb_run_name", "use_tensorboard", "temperature", "top_p", "seed", "normalize_reward", "advantage_estimator",
                   "eps_clip", "value_clip", "lambd", "gamma", "l2", "max_norm", "ptx_coef", "adam_betas", "reward_clip_range", "reward_pretrain",
                   "save_hf_ckpt", "disable_ds_ckpt", "load_checkpoint", "vllm_sync_backend", "vllm_sync_with_ray",
@@ -752,6 +757,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::int64_t dp = detail::quotient(world, sp);
   const std::int64_t batch = k.integer(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size", 1024);
   const std::int64_t per_gpu = detail::ceil_div(detail::checked_mul(batch, n), dp);  // sequences each GPU holds in one step
+  j.step_sequences = detail::checked_mul(batch, n);  // the driver's batch (ray_trainer.py fit: batch.repeat(rollout.n))
+  j.batch_through_driver = true;
   // Sequences per pass. verl (fsdp_workers.py, Jan 2025): global ppo_micro_batch_size //= dp, then *= rollout.n
   // (later versions: ppo_micro_batch_size_per_gpu as given); EasyR1: micro_batch_size_per_device_for_update.
   // mini, critic_mini: sequences per optimizer step on one GPU
