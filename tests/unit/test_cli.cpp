@@ -815,6 +815,6 @@ TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused whe
   CHECK(run_json(base)["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 0);
   CHECK(run_json(decayed)["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 3'087'428'608LL);
   check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--weight-decay", "0.01"},
-                  {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--optimizer", "nadam", "--weight-decay", "0.1"},
+                  {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--optimizer", "lion", "--weight-decay", "0.1"},
                   {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--weight-decay", "-1"}});
 }

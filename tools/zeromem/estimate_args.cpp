@@ -8,8 +8,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
   text_option(app, "--optimizer", a.optimizer_name, optimizer_names())->capture_default_str();
   real_option(app, "--weight-decay", a.weight_decay,
-              "torch.optim weight_decay: coupled decay (sgd, sgd-momentum, adam) adds the update's decayed-gradient temporaries; "
-              "AdamW's decoupled decay adds none",
+              "torch.optim weight_decay: coupled decay (sgd, adam, rmsprop, nadam, ...) adds the update's decayed-gradient "
+              "temporaries; AdamW's and Adafactor's decoupled decay adds none",
               0.0, 1e300, false);
   auto* stage = integer_option(app, "--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)", 0, 3);
   auto* fsdp = text_option(app, "--fsdp", a.fsdp, "FSDP strategy: NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2");

@@ -111,7 +111,8 @@ inline constexpr optimizer_traits optimizer_table[] = {
     {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", 0, 0, -1, -1, true,
      "Dettmers et al. 2022, 8-bit Optimizers via Block-wise Quantization, §2.1"},
     // torch/optim/_adafactor.py: a matrix's var_estimate = row_var @ col_var, one tensor of its size; no fused kernel.
-    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, -1, -1, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
+    // Its weight decay is decoupled, in place ("Perform stepweight decay": param.mul_(1 - lr * weight_decay)).
+    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, 0, 0, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
     {optimizer_kind::lion,         "lion",         1,  "one momentum",    0, 0, -1, -1, true,  "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
     // torch/optim/rmsprop.py: square_avg; _multi_tensor_rmsprop's avg = torch._foreach_sqrt(square_avgs), then in-place
     // add and addcdiv; _single_tensor_rmsprop's square_avg.sqrt() per parameter; no fused implementation. A decay makes
@@ -127,28 +128,38 @@ inline constexpr optimizer_traits optimizer_table[] = {
      "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']"},
     // torch/optim/nadam.py: exp_avg and exp_avg_sq (mu_product and step are scalars); _multi_tensor_nadam's
     // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then in place; _single_tensor_nadam's
-    // exp_avg_sq.div(bias_correction2).sqrt(), two tensors at once; no fused implementation.
-    {optimizer_kind::nadam,        "nadam",        2,  "two moments",     1, 2, -1, -1, false,
+    // exp_avg_sq.div(bias_correction2).sqrt(), two tensors at once; no fused implementation. Coupled decay (the default,
+    // decoupled_weight_decay=False): grouped_grads = torch._foreach_add(grouped_grads, grouped_params) is read again by
+    // the last addcdiv, beside the sqrt list; the for-loop's grad.add(param) beside denom.
+    {optimizer_kind::nadam,        "nadam",        2,  "two moments",     1, 2, 1, 1, false,
      "Dozat 2016, Incorporating Nesterov Momentum into Adam; torch.optim.NAdam keeps exp_avg and exp_avg_sq"},
     // torch/optim/radam.py: exp_avg and exp_avg_sq; _multi_tensor_radam's buffer = torch._foreach_sqrt(exp_avg_sqs)
     // (grads deleted first), then in place. _single_tensor_radam keeps exp_avg / bias_correction1 for the step and,
     // once the rectification applies (rho_t > 5: the 6th step on with beta2 0.999), builds (that * lr) * adaptive_lr
     // with adaptive_lr = sqrt(bc2) / exp_avg_sq.sqrt(): four tensors of the parameter's size at once (two before).
-    {optimizer_kind::radam,        "radam",        2,  "two moments",     1, 4, -1, -1, false,
+    // Coupled decay: the decayed list dies with `del grouped_grads` before the buffer, so foreach stays one list; the
+    // for-loop's grad.add(param) lives to the end of its iteration, beside those four.
+    {optimizer_kind::radam,        "radam",        2,  "two moments",     1, 4, 0, 1, false,
      "Liu et al. 2020, On the Variance of the Adaptive Learning Rate and Beyond (arXiv 1908.03265), Alg. 2"},
     // torch/optim/adamax.py: exp_avg and exp_inf; _multi_tensor_adamax's grads = torch._foreach_abs(grads) (a copy when
-    // weight_decay is 0), then in place; _single_tensor_adamax's grad.abs() into torch.maximum(out=exp_inf).
-    {optimizer_kind::adamax,       "adamax",       2,  "a moment and an infinity norm", 1, 1, -1, -1, false,
+    // weight_decay is 0), then in place; _single_tensor_adamax's grad.abs() into torch.maximum(out=exp_inf). A decay's
+    // list (torch._foreach_add(grouped_grads, grouped_params)) takes the abs in place (torch._foreach_abs_): still one
+    // list; the for-loop's grad.add(param) lives beside grad.abs().
+    {optimizer_kind::adamax,       "adamax",       2,  "a moment and an infinity norm", 1, 1, 0, 1, false,
      "Kingma & Ba 2015, Adam, §7.1 (AdaMax); torch.optim.Adamax keeps exp_avg and exp_inf"},
     // torch/optim/adadelta.py: square_avg and acc_delta; _multi_tensor_adadelta's std = torch._foreach_add(square_avgs,
     // eps) and deltas = torch._foreach_add(acc_deltas, eps), both alive to the update; _single_tensor_adadelta's
-    // square_avg.add(eps).sqrt_() and acc_delta.add(eps).sqrt_() per parameter; no fused implementation.
-    {optimizer_kind::adadelta,     "adadelta",     2,  "a running mean of squared gradients and of squared updates", 2, 2, -1, -1, false,
+    // square_avg.add(eps).sqrt_() and acc_delta.add(eps).sqrt_() per parameter; no fused implementation. A decay's
+    // device_grads = torch._foreach_add(device_grads, device_params) is read by _foreach_mul_(deltas, device_grads),
+    // beside std and deltas; the for-loop's grad.add(param) beside std and delta.
+    {optimizer_kind::adadelta,     "adadelta",     2,  "a running mean of squared gradients and of squared updates", 2, 2, 1, 1, false,
      "Zeiler 2012, ADADELTA: An Adaptive Learning Rate Method (arXiv 1212.5701), Alg. 1"},
     // torch/optim/asgd.py: ax (the average; eta, mu and step are scalars); _multi_tensor_asgd's intermediate =
     // torch._foreach_add(grads, params, alpha=lambd), deleted before torch._foreach_sub(params, axs); _single_tensor_asgd
     // updates in place and, while mu is 1 (until step t0 = 1e6 by default), averages by ax.copy_(param): no temporary.
-    {optimizer_kind::asgd,         "asgd",         1,  "the averaged parameters", 1, 0, -1, -1, false,
+    // A decay makes the intermediate torch._foreach_add(grouped_grads, grouped_params) and adds lambd x params into it
+    // in place: still one list; the for-loop's grad.add(param) is its one tensor.
+    {optimizer_kind::asgd,         "asgd",         1,  "the averaged parameters", 1, 0, 0, 1, false,
      "Polyak & Juditsky 1992, Acceleration of Stochastic Approximation by Averaging; torch.optim.ASGD keeps ax"},
 };
 // clang-format on
