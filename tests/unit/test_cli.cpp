@@ -817,4 +817,10 @@ TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused whe
   check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--weight-decay", "0.01"},
                   {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--optimizer", "lion", "--weight-decay", "0.1"},
                   {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--weight-decay", "-1"}});
+  // --amsgrad keeps a third state: Qwen2.5-1.5B in pure bf16, 3 x 1,543,714,304 x 2 B; the JSON says how many extra.
+  const auto amsgrad = run_json({"estimate", "--json", "--model", "qwen2.5-1.5b", "--precision", "bf16", "--amsgrad"});
+  CHECK(amsgrad["per_gpu"]["optimizer_states_bytes"] == 3 * 1'543'714'304LL * 2);
+  CHECK(amsgrad["inputs"]["optimizer_extra_states"] == 1);
+  check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "sgd", "--amsgrad"},
+                  {"estimate", "--model", "qwen2.5-1.5b", "--rmsprop-centered"}});
 }

@@ -108,6 +108,31 @@ TEST_CASE("pure 16-bit training keeps optimizer states in the weights' dtype", "
   CHECK(estimate_model_states(t).gpu().count() == 8'000'000'000);
 }
 
+TEST_CASE("optimizer options that keep one more state: amsgrad, RMSprop's centered and momentum", "[model_states][optimizer]") {
+  // torch.optim: Adam(amsgrad=True) keeps exp_avg, exp_avg_sq and max_exp_avg_sq; RMSprop keeps square_avg, plus
+  // grad_avg when centered and momentum_buffer when momentum > 0. With the fp32 master (mixed bf16): 4 B each + 4 B.
+  const std::int64_t n = 1'000'000'000;
+  training_states t{};
+  t.params = elements_of(n);
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.optimizer.amsgrad = true;
+  CHECK(estimate_model_states(t).optimizer_states_bytes().count() == (4 + 3 * 4) * n);
+  t.optimizer = optimizer_spec{};
+  t.optimizer.kind = optimizer_kind::rmsprop;
+  t.optimizer.centered = true;
+  CHECK(estimate_model_states(t).optimizer_states_bytes().count() == (4 + 2 * 4) * n);
+  t.optimizer.momentum_buffer = true;
+  CHECK(estimate_model_states(t).optimizer_states_bytes().count() == (4 + 3 * 4) * n);
+  // Each option belongs to its optimizer.
+  t.optimizer.kind = optimizer_kind::adam;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("centered and momentum are options of rmsprop here, not adam"));
+  t.optimizer = optimizer_spec{};
+  t.optimizer.kind = optimizer_kind::sgd_momentum;
+  t.optimizer.amsgrad = true;
+  CHECK_THROWS_WITH(estimate_model_states(t), Catch::Matchers::Contains("amsgrad is an option of adam and adamw, not sgd-momentum"));
+}
+
 TEST_CASE("Adafactor's factored second moment", "[model_states]") {
   // A 4096 x 11008 matrix keeps 4096 + 11008 = 15104 row and column statistics; a vector keeps all its values.
   CHECK(adafactor_factored_elements(4096, 11008).count() == 15104);

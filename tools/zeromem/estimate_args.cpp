@@ -11,6 +11,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
               "torch.optim weight_decay: coupled decay (sgd, adam, rmsprop, nadam, ...) adds the update's decayed-gradient "
               "temporaries; AdamW's and Adafactor's decoupled decay adds none",
               0.0, 1e300, false);
+  app.add_flag("--amsgrad", a.amsgrad, "Adam / AdamW amsgrad=True: a third state, max_exp_avg_sq");
+  app.add_flag("--rmsprop-centered", a.rmsprop_centered, "RMSprop centered=True: one more state, grad_avg");
+  app.add_flag("--rmsprop-momentum", a.rmsprop_momentum, "RMSprop momentum > 0: one more state, momentum_buffer");
   auto* stage = integer_option(app, "--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)", 0, 3);
   auto* fsdp = text_option(app, "--fsdp", a.fsdp, "FSDP strategy: NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2");
   stage->excludes(fsdp);
@@ -143,6 +146,9 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   if (in.has_model) t = states_on_rank(in.job.model, in.counts, t, a.tp, a.pp);
   t.optimizer.kind = parse_optimizer(a.optimizer_name);
   t.optimizer.weight_decay = a.weight_decay;
+  t.optimizer.amsgrad = a.amsgrad;
+  t.optimizer.centered = a.rmsprop_centered;
+  t.optimizer.momentum_buffer = a.rmsprop_momentum;
   if (t.optimizer.kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
     detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {

@@ -101,6 +101,8 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                  {"offload_params", std::string(name(t.zero.params.device))}, {"hpz_partition", t.zero.hpz_partition},
                  {"largest_layer_params", t.largest_layer.count()}, {"gradient_accumulation_steps", t.gradient_accumulation_steps}};
   j["inputs"]["optimizer_impl"] = std::string(name(in.job.step.optimizer));
+  j["inputs"]["optimizer_extra_states"] = extra_states(t.optimizer);  // amsgrad, RMSprop's centered and momentum
+  j["inputs"]["weight_decay"] = t.optimizer.weight_decay;
   j["inputs"]["gradients_from_start"] = in.job.step.keep_gradients || t.gradient_accumulation_steps > 1;
   j["inputs"]["frozen_params_per_rank"] = t.frozen.count();
   j["inputs"]["frozen_weights_bytes_per_rank"] = t.frozen_weights.count();

@@ -15,7 +15,11 @@ std::string states_of(const training_states& t) {
   const optimizer_traits& o = traits_of(t.optimizer.kind);
   if (t.optimizer.kind == optimizer_kind::adafactor)
     return std::string(o.keeps) + (t.optimizer.adafactor_momentum ? ", momentum in " + d : "");
-  return std::string(o.keeps) + (o.moments > 0 ? " in " + d : "");
+  std::string extra;
+  for (const auto& [on, state] : {std::pair{t.optimizer.amsgrad, "max_exp_avg_sq (amsgrad)"}, std::pair{t.optimizer.centered, "grad_avg (centered)"},
+                                  std::pair{t.optimizer.momentum_buffer, "momentum_buffer"}})
+    if (on) extra += std::string(", ") + state;
+  return std::string(o.keeps) + extra + (o.moments > 0 ? " in " + d : "");
 }
 
 std::string number_text(double p) {

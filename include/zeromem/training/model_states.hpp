@@ -138,6 +138,12 @@ constexpr void validate(const training_states& t) {
   if (t.frozen_weights.count() < 0) detail::fail("frozen weight bytes cannot be negative");
   if ((t.frozen.count() > 0) != (t.frozen_weights.count() > 0))
     detail::fail("frozen parameters and their bytes go together; set both frozen and frozen_weights, or neither");
+  const optimizer_kind kind = t.optimizer.kind;
+  if (t.optimizer.amsgrad && kind != optimizer_kind::adam && kind != optimizer_kind::adamw)
+    detail::fail("amsgrad is an option of adam and adamw, not " + std::string(name(kind)) + "; drop --amsgrad");
+  if ((t.optimizer.centered || t.optimizer.momentum_buffer) && kind != optimizer_kind::rmsprop)
+    detail::fail("centered and momentum are options of rmsprop here, not " + std::string(name(kind)) +
+                 "; drop --rmsprop-centered and --rmsprop-momentum (SGD with momentum is --optimizer sgd-momentum)");
   if (!(t.optimizer.weight_decay >= 0.0 && t.optimizer.weight_decay < 1e300))
     detail::fail_value("the weight decay must be a finite number >= 0", t.optimizer.weight_decay, "pass 0 for none");
   if (t.adapt.paged_optimizer && t.zero.optimizer.device != offload_device::none)

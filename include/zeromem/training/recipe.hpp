@@ -201,7 +201,17 @@ struct optimizer_spec {
   /// torch.optim's weight_decay (0 by default for SGD and Adam; AdamW's 0.01 is decoupled and adds nothing): coupled
   /// decay adds the temporaries optimizer_traits::decay_foreach / decay_forloop name.
   double weight_decay = 0.0;
+  /// torch.optim options that keep one more parameter-sized state and leave the update's temporaries as they were:
+  /// Adam/AdamW amsgrad=True, max_exp_avg_sq (adam.py: _foreach_maximum_ in place, then the sqrt of the maxima);
+  /// RMSprop centered=True, grad_avg (rmsprop.py: avg = _foreach_addcmul(square_avgs, grad_avgs, grad_avgs) replaces
+  /// the sqrt list), and momentum > 0, momentum_buffer (_foreach_addcdiv_ into it in place).
+  bool amsgrad = false;
+  bool centered = false;
+  bool momentum_buffer = false;
 };
+
+/// The parameter-sized states optimizer_spec's options add to the optimizer's own.
+constexpr int extra_states(const optimizer_spec& o) { return (o.amsgrad ? 1 : 0) + (o.centered ? 1 : 0) + (o.momentum_buffer ? 1 : 0); }
 
 /// Adafactor's factored second moment of one r x c matrix: r + c values (Shazeer & Stern 2018, Alg. 4);
 /// a vector (c == 0 or r == 1) keeps its full n values (Alg. 3 unfactored case).
@@ -228,7 +238,7 @@ constexpr bytes optimizer_state_bytes(const optimizer_spec& o, const precision_r
   const bytes_per_element state = size_of(r.optimizer_dtype());
   const bytes_per_element fp32 = size_of(dtype::fp32);
   const optimizer_traits& t = traits_of(o.kind);
-  if (t.moments >= 0) return n * (state * t.moments);  // the table's parameter-sized moments (its source per row)
+  if (t.moments >= 0) return n * (state * (t.moments + extra_states(o)));  // the table's moments (its source per row)
   switch (o.kind) {
     case optimizer_kind::adam_8bit: {
       // Two 8-bit moments plus one fp32 absmax per block of 2048 per moment (Dettmers et al. 2022,
