@@ -117,6 +117,9 @@ TEST_CASE("the step's batch in host RAM: the driver's, its chunks in Ray's objec
   // Without a critic (GRPO): no values, six fp32 per response token, 53,248 + 24 x 512.
   const nlohmann::json grpo = job("verl-qwen2-7b-ppo.sh", {"algorithm.adv_estimator=grpo"});
   CHECK(host(phase(grpo, "training"), "experience batch (driver)") == 1024LL * (53'248 + 24 * 512));
+  // verl's LoRA example: the actor with its adapters off gives the reference log-probs (ref_in_actor), no critic: 16
+  // prompts x 5 of 512 + 1024 tokens, 8 x (3 x 1536 + 512 + 2 x 1024) = 57,344 B, + 24 x 1024 = 81,920 B a sequence.
+  CHECK(host(phase(job("verl-qwen2.5-3b-grpo-lora.sh"), "training"), "experience batch (driver)") == 80LL * 81'920);
   // Ulysses over 2: 4 data-parallel groups of 256 sequences, each held by both ranks of its group.
   const nlohmann::json sp = job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"});
   CHECK(host(phase(sp, "training"), "chunk of the batch received") == 8 * 256LL * 67'584);

@@ -556,7 +556,9 @@ struct batch_entry {
 
 inline batch_entry batch_entry_of(const rlhf_job& j) {
   const std::int64_t total = longest_sequence(j), response = std::min(j.response_tokens, total), prompt = total - response;
-  const std::int64_t with_roles = (j.reference.present ? 1 : 0) + (j.critic.present ? 1 : 0);
+  // Reference log-probs: from the reference, or in verl with LoRA from the actor with its adapters off (ref_in_actor).
+  const bool reference = j.reference.present || (j.framework == rlhf_framework::verl && j.actor.adapt.lora_enabled());
+  const std::int64_t with_roles = (reference ? 1 : 0) + (j.critic.present ? 1 : 0);
   if (j.framework == rlhf_framework::verl) {
     // verl/trainer/ppo/ray_trainer.py fit(): int64 input_ids, attention_mask, position_ids over the sequence, prompts,
     // responses, response_mask; fp32 per response token old_log_probs, token_level_scores, token_level_rewards,
