@@ -557,6 +557,11 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--zero_stage", "x"}, s), Catch::Contains("zero_stage"));
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "acme/unknown-13b"}, s), Catch::Contains("--pretrain"));
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--lora_rank", "8"}, s), Catch::Contains("--lora_rank"));
+  // A step that generates nothing is an error naming both keys, not a batch silently left out.
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--rollout_batch_size", "0"}, s),
+                    Catch::Contains("--rollout_batch_size x --n_samples_per_prompt is 0"));
+  CHECK(run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "actor_rollout_ref.rollout.n=0"}).err.find("actor_rollout_ref.rollout.n is 0") !=
+        std::string::npos);
   CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B"}, {"actor_rollout_ref.rollout.gpu_memory_utilization", "1.5"}}, s),
                     Catch::Contains("gpu_memory_utilization"));
   CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B"}}, s), Catch::Contains("--vllm-version"));

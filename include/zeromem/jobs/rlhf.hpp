@@ -517,6 +517,8 @@ inline void validate(const rlhf_job& j) {
   if (j.max_tokens < 0) fail_value("the cap on prompt + response cannot be negative", j.max_tokens, "pass 0 for none");
   require_positive(j.ulysses, "the Ulysses sequence-parallel size");
   if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", j.mean_tokens, "pass 0 for the maxima");
+  if (j.step_sequences < 0)
+    fail_value("the sequences a step generates cannot be negative", j.step_sequences, "pass rollout batch x samples per prompt, or 0 to leave the batch out");
   for (const rlhf_role* r : {&j.actor, &j.critic, &j.reference, &j.reward})
     if (r->present) {
       require_positive(r->gpus, "a role's GPU count");

@@ -630,6 +630,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // The batch a step carries through Ray: rollout_batch_size x n_samples_per_prompt sequences (train_ppo_ray.py, defaults
   // 1024 and 1), held by the driver from v0.7.1 (single controller, 52498da5 PR #972), by each actor rank before.
   j.step_sequences = detail::checked_mul(k.integer(name("rollout_batch_size"), 1024), k.integer(name("n_samples_per_prompt"), 1));
+  if (j.step_sequences == 0)
+    detail::fail("--" + name("rollout_batch_size") + " x --" + name("n_samples_per_prompt") + " is 0: a step generates no sequence; pass at least 1");
   j.batch_through_driver = version >= 7'001;
   if (version == 0) r.assumed.push_back("experiences made in each actor rank, no driver batch (OpenRLHF before 0.7.1; pass --openrlhf-version)");
   if (grouped) {
@@ -758,6 +760,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::int64_t batch = k.integer(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size", 1024);
   const std::int64_t per_gpu = detail::ceil_div(detail::checked_mul(batch, n), dp);  // sequences each GPU holds in one step
   j.step_sequences = detail::checked_mul(batch, n);  // the driver's batch (ray_trainer.py fit: batch.repeat(rollout.n))
+  if (j.step_sequences == 0)
+    detail::fail(std::string(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size") + " x " + R + "n is 0: a step generates no sequence; pass at least 1");
   j.batch_through_driver = true;
   // Sequences per pass. verl (fsdp_workers.py, Jan 2025): global ppo_micro_batch_size //= dp, then *= rollout.n
   // (later versions: ppo_micro_batch_size_per_gpu as given); EasyR1: micro_batch_size_per_device_for_update.
