@@ -666,3 +666,81 @@ TEST_CASE("OPT-350M's norms after the residual adds and its projected embedding"
   amp.autocast = true;
   CHECK(first_stage_activations(m, amp).embedding_projection.count() == 2'097'152 + 1'048'576);
 }
+
+TEST_CASE("the Qwen2.5-VL vision tower's saved tensors, block by block, from modeling_qwen2_5_vl.py", "[activations][vision]") {
+  // Qwen2.5-VL-7B's tower: C = 1280, F = 3420, H = 16 heads of d = 80, P = 3 x 2 x 14 x 14 = 1176 values a patch, merge
+  // 2 x 2. 1000 image tokens in one sequence = 4000 patches; bf16 (a = 2). Per patch:
+  //  block, flash_attention_2: two Qwen2RMSNorms 2 x (4C + aC + 4) = 15,368; qkv input, qkv output (3), rotated q and
+  //   k, attention output, MLP input: 8aC = 20,480; fp32 log-sum-exp 4H = 64; SwiGLU gate, SiLU, up, product
+  //   4aF = 27,360: 63,272 B. SDPA (per window, then concatenated): + aC = 65,832 B.
+  //  merger: ln_q 4C + aC + 4 = 7,684, its output, fc1's output and GELU's output 3aC = 7,680: 15,364 B.
+  //  inputs: pixel values 4P = 4,704, their bf16 cast 2P = 2,352, cos and sin 2 x 4d = 640, window_index and
+  //   reverse_indices 2 x 8 / 4 = 4: 7,700 B.
+  const transformer_config m = find_preset("qwen2.5-vl-7b").config;
+  activation_config c{};
+  c.seq_len = 1024;
+  c.image_tokens = 1000;
+  c.attention = attention_kind::flash_attention_2;
+  const vision_activations v = vision_activation_bytes(m, c);
+  CHECK(v.patches == 4000);
+  CHECK(v.per_block.count() == 4000LL * 63'272);
+  CHECK(v.blocks.count() == 32LL * 4000 * 63'272);
+  CHECK(v.merger.count() == 4000LL * 15'364);
+  CHECK(v.inputs.count() == 4000LL * 7'700);
+  CHECK(v.recomputed.count() == 0);
+  c.attention = attention_kind::flash;
+  CHECK(vision_activation_bytes(m, c).per_block.count() == 4000LL * 65'832);
+  // Full recompute: each block keeps its input aC = 2,560 B a patch; one block is recomputed whole during backward.
+  c.attention = attention_kind::flash_attention_2;
+  c.recomputation = recompute::full;
+  c.micro_batch = 2;  // 8000 patches
+  const vision_activations ckpt = vision_activation_bytes(m, c);
+  CHECK(ckpt.per_block.count() == 8000LL * 2'560);
+  CHECK(ckpt.recomputed.count() == 8000LL * (63'272 - 2'560));
+  CHECK(ckpt.merger.count() == 8000LL * 15'364);
+  // The whole of it is in the first stage's activations.
+  CHECK(first_stage_activations(m, c).vision.count() == 8000LL * (32 * 2'560 + 15'364 + 7'700));
+  // A frozen tower (--freeze vision; LoRA on the decoder's q_proj / v_proj only) keeps nothing: the pixel values alone.
+  adaptation frozen{};
+  frozen.freeze_vision = true;
+  CHECK(vision_activation_bytes(m, c, frozen).total().count() == 8000LL * 4'704);
+  adaptation lora{};
+  lora.lora.rank = 16;
+  lora.lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  CHECK(vision_activation_bytes(m, c, lora).total().count() == 8000LL * 4'704);
+  lora.lora.targets |= bit(lora_module::qkv);  // the tower's qkv adapted: not modelled
+  CHECK_THROWS_WITH(vision_activation_bytes(m, c, lora),
+                    "zeromem: LoRA adapters in the vision tower with image tokens are not modelled; exclude the vision modules from the targets");
+  // Misuse.
+  c.image_tokens = 1025;
+  CHECK_THROWS_WITH(vision_activation_bytes(m, c),
+                    "zeromem: the image tokens are part of the sequence and cannot outnumber its tokens, got 1025; pass at most the sequence length");
+  c.image_tokens = 8;
+  c.attention = attention_kind::eager;
+  CHECK_THROWS_AS(vision_activation_bytes(m, c), std::invalid_argument);
+  c.attention = attention_kind::flash;
+  c.recomputation = recompute::selective;
+  CHECK_THROWS_AS(vision_activation_bytes(m, c), std::invalid_argument);
+}
+
+TEST_CASE("the Qwen2-VL vision tower: LayerNorms, QuickGELU as tensor ops, no windows", "[activations][vision]") {
+  // Qwen2-VL-7B's tower (config.json vision_config: embed_dim 1280, mlp_ratio 4, 16 heads, hidden_act quick_gelu).
+  // Per patch, bf16, flash_attention_2: two nn.LayerNorms 2 x (aC + 8) = 5,136; 8aC = 20,480; 4H = 64; fc1's output,
+  // sigmoid(1.702 x) and the product 3aF = 30,720 (F = 5120): 56,400 B. Merger: ln_q aC + 8 and 3aC: 10,248 B.
+  // Inputs: 4P + 2P + 2 x 4d = 7,696 B (no window indices).
+  const transformer_config m = parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 3584, "num_hidden_layers": 28,
+    "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+    "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "hidden_size": 3584, "hidden_act": "quick_gelu"}})");
+  activation_config c{};
+  c.seq_len = 600;
+  c.image_tokens = 500;
+  c.attention = attention_kind::flash_attention_2;
+  const vision_activations v = vision_activation_bytes(m, c);
+  CHECK(v.patches == 2000);
+  CHECK(v.per_block.count() == 2000LL * 56'400);
+  CHECK(v.merger.count() == 2000LL * 10'248);
+  CHECK(v.inputs.count() == 2000LL * 7'696);
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "vision_config": {"depth": 2, "embed_dim": 32, "num_heads": 2, "hidden_act": "gelu"}})"),
+                    "zeromem: config.json: field 'vision_config.hidden_act' must be \"quick_gelu\" for model_type 'qwen2_vl', got '\"gelu\"'");
+}

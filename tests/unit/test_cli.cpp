@@ -185,12 +185,20 @@ TEST_CASE("estimate reads a Hugging Face config.json", "[cli][model]") {
   CHECK(j["model"]["params"] == 8'292'166'656LL);
   CHECK(j["model"]["vision_params"] == 676'550'144);
   CHECK(j["inputs"]["largest_layer_params"] == 544'997'376);  // 152064 x 3584, gathered whole under ZeRO-3
-  // The vision tower's forward over image patches is not modelled, and the report says so rather than leaving it out.
+  // Without --image-tokens the tower does not run, and the report says so rather than leaving it out.
   const std::vector<std::string> step{"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/qwen2.5-vl-7b.json", "--seq-len", "1024"};
   std::vector<std::string> json_step = step;
   json_step.push_back("--json");
   CHECK(run_json(json_step)["activations"]["vision_forward_modelled"] == false);
-  CHECK(run_cli(step).out.find("the vision tower's forward over image patches is not modelled") != std::string::npos);
+  CHECK(run_cli(step).out.find("no image tokens: the vision tower does not run") != std::string::npos);
+  // With them it runs: 1000 image tokens = 4000 patches, each block keeping 63,272 B a patch (derived in
+  // test_activations.cpp "the Qwen2.5-VL vision tower's saved tensors"), the merger 15,364 B and the inputs 7,700 B.
+  json_step.insert(json_step.end(), {"--image-tokens", "1000", "--attention", "flash_attention_2"});
+  const auto vision = run_json(json_step)["activations"];
+  CHECK(vision["vision_forward_modelled"] == true);
+  CHECK(vision["vision_bytes"] == 4000LL * (32 * 63'272 + 15'364 + 7'700));
+  CHECK(run_cli({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--image-tokens", "8"}).err ==
+        "zeromem: image tokens need a model with a vision tower (Qwen2-VL, Qwen2.5-VL); pass 0 image tokens\n");
   CHECK(run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--json"})["activations"]["vision_forward_modelled"] == true);
 }
 

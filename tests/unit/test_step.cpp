@@ -464,3 +464,51 @@ TEST_CASE("DDP's all-reduce buckets hold one copy of the gradients through the w
   view_only.gradient_as_bucket_view = true;
   CHECK_THROWS_WITH(estimate_step(llama2(), pure_bf16(), a, view_only), Catch::Contains("add --ddp"));
 }
+
+TEST_CASE("step: a vision tower's backward, after the decoder's and before the embedding's", "[step][vision]") {
+  // Qwen2.5-VL-7B (8,292,166,656 parameters: embedding and lm_head 152064 x 3584 = 544,997,376 each, vision tower
+  // 676,550,144 of which the merger 1280 + 5120^2 + 5120 + 5120 x 3584 + 3584 = 44,574,464, the patch embedding
+  // 1280 x 1176 = 1,505,280 and 32 blocks of 19,702,200), mixed bf16 (14 B a parameter at rest, 2 B gradients), full
+  // recompute, flash_attention_2, fused AdamW; one sequence of 4096 tokens, all of them image tokens: 16,384 patches.
+  const transformer_config m = find_preset("qwen2.5-vl-7b").config;
+  training_states t{};
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  activation_config a{};
+  a.seq_len = 4096;
+  a.image_tokens = 4096;
+  a.attention = attention_kind::flash_attention_2;
+  a.recomputation = recompute::full;
+  step_config s{};
+  s.optimizer = optimizer_impl::fused;
+  const step_estimate e = estimate_step(m, t, a, s);
+  // The tower's first block backward: every decoder and head gradient and the merger's (2 B each: all parameters but
+  // the embedding and the tower, plus the merger), the tower's checkpoints (32 x 2,560 B a patch) and inputs (7,700 B),
+  // one block recomputed whole (63,272 - 2,560 B a patch), dL/d(embedding output) 4096 x 3584 x 2 B waiting beside the
+  // tower's two 16,384 x 1280 x 2 B gradients.
+  const std::int64_t patches = 16'384;
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.resting.count() == 14 * 8'292'166'656LL);
+  CHECK(e.backward.gradients.count() == 2 * (8'292'166'656LL - 544'997'376 - 676'550'144 + 44'574'464));
+  CHECK(e.backward.activations.count() == patches * (32 * 2'560 + 7'700));
+  CHECK(e.backward.recomputed.count() == patches * (63'272 - 2'560));
+  CHECK(e.backward.flowing.count() == 4096LL * 3584 * 2 + 2LL * patches * 1280 * 2);
+  CHECK(e.backward.loss.count() == 0);
+  // The end of backward holds the pixel values (16,384 x 1176 x 4 B) beside every gradient.
+  a.recomputation = recompute::none;
+  const step_estimate plain = estimate_step(m, t, a, s);
+  CHECK(plain.forward.activations.count() ==
+        first_stage_activations(m, a).total.count() - first_stage_activations(m, a).logits.count());
+  CHECK(first_stage_activations(m, a).vision.count() == patches * (32 * 63'272 + 15'364 + 7'700));
+  // A frozen tower has no backward: the end decides, every trainable gradient (all parameters but the tower's, 2 B)
+  // beside the pixel values (16,384 x 1176 x 4 B); the tower rests in bf16 only (2 B, the rest 14 B).
+  t.adapt.freeze_vision = true;
+  a.recomputation = recompute::full;
+  const step_estimate frozen = estimate_step(m, t, a, s);
+  CHECK(first_stage_activations(m, a, {}, t.adapt).vision.count() == patches * 4'704);
+  CHECK(frozen.backward.resting.count() == 14 * (8'292'166'656LL - 676'550'144) + 2 * 676'550'144LL);
+  CHECK(frozen.backward.gradients.count() == 2 * (8'292'166'656LL - 676'550'144));
+  CHECK(frozen.backward.activations.count() == patches * 1176 * 4);
+  CHECK(frozen.backward.recomputed.count() == 0);
+  CHECK(frozen.backward.flowing.count() == 4096LL * 3584 * 2);
+}

@@ -38,6 +38,7 @@ struct estimate_args {
   // activations
   std::int64_t seq_len = 0;  // 0: not given
   std::int64_t micro_batch = 1;
+  std::int64_t image_tokens = 0;  // of each sequence's --seq-len tokens (vision models)
   std::int64_t tp = 1, cp = 1, pp = 1, virtual_stages = 1, microbatches = 0;
   bool sp = false;
   std::string recompute_name = "none";

@@ -45,6 +45,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
 
   tokens_option(app, "--seq-len", a.seq_len, "tokens per sequence: 4096, 32K (= 32,768); turns on the step's peak");
   integer_option(app, "--micro-batch", a.micro_batch, "sequences per micro-batch")->capture_default_str();
+  tokens_option(app, "--image-tokens", a.image_tokens,
+                "image tokens among each sequence's --seq-len tokens (Qwen2-VL, Qwen2.5-VL: spatial_merge^2 patches each run through the vision tower)");
   integer_option(app, "--tp", a.tp, "tensor-parallel degree")->capture_default_str();
   app.add_flag("--sp", a.sp, "sequence parallelism (with --tp)");
   integer_option(app, "--cp", a.cp, "context-parallel degree")->capture_default_str();
@@ -188,6 +190,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   activation_config& c = in.job.activations;
   c.seq_len = a.seq_len;
   c.micro_batch = a.micro_batch;
+  c.image_tokens = a.image_tokens;
   c.activation_dtype =
       a.activation_dtype.empty() ? compute_dtype_of(parse_precision(a.precision_name)) : parse_dtype(a.activation_dtype);
   c.autocast = in.job.states.recipe.autocast;
@@ -237,7 +240,7 @@ estimate_inputs to_inputs(const estimate_args& a) {
   constexpr activation_config defaults{};
   const bool activation_flags = a.seq_len != 0 || a.sp || a.cp != 1 || a.recompute_name != "none" || a.dropout != 0.0 ||
                                 a.attention_name != name(defaults.attention) || a.implementation_name != name(defaults.impl) ||
-                                a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0;
+                                a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0 || a.image_tokens != 0;
   if (activation_flags && !in.has_model)
     detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");

@@ -147,8 +147,9 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                         {"logits_bytes", act->logits.count()}, {"total_bytes", act->total.count()},
                         {"full_attention_layers", act->full_attention_layers},
                         {"full_attention_layer_bytes", act->full_attention_layer.total().count()},
-                        // A vision tower's forward over image patches is not modelled: text tokens only.
-                        {"vision_forward_modelled", in.job.model.vision.blocks == 0}};
+                        // A vision tower runs over the image tokens' patches (--image-tokens); with none, text only.
+                        {"image_tokens", in.job.activations.image_tokens}, {"vision_bytes", act->vision.count()},
+                        {"vision_forward_modelled", in.job.model.vision.blocks == 0 || in.job.activations.image_tokens > 0}};
   }
   j["per_rank_host"] = {{"total_bytes", e.host_per_rank().count()}, {"pinned_bytes", e.total_per_rank().host_pinned.count()}};
   j["per_node_host"] = {{"ranks", e.ranks_per_node}, {"total_bytes", e.host_per_node().count()},

@@ -115,9 +115,14 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype) << ", tp " << c.tp
         << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.job.pipeline.pp << ", recompute " << name(c.recomputation)
         << ", attention " << name(c.attention) << ", dropout " << c.dropout << ", profile " << name(c.impl) << "\n";
-    if (in.job.model.vision.blocks > 0)
-      out << "  note         the vision tower's forward over image patches is not modelled: activations and the step count "
-             "--seq-len text tokens; its weights, gradients and optimizer states are counted\n";
+    if (in.job.model.vision.blocks > 0 && c.image_tokens == 0)
+      out << "  note         no image tokens: the vision tower does not run (its weights, gradients and optimizer states are counted); "
+             "pass --image-tokens, the image tokens among --seq-len, for its activations\n";
+    else if (c.image_tokens > 0)
+      out << "  vision       " << c.image_tokens << " image tokens per sequence (" << c.image_tokens * c.micro_batch * in.job.model.vision.spatial_merge *
+                                                                                   in.job.model.vision.spatial_merge
+          << " patches a micro-batch): " << format_bytes(first_stage_activations(in.job.model, c, in.job.pipeline, in.job.states.adapt).vision, size_unit::GiB)
+          << " kept by the vision tower\n";
   }
   if (t.optimizer.kind == optimizer_kind::adafactor)
     out << (in.has_model ? "  note         Adafactor's factored state from the model's tensor shapes, split in proportion to the parameters\n"
@@ -145,6 +150,7 @@ void print_activations(std::ostream& out, const stage_activations& act) {
   if (act.embedding_projection.count() != 0) out << bytes_row("project_in input", act.embedding_projection) << "\n";
   if (act.output_layer.count() != 0) out << bytes_row("output layer inputs", act.output_layer) << "\n";
   if (act.logits.count() != 0) out << bytes_row("fp32 logits", act.logits) << "\n";
+  if (act.vision.count() != 0) out << bytes_row("vision tower (image patches)", act.vision) << "\n";
   out << bytes_row("total", act.total) << "\n";
 }
 

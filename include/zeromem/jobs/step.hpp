@@ -207,7 +207,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(a, m);
   validate(p, m);
   validate(s);
-  using detail::checked_product;
+  using detail::checked_product, detail::checked_sum;
   const parameter_counts counts = detail::count_parameters_unchecked(m);
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
@@ -258,6 +258,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // together as before and adds the new shard into the kept one (_fsdp_collectives.py foreach_reduce:
   // `sharded_param.grad._local_tensor += new_sharded_grad`).
   const bool accumulating = s.keep_gradients || t.gradient_accumulation_steps > 1;
+  double per_param = 0.0;  // gradient bytes per parameter without FSDP2 (share)
+  const auto share = [&](elements part) { return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5)); };
   bytes new_layer_grad{}, new_embedding_grad{};
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
@@ -286,10 +288,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters, in
     // double: the exact product can pass 2^63, and double's relative error (2^-52) is under a byte for any share
     // below 4.5 PB (x87 long double, used before, took longer than the rest of the step's arithmetic).
-    const double per_param = static_cast<double>(grads_all.count()) / static_cast<double>(t.params.count());
-    const auto share = [&](elements part) {
-      return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5));
-    };
+    per_param = static_cast<double>(grads_all.count()) / static_cast<double>(t.params.count());
     layer_grads_kept = share(layer_trainable);
     head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
@@ -372,17 +371,48 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, kept + appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
                       comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
-  // (3) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed.
-  // FSDP2: the root's unsharded gradients too; accumulating without FSDP2: the embedding's new gradient beside them all.
+  // (3) A vision tower's backward (image tokens): the model builds the text embeddings before the image features and
+  // scatters these into them (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward: masked_scatter), so autograd, which runs
+  // the later-created nodes first, differentiates the tower before the embedding: dL/d(embedding output) waits beside
+  // it. Its first block (all the tower's checkpoints alive, one block recomputed) and its end (every block's gradient,
+  // the inputs left) bound the walk, as a decoder's do. The merger's gradients are there from the start; the tower's
+  // are shares of the rank's like any group's (all of them at once under FSDP2, where it is in the root).
+  const vision_activations vision = a.image_tokens > 0 ? detail::vision_activation_bytes_unchecked(m, a, t.adapt) : vision_activations{};
+  const bool vision_trains = vision.blocks.count() > 0;
+  const bytes pixel_values = vision.patches > 0 ? bytes_of(checked_product(4, vision.patches, m.vision.in_channels, m.vision.temporal_patch,
+                                                                           m.vision.patch, m.vision.patch, stage.microbatches_in_flight))
+                                                : bytes{};
+  bytes vision_grads_start{}, vision_grads_blocks{};
+  if (vision_trains) {
+    const vision_config& v = m.vision;
+    const std::int64_t merged = checked_product(v.hidden, v.spatial_merge, v.spatial_merge);
+    const std::int64_t merger_params = checked_sum(v.norm == norm_kind::rmsnorm ? v.hidden : checked_product(2, v.hidden),
+                                                   checked_product(merged, merged), merged, checked_product(merged, v.out_hidden), v.out_hidden);
+    const std::int64_t patch_params = checked_product(v.hidden, v.in_channels, v.temporal_patch, v.patch, v.patch);
+    const elements blocks_params = counts.vision - elements_of(checked_sum(merger_params, patch_params));
+    const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
+    vision_grads_start = (accumulating ? grads_all : head_grads + layer_grads_kept * L) + grad_bytes(elements_of(merger_params));
+    vision_grads_blocks = grad_bytes(blocks_params);
+  }
+  const bytes vision_flowing = vision.patches > 0 ? elements_of(checked_product(2, vision.patches, m.vision.hidden)) * size_of(compute) : bytes{};
+  const bytes vision_other = stage.vision - vision.total();  // other micro-batches in flight (pipeline)
+  const auto vision_moment = [&](bool end) {
+    return step_terms{resting, vision_grads_start + (end ? vision_grads_blocks : bytes{}),
+                      vision_other + vision.inputs + (end ? bytes{} : vision.blocks), end ? bytes{} : vision.recomputed,
+                      hidden_grad + vision_flowing, bytes{}, fsdp ? root_unsharded : bytes{}, comm, bytes{}, bytes{}, bytes{}};
+  };
+  // (4) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed (the pixel
+  // values of an image batch still alive). FSDP2: the root's unsharded gradients too; accumulating without FSDP2: the
+  // embedding's new gradient beside them all.
   const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all + new_embedding_grad;
   const auto end_moment = [&] {
-    return step_terms{resting, grads_end, bytes{}, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
+    return step_terms{resting, grads_end, pixel_values, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
                       comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
-  enum class moment_kind { loss, layer, end };
+  enum class moment_kind { loss, layer, vision_start, vision_end, end };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   bool highest_after = false;
@@ -398,6 +428,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   };
   consider_layer(L - 1);
   consider_layer(0);
+  for (const bool end : {false, true})
+    if (const bytes total = vision_moment(end).total(); vision_trains && total > backward_total) {
+      backward_total = total;
+      highest = end ? moment_kind::vision_end : moment_kind::vision_start;
+    }
   if (const bytes total = end_moment().total(); total > backward_total) {
     backward_total = total;
     highest = moment_kind::end;
@@ -450,9 +485,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   if (s.reserve_fraction > 0.0)
     reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(peak.count()) * s.reserve_fraction));
   step_estimate out{forward(),
-                    highest == moment_kind::loss    ? loss_moment()
-                    : highest == moment_kind::end   ? end_moment()
-                                                    : layer_moment(highest_layer, highest_after),
+                    highest == moment_kind::loss           ? loss_moment()
+                    : highest == moment_kind::end          ? end_moment()
+                    : highest == moment_kind::vision_start ? vision_moment(false)
+                    : highest == moment_kind::vision_end   ? vision_moment(true)
+                                                           : layer_moment(highest_layer, highest_after),
                     optimizer_step(),
                     peak,
                     peak_phase,

@@ -334,6 +334,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.vision.spatial_merge = integer_or(*v, "spatial_merge_size", 2, vt);
     m.vision.in_channels = integer_or(*v, "in_channels", integer_or(*v, "in_chans", 3, vt), vt);
     if (type == "qwen2_5_vl") {
+      require_one_kernel_activation(*v, "hidden_act");  // Qwen2_5_VLVisionConfig: "silu", the gated MLP's
       m.vision.hidden = integer(*v, "hidden_size", vt);
       m.vision.mlp_hidden = integer(*v, "intermediate_size", vt);
       m.vision.out_hidden = integer_or(*v, "out_hidden_size", m.hidden, vt);
@@ -343,6 +344,11 @@ inline transformer_config parse_hf_config(const std::string& text) {
       m.vision.out_hidden = integer_or(*v, "hidden_size", m.hidden, vt);
       m.vision.gated_mlp = false;
       m.vision.norm = norm_kind::layernorm;
+      m.vision.windowed = false;
+      // Qwen2VLVisionConfig hidden_act "quick_gelu": QuickGELUActivation, x * sigmoid(1.702 x) as tensor ops
+      // (activations.py), whose saved tensors vision_activation_bytes counts; another activation keeps others.
+      if (const json* act = find(*v, "hidden_act"); act != nullptr && !(act->is_string() && act->get<std::string>() == "quick_gelu"))
+        fail_config(R"(field 'vision_config.hidden_act' must be "quick_gelu" for model_type 'qwen2_vl', got )" + shown(*act));
     }
   } else if (type == "olmo") {
     // OlmoConfig / modular_olmo.py (OLMo-1B-hf, OLMo-7B-hf): LlamaAttention (attention_bias on q, k, v and o, default

@@ -42,6 +42,9 @@ struct vision_config {
   std::int64_t patch = 14;
   std::int64_t spatial_merge = 2;  // the merger concatenates merge^2 patches
   std::int64_t out_hidden = 0;     // the language model's hidden size
+  /// Qwen2.5-VL's window attention: the patches are reordered by window before the blocks and back after the merger
+  /// (modeling_qwen2_5_vl.py get_window_index), each index kept for backward.
+  bool windowed = true;
 };
 
 struct transformer_config {

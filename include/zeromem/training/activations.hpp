@@ -59,6 +59,9 @@ struct activation_config {
   /// the residual stream and the norms stay fp32, each linear casts its input and its weight (autocast's weight
   /// cache), and the cast copies are what autograd saves (torch/csrc/autograd autocast, autocast_mode.cpp).
   bool autocast = false;
+  /// Image tokens among each sequence's seq_len tokens (Qwen2-VL / Qwen2.5-VL): each is one merged group of
+  /// spatial_merge^2 patches the vision tower runs over (vision_activation_bytes). 0: text only.
+  std::int64_t image_tokens = 0;
 };
 
 struct pipeline_config {
@@ -163,6 +166,22 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
   // longer sequence indexes past it and the step fails.
   if (m.positions == position_kind::learned && c.seq_len > m.max_positions - m.position_offset)
     detail::fail_learned_positions(c.seq_len, m.max_positions - m.position_offset);
+  if (c.image_tokens < 0) detail::fail_value("the image tokens per sequence cannot be negative", c.image_tokens, "pass 0 for text only");
+  if (c.image_tokens > 0) {
+    if (m.vision.blocks == 0) detail::fail("image tokens need a model with a vision tower (Qwen2-VL, Qwen2.5-VL); pass 0 image tokens");
+    if (c.image_tokens > c.seq_len)
+      detail::fail_value("the image tokens are part of the sequence and cannot outnumber its tokens", c.image_tokens,
+                         "pass at most the sequence length");
+    if (c.tp > 1) detail::fail("a vision tower under tensor parallelism is not modelled (transformers runs it whole); use tp 1 with image tokens");
+    if (c.impl != implementation::hf || c.device != device_kind::cuda || c.autocast || (c.activation_dtype != dtype::bf16 && c.activation_dtype != dtype::fp16))
+      detail::fail("the vision tower's activations are modelled for transformers' code on CUDA in bf16 or fp16 without autocast; "
+                   "drop the image tokens for another setting");
+    if (c.attention == attention_kind::eager)
+      detail::fail("the vision tower under eager attention keeps each window's scores, which depend on the image sizes; use --attention sdpa "
+                   "or flash_attention_2 with image tokens");
+    if (c.recomputation == recompute::selective)
+      detail::fail("selective recompute is Megatron's and transformers' vision blocks have none; use --recompute none or full with image tokens");
+  }
   if (m.qk_norm_whole && c.tp > 1)
     detail::fail_value("q_norm / k_norm over the whole projection (OLMo-2) under tensor parallelism is not modelled",
                        c.tp, "use tp 1 (FSDP or ZeRO shard it instead)");
@@ -439,6 +458,84 @@ constexpr layer_activations layer_activation_bytes(const transformer_config& m, 
   return detail::layer_activation_bytes_unchecked(m, c, adapt, layer);
 }
 
+/// What a Qwen2-VL / Qwen2.5-VL vision tower keeps for backward over the patches of one micro-batch on one rank
+/// (transformers modeling_qwen2_5_vl.py / modeling_qwen2_vl.py, the vision classes), in bytes.
+struct vision_activations {
+  std::int64_t patches = 0;  // image tokens x spatial_merge^2
+  bytes per_block{};         // one block (its input only under full recompute)
+  bytes blocks{};            // every block
+  bytes merger{};            // the patch merger's norm and MLP
+  /// The micro-batch's pixel values (fp32, as the processor makes them), the patch embedding's 16-bit cast of them,
+  /// the rotary cos / sin tables every block reads (fp32) and Qwen2.5-VL's window indices.
+  bytes inputs{};
+  bytes recomputed{};        // full recompute: one block computed whole, beyond its checkpoint
+  constexpr bytes total() const { return blocks + merger + inputs; }
+};
+
+namespace detail {
+/// A trained tower saves as below; a frozen one (--freeze vision, or LoRA's frozen base with no adapter in the tower)
+/// has nothing requiring grad, so autograd keeps nothing and only the pixel values are alive. Per patch, with a bytes
+/// per activation, C the tower's width, F its MLP width, H heads of d = C / H, P = in_channels x temporal x patch^2:
+///  block: two norms (Qwen2RMSNorm, as the decoder's: fp32 input, rstd, the 16-bit normalised tensor; Qwen2-VL's
+///   nn.LayerNorm: its input and fp32 mean and rstd), the qkv input aC and output 3aC (V is a view of it that
+///   attention keeps), q and k rotated into new tensors 2aC (apply_rotary_pos_emb_vision: fp32 math, cast back; the
+///   multiplies keep only the tables), attention's output aC (proj's input) and fp32 log-sum-exp 4H (flash-attn's
+///   varlen kernel over cu_seqlens); SDPA runs each window or image separately and concatenates the outputs, so it
+///   keeps them and the concatenation: aC more. The MLP's input aC, then SiLU's gated MLP 4aF (gate, SiLU(gate), up,
+///   product) or Qwen2-VL's QuickGELU, x * sigmoid(1.702 x) as tensor ops (activations.py QuickGELUActivation): fc1's
+///   output, the sigmoid and the product, 3aF.
+///  full recompute (GradientCheckpointingLayer, which transformers' gradient_checkpointing_enable sets on the vision
+///   blocks too): the block's input aC, and one block whole during backward.
+///  merger: ln_q over C, its output aC (fc1's input), fc1's output kept by GELU and GELU's by fc2, aC each.
+///  inputs: pixel values 4P, their cast .to(weight dtype) kept by the Conv3d aP, cos and sin 2 x 4d, and
+///   Qwen2.5-VL's window_index and the merger's reverse index (int64, one per merged token) 2 x 8 / merge^2.
+constexpr vision_activations vision_activation_bytes_unchecked(const transformer_config& m, const activation_config& c,
+                                                               const adaptation& adapt = {}) {
+  vision_activations out{};
+  if (c.image_tokens == 0) return out;
+  const vision_config& v = m.vision;
+  const std::int64_t merge = checked_product(v.spatial_merge, v.spatial_merge);
+  const std::int64_t n = checked_product(c.image_tokens, c.micro_batch, merge);
+  out.patches = n;
+  const std::int64_t a = dtype_bytes_ceil(c.activation_dtype), C = v.hidden, F = v.mlp_hidden, H = v.heads;
+  const std::int64_t d = quotient(C, H), pixels = checked_product(v.in_channels, v.temporal_patch, v.patch, v.patch);
+  bool frozen = adapt.freeze_vision || adapt.lora_enabled();
+  if (adapt.lora_enabled())
+    for_each_linear(m, [&](const linear_shape& l) {
+      if (l.vision && adapt_of(m, l, adapt.lora).params > 0)
+        fail("LoRA adapters in the vision tower with image tokens are not modelled; exclude the vision modules from the targets");
+    });
+  const bytes pixel_values = bytes_of(checked_product(4, n, pixels));
+  if (frozen) {
+    out.inputs = pixel_values;
+    return out;
+  }
+  const std::int64_t norm = v.norm == norm_kind::rmsnorm ? hf_rmsnorm_saved(transformer_config{}, c.torch_major, n, C, a, false)
+                                                         : checked_product(checked_sum(checked_product(a, C), 8), n);
+  // C-wide 16-bit tensors of a block: qkv's input and output (1 + 3), rotated q and k (2), attention's output, the
+  // MLP's input, and under SDPA the per-window outputs beside their concatenation.
+  const std::int64_t c_wide = 8 + (c.attention == attention_kind::flash ? 1 : 0);
+  const std::int64_t whole_block = checked_sum(
+      checked_product(2, norm), checked_product(c_wide, a, n, C),
+      checked_product(4, H, n), checked_product(v.gated_mlp ? 4 : 3, a, n, F));
+  const std::int64_t checkpoint = checked_product(a, n, C);
+  const bool full = c.recomputation == recompute::full;
+  out.per_block = bytes_of(full ? checkpoint : whole_block);
+  out.blocks = out.per_block * v.blocks;
+  out.recomputed = full ? bytes_of(whole_block - checkpoint) : bytes{};
+  out.merger = bytes_of(checked_sum(norm, checked_product(3, a, n, C)));
+  out.inputs = pixel_values + bytes_of(checked_sum(checked_product(a, n, pixels), checked_product(2, 4, n, d),
+                                                   v.windowed ? checked_product(2, 8, quotient(n, merge)) : 0));
+  return out;
+}
+}  // namespace detail
+
+constexpr vision_activations vision_activation_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt = {}) {
+  validate(c, m);
+  validate(adapt, m);
+  return detail::vision_activation_bytes_unchecked(m, c, adapt);
+}
+
 /// The activations a pipeline stage holds at its peak.
 struct stage_activations {
   layer_activations per_layer{};
@@ -450,6 +547,8 @@ struct stage_activations {
   bytes embedding_projection{};  // OPT-350M's project_in keeps the token embedding output (word_embed_proj_dim wide)
   bytes output_layer{};        // final norm input and output-layer input (OPT-350M: project_out's and lm_head's inputs)
   bytes logits{};              // fp32 logits kept for the cross-entropy backward
+  /// The vision tower's saved tensors and inputs over the micro-batches in flight (image tokens; 0 for text).
+  bytes vision{};
   bytes total{};
   /// Where sliding-window and full-attention layers alternate and keep different tensors (SDPA with a sequence as long
   /// as the window: the sliding ones keep a mask, attention_layout), per_layer is layer 0's (a sliding one) and these
@@ -523,6 +622,7 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     output_layer = bytes_of(checked_sum(replicated(checked_sum(final_norm, head_inputs)), head_weight_cast));
     logits = bytes_of(checked_product(4, sb, detail::ceil_div(m.vocab, c.tp)));
   }
+  const bytes vision = c.image_tokens > 0 ? detail::vision_activation_bytes_unchecked(m, c, adapt).total() * inflight : bytes{};
   // The layers, and the result with the full-attention layers' breakdown: a copy of per_layer where the layers are
   // alike, so no breakdown is copied before the result is built (a copy of one just returned waits on its stores).
   const auto with_layers = [&](const layer_activations& full_layer, std::int64_t full_layers) {
@@ -535,7 +635,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
       layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
     }
     return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout, embedding_projection,
-                             output_layer, logits, layers + input_ids + embedding_dropout + embedding_projection + output_layer + logits,
+                             output_layer, logits, vision,
+                             layers + input_ids + embedding_dropout + embedding_projection + output_layer + logits + vision,
                              full_layer,   full_layers};
   };
   if (!mixed) return with_layers(per_layer, 0);
