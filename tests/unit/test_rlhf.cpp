@@ -234,6 +234,38 @@ TEST_CASE("easyr1-vl-7b-grpo: host RAM over Ray's 0.95 with both offloads on, un
   CHECK(fixed["fits"].get<bool>());
 }
 
+TEST_CASE("easyr1-vl-7b-grpo: image tokens through the vision tower, freeze_vision_tower", "[rlhf][vision]") {
+  // By default every prompt token may be an image token (the dataset drops prompts whose expanded image tokens pass
+  // max_prompt_length, 1024): a packed update pass of 4 sequences holds 4096 image tokens = 16,384 patches, each kept
+  // by the checkpointed tower as 32 block inputs x 2,560 B + the merger's 15,364 B + the inputs' 7,700 B = 104,984 B
+  // (test_activations.cpp "the Qwen2.5-VL vision tower's saved tensors"); --image-tokens 0 leaves the tower out.
+  const nlohmann::json images = job("easyr1-vl-7b-grpo.yaml");
+  const nlohmann::json text = job("easyr1-vl-7b-grpo.yaml", {"--image-tokens", "0"});
+  const std::string activations = "activations (4 sequences";
+  CHECK(term(phase(images, "training"), "actor", activations) - term(phase(text, "training"), "actor", activations) == 16'384LL * 104'984);
+  CHECK(std::find(images["config"]["assumed"].begin(), images["config"]["assumed"].end(),
+                  "image tokens per sequence: the whole prompt (1024), the most the dataset lets through; pass --image-tokens for your images") !=
+        images["config"]["assumed"].end());
+  // Experience making (16 sequences a pass): the pixel values, 65,536 patches x 1176 x 4 B, and the tower's output,
+  // 16,384 image tokens x 3584 x 2 B, alive through the decoder's forward.
+  CHECK(term(phase(images, "experience"), "actor", "image inputs") == 65'536LL * 1176 * 4 + 16'384LL * 3584 * 2);
+  // --image-tokens 100: 4 x 100 x 4 = 1,600 patches.
+  const nlohmann::json some = job("easyr1-vl-7b-grpo.yaml", {"--image-tokens", "100"});
+  CHECK(term(phase(some, "training"), "actor", activations) - term(phase(text, "training"), "actor", activations) == 1'600LL * 104'984);
+  // freeze_vision_tower: the tower's 676,550,144 parameters keep no Adam moments (8 B, sharded over 8) or fp32
+  // gradients (4 B over 8), and it saves nothing: only the pixel values, 16,384 x 1176 x 4 B, stay beside the decoder's.
+  const nlohmann::json frozen = job("easyr1-vl-7b-grpo.yaml", {"worker.actor.model.freeze_vision_tower=true"});
+  CHECK(term(phase(images, "training"), "actor", "resting_states") - term(phase(frozen, "training"), "actor", "resting_states") ==
+        676'550'144LL * 8 / 8);
+  CHECK(term(phase(images, "training"), "actor", "gradients") - term(phase(frozen, "training"), "actor", "gradients") == 676'550'144LL * 4 / 8);
+  CHECK(term(phase(frozen, "training"), "actor", activations) - term(phase(text, "training"), "actor", activations) == 16'384LL * 1176 * 4);
+  // Misuse: more image tokens than the prompt holds, image tokens for a text model.
+  CHECK(run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "--image-tokens", "2000"}).err ==
+        "zeromem: the image tokens per sequence are part of its prompt, got 2000; pass 0 to the prompt length\n");
+  CHECK(run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "--image-tokens", "10"}).err ==
+        "zeromem: --image-tokens: the actor has no vision tower (Qwen2-VL, Qwen2.5-VL); drop --image-tokens\n");
+}
+
 TEST_CASE("published example launches read without unknown keys and give a verdict", "[rlhf]") {
   for (const char* f : {"openrlhf-llama3-8b-ppo.args", "openrlhf-llama3-70b-ppo.args", "openrlhf-llama3-8b-hybrid.args",
                         "openrlhf-llama3-8b-hybrid-grouped.args", "verl-qwen2-7b-ppo.sh", "verl-qwen2-7b-ppo-sglang.sh"}) {

@@ -16,6 +16,7 @@ const std::vector<setting_flag> job_setting_flags{
     {"--host-memory", "one node's host RAM, such as 760GB; checked against Ray's threshold"},
     {"--ray-threshold", "Ray's memory_usage_threshold (default 0.95)"},
     {"--mean-tokens", "real tokens per sequence (prompt + response) on average; default: the configured maxima"},
+    {"--image-tokens", "image tokens in each prompt (Qwen2-VL, Qwen2.5-VL actors); default: the whole prompt, the most the dataset lets through"},
     {"--vllm-version", "the vLLM version, such as 0.6.5: it decides what gpu_memory_utilization means"},
     {"--deepspeed-version", "the DeepSpeed version, such as 0.16.4 (0.16.x has a ZeRO-3 checkpointing defect)"},
     {"--openrlhf-version", "the OpenRLHF version, such as 0.6.1: defaults and sleep modes changed across versions"},
@@ -63,6 +64,7 @@ job_settings settings_of(const job_args& a, const std::string& text) {
     else if (g.first == "--host-memory") s.host_memory = parse_bytes(v, "the host memory (--host-memory)");
     else if (g.first == "--ray-threshold") s.ray_threshold = parse_real(v, 0.0, 1.0, true);
     else if (g.first == "--mean-tokens") s.mean_tokens = parse_tokens(v, "the mean tokens (--mean-tokens)");
+    else if (g.first == "--image-tokens") s.image_tokens = parse_count(v, "the image tokens per sequence (--image-tokens)");
     else if (g.first == "--vllm-version") s.vllm_version = v;
     else if (g.first == "--deepspeed-version") s.deepspeed_version = v;
     else if (g.first == "--openrlhf-version") s.openrlhf_version = v;

@@ -127,6 +127,9 @@ struct rlhf_job {
   /// Real tokens of one sequence (prompt + response) on average; 0: the maxima. Only with packing does a shorter
   /// mean shrink a pass: padded batches are as long as their longest sequence.
   std::int64_t mean_tokens = 0;
+  /// Image tokens in each sequence's prompt (vision-language models: Qwen2-VL, Qwen2.5-VL), each spatial_merge^2
+  /// patches through the vision tower in training passes (vision_activation_bytes); 0: text only.
+  std::int64_t image_tokens = 0;
   lora_weight_sync lora_sync{};        // verl with LoRA: the adapters (and first the base) sent to the engine
   bool packing = false;                // padding removed (OpenRLHF --packing_samples, verl use_remove_padding)
   std::int64_t ulysses = 1;            // Ulysses sequence parallelism: each GPU holds 1/ulysses of a pass's tokens
@@ -214,6 +217,8 @@ inline activation_config pass_shape(const rlhf_job& j, std::int64_t sequences, b
   a.attention = j.attention;  // flash-attn or SDPA: no s^2 terms
   a.impl = implementation::hf;
   a.recomputation = checkpointing ? recompute::full : recompute::none;
+  // A packed pass is one row of all its sequences; the image tokens come with each.
+  if (j.actor.model.vision.blocks > 0) a.image_tokens = j.packing ? checked_mul(sequences, j.image_tokens) : j.image_tokens;
   return a;
 }
 
@@ -288,7 +293,8 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   r.sleep_params = false;  // loaded to compute
   idle(v, role, r);
   transformer_config m = r.value_model ? value_backbone(r.model) : r.model;
-  m.vision = vision_config{};  // the vision tower's forward is not modelled (rlhf notes)
+  const vision_config tower = m.vision;
+  m.vision = vision_config{};  // the decoder's forward below; the tower's own no-grad peak runs before it (rlhf notes)
   const parameter_counts c = count_parameters(m);
   if (r.zero_stage == 3 || r.offload_params)
     v.gpu(role, "gathered layer (16-bit)", c.largest_layer * size_of(dtype::bf16), "one unit gathered at a time");
@@ -308,6 +314,16 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   v.gpu(role, "forward peak (" + std::to_string(r.forward_micro_batch) + " sequences, " + std::to_string(f.seq_len) + " x " +
                   std::to_string(f.micro_batch) + " tokens)",
         e.peak);
+  // Image tokens: the pass's pixel values (fp32, 4 B x in_channels x temporal x patch^2 a patch) and the tower's output,
+  // image_embeds (one out_hidden-wide 16-bit row per image token), both alive through the decoder's forward
+  // (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward keeps image_embeds as a local after masked_scatter).
+  const std::int64_t images = checked_mul(r.forward_micro_batch, j.image_tokens);
+  if (tower.blocks > 0 && images > 0) {
+    const std::int64_t pixels = checked_mul(checked_mul(tower.in_channels, tower.temporal_patch), checked_mul(tower.patch, tower.patch));
+    const std::int64_t patches = checked_mul(images, checked_mul(tower.spatial_merge, tower.spatial_merge));
+    v.gpu(role, "image inputs (" + std::to_string(patches) + " patches: pixel values and image features)",
+          bytes_of(checked_mul(checked_mul(4, patches), pixels)) + elements_of(checked_mul(images, tower.out_hidden)) * size_of(dtype::bf16));
+  }
 }
 
 /// A trained role's update: every state on the GPU (sleeping states are loaded back), and the step model's
@@ -517,6 +533,10 @@ inline void validate(const rlhf_job& j) {
   if (j.max_tokens < 0) fail_value("the cap on prompt + response cannot be negative", j.max_tokens, "pass 0 for none");
   require_positive(j.ulysses, "the Ulysses sequence-parallel size");
   if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", j.mean_tokens, "pass 0 for the maxima");
+  if (j.image_tokens < 0 || j.image_tokens > j.prompt_tokens)
+    fail_value("the image tokens per sequence are part of its prompt", j.image_tokens, "pass 0 to the prompt length");
+  if (j.image_tokens > 0 && j.ulysses > 1)
+    fail("image tokens under Ulysses sequence parallelism are not modelled (how the ranks split the vision tower's patches); pass 0 image tokens");
   if (j.step_sequences < 0)
     fail_value("the sequences a step generates cannot be negative", j.step_sequences, "pass rollout batch x samples per prompt, or 0 to leave the batch out");
   for (const rlhf_role* r : {&j.actor, &j.critic, &j.reference, &j.reward})
@@ -736,7 +756,10 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
                           (j.rollout.sleep_level > 0 ? "; they stay on the GPU while the engine sleeps" : "") +
                           ": pass --vllm-cuda-graphs with the graph memory vLLM logs");
   }
-  if (j.actor.model.vision.blocks > 0) out.notes.push_back("the vision tower's forward and image tokens are not modelled");
+  if (j.actor.model.vision.blocks > 0)
+    out.notes.push_back(j.image_tokens > 0 ? std::to_string(j.image_tokens) + " image tokens per sequence through the vision tower in training; "
+                                             "its own no-grad peak in experience making, before the decoder's, is not modelled"
+                                           : "no image tokens: the vision tower does not run (pass --image-tokens)");
   out.notes.push_back(j.step_sequences > 0 ? "not modelled: image tensors in the batch, dataloaders, "
                                               "per-process host memory of Ray workers and CUDA runtimes"
                                             : "not modelled: the batch in Ray's object store and the driver (step_sequences 0), dataloaders, "

@@ -34,6 +34,7 @@ struct job_settings {
   std::int64_t node_gpus = 0;         // GPUs of one node (OpenRLHF's arguments do not say); 0: 8
   std::optional<bytes> cuda_context;  // per process; default: step_config's measured value
   bytes vllm_cuda_graphs{};           // CUDA graph memory per GPU as vLLM logs it; 0: not given
+  std::optional<std::int64_t> image_tokens;  // per sequence (vision-language actors); default: the prompt length
   /// Reads a model path (a local directory with config.json); nullopt: match the path's name to a preset.
   std::function<std::optional<transformer_config>(const std::string& path)> resolve_model;
 };
@@ -278,6 +279,28 @@ inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
   if (s.cuda_context) j.step.cuda_context = *s.cuda_context;
   j.rollout.cuda_graphs = s.vllm_cuda_graphs;
   if (s.mean_tokens > 0) r.assumed.push_back("mean tokens per sequence " + std::to_string(s.mean_tokens));
+}
+
+/// Image tokens per sequence for a vision-language actor: --image-tokens, or the most a prompt holds. EasyR1's and
+/// verl's datasets count a prompt's expanded image tokens against data.max_prompt_length and drop longer prompts
+/// (filter_overlong_prompts; EasyR1 verl/utils/dataset.py _filter_overlong_prompts, verl verl/utils/dataset/
+/// rl_dataset.py doc2len) or refuse them (truncation "error"), and a model given fewer image tokens than image features
+/// fails; so a prompt's image tokens are at most max_prompt_length.
+inline void apply_image_tokens(rlhf_job& j, const job_settings& s, job_reading& r) {
+  const bool vision = j.actor.model.vision.blocks > 0;
+  if (s.image_tokens && *s.image_tokens > 0 && !vision)
+    fail("--image-tokens: the actor has no vision tower (Qwen2-VL, Qwen2.5-VL); drop --image-tokens");
+  if (!vision) return;
+  if (s.image_tokens) {
+    j.image_tokens = *s.image_tokens;
+    r.assumed.push_back("image tokens per sequence " + std::to_string(j.image_tokens));
+  } else if (j.ulysses > 1) {
+    r.assumed.push_back("no image tokens counted: the vision tower under Ulysses sequence parallelism is not modelled");
+  } else {
+    j.image_tokens = j.prompt_tokens;
+    r.assumed.push_back("image tokens per sequence: the whole prompt (" + std::to_string(j.prompt_tokens) +
+                        "), the most the dataset lets through; pass --image-tokens for your images");
+  }
 }
 
 /// verl's use_dynamic_bsz for `sequences` sequences on one GPU under a per-GPU token budget: rearrange_micro_batches
@@ -674,6 +697,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
                   "pretrain_data", "pretrain_split", "eval_dataset", "eval_split", "eval_temperature", "eval_n_samples_per_prompt",
                   "lora_alpha", "lora_dropout", "target_modules", "perf", "use_ms", "full_determinism", "lr_scheduler",
                   "actor_init_on_gpu", "use_liger_kernel", "use_ds_universal_ckpt"});
+  detail::apply_image_tokens(j, s, r);
   return r;
 }
 
@@ -787,6 +811,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // bf16), FULL_SHARD over every GPU; param/optimizer offload moves states to host RAM outside update_actor.
   j.actor.present = true;
   j.actor.model = detail::model_of_path(*path, s, path_key.c_str());
+  // EasyR1's worker.actor.model.freeze_vision_tower (from 3f202f9, March 2025): model.visual.requires_grad_(False) in
+  // fsdp_workers.py _build_model_optimizer, so the tower has no gradients or optimizer states and keeps no activations;
+  // a model without one is left as it is ("No vision tower found.").
+  if (easyr1 && k.flag(M + "freeze_vision_tower") && j.actor.model.vision.blocks > 0) j.actor.adapt.freeze_vision = true;
   j.actor.trained = true;
   j.actor.fsdp = true;
   j.actor.zero_stage = easyr1 && !k.flag(A + "fsdp.enable_full_shard", true) ? 2 : 3;
@@ -803,6 +831,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // EasyR1's fsdp.enable_cpu_offload use FSDP CPUOffload(offload_params=True): the weights live in host RAM.
   j.reference = j.actor;
   j.reference.trained = false;
+  j.reference.adapt = adaptation{};  // the actor's frozen tower: the reference trains nothing anyway
   j.reference.sleep_params = j.reference.sleep_optimizer = false;
   j.reference.frozen_dtype = dtype::bf16;
   if (easyr1) {
@@ -940,12 +969,13 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
                   "actor_rollout_ref.model.override_config", "actor_rollout_ref.model.trust_remote_code", A + "optim.", A + "grad_clip",
                   A + "clip_ratio", A + "entropy_coeff", A + "ppo_epochs", A + "shuffle", A + "use_kl_loss", A + "kl_loss_coef",
                   A + "kl_loss_type", A + "max_grad_norm", A + "entropy_coeff", A + "fsdp_config.wrap_policy.", A + "fsdp_config.fsdp_size",
-                  A + "fsdp.enable_rank0_init", A + "model.trust_remote_code", A + "model.freeze_vision_tower", A + "padding_free",
+                  A + "fsdp.enable_rank0_init", A + "model.trust_remote_code", A + "padding_free",
                   R + "temperature", R + "top_k", R + "top_p", R + "prompt_length", R + "response_length", R + "dtype", R + "ignore_eos",
                   R + "load_format", R + "max_num_seqs", R + "do_sample", R + "enable_chunked_prefill",
                   R + "limit_images", R + "seed", F + "fsdp_config.wrap_policy.", F + "fsdp_config.fsdp_size", F + "fsdp.enable_full_shard",
                   F + "fsdp.enable_rank0_init", F + "ulysses_sequence_parallel_size", "critic.", "worker.critic.", "reward_model.",
                   "worker.reward.", "custom_reward_function."});
+  detail::apply_image_tokens(j, s, r);
   return r;
 }
 
