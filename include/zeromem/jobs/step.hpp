@@ -429,7 +429,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   consider_layer(L - 1);
   consider_layer(0);
   for (const bool end : {false, true})
-    if (const bytes total = vision_moment(end).total(); vision_trains && total > backward_total) {
+    if (!vision_trains) break;
+    else if (const bytes total = vision_moment(end).total(); total > backward_total) {
       backward_total = total;
       highest = end ? moment_kind::vision_end : moment_kind::vision_start;
     }
