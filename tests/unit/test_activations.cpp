@@ -667,6 +667,17 @@ TEST_CASE("OPT-350M's norms after the residual adds and its projected embedding"
   CHECK(first_stage_activations(m, amp).embedding_projection.count() == 2'097'152 + 1'048'576);
 }
 
+namespace {
+// One sequence of seq_len tokens, image_tokens of them images, bf16, flash-attn (EasyR1's and verl's kernel).
+activation_config image_pass(std::int64_t seq_len, std::int64_t image_tokens) {
+  activation_config c{};
+  c.seq_len = seq_len;
+  c.image_tokens = image_tokens;
+  c.attention = attention_kind::flash_attention_2;
+  return c;
+}
+}  // namespace
+
 TEST_CASE("the Qwen2.5-VL vision tower's saved tensors, block by block, from modeling_qwen2_5_vl.py", "[activations][vision]") {
   // Qwen2.5-VL-7B's tower: C = 1280, F = 3420, H = 16 heads of d = 80, P = 3 x 2 x 14 x 14 = 1176 values a patch, merge
   // 2 x 2. 1000 image tokens in one sequence = 4000 patches; bf16 (a = 2). Per patch:
@@ -677,10 +688,7 @@ TEST_CASE("the Qwen2.5-VL vision tower's saved tensors, block by block, from mod
   //  inputs: pixel values 4P = 4,704, their bf16 cast 2P = 2,352, cos and sin 2 x 4d = 640, window_index and
   //   reverse_indices 2 x 8 / 4 = 4: 7,700 B.
   const transformer_config m = find_preset("qwen2.5-vl-7b").config;
-  activation_config c{};
-  c.seq_len = 1024;
-  c.image_tokens = 1000;
-  c.attention = attention_kind::flash_attention_2;
+  activation_config c = image_pass(1024, 1000);
   const vision_activations v = vision_activation_bytes(m, c);
   CHECK(v.patches == 4000);
   CHECK(v.per_block.count() == 4000LL * 63'272);
@@ -731,11 +739,7 @@ TEST_CASE("the Qwen2-VL vision tower: LayerNorms, QuickGELU as tensor ops, no wi
   const transformer_config m = parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 3584, "num_hidden_layers": 28,
     "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
     "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "hidden_size": 3584, "hidden_act": "quick_gelu"}})");
-  activation_config c{};
-  c.seq_len = 600;
-  c.image_tokens = 500;
-  c.attention = attention_kind::flash_attention_2;
-  const vision_activations v = vision_activation_bytes(m, c);
+  const vision_activations v = vision_activation_bytes(m, image_pass(600, 500));
   CHECK(v.patches == 2000);
   CHECK(v.per_block.count() == 2000LL * 56'400);
   CHECK(v.merger.count() == 2000LL * 10'248);
