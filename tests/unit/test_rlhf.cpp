@@ -259,6 +259,10 @@ TEST_CASE("easyr1-vl-7b-grpo: image tokens through the vision tower, freeze_visi
         676'550'144LL * 8 / 8);
   CHECK(term(phase(images, "training"), "actor", "gradients") - term(phase(frozen, "training"), "actor", "gradients") == 676'550'144LL * 4 / 8);
   CHECK(term(phase(frozen, "training"), "actor", activations) - term(phase(text, "training"), "actor", activations) == 16'384LL * 1176 * 4);
+  // A text critic beside a vision-language actor reads the images' tokens as text: only the actor runs the tower.
+  const nlohmann::json ppo = job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-7B-Instruct"});
+  CHECK(ppo["phases"].size() == 3);
+  CHECK(term(phase(ppo, "training"), "critic", "weights") == term(phase(job("verl-qwen2-7b-ppo.sh"), "training"), "critic", "weights"));
   // Misuse: more image tokens than the prompt holds, image tokens for a text model.
   CHECK(run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "--image-tokens", "2000"}).err ==
         "zeromem: the image tokens per sequence are part of its prompt, got 2000; pass 0 to the prompt length\n");

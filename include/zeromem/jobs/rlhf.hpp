@@ -334,6 +334,7 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   t.states = role_states(r, t.model);
   t.states.gradient_accumulation_steps = r.accumulation_steps;
   t.activations = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
+  if (t.model.vision.blocks == 0) t.activations.image_tokens = 0;  // a text critic beside a vision-language actor
   t.step = j.step;
   t.step.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
   t.overheads = j.overheads;
