@@ -487,6 +487,7 @@ TEST_CASE("step: a vision tower's backward, after the decoder's and before the e
   // one block recomputed whole (63,272 - 2,560 B a patch), dL/d(embedding output) 4096 x 3584 x 2 B waiting beside the
   // tower's two 16,384 x 1280 x 2 B gradients.
   const std::int64_t patches = 16'384;
+  CHECK(detail::vision_merger_parameters(m.vision).count() == 44'574'464);
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.resting.count() == 14 * 8'292'166'656LL);
   CHECK(e.backward.gradients.count() == 2 * (8'292'166'656LL - 544'997'376 - 676'550'144 + 44'574'464));

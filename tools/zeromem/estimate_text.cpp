@@ -119,10 +119,8 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
       out << "  note         no image tokens: the vision tower does not run (its weights, gradients and optimizer states are counted); "
              "pass --image-tokens, the image tokens among --seq-len, for its activations\n";
     else if (c.image_tokens > 0)
-      out << "  vision       " << c.image_tokens << " image tokens per sequence (" << c.image_tokens * c.micro_batch * in.job.model.vision.spatial_merge *
-                                                                                   in.job.model.vision.spatial_merge
-          << " patches a micro-batch): " << format_bytes(first_stage_activations(in.job.model, c, in.job.pipeline, in.job.states.adapt).vision, size_unit::GiB)
-          << " kept by the vision tower\n";
+      out << "  vision       " << c.image_tokens << " image tokens per sequence through the vision tower (its bytes: the activations "
+             "table's vision row)\n";
   }
   if (t.optimizer.kind == optimizer_kind::adafactor)
     out << (in.has_model ? "  note         Adafactor's factored state from the model's tensor shapes, split in proportion to the parameters\n"

@@ -319,10 +319,9 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   // (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward keeps image_embeds as a local after masked_scatter).
   const std::int64_t images = checked_mul(r.forward_micro_batch, j.image_tokens);
   if (tower.blocks > 0 && images > 0) {
-    const std::int64_t pixels = checked_mul(checked_mul(tower.in_channels, tower.temporal_patch), checked_mul(tower.patch, tower.patch));
     const std::int64_t patches = checked_mul(images, checked_mul(tower.spatial_merge, tower.spatial_merge));
     v.gpu(role, "image inputs (" + std::to_string(patches) + " patches: pixel values and image features)",
-          bytes_of(checked_mul(checked_mul(4, patches), pixels)) + elements_of(checked_mul(images, tower.out_hidden)) * size_of(dtype::bf16));
+          pixel_value_bytes(tower, patches) + elements_of(checked_mul(images, tower.out_hidden)) * size_of(dtype::bf16));
   }
 }
 

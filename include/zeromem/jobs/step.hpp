@@ -207,7 +207,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(a, m);
   validate(p, m);
   validate(s);
-  using detail::checked_product, detail::checked_sum;
+  using detail::checked_product;
   const parameter_counts counts = detail::count_parameters_unchecked(m);
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
@@ -379,20 +379,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // are shares of the rank's like any group's (all of them at once under FSDP2, where it is in the root).
   const vision_activations vision = a.image_tokens > 0 ? detail::vision_activation_bytes_unchecked(m, a, t.adapt) : vision_activations{};
   const bool vision_trains = vision.blocks.count() > 0;
-  const bytes pixel_values = vision.patches > 0 ? bytes_of(checked_product(4, vision.patches, m.vision.in_channels, m.vision.temporal_patch,
-                                                                           m.vision.patch, m.vision.patch, stage.microbatches_in_flight))
-                                                : bytes{};
+  const bytes pixel_values = detail::pixel_value_bytes(m.vision, vision.patches) * stage.microbatches_in_flight;
   bytes vision_grads_start{}, vision_grads_blocks{};
   if (vision_trains) {
-    const vision_config& v = m.vision;
-    const std::int64_t merged = checked_product(v.hidden, v.spatial_merge, v.spatial_merge);
-    const std::int64_t merger_params = checked_sum(v.norm == norm_kind::rmsnorm ? v.hidden : checked_product(2, v.hidden),
-                                                   checked_product(merged, merged), merged, checked_product(merged, v.out_hidden), v.out_hidden);
-    const std::int64_t patch_params = checked_product(v.hidden, v.in_channels, v.temporal_patch, v.patch, v.patch);
-    const elements blocks_params = counts.vision - elements_of(checked_sum(merger_params, patch_params));
+    const elements merger = detail::vision_merger_parameters(m.vision);
+    const elements patch_embedding = elements_of(checked_product(m.vision.hidden, m.vision.in_channels, m.vision.temporal_patch,
+                                                                 m.vision.patch, m.vision.patch));  // Conv3d, no bias
     const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
-    vision_grads_start = (accumulating ? grads_all : head_grads + layer_grads_kept * L) + grad_bytes(elements_of(merger_params));
-    vision_grads_blocks = grad_bytes(blocks_params);
+    vision_grads_start = (accumulating ? grads_all : head_grads + layer_grads_kept * L) + grad_bytes(merger);
+    vision_grads_blocks = grad_bytes(counts.vision - merger - patch_embedding);
   }
   const bytes vision_flowing = vision.patches > 0 ? elements_of(checked_product(2, vision.patches, m.vision.hidden)) * size_of(compute) : bytes{};
   const bytes vision_other = stage.vision - vision.total();  // other micro-batches in flight (pipeline)

@@ -404,6 +404,16 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   }
 }
 
+namespace detail {
+/// The vision tower's patch merger, as for_each_module walks it: ln_q over C (RMSNorm: a weight; Qwen2-VL's
+/// LayerNorm: weight and bias), Linear(C m^2, C m^2) and Linear(C m^2, out), both with biases.
+constexpr elements vision_merger_parameters(const vision_config& v) {
+  const std::int64_t merged = checked_product(v.hidden, v.spatial_merge, v.spatial_merge);
+  return elements_of(checked_sum(v.norm == norm_kind::rmsnorm ? v.hidden : checked_product(2, v.hidden), checked_product(merged, merged),
+                                 merged, checked_product(merged, v.out_hidden), v.out_hidden));
+}
+}  // namespace detail
+
 /// One kind of linear module: in x out weight (plus bias), `count` of them per decoder layer (vision: in the tower).
 struct linear_shape {
   lora_module role;

@@ -473,6 +473,12 @@ struct vision_activations {
 };
 
 namespace detail {
+/// The pixel values of `patches` patches as the Qwen2-VL processors make them: fp32, in_channels x temporal_patch x
+/// patch^2 values a patch (image_processing_qwen2_vl.py flatten_patches), alive while a pass runs.
+constexpr bytes pixel_value_bytes(const vision_config& v, std::int64_t patches) {
+  return bytes_of(checked_product(4, patches, v.in_channels, v.temporal_patch, v.patch, v.patch));
+}
+
 /// A trained tower saves as below; a frozen one (--freeze vision, or LoRA's frozen base with no adapter in the tower)
 /// has nothing requiring grad, so autograd keeps nothing and only the pixel values are alive. Per patch, with a bytes
 /// per activation, C the tower's width, F its MLP width, H heads of d = C / H, P = in_channels x temporal x patch^2:
@@ -499,13 +505,13 @@ constexpr vision_activations vision_activation_bytes_unchecked(const transformer
   out.patches = n;
   const std::int64_t a = dtype_bytes_ceil(c.activation_dtype), C = v.hidden, F = v.mlp_hidden, H = v.heads;
   const std::int64_t d = quotient(C, H), pixels = checked_product(v.in_channels, v.temporal_patch, v.patch, v.patch);
-  bool frozen = adapt.freeze_vision || adapt.lora_enabled();
+  const bool frozen = adapt.freeze_vision || adapt.lora_enabled();
   if (adapt.lora_enabled())
     for_each_linear(m, [&](const linear_shape& l) {
       if (l.vision && adapt_of(m, l, adapt.lora).params > 0)
         fail("LoRA adapters in the vision tower with image tokens are not modelled; exclude the vision modules from the targets");
     });
-  const bytes pixel_values = bytes_of(checked_product(4, n, pixels));
+  const bytes pixel_values = pixel_value_bytes(v, n);
   if (frozen) {
     out.inputs = pixel_values;
     return out;
