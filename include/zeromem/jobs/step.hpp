@@ -377,20 +377,24 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // it. Its first block (all the tower's checkpoints alive, one block recomputed) and its end (every block's gradient,
   // the inputs left) bound the walk, as a decoder's do. The merger's gradients are there from the start; the tower's
   // are shares of the rank's like any group's (all of them at once under FSDP2, where it is in the root).
-  const vision_activations vision = a.image_tokens > 0 ? detail::vision_activation_bytes_unchecked(m, a, t.adapt) : vision_activations{};
-  const bool vision_trains = vision.blocks.count() > 0;
-  const bytes pixel_values = detail::pixel_value_bytes(m.vision, vision.patches) * stage.microbatches_in_flight;
-  bytes vision_grads_start{}, vision_grads_blocks{};
-  if (vision_trains) {
-    const elements merger = detail::vision_merger_parameters(m.vision);
-    const elements patch_embedding = elements_of(checked_product(m.vision.hidden, m.vision.in_channels, m.vision.temporal_patch,
-                                                                 m.vision.patch, m.vision.patch));  // Conv3d, no bias
-    const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
-    vision_grads_start = (accumulating ? grads_all : head_grads + layer_grads_kept * L) + grad_bytes(merger);
-    vision_grads_blocks = grad_bytes(counts.vision - merger - patch_embedding);
+  vision_activations vision{};
+  bool vision_trains = false;
+  bytes pixel_values{}, vision_grads_start{}, vision_grads_blocks{}, vision_flowing{}, vision_other{};
+  if (a.image_tokens > 0) {  // text models skip all of it
+    vision = detail::vision_activation_bytes_unchecked(m, a, t.adapt);
+    vision_trains = vision.blocks.count() > 0;
+    pixel_values = detail::pixel_value_bytes(m.vision, vision.patches) * stage.microbatches_in_flight;
+    vision_flowing = elements_of(checked_product(2, vision.patches, m.vision.hidden)) * size_of(compute);
+    vision_other = stage.vision - vision.total();  // other micro-batches in flight (pipeline)
+    if (vision_trains) {
+      const elements merger = detail::vision_merger_parameters(m.vision);
+      const elements patch_embedding = elements_of(checked_product(m.vision.hidden, m.vision.in_channels, m.vision.temporal_patch,
+                                                                   m.vision.patch, m.vision.patch));  // Conv3d, no bias
+      const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
+      vision_grads_start = (accumulating ? grads_all : head_grads + layer_grads_kept * L) + grad_bytes(merger);
+      vision_grads_blocks = grad_bytes(counts.vision - merger - patch_embedding);
+    }
   }
-  const bytes vision_flowing = vision.patches > 0 ? elements_of(checked_product(2, vision.patches, m.vision.hidden)) * size_of(compute) : bytes{};
-  const bytes vision_other = stage.vision - vision.total();  // other micro-batches in flight (pipeline)
   const auto vision_moment = [&](bool end) {
     return step_terms{resting, vision_grads_start + (end ? vision_grads_blocks : bytes{}),
                       vision_other + vision.inputs + (end ? bytes{} : vision.blocks), end ? bytes{} : vision.recomputed,
