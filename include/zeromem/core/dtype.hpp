@@ -17,7 +17,7 @@ inline constexpr std::array<dtype, 7> all_dtypes{dtype::fp32,     dtype::bf16,  
                                                   dtype::fp8_e5m2, dtype::int8,     dtype::int4};
 
 /// Storage bits per element (IEEE 754 binary32/binary16, bfloat16, OCP FP8 E4M3/E5M2, int8, packed int4).
-constexpr int bit_width(dtype d) {
+ZEROMEM_ALWAYS_INLINE constexpr int bit_width(dtype d) {
   switch (d) {
     case dtype::fp32: return 32;
     case dtype::bf16:
@@ -43,7 +43,7 @@ constexpr std::string_view name(dtype d) {
   detail::fail("unknown dtype");
 }
 
-constexpr bytes_per_element size_of(dtype d) { return bits_per_element(bit_width(d)); }
+ZEROMEM_ALWAYS_INLINE constexpr bytes_per_element size_of(dtype d) { return bits_per_element(bit_width(d)); }
 
 /// Parses a dtype name: the names above, plus PyTorch's spellings (float32, bfloat16, float16, half,
 /// float8_e4m3fn, float8_e5m2). Throws std::invalid_argument listing the accepted names.

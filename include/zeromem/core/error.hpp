@@ -156,20 +156,20 @@ constexpr int log2_of_power_of_two(std::int64_t b) {
 #endif
 }
 // a / b and a % b for b > 0, as C++ defines them (truncating toward zero).
-constexpr std::int64_t quotient(std::int64_t a, std::int64_t b) {
+ZEROMEM_ALWAYS_INLINE constexpr std::int64_t quotient(std::int64_t a, std::int64_t b) {
   return a >= 0 && is_power_of_two(b) ? a >> log2_of_power_of_two(b) : a / b;
 }
-constexpr std::int64_t remainder(std::int64_t a, std::int64_t b) {
+ZEROMEM_ALWAYS_INLINE constexpr std::int64_t remainder(std::int64_t a, std::int64_t b) {
   return a >= 0 && is_power_of_two(b) ? a & (b - 1) : a % b;
 }
 constexpr bool divides(std::int64_t b, std::int64_t a) { return remainder(a, b) == 0; }
 
 // Ceiling of a / b (any sign of a), without overflow; b must be positive.
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b, assume_valid_t) {
+ZEROMEM_ALWAYS_INLINE constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b, assume_valid_t) {
   const std::int64_t q = quotient(a, b);
   return (remainder(a, b) != 0 && a > 0) ? q + 1 : q;
 }
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+ZEROMEM_ALWAYS_INLINE constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   if (b <= 0) fail_value("a divisor must be positive", b, "pass a degree of at least 1");
   return ceil_div(a, b, assume_valid_t{});
 }

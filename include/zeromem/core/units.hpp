@@ -227,7 +227,7 @@ constexpr elements operator-(elements a, elements b) {
 }
 
 /// Storage of n elements at s bytes each, rounded up to whole bytes (n int4 values take ceil(n/2) B).
-constexpr bytes operator*(elements n, bytes_per_element s) {
+ZEROMEM_ALWAYS_INLINE constexpr bytes operator*(elements n, bytes_per_element s) {
   const std::int64_t bits = detail::checked_mul(n.count(), s.bits(), "elements x bytes per element");
   return bytes_of_checked(detail::ceil_div(bits, 8));
 }
