@@ -708,6 +708,29 @@ TEST_CASE("estimate: without --optimizer-impl the optimizer's PyTorch default (A
                   {"estimate", "--model", "qwen2.5-1.5b", "--loss", "fused"}});
 }
 
+TEST_CASE("estimate: with --zero-stage, DeepSpeed's optimizer: FusedAdam for Adam and AdamW, torch.optim's default else", "[cli][step]") {
+  // DeepSpeed's engine turns "Adam" / "AdamW" into FusedAdam, which updates in place: no temporaries. Other names are
+  // torch.optim's classes: RMSprop's foreach takes _foreach_sqrt of the square averages over the flat fp32 partition,
+  // Qwen2.5-1.5B's 1,543,714,304 / 8 = 192,964,288 elements x 4 B = 771,857,152 B.
+  const std::vector<std::string> base{"estimate", "--model", "qwen2.5-1.5b", "--zero-stage", "2", "--dp", "8", "--seq-len", "1024", "--json"};
+  const auto adamw = run_json(base);
+  CHECK(adamw["inputs"]["optimizer_impl"] == "fused");
+  CHECK(adamw["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 0);
+  std::vector<std::string> rmsprop = base;
+  rmsprop.insert(rmsprop.end(), {"--optimizer", "rmsprop"});
+  const auto r = run_json(rmsprop);
+  CHECK(r["inputs"]["optimizer_impl"] == "foreach");
+  CHECK(r["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 771'857'152);
+  // --optimizer-impl still decides ("torch_adam": true makes it torch.optim.AdamW, foreach): the same list for AdamW.
+  std::vector<std::string> torch_adam = base;
+  torch_adam.insert(torch_adam.end(), {"--optimizer-impl", "foreach"});
+  CHECK(run_json(torch_adam)["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 771'857'152);
+  // FSDP is PyTorch's: torch.optim.AdamW's foreach over the rank's shard, the same 192,964,288 x 4 B.
+  const auto fsdp = run_json({"estimate", "--model", "qwen2.5-1.5b", "--fsdp", "FULL_SHARD", "--dp", "8", "--seq-len", "1024", "--json"});
+  CHECK(fsdp["inputs"]["optimizer_impl"] == "foreach");
+  CHECK(fsdp["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 771'857'152);
+}
+
 TEST_CASE("vllm --max-lora-rank: enable_lora's slots load with the weights, inside the budget", "[cli][vllm][lora]") {
   const std::vector<std::string> base{"vllm", "--model", "llama-3-8b", "--gpu", "h100-80gb", "--vllm-version", "0.8.5",
                                       "--max-model-len", "8K", "--enforce-eager", "--json"};

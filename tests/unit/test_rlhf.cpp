@@ -407,6 +407,26 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   }
 }
 
+TEST_CASE("the trained models' optimizer kernels by framework: DeepSpeed's FusedAdam, EasyR1's fused, verl's foreach", "[rlhf]") {
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.8.5";
+  s.openrlhf_version = "0.6.1";
+  // OpenRLHF hands AdamW to DeepSpeed, which builds FusedAdam (in place).
+  CHECK(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--bf16"}, s).job.step.optimizer == zeromem::optimizer_impl::fused);
+  s.openrlhf_version.clear();
+  // EasyR1: optim.strategy adamw is torch.optim.AdamW(fused=True); AnyPrecisionAdamW (adamw_bf16) is refused.
+  using keys = std::vector<std::pair<std::string, std::string>>;
+  const keys easyr1{{"worker.actor.model.model_path", "Qwen/Qwen2.5-7B-Instruct"}, {"worker.rollout.n", "5"}};
+  CHECK(zeromem::read_verl(easyr1, s).job.step.optimizer == zeromem::optimizer_impl::fused);
+  keys bf16_states = easyr1;
+  bf16_states.push_back({"worker.actor.optim.strategy", "adamw_bf16"});
+  CHECK_THROWS_WITH(zeromem::read_verl(bf16_states, s), Catch::Contains("worker.actor.optim.strategy") && Catch::Contains("use adamw"));
+  // verl: torch.optim.AdamW with PyTorch's default on CUDA, foreach.
+  const keys verl{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"}, {"actor_rollout_ref.rollout.n", "5"}};
+  CHECK(zeromem::read_verl(verl, s).job.step.optimizer == zeromem::optimizer_impl::foreach_kernels);
+}
+
 TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
   const nlohmann::json j = job("orz-1.5b-ppo.args", {"--explain"});
   bool utilization = false;

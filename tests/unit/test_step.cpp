@@ -66,6 +66,37 @@ TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
   CHECK(estimate_step(llama2(), amp, a, step_config{}).optimizer_step.optimizer_temporaries == bytes_of(26'953'662'464));
 }
 
+TEST_CASE("step: the tensors the optimizer steps under FSDP2 and DeepSpeed ZeRO", "[step]") {
+  // Llama-2-7B's largest parameter is the embedding, 32000 x 4096 = 131,072,000 elements.
+  step_config s{};
+  s.optimizer = optimizer_impl::forloop;
+  // FSDP2 over 8 ranks, pure bf16: the for-loop steps local shards, the embedding's dim-0 chunk 4000 x 4096 =
+  // 16,384,000 elements; AdamW's sqrt and quotient in bf16: 2 x 2 B x 16,384,000 = 65,536,000 B.
+  training_states t = pure_bf16();
+  t.dp = 8;
+  s.fsdp_world = 8;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(65'536'000));
+  s.fsdp_world = 0;
+  // ZeRO-2 over 8 ranks, mixed bf16 (fp32 master and moments): the optimizer's one parameter is the flat fp32
+  // partition, 6,738,415,616 / 8 = 842,301,952 elements, so foreach and the for-loop both see it whole:
+  // foreach 1 x 4 B x 842,301,952 = 3,369,207,808 B; for-loop 2 x 4 B x 842,301,952 = 6,738,415,616 B.
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.zero.stage = 2;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(6'738'415'616));
+  s.optimizer = optimizer_impl::foreach_kernels;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(3'369'207'808));
+  // ZeRO-3 over 2 ranks: the partition, 3,369,207,808 elements, passes sub_group_size (10^9), and each
+  // optimizer.step() sees one sub-group: foreach 4 B x 10^9 = 4,000,000,000 B; for-loop 2 x that.
+  t.zero.stage = 3;
+  t.dp = 2;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(4'000'000'000));
+  s.optimizer = optimizer_impl::forloop;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(8'000'000'000));
+  // Over 8 ranks the partition (842,301,952) is one sub-group: 2 x 4 B x 842,301,952.
+  t.dp = 8;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(6'738'415'616));
+}
+
 TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default, all at once with foreach", "[step]") {
   // _single_tensor_adafactor: var_estimate = row_var @ col_var is the size of the matrix it updates (then clamp_,
   // rsqrt_, mul_ in place). Pure bf16 Llama-2-7B: the largest tensor is the embedding, 32000 x 4096 = 131,072,000

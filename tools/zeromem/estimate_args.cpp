@@ -67,7 +67,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--loss", a.loss, "hf (transformers ForCausalLMLoss: full logits, fp32 upcast) | fused (chunked linear-cross-entropy)")
       ->capture_default_str();
   text_option(app, "--optimizer-impl", a.optimizer_impl,
-              "foreach | fused | forloop (default: PyTorch's for the optimizer: foreach on CUDA, the for-loop for Adafactor)");
+              "foreach | fused | forloop (default: PyTorch's for the optimizer: foreach on CUDA, the for-loop for Adafactor; "
+              "with --zero-stage, DeepSpeed's: FusedAdam, in place, for adam and adamw)");
   text_option(app, "--allocator", a.allocator,
               "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); recorded in the report: the allocated peak does "
               "not depend on it, and reserved memory is not modelled (--reserve-fraction)")
@@ -210,7 +211,11 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   validate(in.job.pipeline, in.job.model);
   step_config& st = in.job.step;
   st.loss = parse_loss(a.loss);
-  st.optimizer = a.optimizer_impl.empty() ? pytorch_default_impl(in.job.states.optimizer.kind) : parse_optimizer_impl(a.optimizer_impl);
+  const optimizer_kind kind = in.job.states.optimizer.kind;
+  const bool deepspeed = a.zero_stage >= 0 && a.fsdp.empty();
+  st.optimizer = !a.optimizer_impl.empty() ? parse_optimizer_impl(a.optimizer_impl)
+                 : deepspeed               ? deepspeed_default_impl(kind)
+                                           : pytorch_default_impl(kind);
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   st.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, training_blas_handles, st.blas_workspaces);

@@ -83,6 +83,7 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   r.global_batch = a.global_batch;
   r.recipe = recipe_of(parse_precision(a.precision_name));
   r.optimizer.kind = parse_optimizer(a.optimizer_name);
+  r.step.optimizer = deepspeed_default_impl(r.optimizer.kind);  // plan's layouts are DeepSpeed jobs (ZeRO stages)
   r.impl = parse_implementation(a.implementation_name);
   r.attention = parse_attention(a.attention_name);
   if (a.min_headroom.back() == '%') {  // checked when parsed: a share in [0, 100) or a size

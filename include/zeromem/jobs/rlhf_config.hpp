@@ -526,6 +526,10 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   j.actor = role(true, name("pretrain"), "actor");
   j.actor.gpus = detail::checked_mul(nodes, per_node);
   j.actor.adam_offload = k.flag(name("adam_offload"));
+  // DeepSpeed builds the optimizer OpenRLHF names, AdamW: FusedAdam, whose multi-tensor kernel updates in place
+  // (openrlhf/utils/deepspeed/deepspeed.py: FusedAdam, or DeepSpeedCPUAdam with --adam_offload; from v0.10 an
+  // "AdamW" optimizer section that deepspeed/runtime/engine.py _configure_basic_optimizer turns into FusedAdam).
+  j.step.optimizer = optimizer_impl::fused;
   j.actor.sleep_params = j.actor.sleep_optimizer = ds_sleep;
   j.nodes = nodes;
   // The reference model exists only with a KL penalty: init_kl_coef > 0 (default 0.01; train_ppo_ray.py).
@@ -778,6 +782,14 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   if (verl_version > 0) r.assumed.push_back("verl " + s.verl_version);
   const std::string strategy = k.text(A + "strategy").value_or("fsdp");
   if (strategy != "fsdp" && strategy != "fsdp2") detail::fail(A + "strategy " + detail::quoted(strategy) + " is not modelled; use fsdp");
+  // The trained models' optimizer: EasyR1's optim.strategy "adamw" is torch.optim.AdamW(fused=True)
+  // (verl/workers/fsdp_workers.py _build_model_optimizer); verl's torch.optim.AdamW takes PyTorch's default, foreach.
+  if (easyr1) {
+    for (const std::string role : {"worker.actor.", "worker.critic."})
+      if (const std::string o = k.text(role + "optim.strategy").value_or("adamw"); o != "adamw")
+        detail::fail(role + "optim.strategy " + detail::quoted(o) + " is not modelled (AnyPrecisionAdamW keeps its states in bf16); use adamw");
+    j.step.optimizer = optimizer_impl::fused;
+  }
   const std::int64_t n = k.integer(R + "n", 1);
   const std::int64_t sp = k.integer(A + "ulysses_sequence_parallel_size", 1);
   const std::int64_t dp = detail::quotient(world, sp);

@@ -57,6 +57,13 @@ constexpr optimizer_impl pytorch_default_impl(optimizer_kind k) {
   return k == optimizer_kind::adafactor ? optimizer_impl::forloop : optimizer_impl::foreach_kernels;
 }
 
+/// What DeepSpeed steps with when its config names the optimizer: Adam and AdamW become deepspeed.ops.adam.FusedAdam
+/// (runtime/engine.py _configure_basic_optimizer, unless "torch_adam": true), whose multi-tensor kernel updates in
+/// place like torch's fused; any other name is torch.optim's class, with PyTorch's default.
+constexpr optimizer_impl deepspeed_default_impl(optimizer_kind k) {
+  return k == optimizer_kind::adam || k == optimizer_kind::adamw ? optimizer_impl::fused : pytorch_default_impl(k);
+}
+
 /// PyTorch's CUDA caching allocator: default segments, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
 enum class allocator_mode { caching, expandable };
 
@@ -452,7 +459,18 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (s.optimizer == optimizer_impl::fused && !opt.cuda_fused)
       detail::fail("optimizer " + std::string(opt.name) + " has no fused CUDA implementation in torch.optim; use --optimizer-impl foreach or forloop");
     const dtype state = fsdp ? storage : r.optimizer_dtype();
-    const elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
+    elements updated = fsdp ? shard : (t.zero.stage >= 1 ? largest_share(t.params, shard_group_of(t)) : t.params);
+    // The largest tensor the for-loop steps. FSDP2: a parameter's local shard, its dim-0 chunk (_fsdp_param.py
+    // _init_sharded_param: torch.chunk over the ranks; DTensor's pointwise ops allocate on the local tensor).
+    // DeepSpeed ZeRO-1/2: one flat fp32 partition per parameter group (stage_1_and_2.py
+    // single_partition_of_fp32_groups, the optimizer's only parameter). ZeRO-3 steps one flat sub-group at a time
+    // (stage3.py _optimizer_step: param_groups[i]['params'] = [fp32_partitioned_groups_flat[sub_group_id]]), so its
+    // foreach lists are one sub-group too: sub_group_size elements (a lower bound: _create_fp16_sub_groups closes a
+    // group once it reaches that size, up to one parameter's partition past it).
+    elements largest = largest_share(split.largest_trainable, a.tp);
+    if (fsdp) largest = elements_of(detail::ceil_div(largest.count(), s.fsdp_world));
+    else if (t.zero.stage == 3 && t.zero.sub_group_size < updated.count()) largest = updated = elements_of(t.zero.sub_group_size);
+    else if (t.zero.stage >= 1) largest = updated;
     // Coupled weight decay's decayed gradients (optimizer_traits::decay_foreach / decay_forloop).
     const bool decays = t.optimizer.weight_decay != 0.0;
     if (decays && s.optimizer != optimizer_impl::fused && (opt.decay_foreach < 0 || opt.decay_forloop < 0))
@@ -461,7 +479,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (s.optimizer == optimizer_impl::foreach_kernels)
       temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0));
     else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest_share(split.largest_trainable, a.tp) * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0));
+      temporaries = largest * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0));
   }
   const auto optimizer_step = [&] {
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
