@@ -203,6 +203,36 @@ TEST_CASE("step: torch.optim.Adadelta and ASGD, their states and their update's 
   CHECK(parse_optimizer("asgd") == optimizer_kind::asgd);
 }
 
+TEST_CASE("step: torch.optim.Rprop, its two states and its update's temporaries by implementation", "[step]") {
+  // Pure bf16 Llama-2-7B: 6,738,415,616 parameters (13,476,831,232 B in bf16); the largest is the embedding,
+  // 131,072,000 elements (262,144,000 B in bf16).
+  // Rprop keeps prev and step_size: 2 x 13,476,831,232 = 26,953,662,464 B.
+  // foreach: the signs list (13,476,831,232 B) and, for the embedding, torch.where's result (262,144,000 B) and its
+  // bool mask sign.eq(etaminus) (131,072,000 B): 13,870,047,232 B; grad_signs comes after `del signs`, one list again.
+  // for-loop: sign, the gradient's clone and grad.sign() of the embedding: 3 x 262,144,000 = 786,432,000 B.
+  training_states t = pure_bf16();
+  t.optimizer.kind = optimizer_kind::rprop;
+  CHECK(optimizer_state_bytes(t.optimizer, t.recipe, elements_of(6'738'415'616)) == bytes_of(26'953'662'464));
+  CHECK(pytorch_default_impl(optimizer_kind::rprop) == optimizer_impl::foreach_kernels);
+  step_config s{};
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'870'047'232));
+  s.optimizer = optimizer_impl::forloop;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(786'432'000));
+  s.optimizer = optimizer_impl::fused;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("has no fused CUDA implementation"));
+  // torch.optim.Rprop takes no weight_decay: a decay is refused, not ignored.
+  s.optimizer = optimizer_impl::foreach_kernels;
+  t.optimizer.weight_decay = 0.01;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("drop --weight-decay"));
+  // FSDP2 over 8 ranks: the list is the rank's shard, 842,301,952 x 2 B, and the embedding's chunk 16,384,000
+  // elements: 1,684,603,904 + 16,384,000 x 3 = 1,733,755,904 B.
+  t.optimizer.weight_decay = 0.0;
+  t.dp = 8;
+  s.fsdp_world = 8;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(1'733'755'904));
+  CHECK(parse_optimizer("rprop") == optimizer_kind::rprop);
+}
+
 TEST_CASE("step: coupled weight decay's decayed gradients, by optimizer and implementation", "[step]") {
   // Pure bf16 Llama-2-7B (13,476,831,232 B of parameters; the embedding, the largest, 262,144,000 B), weight_decay 0.01.
   // SGD with momentum: torch._foreach_add(grads, params) is a new list alive through the momentum update (sgd.py

@@ -477,7 +477,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       detail::fail("weight decay's temporaries are read for " + optimizers_with_decay() + " only; " + std::string(opt.name) +
                    " with a weight decay is not modelled, drop --weight-decay or use --optimizer-impl fused where it has one");
     if (s.optimizer == optimizer_impl::foreach_kernels)
-      temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0));
+      temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0)) +
+                    largest * size_of(state) * opt.foreach_largest + largest * size_of(dtype::int8) * opt.foreach_largest_masks;  // torch.bool: 1 B, as int8
     else if (s.optimizer == optimizer_impl::forloop)
       temporaries = largest * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0));
   }

@@ -71,7 +71,7 @@ inline precision parse_precision(std::string_view s) {
   return detail::parse_named(s, all, "precision");
 }
 
-enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad, nadam, radam, adamax, adadelta, asgd };
+enum class optimizer_kind { adam, adamw, sgd, sgd_momentum, adam_8bit, adafactor, lion, rmsprop, adagrad, nadam, radam, adamax, adadelta, asgd, rprop };
 
 /// One row per optimizer: everything else (names, parsing, help, state bytes, reports, the step's temporaries)
 /// reads this table. A new optimizer is a value above and a row here.
@@ -94,6 +94,10 @@ struct optimizer_traits {
   int decay_forloop;
   bool cuda_fused;  // torch.optim has a fused CUDA implementation (fused=True)
   std::string_view source;
+  /// Beside foreach's lists, per-tensor temporaries of the largest parameter's size: tensors in the state dtype and
+  /// bool masks (1 B per element), alive at once (rprop.py _multi_tensor_rprop: torch.where(sign.eq(etaminus), 0, grad)).
+  int foreach_largest = 0;
+  int foreach_largest_masks = 0;
 };
 
 // clang-format off
@@ -161,6 +165,14 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // in place: still one list; the for-loop's grad.add(param) is its one tensor.
     {optimizer_kind::asgd,         "asgd",         1,  "the averaged parameters", 1, 0, 0, 1, false,
      "Polyak & Juditsky 1992, Acceleration of Stochastic Approximation by Averaging; torch.optim.ASGD keeps ax"},
+    // torch/optim/rprop.py: prev (zeros_like) and step_size (full_like); no weight_decay argument, no fused kernel.
+    // _multi_tensor_rprop: signs = torch._foreach_mul(grads, prevs), one list; per tensor, its bool masks
+    // (sign[sign.gt(0)] = etaplus runs masked_fill_ in place) and grads[i].copy_(torch.where(signs[i].eq(etaminus), 0,
+    // grads[i])), a mask and a tensor beside the list; `del signs` before grad_signs = [grad.sign() ...], one list.
+    // _single_tensor_rprop: sign = grad.mul(prev).sign(), grad = grad.clone() and grad.sign() for the addcmul_: three
+    // tensors of one parameter (the previous iteration's sign, alive until reassigned, makes no more).
+    {optimizer_kind::rprop,        "rprop",        2,  "the previous gradient and a step size per element", 1, 3, -1, -1, false,
+     "Riedmiller & Braun 1993, A Direct Adaptive Method for Faster Backpropagation Learning: The RPROP Algorithm", 1, 1},
 };
 // clang-format on
 
