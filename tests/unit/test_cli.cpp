@@ -852,6 +852,12 @@ TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused whe
   const auto amsgrad = run_json({"estimate", "--json", "--model", "qwen2.5-1.5b", "--precision", "bf16", "--amsgrad"});
   CHECK(amsgrad["per_gpu"]["optimizer_states_bytes"] == 3 * 1'543'714'304LL * 2);
   CHECK(amsgrad["inputs"]["optimizer_extra_states"] == 1);
+  // --nesterov: SGD's for-loop adds grad.add(buf), the tied embedding 151936 x 1536 x 2 B = 466,747,392 B.
+  const auto nesterov = run_json({"estimate", "--json", "--model", "qwen2.5-1.5b", "--precision", "bf16", "--optimizer", "sgd-momentum",
+                                  "--nesterov", "--optimizer-impl", "forloop", "--seq-len", "512"});
+  CHECK(nesterov["inputs"]["nesterov"] == true);
+  CHECK(nesterov["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 466'747'392);
+  check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "sgd", "--nesterov"}});
   check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "sgd", "--amsgrad"},
                   {"estimate", "--model", "qwen2.5-1.5b", "--rmsprop-centered"}});
 }

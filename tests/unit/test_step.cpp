@@ -203,6 +203,26 @@ TEST_CASE("step: torch.optim.Adadelta and ASGD, their states and their update's 
   CHECK(parse_optimizer("asgd") == optimizer_kind::asgd);
 }
 
+TEST_CASE("step: SGD with Nesterov momentum, in place under foreach, one tensor more in the for-loop", "[step]") {
+  // Pure bf16 Llama-2-7B, the embedding the largest parameter (262,144,000 B in bf16). _multi_tensor_sgd adds the
+  // buffers into the gradients in place: no temporary. _single_tensor_sgd's grad = grad.add(buf, alpha=momentum):
+  // one tensor, 262,144,000 B; with a coupled decay the decayed gradient is alive as it is made: 2 x 262,144,000 B.
+  training_states t = pure_bf16();
+  t.optimizer.kind = optimizer_kind::sgd_momentum;
+  t.optimizer.nesterov = true;
+  step_config s{};
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(0));
+  s.optimizer = optimizer_impl::forloop;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000));
+  t.optimizer.weight_decay = 0.01;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(524'288'000));
+  // Nesterov momentum without a momentum is refused (torch.optim.SGD raises for it), as are other optimizers.
+  t.optimizer.kind = optimizer_kind::sgd;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("use --optimizer sgd-momentum with --nesterov"));
+  t.optimizer.kind = optimizer_kind::adamw;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("not adamw"));
+}
+
 TEST_CASE("step: torch.optim.Rprop, its two states and its update's temporaries by implementation", "[step]") {
   // Pure bf16 Llama-2-7B: 6,738,415,616 parameters (13,476,831,232 B in bf16); the largest is the embedding,
   // 131,072,000 elements (262,144,000 B in bf16).

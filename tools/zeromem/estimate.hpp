@@ -11,7 +11,7 @@ struct estimate_args {
   std::string precision_name = "mixed-bf16";
   std::string optimizer_name = "adamw";
   double weight_decay = 0.0;  // torch.optim's weight_decay
-  bool amsgrad = false, rmsprop_centered = false, rmsprop_momentum = false;
+  bool amsgrad = false, rmsprop_centered = false, rmsprop_momentum = false, nesterov = false;
   std::int64_t zero_stage = -1;  // -1: not given (the flag accepts 0 to 3 only)
   std::string fsdp;
   std::int64_t dp = 1;

@@ -14,6 +14,7 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   app.add_flag("--amsgrad", a.amsgrad, "Adam / AdamW amsgrad=True: a third state, max_exp_avg_sq");
   app.add_flag("--rmsprop-centered", a.rmsprop_centered, "RMSprop centered=True: one more state, grad_avg");
   app.add_flag("--rmsprop-momentum", a.rmsprop_momentum, "RMSprop momentum > 0: one more state, momentum_buffer");
+  app.add_flag("--nesterov", a.nesterov, "SGD nesterov=True (with --optimizer sgd-momentum): the for-loop's grad.add(buf), one tensor");
   auto* stage = integer_option(app, "--zero-stage", a.zero_stage, "DeepSpeed ZeRO stage 0-3 (default 0)", 0, 3);
   auto* fsdp = text_option(app, "--fsdp", a.fsdp, "FSDP strategy: NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2");
   stage->excludes(fsdp);
@@ -152,6 +153,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   t.optimizer.amsgrad = a.amsgrad;
   t.optimizer.centered = a.rmsprop_centered;
   t.optimizer.momentum_buffer = a.rmsprop_momentum;
+  t.optimizer.nesterov = a.nesterov;
   if (t.optimizer.kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
     detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {

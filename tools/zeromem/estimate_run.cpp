@@ -103,6 +103,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
   j["inputs"]["optimizer_impl"] = std::string(name(in.job.step.optimizer));
   j["inputs"]["optimizer_extra_states"] = extra_states(t.optimizer);  // amsgrad, RMSprop's centered and momentum
   j["inputs"]["weight_decay"] = t.optimizer.weight_decay;
+  j["inputs"]["nesterov"] = t.optimizer.nesterov;
   j["inputs"]["gradients_from_start"] = in.job.step.keep_gradients || t.gradient_accumulation_steps > 1;
   j["inputs"]["frozen_params_per_rank"] = t.frozen.count();
   j["inputs"]["frozen_weights_bytes_per_rank"] = t.frozen_weights.count();

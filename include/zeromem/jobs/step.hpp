@@ -480,7 +480,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0)) +
                     largest * size_of(state) * opt.foreach_largest + largest * size_of(dtype::int8) * opt.foreach_largest_masks;  // torch.bool: 1 B, as int8
     else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0));
+      temporaries = largest * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0) + (t.optimizer.nesterov ? 1 : 0));
   }
   const auto optimizer_step = [&] {
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};

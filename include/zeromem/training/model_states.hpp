@@ -144,6 +144,8 @@ constexpr void validate(const training_states& t) {
   if ((t.optimizer.centered || t.optimizer.momentum_buffer) && kind != optimizer_kind::rmsprop)
     detail::fail("centered and momentum are options of rmsprop here, not " + std::string(name(kind)) +
                  "; drop --rmsprop-centered and --rmsprop-momentum (SGD with momentum is --optimizer sgd-momentum)");
+  if (t.optimizer.nesterov && kind != optimizer_kind::sgd_momentum)
+    detail::fail("Nesterov momentum needs a momentum: use --optimizer sgd-momentum with --nesterov, not " + std::string(name(kind)));
   if (!(t.optimizer.weight_decay >= 0.0 && t.optimizer.weight_decay < 1e300))
     detail::fail_value("the weight decay must be a finite number >= 0", t.optimizer.weight_decay, "pass 0 for none");
   if (t.adapt.paged_optimizer && t.zero.optimizer.device != offload_device::none)

@@ -220,6 +220,10 @@ struct optimizer_spec {
   bool amsgrad = false;
   bool centered = false;
   bool momentum_buffer = false;
+  /// SGD nesterov=True (with momentum): no state of its own; _multi_tensor_sgd adds the buffers into the gradients
+  /// in place (torch._foreach_add_(device_grads, bufs)), _single_tensor_sgd makes grad.add(buf) per parameter, one
+  /// tensor of the largest parameter's size beside the for-loop's others.
+  bool nesterov = false;
 };
 
 /// The parameter-sized states optimizer_spec's options add to the optimizer's own.
