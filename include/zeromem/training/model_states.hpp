@@ -148,6 +148,8 @@ constexpr void validate(const training_states& t) {
     detail::fail("Nesterov momentum needs a momentum: use --optimizer sgd-momentum with --nesterov, not " + std::string(name(kind)));
   if (!(t.optimizer.weight_decay >= 0.0 && t.optimizer.weight_decay < 1e300))
     detail::fail_value("the weight decay must be a finite number >= 0", t.optimizer.weight_decay, "pass 0 for none");
+  if (t.optimizer.weight_decay != 0.0 && traits_of(kind).decay_foreach == -2)
+    detail::fail(std::string(name(kind)) + " takes no weight decay (torch.optim has no weight_decay argument for it); drop --weight-decay");
   if (t.adapt.paged_optimizer && t.zero.optimizer.device != offload_device::none)
     detail::fail("a paged optimizer and optimizer offload both move the optimizer states; drop --paged-optimizer or --offload-optimizer");
 }

@@ -88,7 +88,7 @@ struct optimizer_traits {
   int foreach_temporaries;
   int forloop_temporaries;
   /// What a weight_decay != 0 adds to them, in lists (foreach) and tensors (for-loop) of the same sizes; -1: not read
-  /// for this optimizer, refused. Coupled decay makes grads + weight_decay x params a new tensor (sgd.py
+  /// for this optimizer, refused; -2: the optimizer takes no weight decay, refused. Coupled decay makes grads + weight_decay x params a new tensor (sgd.py
   /// _multi_tensor_sgd: torch._foreach_add(grads, params)); AdamW's decoupled decay multiplies the parameters in place.
   int decay_foreach;
   int decay_forloop;
@@ -171,7 +171,7 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // grads[i])), a mask and a tensor beside the list; `del signs` before grad_signs = [grad.sign() ...], one list.
     // _single_tensor_rprop: sign = grad.mul(prev).sign(), grad = grad.clone() and grad.sign() for the addcmul_: three
     // tensors of one parameter (the previous iteration's sign, alive until reassigned, makes no more).
-    {optimizer_kind::rprop,        "rprop",        2,  "the previous gradient and a step size per element", 1, 3, -1, -1, false,
+    {optimizer_kind::rprop,        "rprop",        2,  "the previous gradient and a step size per element", 1, 3, -2, -2, false,
      "Riedmiller & Braun 1993, A Direct Adaptive Method for Faster Backpropagation Learning: The RPROP Algorithm", 1, 1},
 };
 // clang-format on
