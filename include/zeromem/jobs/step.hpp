@@ -476,11 +476,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (decays && s.optimizer != optimizer_impl::fused && (opt.decay_foreach < 0 || opt.decay_forloop < 0))
       detail::fail("weight decay's temporaries are read for " + optimizers_with_decay() + " only; " + std::string(opt.name) +
                    " with a weight decay is not modelled, drop --weight-decay or use --optimizer-impl fused where it has one");
+    // foreach: its lists, and beside them the per-tensor temporaries of the largest parameter (torch.bool masks: 1 B,
+    // as int8). The for-loop: its tensors of the largest parameter, one more for SGD's Nesterov grad.add(buf).
     if (s.optimizer == optimizer_impl::foreach_kernels)
       temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0)) +
-                    largest * size_of(state) * opt.foreach_largest + largest * size_of(dtype::int8) * opt.foreach_largest_masks;  // torch.bool: 1 B, as int8
+                    largest * size_of(state) * opt.foreach_largest + largest * size_of(dtype::int8) * opt.foreach_largest_masks;
     else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest * size_of(state) * (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0) + (t.optimizer.nesterov ? 1 : 0));
+      temporaries = largest * size_of(state) *
+                    (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0) + (t.optimizer.nesterov ? 1 : 0));
   }
   const auto optimizer_step = [&] {
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};

@@ -88,8 +88,9 @@ struct optimizer_traits {
   int foreach_temporaries;
   int forloop_temporaries;
   /// What a weight_decay != 0 adds to them, in lists (foreach) and tensors (for-loop) of the same sizes; -1: not read
-  /// for this optimizer, refused; -2: the optimizer takes no weight decay, refused. Coupled decay makes grads + weight_decay x params a new tensor (sgd.py
-  /// _multi_tensor_sgd: torch._foreach_add(grads, params)); AdamW's decoupled decay multiplies the parameters in place.
+  /// for this optimizer, refused; -2: the optimizer takes no weight decay, refused. Coupled decay makes grads +
+  /// weight_decay x params a new tensor (sgd.py _multi_tensor_sgd: torch._foreach_add(grads, params)); AdamW's
+  /// decoupled decay multiplies the parameters in place.
   int decay_foreach;
   int decay_forloop;
   bool cuda_fused;  // torch.optim has a fused CUDA implementation (fused=True)
