@@ -569,8 +569,9 @@ TEST_CASE("estimate --explain suggests the for-loop for an optimizer without a f
   // Gemma-7B (8,537,680,896 parameters) in pure bf16 with torch.optim.Adagrad, checkpointed, on an H100 80GB
   // (85,017,493,504 B). Optimizer step: weights, state['sum'] and gradients 3 x 17,075,361,792 B, foreach's std and
   // numerator 2 x 17,075,361,792 B = 85,376,808,960 B, over the card before the context. Adagrad has no fused CUDA
-  // kernel; the for-loop's one tensor (the embedding, 256000 x 3072 x 2 B = 1,572,864,000 B) leaves 52,798,949,376 B, and
-  // the two cuBLAS workspaces (2 x 32 MiB = 67,108,864 B) are beside them in every phase.
+  // kernel; the for-loop's one tensor, at its highest q_proj's (3072 x 4096 = 12,582,912) beside the embedding's `std`
+  // (256000 x 3072 = 786,432,000) still named: 799,014,912 x 2 B = 1,598,029,824 B, leaves about 31.8 GB; the two
+  // cuBLAS workspaces (2 x 32 MiB = 67,108,864 B) are beside them in every phase.
   const zeromem::test::cli_result r =
       zeromem::test::run_cli({"estimate", "--model", "gemma-7b", "--precision", "bf16", "--optimizer", "adagrad", "--seq-len", "1024",
                               "--recompute", "full", "--gpu", "h100-80gb", "--explain"});
@@ -580,7 +581,7 @@ TEST_CASE("estimate --explain suggests the for-loop for an optimizer without a f
   CHECK(r.out.find("--optimizer-impl fused") == std::string::npos);
   const nlohmann::json j = zeromem::test::run_cli_json({"estimate", "--model", "gemma-7b", "--precision", "bf16", "--optimizer", "adagrad",
                                                         "--seq-len", "1024", "--recompute", "full", "--optimizer-impl", "forloop", "--json"});
-  CHECK(j["phases"]["optimizer_step"]["peak_bytes"].get<std::int64_t>() == 3 * 17'075'361'792LL + 1'572'864'000 + 67'108'864);
+  CHECK(j["phases"]["optimizer_step"]["peak_bytes"].get<std::int64_t>() == 3 * 17'075'361'792LL + 1'598'029'824 + 67'108'864);
 }
 
 TEST_CASE("estimate --json: Gemma-2's alternating layers, counted by kind", "[cli]") {
@@ -692,11 +693,12 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
 }
 
 TEST_CASE("estimate: without --optimizer-impl the optimizer's PyTorch default (Adafactor: the for-loop)", "[cli][step]") {
-  // Qwen2.5-1.5B, mixed bf16 (fp32 master): Adafactor's one var_estimate of the largest tensor, the tied embedding
-  // 151936 x 1536 = 233,373,696 elements in fp32 = 933,494,784 B; AdamW's foreach: one fp32 buffer per parameter.
+  // Qwen2.5-1.5B, mixed bf16 (fp32 master): Adafactor's one var_estimate per tensor, at its highest layer 0's q_proj
+  // weight (1536 x 1536 = 2,359,296) beside the tied embedding's (151936 x 1536 = 233,373,696), still named `update`:
+  // 235,732,992 elements in fp32 = 942,931,968 B; AdamW's foreach: one fp32 buffer per parameter.
   const auto ada = run_json({"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "adafactor", "--seq-len", "1024", "--json"});
   CHECK(ada["inputs"]["optimizer_impl"] == "forloop");
-  CHECK(ada["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 933'494'784);
+  CHECK(ada["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 942'931'968);
   const auto adamw = run_json({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--json"});
   CHECK(adamw["inputs"]["optimizer_impl"] == "foreach");
   CHECK(adamw["phases"]["optimizer_step"]["terms"]["optimizer_temporaries_bytes"] == 4 * 1'543'714'304LL);

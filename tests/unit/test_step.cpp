@@ -51,11 +51,16 @@ TEST_CASE("step: ForCausalLMLoss holds 10 bytes per logit at the end of forward 
 
 TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
   // Pure bf16: states in bf16. foreach: one bf16 buffer per parameter, 6,738,415,616 x 2 = 13,476,831,232 B.
-  // forloop: sqrt and quotient of the largest tensor (the embedding, 131,072,000), 2 x 2 x 131,072,000 B.
+  // forloop: sqrt and quotient of one parameter, beside the previous parameter's denom (a local name alive until it
+  // is reassigned). model.parameters(): embedding (131,072,000), each layer's q, k, v, o (16,777,216), gate, up, down
+  // (45,088,768), two norms (4,096), then the final norm (4,096) and lm_head (131,072,000). Highest: lm_head's two
+  // beside the final norm's denom, 2 x 131,072,000 + 4,096 = 262,148,096 elements, x 2 B = 524,296,192 B (the
+  // embedding, first, has none before it: 262,144,000; embedding then q: 2 x 16,777,216 + 131,072,000 = 164,626,432;
+  // gate then up: 3 x 45,088,768 = 135,266,304).
   step_config s{};
   CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
   s.optimizer = optimizer_impl::forloop;
-  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(524'288'000));
+  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(524'296'192));
   s.optimizer = optimizer_impl::fused;
   CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(0));
   // AMP keeps fp32 states: the foreach buffer doubles, 6,738,415,616 x 4 B.
@@ -66,16 +71,42 @@ TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
   CHECK(estimate_step(llama2(), amp, a, step_config{}).optimizer_step.optimizer_temporaries == bytes_of(26'953'662'464));
 }
 
+TEST_CASE("step: the for-loop's previous denom beside the next parameter's sqrt and quotient", "[step]") {
+  // A Llama-style model, hidden 512, ffn 4096, vocab 4000, 4 layers, untied, pure bf16, AdamW's for-loop. Parameters in
+  // order: embedding 4000 x 512 = 2,048,000; per layer q, k, v, o 262,144 each, gate, up, down 2,097,152 each, two
+  // norms 512; final norm 512; lm_head 2,048,000. _single_tensor_adam's `denom` of gate is alive while up's sqrt and
+  // quotient are built: 2,097,152 + 2 x 2,097,152 = 6,291,456 elements, more than the embedding's 2 x 2,048,000 or
+  // lm_head's 2 x 2,048,000 + 512: 6,291,456 x 2 B = 12,582,912 B (the step oracle measured this model's whole step
+  // phase at 79,504,394 B above the resting states on the CPU, zeromem 79,504,384 B: tests/oracle/run_step_oracle.py).
+  transformer_config m = llama2();
+  m.hidden = 512;
+  m.heads = m.kv_heads = 8;
+  m.head_dim = 0;
+  m.ffn = 4096;
+  m.vocab = 4000;
+  m.layers = 4;
+  step_config s{};
+  s.optimizer = optimizer_impl::forloop;
+  CHECK(estimate_step(m, pure_bf16(), sdpa(128, 1), s).optimizer_step.optimizer_temporaries == bytes_of(12'582'912));
+  // Through forloop_moment_elements directly: SGD with Nesterov momentum carries nothing (1 x up's 2,097,152), RMSprop
+  // one avg beside one sqrt (2 x 2,097,152).
+  CHECK(forloop_moment_elements(m, true, true, 1, 1, 0, 0, 0) == 2'097'152);
+  CHECK(forloop_moment_elements(m, true, true, 1, 1, 1, 0, 0) == 4'194'304);
+  // Frozen embeddings leave lm_head after the final norm: 2 x 2,048,000 + 512 against 3 x 2,097,152 still.
+  CHECK(forloop_moment_elements(m, false, true, 1, 2, 1, 0, 0) == 6'291'456);
+}
+
 TEST_CASE("step: the tensors the optimizer steps under FSDP2 and DeepSpeed ZeRO", "[step]") {
   // Llama-2-7B's largest parameter is the embedding, 32000 x 4096 = 131,072,000 elements.
   step_config s{};
   s.optimizer = optimizer_impl::forloop;
   // FSDP2 over 8 ranks, pure bf16: the for-loop steps local shards, the embedding's dim-0 chunk 4000 x 4096 =
-  // 16,384,000 elements; AdamW's sqrt and quotient in bf16: 2 x 2 B x 16,384,000 = 65,536,000 B.
+  // 16,384,000 elements; AdamW's sqrt and quotient in bf16 beside the previous shard's denom: the lm_head's chunk
+  // after the final norm's (4096 / 8 = 512): (2 x 16,384,000 + 512) x 2 B = 65,537,024 B.
   training_states t = pure_bf16();
   t.dp = 8;
   s.fsdp_world = 8;
-  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(65'536'000));
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(65'537'024));
   s.fsdp_world = 0;
   // ZeRO-2 over 8 ranks, mixed bf16 (fp32 master and moments): the optimizer's one parameter is the flat fp32
   // partition, 6,738,415,616 / 8 = 842,301,952 elements, so foreach and the for-loop both see it whole:
@@ -100,7 +131,8 @@ TEST_CASE("step: the tensors the optimizer steps under FSDP2 and DeepSpeed ZeRO"
 TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default, all at once with foreach", "[step]") {
   // _single_tensor_adafactor: var_estimate = row_var @ col_var is the size of the matrix it updates (then clamp_,
   // rsqrt_, mul_ in place). Pure bf16 Llama-2-7B: the largest tensor is the embedding, 32000 x 4096 = 131,072,000
-  // elements, 2 B each = 262,144,000 B; foreach builds one per matrix at once: 6,738,415,616 x 2 = 13,476,831,232 B
+  // elements; the for-loop's highest moment is q_proj's (16,777,216) beside the embedding's `update`, still named
+  // until reassigned: (16,777,216 + 131,072,000) x 2 B = 295,698,432 B; foreach builds one per matrix at once: 6,738,415,616 x 2 = 13,476,831,232 B
   // (the vectors' grad * grad and clones are the same size as the vectors, counted once).
   training_states t = pure_bf16();
   t.optimizer.kind = optimizer_kind::adafactor;
@@ -108,7 +140,7 @@ TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default
   s.optimizer = pytorch_default_impl(optimizer_kind::adafactor);
   CHECK(s.optimizer == optimizer_impl::forloop);
   CHECK(pytorch_default_impl(optimizer_kind::adamw) == optimizer_impl::foreach_kernels);
-  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000));
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(295'698'432));
   s.optimizer = optimizer_impl::foreach_kernels;
   CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
   s.optimizer = optimizer_impl::fused;
@@ -123,10 +155,12 @@ TEST_CASE("step: torch.optim.RMSprop and Adagrad, one state each, their update's
   // Pure bf16 Llama-2-7B, 6,738,415,616 parameters; state in the parameters' dtype (zeros_like / full_like).
   // RMSprop (optim/rmsprop.py): square_avg, 13,476,831,232 B. _multi_tensor_rmsprop: avg = _foreach_sqrt(square_avgs)
   // (then _foreach_add_ and _foreach_addcdiv_ in place): one list of every parameter's size, 13,476,831,232 B.
-  // _single_tensor_rmsprop: square_avg.sqrt() of one parameter at a time, the largest the embedding's 131,072,000 x 2 B.
+  // _single_tensor_rmsprop: square_avg.sqrt() of one parameter at a time, beside the previous parameter's `avg` (alive
+  // until reassigned): highest at q_proj after the embedding, (16,777,216 + 131,072,000) x 2 B = 295,698,432 B.
   // Adagrad (optim/adagrad.py): state['sum'], the same 13,476,831,232 B. _multi_tensor_adagrad: std = _foreach_sqrt(
   // state_sums) and numerator = _foreach_mul(grads, minus_clr), both alive for _foreach_addcdiv_: 2 x 13,476,831,232 B;
-  // _single_tensor_adagrad: state_sum.sqrt().add_(eps), one tensor. Neither has a fused CUDA kernel.
+  // _single_tensor_adagrad: state_sum.sqrt().add_(eps), one tensor beside the previous `std`: the same 295,698,432 B.
+  // Neither has a fused CUDA kernel.
   training_states t = pure_bf16();
   step_config s{};
   for (const optimizer_kind k : {optimizer_kind::rmsprop, optimizer_kind::adagrad}) {
@@ -137,7 +171,7 @@ TEST_CASE("step: torch.optim.RMSprop and Adagrad, one state each, their update's
     CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries ==
           bytes_of(13'476'831'232LL * (k == optimizer_kind::adagrad ? 2 : 1)));
     s.optimizer = optimizer_impl::forloop;
-    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000));
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(295'698'432));
     s.optimizer = optimizer_impl::fused;
     CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("has no fused CUDA implementation"));
   }
@@ -151,11 +185,14 @@ TEST_CASE("step: torch.optim.NAdam, RAdam and Adamax, two states each, their upd
   // parameter's size (NAdam's and RAdam's _foreach_sqrt of the second moments, Adamax's _foreach_abs of the gradients),
   // 13,476,831,232 B. For-loop, the largest parameter (the embedding, 131,072,000 x 2 B = 262,144,000 B) times:
   // NAdam 2 (exp_avg_sq.div(bc2) and its sqrt), RAdam 4 (exp_avg / bc1, its product with lr, exp_avg_sq.sqrt() and the
-  // adaptive rate divided by it), Adamax 1 (grad.abs()). None has a fused CUDA kernel.
+  // adaptive rate divided by it), Adamax 1 (grad.abs()). NAdam's previous `denom` is alive beside its two: highest at
+  // lm_head after the final norm, (2 x 131,072,000 + 4,096) x 2 B = 524,296,192 B. RAdam's previous
+  // bias_corrected_exp_avg dies before its four; Adamax names no tensor. None has a fused CUDA kernel.
   training_states t = pure_bf16();
   step_config s{};
-  const std::pair<optimizer_kind, std::int64_t> forloop[] = {{optimizer_kind::nadam, 2}, {optimizer_kind::radam, 4}, {optimizer_kind::adamax, 1}};
-  for (const auto& [k, tensors] : forloop) {
+  const std::pair<optimizer_kind, std::int64_t> forloop[] = {
+      {optimizer_kind::nadam, 524'296'192}, {optimizer_kind::radam, 262'144'000 * 4}, {optimizer_kind::adamax, 262'144'000}};
+  for (const auto& [k, forloop_bytes] : forloop) {
     INFO(name(k));
     t.optimizer.kind = k;
     CHECK(optimizer_state_bytes(t.optimizer, t.recipe, elements_of(6'738'415'616)) == bytes_of(26'953'662'464));
@@ -163,7 +200,7 @@ TEST_CASE("step: torch.optim.NAdam, RAdam and Adamax, two states each, their upd
     s.optimizer = optimizer_impl::foreach_kernels;
     CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
     s.optimizer = optimizer_impl::forloop;
-    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(262'144'000 * tensors));
+    CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(forloop_bytes));
     s.optimizer = optimizer_impl::fused;
     CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), s), Catch::Matchers::Contains("has no fused CUDA implementation"));
   }
@@ -176,7 +213,9 @@ TEST_CASE("step: torch.optim.Adadelta and ASGD, their states and their update's 
   // Pure bf16 Llama-2-7B, 6,738,415,616 parameters (13,476,831,232 B in bf16); the largest parameter is the embedding,
   // 131,072,000 x 2 B = 262,144,000 B.
   // Adadelta keeps square_avg and acc_delta: 2 x 13,476,831,232 = 26,953,662,464 B. foreach: std and deltas, two lists
-  // of every parameter's size (26,953,662,464 B); for-loop: the two per parameter, 2 x 262,144,000 = 524,288,000 B.
+  // of every parameter's size (26,953,662,464 B); for-loop: the two per parameter, and the previous parameter's std
+  // and delta until reassigned: both beside the new std. Highest at q_proj after the embedding: (16,777,216 + 2 x
+  // 131,072,000) x 2 B = 557,842,432 B (the embedding's own two: 524,288,000 B).
   // ASGD keeps ax: 13,476,831,232 B. foreach: one list (intermediate, deleted before the next); for-loop: none, since
   // mu stays 1 until step t0 = 1e6 and the average is ax.copy_(param). Neither has a fused CUDA kernel.
   training_states t = pure_bf16();
@@ -185,7 +224,7 @@ TEST_CASE("step: torch.optim.Adadelta and ASGD, their states and their update's 
     optimizer_kind kind;
     std::int64_t states, foreach_bytes, forloop_bytes;
   };
-  const row rows[] = {{optimizer_kind::adadelta, 26'953'662'464LL, 26'953'662'464LL, 524'288'000},
+  const row rows[] = {{optimizer_kind::adadelta, 26'953'662'464LL, 26'953'662'464LL, 557'842'432},
                       {optimizer_kind::asgd, 13'476'831'232LL, 13'476'831'232LL, 0}};
   for (const row& r : rows) {
     INFO(name(r.kind));
@@ -275,18 +314,24 @@ TEST_CASE("step: coupled weight decay's decayed gradients, by optimizer and impl
     std::int64_t foreach_bytes, forloop_bytes;
     bool fused_kernel;
   };
+  // For-loop names alive into the next iteration (Adam's and NAdam's denom, RMSprop's avg, Adagrad's std, Adafactor's
+  // update, Adadelta's std and delta) add the previous parameter's tensors: with E = 131,072,000 (embedding, lm_head),
+  // Q = 16,777,216 (q_proj), N = 4,096 (the final norm before lm_head), in elements x 2 B: Adam and NAdam 3E + N
+  // (786,440,192 B), AdamW, RMSprop and Adagrad 2E + N (524,296,192 B), Adadelta 3E + N (its early moment, old std and
+  // delta beside the new std and the decayed gradient: 2E + 2Q, less), Adafactor E + Q (295,698,432 B, q_proj after the
+  // embedding's update). SGD, RAdam (its carried tensor dies before its five), Adamax and ASGD carry none.
   const row rows[] = {{optimizer_kind::sgd_momentum, 13'476'831'232LL, 262'144'000, true},
                       {optimizer_kind::sgd, 13'476'831'232LL, 262'144'000, true},
-                      {optimizer_kind::adam, 13'476'831'232LL, 3 * 262'144'000LL, true},
-                      {optimizer_kind::adamw, 13'476'831'232LL, 2 * 262'144'000LL, true},
-                      {optimizer_kind::rmsprop, 2 * 13'476'831'232LL, 2 * 262'144'000LL, false},
-                      {optimizer_kind::adagrad, 2 * 13'476'831'232LL, 2 * 262'144'000LL, false},
-                      {optimizer_kind::nadam, 2 * 13'476'831'232LL, 3 * 262'144'000LL, false},
+                      {optimizer_kind::adam, 13'476'831'232LL, 786'440'192LL, true},
+                      {optimizer_kind::adamw, 13'476'831'232LL, 524'296'192LL, true},
+                      {optimizer_kind::rmsprop, 2 * 13'476'831'232LL, 524'296'192LL, false},
+                      {optimizer_kind::adagrad, 2 * 13'476'831'232LL, 524'296'192LL, false},
+                      {optimizer_kind::nadam, 2 * 13'476'831'232LL, 786'440'192LL, false},
                       {optimizer_kind::radam, 13'476'831'232LL, 5 * 262'144'000LL, false},
                       {optimizer_kind::adamax, 13'476'831'232LL, 2 * 262'144'000LL, false},
-                      {optimizer_kind::adadelta, 3 * 13'476'831'232LL, 3 * 262'144'000LL, false},
+                      {optimizer_kind::adadelta, 3 * 13'476'831'232LL, 786'440'192LL, false},
                       {optimizer_kind::asgd, 13'476'831'232LL, 262'144'000LL, false},
-                      {optimizer_kind::adafactor, 13'476'831'232LL, 262'144'000LL, false}};
+                      {optimizer_kind::adafactor, 13'476'831'232LL, 295'698'432LL, false}};
   for (const row& r : rows) {
     INFO(name(r.kind));
     t.optimizer.kind = r.kind;

@@ -477,13 +477,24 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       detail::fail("weight decay's temporaries are read for " + optimizers_with_decay() + " only; " + std::string(opt.name) +
                    " with a weight decay is not modelled, drop --weight-decay or use --optimizer-impl fused where it has one");
     // foreach: its lists, and beside them the per-tensor temporaries of the largest parameter (torch.bool masks: 1 B,
-    // as int8). The for-loop: its tensors of the largest parameter, one more for SGD's Nesterov grad.add(buf).
-    if (s.optimizer == optimizer_impl::foreach_kernels)
+    // as int8). The for-loop: its tensors of one parameter, one more for SGD's Nesterov grad.add(buf), beside those of
+    // the previous parameter its local names still hold (forloop_moment_elements, over the model's parameters in
+    // order, whole or as FSDP2 shards). A flat ZeRO partition is one tensor; LoRA's adapters, tensor- and
+    // pipeline-parallel ranks take the largest tensor without the previous one's (a lower bound by at most
+    // forloop_carried x that tensor).
+    if (s.optimizer == optimizer_impl::foreach_kernels) {
       temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0)) +
                     largest * size_of(state) * opt.foreach_largest + largest * size_of(dtype::int8) * opt.foreach_largest_masks;
-    else if (s.optimizer == optimizer_impl::forloop)
-      temporaries = largest * size_of(state) *
-                    (opt.forloop_temporaries + (decays ? opt.decay_forloop : 0) + (t.optimizer.nesterov ? 1 : 0));
+    } else if (s.optimizer == optimizer_impl::forloop) {
+      const int decayed = decays ? opt.decay_forloop : 0;
+      const int current = opt.forloop_temporaries + decayed + (t.optimizer.nesterov ? 1 : 0);
+      elements moment = largest * current;
+      if (t.zero.stage == 0 && !t.adapt.lora_enabled() && a.tp == 1 && p.pp == 1)
+        moment = elements_of(forloop_moment_elements(m, split.embedding_trainable.count() > 0, split.head_trainable.count() > 0,
+                                                     fsdp ? s.fsdp_world : 1, current, opt.forloop_carried, opt.forloop_early_carried,
+                                                     opt.forloop_early > 0 ? opt.forloop_early + decayed : 0));
+      temporaries = moment * size_of(state);
+    }
   }
   const auto optimizer_step = [&] {
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};

@@ -486,6 +486,50 @@ constexpr elements largest_layer_module(const transformer_config& m) {
   });
   return elements_of(largest);
 }
+/// The highest moment of a for-loop optimizer over model.parameters() (torch/optim's _single_tensor_* functions), in
+/// elements: the parameters in transformers' registration order, each weight before its bias (the embedding, OPT-350M's
+/// project_in and the learned positions; each decoder layer's attention, MLP and norms in for_each_module's order;
+/// the final norm, project_out and the output layer; the vision tower is not walked), each tensor's local size
+/// ceil(n / ranks) (FSDP2's dim-0 shards; 1 rank: whole). For consecutive tensors p, c: max(current x c + carried x p,
+/// early x c + early_carried x p) (optimizer_traits::forloop_carried: a local name of the last iteration alive until
+/// reassigned). Frozen embeddings (and a frozen output layer) are not the optimizer's and are skipped.
+constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks,
+                                               std::int64_t current, std::int64_t carried, std::int64_t early_carried, std::int64_t early) {
+  using detail::checked_add, detail::checked_mul;
+  std::int64_t previous = 0, peak = 0;
+  const auto visit = [&](std::int64_t n) {
+    n = detail::ceil_div(n, ranks);
+    const std::int64_t late = checked_add(checked_mul(current, n), checked_mul(carried, previous));
+    const std::int64_t first = checked_add(checked_mul(early, n), checked_mul(early_carried, previous));
+    peak = detail::max_of(peak, detail::max_of(late, first));
+    previous = n;
+  };
+  // A module repeated count times (a layer's norms, experts) is consecutive tensors of one size: two repeats hold
+  // every pair it makes.
+  const auto module = [&](const module_shape& s) {
+    for (std::int64_t r = 0; r < (s.count < 2 ? s.count : 2); ++r) {
+      visit(s.weight_elements());
+      if (s.bias > 0) visit(s.bias);
+    }
+  };
+  // Two passes over the layer's modules: the second sees the step from one layer's last tensor to the next's first.
+  const std::int64_t passes = m.layers > 1 ? 2 : 1;
+  for (std::int64_t pass = 0; pass < passes; ++pass) {
+    for_each_module(m, [&](const module_shape& s) {
+      const bool last = pass + 1 == passes;
+      if (s.in_every_layer()) module(s);
+      else if (pass == 0 && (s.group == module_group::embedding || s.group == module_group::position_embedding)) {
+        if (embeddings_train) module(s);
+      } else if (last && s.group == module_group::final_norm) {
+        module(s);
+      } else if (last && s.group == module_group::lm_head) {
+        if (head_trains) module(s);
+      }
+    });
+  }
+  return peak;
+}
+
 constexpr parameter_counts count_parameters(const transformer_config& m) {
   validate(m);
   return detail::count_parameters_unchecked(m);

@@ -99,6 +99,14 @@ struct optimizer_traits {
   /// bool masks (1 B per element), alive at once (rprop.py _multi_tensor_rprop: torch.where(sign.eq(etaminus), 0, grad)).
   int foreach_largest = 0;
   int foreach_largest_masks = 0;
+  /// The for-loop's tensors of the previous parameter still alive while the next one's are built: a local name
+  /// (Adam's `denom`, RMSprop's `avg`) holds its tensor until it is reassigned in the next iteration. forloop_carried
+  /// of them beside all forloop_temporaries of the current parameter; an earlier moment of forloop_early_carried of them
+  /// beside forloop_early current tensors (Adadelta's old std and delta beside the new std). A decayed gradient
+  /// (decay_forloop) is made first in an iteration and is alive at both moments.
+  int forloop_carried = 0;
+  int forloop_early_carried = 0;
+  int forloop_early = 0;
 };
 
 // clang-format off
@@ -106,8 +114,10 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // torch/optim/adam.py with weight_decay (Adam's coupled decay): _multi_tensor_adam deletes the decayed gradients
     // (del device_grads) before its sqrt list, so the peak stays one list; _single_tensor_adam's grad.add(param) lives
     // beside the denominator's two tensors. AdamW decays the parameters in place (torch._foreach_mul_, param.mul_).
-    {optimizer_kind::adam,         "adam",         2,  "two moments",     1, 2, 0, 1, true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master"},
-    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     1, 2, 0, 0, true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq"},
+    // The for-loop's `denom` of the previous parameter lives until `denom = (exp_avg_sq.sqrt() / ...)` is reassigned,
+    // beside that sqrt and its quotient (carried 1).
+    {optimizer_kind::adam,         "adam",         2,  "two moments",     1, 2, 0, 1, true,  "Kingma & Ba 2015, Alg. 1; ZeRO paper (arXiv 1910.02054) §3.1: K = 12 B with the fp32 master", 0, 0, 1},
+    {optimizer_kind::adamw,        "adamw",        2,  "two moments",     1, 2, 0, 0, true,  "Loshchilov & Hutter 2019; torch.optim.AdamW keeps exp_avg and exp_avg_sq", 0, 0, 1},
     // torch/optim/sgd.py: the update adds in place (_foreach_add_, param.add_); the first step's momentum buffer is a
     // clone of the gradient that stays as the state. weight_decay != 0: device_grads = torch._foreach_add(device_grads,
     // device_params) (_single_tensor_sgd: grad.add(param)), a new list alive through the momentum or parameter update.
@@ -116,36 +126,41 @@ inline constexpr optimizer_traits optimizer_table[] = {
     {optimizer_kind::adam_8bit,    "adam-8bit",    -1, "two 8-bit moments with an fp32 scale per 2048 values", 0, 0, -1, -1, true,
      "Dettmers et al. 2022, 8-bit Optimizers via Block-wise Quantization, §2.1"},
     // torch/optim/_adafactor.py: a matrix's var_estimate = row_var @ col_var, one tensor of its size; no fused kernel.
+    // The previous parameter's `update` (var_estimate, rescaled in place) lives until it is reassigned (carried 1).
     // Its weight decay is decoupled, in place ("Perform stepweight decay": param.mul_(1 - lr * weight_decay)).
-    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, 0, 0, false, "Shazeer & Stern 2018, §3, Alg. 3-4"},
+    {optimizer_kind::adafactor,    "adafactor",    -1, "factored second moment in fp32", 1, 1, 0, 0, false, "Shazeer & Stern 2018, §3, Alg. 3-4", 0, 0, 1},
     {optimizer_kind::lion,         "lion",         1,  "one momentum",    0, 0, -1, -1, true,  "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms, Alg. 2"},
     // torch/optim/rmsprop.py: square_avg; _multi_tensor_rmsprop's avg = torch._foreach_sqrt(square_avgs), then in-place
     // add and addcdiv; _single_tensor_rmsprop's square_avg.sqrt() per parameter; no fused implementation. A decay makes
-    // grads = torch._foreach_add(grads, params) (for-loop: grad.add(param)), read again by the addcdiv beside avg.
+    // grads = torch._foreach_add(grads, params) (for-loop: grad.add(param)), read again by the addcdiv beside avg. The
+    // previous parameter's `avg` lives until the next square_avg.sqrt() is assigned to it (carried 1).
     {optimizer_kind::rmsprop,      "rmsprop",      1,  "one running mean of squared gradients", 1, 1, 1, 1, false,
-     "Tieleman & Hinton 2012, Lecture 6.5; torch.optim.RMSprop keeps square_avg (momentum=0, centered=False)"},
+     "Tieleman & Hinton 2012, Lecture 6.5; torch.optim.RMSprop keeps square_avg (momentum=0, centered=False)", 0, 0, 1},
     // torch/optim/adagrad.py: sum; _multi_tensor_adagrad's std = torch._foreach_sqrt(state_sums) and numerator =
     // torch._foreach_mul(grads, minus_clr), both alive for _foreach_addcdiv_; _single_tensor_adagrad's
     // state_sum.sqrt().add_(eps) per parameter; fused=True runs on the CPU only. With a decay the decayed list
     // (torch._foreach_add(grads, params)) becomes the numerator in place ("re-use the intermediate memory"): still two
-    // lists; the for-loop's grad.add(param) lives beside std.
+    // lists; the for-loop's grad.add(param) lives beside std, and the previous parameter's `std` beside the next
+    // state_sum.sqrt() (carried 1).
     {optimizer_kind::adagrad,      "adagrad",      1,  "one sum of squared gradients", 2, 1, 0, 1, false,
-     "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']"},
+     "Duchi et al. 2011, Adaptive Subgradient Methods, §1; torch.optim.Adagrad keeps state['sum']", 0, 0, 1},
     // torch/optim/nadam.py: exp_avg and exp_avg_sq (mu_product and step are scalars); _multi_tensor_nadam's
     // exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then in place; _single_tensor_nadam's
     // exp_avg_sq.div(bias_correction2).sqrt(), two tensors at once; no fused implementation. Coupled decay (the default,
     // decoupled_weight_decay=False): grouped_grads = torch._foreach_add(grouped_grads, grouped_params) is read again by
-    // the last addcdiv, beside the sqrt list; the for-loop's grad.add(param) beside denom.
+    // the last addcdiv, beside the sqrt list; the for-loop's grad.add(param) beside denom, the previous parameter's
+    // `denom` beside the next div and sqrt (carried 1).
     {optimizer_kind::nadam,        "nadam",        2,  "two moments",     1, 2, 1, 1, false,
-     "Dozat 2016, Incorporating Nesterov Momentum into Adam; torch.optim.NAdam keeps exp_avg and exp_avg_sq"},
+     "Dozat 2016, Incorporating Nesterov Momentum into Adam; torch.optim.NAdam keeps exp_avg and exp_avg_sq", 0, 0, 1},
     // torch/optim/radam.py: exp_avg and exp_avg_sq; _multi_tensor_radam's buffer = torch._foreach_sqrt(exp_avg_sqs)
     // (grads deleted first), then in place. _single_tensor_radam keeps exp_avg / bias_correction1 for the step and,
     // once the rectification applies (rho_t > 5: the 6th step on with beta2 0.999), builds (that * lr) * adaptive_lr
     // with adaptive_lr = sqrt(bc2) / exp_avg_sq.sqrt(): four tensors of the parameter's size at once (two before).
     // Coupled decay: the decayed list dies with `del grouped_grads` before the buffer, so foreach stays one list; the
-    // for-loop's grad.add(param) lives to the end of its iteration, beside those four.
+    // for-loop's grad.add(param) lives to the end of its iteration, beside those four. The previous parameter's
+    // bias_corrected_exp_avg lives until the next one is assigned (1 beside 1), freed before the four.
     {optimizer_kind::radam,        "radam",        2,  "two moments",     1, 4, 0, 1, false,
-     "Liu et al. 2020, On the Variance of the Adaptive Learning Rate and Beyond (arXiv 1908.03265), Alg. 2"},
+     "Liu et al. 2020, On the Variance of the Adaptive Learning Rate and Beyond (arXiv 1908.03265), Alg. 2", 0, 0, 0, 1, 1},
     // torch/optim/adamax.py: exp_avg and exp_inf; _multi_tensor_adamax's grads = torch._foreach_abs(grads) (a copy when
     // weight_decay is 0), then in place; _single_tensor_adamax's grad.abs() into torch.maximum(out=exp_inf). A decay's
     // list (torch._foreach_add(grouped_grads, grouped_params)) takes the abs in place (torch._foreach_abs_): still one
@@ -156,9 +171,10 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // eps) and deltas = torch._foreach_add(acc_deltas, eps), both alive to the update; _single_tensor_adadelta's
     // square_avg.add(eps).sqrt_() and acc_delta.add(eps).sqrt_() per parameter; no fused implementation. A decay's
     // device_grads = torch._foreach_add(device_grads, device_params) is read by _foreach_mul_(deltas, device_grads),
-    // beside std and deltas; the for-loop's grad.add(param) beside std and delta.
+    // beside std and deltas; the for-loop's grad.add(param) beside std and delta. The previous parameter's std and
+    // delta live until reassigned: both beside the new std, then the old delta beside the new std and delta.
     {optimizer_kind::adadelta,     "adadelta",     2,  "a running mean of squared gradients and of squared updates", 2, 2, 1, 1, false,
-     "Zeiler 2012, ADADELTA: An Adaptive Learning Rate Method (arXiv 1212.5701), Alg. 1"},
+     "Zeiler 2012, ADADELTA: An Adaptive Learning Rate Method (arXiv 1212.5701), Alg. 1", 0, 0, 1, 2, 1},
     // torch/optim/asgd.py: ax (the average; eta, mu and step are scalars); _multi_tensor_asgd's intermediate =
     // torch._foreach_add(grads, params, alpha=lambd), deleted before torch._foreach_sub(params, axs); _single_tensor_asgd
     // updates in place and, while mu is 1 (until step t0 = 1e6 by default), averages by ax.copy_(param): no temporary.
@@ -171,9 +187,10 @@ inline constexpr optimizer_traits optimizer_table[] = {
     // (sign[sign.gt(0)] = etaplus runs masked_fill_ in place) and grads[i].copy_(torch.where(signs[i].eq(etaminus), 0,
     // grads[i])), a mask and a tensor beside the list; `del signs` before grad_signs = [grad.sign() ...], one list.
     // _single_tensor_rprop: sign = grad.mul(prev).sign(), grad = grad.clone() and grad.sign() for the addcmul_: three
-    // tensors of one parameter (the previous iteration's sign, alive until reassigned, makes no more).
+    // tensors of one parameter; the previous parameter's sign is alive beside grad.mul(prev) and its sign() until the
+    // name is reassigned (carried 1 beside 2).
     {optimizer_kind::rprop,        "rprop",        2,  "the previous gradient and a step size per element", 1, 3, -2, -2, false,
-     "Riedmiller & Braun 1993, A Direct Adaptive Method for Faster Backpropagation Learning: The RPROP Algorithm", 1, 1},
+     "Riedmiller & Braun 1993, A Direct Adaptive Method for Faster Backpropagation Learning: The RPROP Algorithm", 1, 1, 0, 1, 2},
 };
 // clang-format on
 
