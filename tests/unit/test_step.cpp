@@ -56,7 +56,8 @@ TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
   // (45,088,768), two norms (4,096), then the final norm (4,096) and lm_head (131,072,000). Highest: lm_head's two
   // beside the final norm's denom, 2 x 131,072,000 + 4,096 = 262,148,096 elements, x 2 B = 524,296,192 B (the
   // embedding, first, has none before it: 262,144,000; embedding then q: 2 x 16,777,216 + 131,072,000 = 164,626,432;
-  // gate then up: 3 x 45,088,768 = 135,266,304).
+  // gate then up: 3 x 45,088,768 = 135,266,304). The H100 anatomy of llama2-7b-bf16-sdpa-s2048-b1-ckpt-forloop
+  // attributes exactly 524,296,192 B to adam.py _single_tensor_adam at the peak (tests/data/calibration).
   step_config s{};
   CHECK(estimate_step(llama2(), pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
   s.optimizer = optimizer_impl::forloop;
