@@ -89,12 +89,12 @@ class Attention(torch.nn.Module):
         self.rope = rope  # SmolLM3Attention: use_rope = config.no_rope_layers[layer_idx]
         # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key; Olmo2Attention
         # (modeling_olmo2.py): over each token's whole q_proj and k_proj outputs.
-        self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
-        self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
         self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
         self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
         self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
         self.o_proj = torch.nn.Linear(heads * d, h, bias=False)
+        self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
+        self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
 
     def forward(self, hidden_states, cos, sin, mask, cache):
         input_shape = hidden_states.shape[:-1]
@@ -157,10 +157,13 @@ class DecoderLayer(torch.nn.Module):
         norm = blocks.OlmoLayerNorm if olmo else blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
         self.olmo2 = olmo2
         self.residual_multiplier = residual_multiplier  # GraniteDecoderLayer: residual + hidden_states * residual_multiplier
-        self.input_layernorm = norm(h)
+        # Registered in transformers' order (LlamaDecoderLayer.__init__: self_attn, mlp, then the norms), which is
+        # model.parameters()' order and so the for-loop optimizer's.
         self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo)
-        self.post_attention_layernorm = norm(h)
         self.mlp = MLP(h, ffn, gemma)
+        if not olmo2:  # Olmo2DecoderLayer deletes input_layernorm
+            self.input_layernorm = norm(h)
+        self.post_attention_layernorm = norm(h)
         # Gemma2DecoderLayer: input_layernorm, attention, post_attention_layernorm, residual; pre_feedforward_layernorm,
         # MLP, post_feedforward_layernorm, residual (its post_attention_layernorm is the branch norm).
         self.sandwich = sandwich
@@ -271,7 +274,7 @@ class CausalLM(torch.nn.Module):
         if self.granite:  # GraniteModel: inputs_embeds = inputs_embeds * self.embedding_multiplier
             inputs_embeds = inputs_embeds * 12.0
         b, s = input_ids.shape
-        position_ids = torch.arange(s).unsqueeze(0).expand(b, s)
+        position_ids = torch.arange(s).unsqueeze(0)  # cache_position.unsqueeze(0): one row for the whole batch
         # create_causal_mask for eager attention: a (b, 1, s, s) additive mask in the model's dtype
         mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
         cos, sin = self.rotary(inputs_embeds, position_ids)

@@ -533,6 +533,51 @@ TEST_CASE("OLMo-2's post-norms and whole-projection q_norm / k_norm", "[activati
   CHECK_THROWS_WITH(layer_activation_bytes(olmo, c), Catch::Matchers::Contains("use tp 1"));
 }
 
+TEST_CASE("the rotary cos and sin every rotating layer keeps, one row for the batch", "[activations]") {
+  // LlamaModel.forward: position_ids = cache_position.unsqueeze(0) (one row), so cos and sin are 1 x s x d, cast to the
+  // hidden states' dtype; q * cos keeps them for backward. Llama-2-7B (d = 128), s 4096, b 2, bf16: 2 x 2 B x 4096 x
+  // 128 = 2,097,152 B, whatever the batch.
+  const transformer_config llama = preset_config("llama-2-7b");
+  activation_config c = hf_sdpa(4096);
+  c.micro_batch = 2;
+  const stage_activations st = first_stage_activations(llama, c);
+  CHECK(st.rotary_tables.count() == 2'097'152);
+  CHECK(st.total == st.layers + st.input_ids + st.rotary_tables + st.output_layer + st.logits);
+  c.micro_batch = 1;
+  CHECK(first_stage_activations(llama, c).rotary_tables.count() == 2'097'152);
+  // Under autocast the hidden states are fp32, and so are the tables: 4,194,304 B. Megatron's profile (paper) has none.
+  c.autocast = true;
+  CHECK(first_stage_activations(llama, c).rotary_tables.count() == 4'194'304);
+  c.autocast = false;
+  activation_config paper = c;
+  paper.impl = implementation::paper;
+  CHECK(first_stage_activations(llama, paper).rotary_tables.count() == 0);
+  // Every layer skipping RoPE (a NoPE period of 1) keeps none; one layer in four skipping it keeps them all.
+  transformer_config nope = llama;
+  nope.nope_period = 1;
+  CHECK(first_stage_activations(nope, c).rotary_tables.count() == 0);
+  nope.nope_period = 4;
+  CHECK(first_stage_activations(nope, c).rotary_tables.count() == 2'097'152);
+  // OLMo's stay fp32 (OlmoRotaryEmbedding): OLMo-1B-hf (d = 128) at 2048 tokens, 2 x 4 x 2048 x 128 = 2,097,152 B.
+  CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/olmo-1b-hf.json"), hf_sdpa(2048)).rotary_tables.count() ==
+        2'097'152);
+  // Partial RoPE: Pythia-1B's tables are 64 wide (rotary_pct 0.25 of 256): 2 x 2 x 2048 x 64 = 524,288 B.
+  CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json"), hf_sdpa(2048)).rotary_tables.count() == 524'288);
+  // Gemma-3-1B (d = 256, a full-attention layer every 6 of 26) uses the global and the local pair: 2 x 2 x 2 x 2048 x 256
+  // = 4,194,304 B. Five layers all slide: the local pair only, 2,097,152 B, unless checkpointed, where every layer's
+  // call holds both pairs as arguments.
+  const transformer_config gemma3 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-3-1b.json");
+  CHECK(first_stage_activations(gemma3, hf_sdpa(2048)).rotary_tables.count() == 4'194'304);
+  transformer_config sliding_only = gemma3;
+  sliding_only.layers = 5;
+  CHECK(first_stage_activations(sliding_only, hf_sdpa(2048)).rotary_tables.count() == 2'097'152);
+  activation_config checkpointed = hf_sdpa(2048);
+  checkpointed.recomputation = recompute::full;
+  CHECK(first_stage_activations(sliding_only, checkpointed).rotary_tables.count() == 4'194'304);
+  // Learned positions (GPT-2) have none.
+  CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json"), hf_sdpa(1024)).rotary_tables.count() == 0);
+}
+
 TEST_CASE("OLMo's OlmoLayerNorm keeps an fp32 copy of its input", "[activations]") {
   // OLMo-1B-hf (hidden 2048, 16 heads of 128, 16 KV heads, intermediate 8192), s = 2048, b = 1, bf16, SDPA, use_cache
   // true. sbh = 4,194,304; 2sbh = 8,388,608. Each OlmoLayerNorm runs F.layer_norm on x.to(torch.float32): it keeps that

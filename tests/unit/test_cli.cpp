@@ -838,6 +838,29 @@ TEST_CASE("OLMo's norms by flags match its config.json", "[cli]") {
                    "--norm-input-fp32"}});
 }
 
+TEST_CASE("partial RoPE (--rotary-dims): narrower tables, as config.json's rotary_pct gives them", "[cli]") {
+  // Pythia-1B's shape (heads of 2048 / 8 = 256) at 2048 tokens: whole heads keep cos and sin of 2 x 2 x 2048 x 256 =
+  // 2,097,152 B; --rotary-dims 64 (rotary_pct 0.25) 524,288 B, 1,572,864 B less at every phase that holds them.
+  const std::vector<std::string> base = {"estimate", "--json", "--hidden", "2048", "--layers", "16", "--heads", "8", "--ffn", "8192",
+                                         "--vocab", "50304", "--mlp", "gelu", "--norm", "layernorm", "--fused-qkv", "--qkv-per-head",
+                                         "--parallel-residual", "--seq-len", "2048", "--attention", "sdpa", "--precision", "bf16"};
+  std::vector<std::string> partial = base;
+  partial.insert(partial.end(), {"--rotary-dims", "64"});
+  const auto whole = run_json(base), quarter = run_json(partial);
+  CHECK(whole["activations"]["rotary_tables_bytes"] == 2'097'152);
+  CHECK(quarter["activations"]["rotary_tables_bytes"] == 524'288);
+  CHECK(whole["phases"]["forward"]["peak_bytes"].get<std::int64_t>() - quarter["phases"]["forward"]["peak_bytes"].get<std::int64_t>() ==
+        1'572'864);
+  const auto file = run_json({"estimate", "--json", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json", "--seq-len", "2048",
+                              "--attention", "sdpa", "--precision", "bf16"});
+  CHECK(file["activations"]["rotary_tables_bytes"] == 524'288);
+  // Wider than a head, or with learned positions: one line, exit 2.
+  std::vector<std::string> wide = base, learned = base;
+  wide.insert(wide.end(), {"--rotary-dims", "257"});
+  learned.insert(learned.end(), {"--rotary-dims", "64", "--max-positions", "2048"});
+  check_rejected({wide, learned});
+}
+
 TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused where it is not modelled", "[cli]") {
   // SGD with momentum and weight_decay over Qwen2.5-1.5B in pure bf16: torch._foreach_add(grads, params) is one list of
   // every parameter, 1,543,714,304 x 2 B = 3,087,428,608 B (test_step.cpp derives the mechanism).

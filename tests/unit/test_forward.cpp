@@ -21,9 +21,10 @@ TEST_CASE("forward only: Llama-2-7B reference log-probs, term by term", "[forwar
   CHECK(forward_layer_peak(m, f).count() == 809'500'672);
   const forward_only_estimate e = estimate_forward_only(m, f, forward_weight_bytes(m, dtype::bf16));
   CHECK(e.weights.count() == 13'476'831'232);
-  // The last layer: token ids 65,536 + positions 32,768 + rotary 4,194,304 + embedding output and layer input 2H
+  // The last layer: token ids 65,536 + positions 32,768 + rotary cos and sin 2 x 2 x 4096 x 128 = 2,097,152 (one row,
+  // position_ids = cache_position.unsqueeze(0), broadcast over the batch) + embedding output and layer input 2H
   // + 31 layers' K and V (4,160,749,568) + the layer's 809,500,672.
-  CHECK(e.layers_phase.count() == 65'536 + 32'768 + 4'194'304 + 134'217'728 + 4'160'749'568 + 809'500'672);
+  CHECK(e.layers_phase.count() == 65'536 + 32'768 + 2'097'152 + 134'217'728 + 4'160'749'568 + 809'500'672);
   // The output: 262,144,000 logits x (2 + 4 + 4) B beside the cache of all 32 layers and the token ids.
   CHECK(e.output_phase.count() == 2'621'440'000 + 4'294'967'296 + 65'536);
   // With the one cuBLAS workspace the forward's thread holds: 32 MiB on an H100 by default.
@@ -145,13 +146,20 @@ TEST_CASE("forward only: SmolLM3's NoPE layers skip the rotation, and the rotary
   g.seq_len = 1; g.micro_batch = 3; g.attention = attention_kind::eager; g.use_cache = true;
   g.output = forward_output::hidden_states;
   CHECK(forward_layer_peak(narrow, g).count() == 1'638);
-  // The layer is now smaller than building the rotary tables (LlamaRotaryEmbedding.forward) beside the token ids (64),
-  // positions (32), the eager mask (2 x 2 x 4 x 4 = 64) and the embedding output (512): fp32 positions 32, freqs
-  // 4 x 8 x 16 = 512, emb 1,024, fp32 cos and sin 2,048 and their bf16 casts 1,024: 5,312 B (the oracle measures this).
+  // The tables are one row for the batch (position_ids = cache_position.unsqueeze(0)): building them
+  // (LlamaRotaryEmbedding.forward) takes fp32 positions 4 x 4 = 16, freqs 4 x 4 x 16 = 256, emb 512, fp32 cos and sin
+  // 1,024 and their bf16 casts 512: 2,320 B. With 2 sequences the layer is higher: token ids 64, positions 32, the
+  // eager mask 2 x 2 x 4 x 4 = 64, the bf16 tables 512, the embedding output 512 and the layer's 3,136 = 4,320 B.
   f.blas_workspaces = bytes{};  // on the CPU, as the oracle measures it
   const forward_only_estimate e = estimate_forward_only(m, f, bytes{});
-  CHECK(e.layers_phase.count() == 64 + 32 + 64 + 512 + 32 + 512 + 1'024 + 2'048 + 1'024);
+  CHECK(e.layers_phase.count() == 64 + 32 + 64 + 512 + 512 + 3'136);
   CHECK(e.peak == e.layers_phase);
+  // One sequence: the layer holds 1,568 B (half of the above), beside the tables (512) and the embedding output (256):
+  // 2,336 B, under building the tables beside the embedding output: 256 + 2,320 = 2,576 B, above token ids 32,
+  // positions 32 and the mask 2 x 1 x 4 x 4 = 32 (the oracle measures such short, narrow models exactly).
+  f.micro_batch = 1;
+  CHECK(forward_layer_peak(m, f).count() == 1'568);
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 32 + 32 + 32 + 256 + 16 + 256 + 512 + 1'024 + 512);
 }
 
 TEST_CASE("forward only: Granite's divided logits, and fp32 log-probs without an upcast copy", "[forward]") {

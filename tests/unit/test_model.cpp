@@ -565,6 +565,43 @@ TEST_CASE("OLMo's and StableLM's parameters, written out", "[model][hf]") {
   CHECK_THROWS_WITH(parse_hf_config(stablelm + R"(, "hidden_act": "gelu_new"})"), Catch::Matchers::Contains("hidden_act"));
 }
 
+TEST_CASE("partial RoPE: the head dimensions config.json rotates", "[model][hf]") {
+  // int(head_dim x factor), as transformers' _compute_default_rope_parameters: Pythia-1B's rotary_pct 0.25 of 2048 / 8 =
+  // 256 -> 64; Phi-2's partial_rotary_factor 0.4 of 2560 / 32 = 80 -> 32; stablelm-2-1_6b's 0.25 of 2048 / 32 = 64 ->
+  // 16; Phi-3-mini rotates whole heads (0: the whole head).
+  const std::string dir = ZEROMEM_FIXTURES_DIR "/hf/";
+  CHECK(read_hf_config(dir + "pythia-1b.json").rotary_dims == 64);
+  CHECK(read_hf_config(dir + "phi-2.json").rotary_dims == 32);
+  CHECK(read_hf_config(dir + "stablelm-2-1.6b.json").rotary_dims == 16);
+  CHECK(read_hf_config(dir + "phi-3-mini-4k.json").rotary_dims == 0);
+  CHECK(read_hf_config(dir + "llama-3-70b.json").rotary_dims == 0);
+  CHECK(read_hf_config(dir + "pythia-1b.json").rotary_width() == 64);
+  CHECK(read_hf_config(dir + "llama-3-70b.json").rotary_width() == 128);
+  // The class defaults when the field is absent (GPTNeoXConfig rotary_pct 0.25, PhiConfig 0.5, StableLmConfig 0.25),
+  // and transformers 5's rope_parameters.partial_rotary_factor.
+  const std::string neox = R"({"model_type": "gpt_neox", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 2048, "vocab_size": 1000)";
+  CHECK(parse_hf_config(neox + "}").rotary_dims == 32);  // 128 x 0.25
+  CHECK(parse_hf_config(neox + R"(, "rotary_pct": 1.0})").rotary_dims == 0);
+  CHECK(parse_hf_config(neox + R"(, "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}})").rotary_dims == 64);
+  const std::string phi = R"({"model_type": "phi", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 2048, "vocab_size": 1000)";
+  CHECK(parse_hf_config(phi + "}").rotary_dims == 64);  // 128 x 0.5
+  CHECK(parse_hf_config(phi + R"(, "partial_rotary_factor": 0.75})").rotary_dims == 96);
+  // A fraction outside (0, 1], or one that rotates nothing, is refused with the field's name.
+  CHECK_THROWS_WITH(parse_hf_config(neox + R"(, "rotary_pct": 1.5})"), Catch::Matchers::Contains("'rotary_pct' must be a fraction"));
+  CHECK_THROWS_WITH(parse_hf_config(phi + R"(, "partial_rotary_factor": "half"})"), Catch::Matchers::Contains("'partial_rotary_factor'"));
+  CHECK_THROWS_WITH(parse_hf_config(neox + R"(, "rope_parameters": {"partial_rotary_factor": 0}})"),
+                    Catch::Matchers::Contains("'rope_parameters.partial_rotary_factor' must be a fraction"));
+  CHECK_THROWS_WITH(parse_hf_config(neox + R"(, "rotary_pct": 0.001})"), Catch::Matchers::Contains("rotates no dimension"));
+  // Described directly: between 1 and the head dimension, with rotary positions.
+  transformer_config m = read_hf_config(dir + "pythia-1b.json");
+  m.rotary_dims = 257;
+  CHECK_THROWS_WITH(validate(m), Catch::Matchers::Contains("pass 0 when RoPE rotates whole heads"));
+  m.rotary_dims = -1;
+  CHECK_THROWS_WITH(validate(m), Catch::Matchers::Contains("pass 0 when RoPE rotates whole heads"));
+}
+
 TEST_CASE("OLMo-2's parameters, written out", "[model][hf][published]") {
   // allenai/OLMo-2-1124-13B config.json: hidden 5120, 40 layers, 40 heads and 40 KV heads of 128, intermediate 13824,
   // vocab 100352, untied. q, k, v, o 4 x 5120^2 = 104,857,600; q_norm and k_norm over the whole projections 2 x 5120 =

@@ -34,12 +34,13 @@ activation_config sdpa(std::int64_t s, std::int64_t b, recompute r = recompute::
 
 TEST_CASE("step: ForCausalLMLoss holds 10 bytes per logit at the end of forward and 12 in backward", "[step]") {
   // Qwen2.5-1.5B, s 2048, b 4: n = 2048 x 4 x 151936 = 1,244,659,712 logits. Forward: bf16 logits (2n) +
-  // logits.float() (4n) + log_softmax output (4n) = 12,446,597,120 B. Backward starts with the saved
+  // logits.float() (4n) + log_softmax output (4n) = 12,446,597,120 B, beside the labels padded by one position
+  // (int64: 8 x 4 x 2049 = 65,568 B) and shifted (8 x 4 x 2048 = 65,536 B). Backward starts with the saved
   // log_softmax (4n), nll_loss's gradient (4n) and log_softmax's gradient (4n) = 14,935,916,544 B, which is
   // the backward peak here (measured: 8n of gradients and 4n attributed to cross_entropy at the peak).
   const transformer_config qwen = find_preset("qwen2.5-1.5b").config;
   const step_estimate e = estimate_step(qwen, pure_bf16(), sdpa(2048, 4), step_config{});
-  CHECK(e.forward.loss == bytes_of(12'446'597'120));
+  CHECK(e.forward.loss == bytes_of(12'446'597'120 + 65'568 + 65'536));
   CHECK(e.backward.loss == bytes_of(14'935'916'544));
   CHECK(e.peak_phase == step_phase::backward);
   // Fused linear-cross-entropy never holds the logits: dL/dhidden (2 x 2048 x 4 x 1536 = 25,165,824 B) and the
@@ -368,8 +369,9 @@ TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the 
   const step_estimate u = estimate_step(uncapped, pure_bf16(), sdpa(2048, 1), step_config{});
   CHECK((e.forward.loss - u.forward.loss).count() == 1'048'576'000);
   CHECK((e.forward.total() - u.forward.total()).count() == 1'048'576'000);
-  // Without it the forward's loss term is the bf16 logits, their fp32 copy and the fp32 log-softmax: 10 B a logit.
-  CHECK(u.forward.loss.count() == 10LL * 524'288'000);
+  // Without it the forward's loss term is the bf16 logits, their fp32 copy and the fp32 log-softmax, 10 B a logit,
+  // and the int64 labels padded (8 x 2049 = 16,392 B) and shifted (8 x 2048 = 16,384 B).
+  CHECK(u.forward.loss.count() == 10LL * 524'288'000 + 16'392 + 16'384);
 }
 
 TEST_CASE("step: the backward walk over alternating sliding-window and full-attention layers", "[step]") {
@@ -432,17 +434,18 @@ TEST_CASE("step: gradients alive from the start, kept between steps or accumulat
   CHECK(none.forward.gradients == bytes{});
   // zero_grad(set_to_none=False) keeps every gradient: the forward holds them beside its checkpoints (32 layer inputs
   // of 2 x 2048 x 4096 B = 536,870,912 B; outside the layers the token ids 16,384 B and the final RMSNorm's input
-  // 16,777,216 B, fp32 copy 33,554,432 B, statistics 8,192 B and output 16,777,216 B: 67,133,440 B) and the loss
-  // (32000 x 2048 x (2 + 4 + 4) B = 655,360,000 B), and the
-  // backward's highest moment is the loss's: the checkpoints, 3 fp32 logits-sized tensors (32000 x 2048 x 12 B =
-  // 786,432,000 B) and every gradient.
+  // 16,777,216 B, fp32 copy 33,554,432 B, statistics 8,192 B and output 16,777,216 B: 67,133,440 B; the rotary cos
+  // and sin, 2 x 2048 x 128 x 2 B = 1,048,576 B) and the loss (32000 x 2048 x (2 + 4 + 4) B = 655,360,000 B, the int64
+  // labels padded and shifted 8 x 2049 + 8 x 2048 = 32,776 B), and the backward's highest moment is the loss's: the
+  // checkpoints, 3 fp32 logits-sized tensors (32000 x 2048 x 12 B = 786,432,000 B) and every gradient.
   step_config kept = fresh;
   kept.keep_gradients = true;
   const step_estimate k = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), kept);
   CHECK(k.forward.gradients == bytes_of(13'476'831'232));
-  CHECK(k.forward.total() == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 655'360'000));
+  CHECK(k.forward.total() ==
+        bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 655'360'000 + 32'776));
   CHECK(k.peak_phase == step_phase::backward);
-  CHECK(k.peak == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 786'432'000));
+  CHECK(k.peak == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 786'432'000));
   CHECK(k.optimizer_step.total() == none.optimizer_step.total());
   // A micro-batch after the first of a gradient accumulation is the same step.
   training_states accumulating = pure_bf16();

@@ -202,9 +202,9 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   detail::require_positive(f.micro_batch, "the micro-batch size");
   // OLMo's OlmoLayerNorm (norm_input_fp32) is the one LayerNorm modelled: it sits where Llama's RMSNorm does.
   if (m.mlp != mlp_kind::swiglu || (m.norm != norm_kind::rmsnorm && !m.norm_input_fp32) || m.moe.experts > 0 || m.vision.blocks > 0 ||
-      m.fused_qkv)
+      m.fused_qkv || m.rotary_dims > 0)
     detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
-                 "SwiGLU); pass such a model or estimate the step instead");
+                 "SwiGLU, RoPE over whole heads); pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
   if (f.attention == attention_kind::flash && !full_attention_layer(m, 0) && f.seq_len >= m.sliding_window)  // layer 0 slides if any does
@@ -215,11 +215,12 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   const std::int64_t sbh = checked_product(sb, m.hidden), H = checked_product(c, sbh), K = checked_product(c, sb, m.kv_heads, m.head_size());
   const std::int64_t ids = checked_product(8, sb);  // the caller's int64 token ids
   // LlamaModel holds the positions, the causal mask (eager: c b s^2 from create_causal_mask; SDPA runs is_causal
-  // without one), the rotary cos and sin (c sb d each), the embedding output (inputs_embeds) and the layer input.
+  // without one), the rotary cos and sin (c s d each: position_ids = cache_position.unsqueeze(0) is one row, which
+  // q * cos broadcasts over the batch), the embedding output (inputs_embeds) and the layer input.
   // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
   // pairs, global and local.
   const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
-  const std::int64_t rotary = checked_product(2, m.rope_fp32 ? 4 : c, sb, m.head_size(), m.local_rope ? 2 : 1);
+  const std::int64_t rotary = checked_product(2, m.rope_fp32 ? 4 : c, s, m.head_size(), m.local_rope ? 2 : 1);
   const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
@@ -243,14 +244,14 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
     }
   const std::int64_t final_norm = layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden));
   // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
-  // positions (4 sb), freqs = inv_freq @ positions (4 sb d/2), emb = cat(freqs, freqs) (4 sb d), cos and sin in fp32
-  // (8 sb d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.
+  // positions (4 s), freqs = inv_freq @ positions (4 s d/2), emb = cat(freqs, freqs) (4 s d), cos and sin in fp32
+  // (8 s d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.
   // Gemma-3 builds its local pair beside the global one. It sets the peak only where the layers are tiny (a model whose
   // layers skip RoPE).
   const std::int64_t d = m.head_size(), half_d = detail::ceil_div(d, 2);
-  const std::int64_t building = checked_sum(checked_product(4, sb), checked_product(4, sb, half_d), checked_product(12, sb, d),
-                                            m.rope_fp32 || c >= 4 ? 0 : checked_product(2, c, sb, d));
-  const std::int64_t tables = checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, sb, d) : 0);
+  const std::int64_t building = checked_sum(checked_product(4, s), checked_product(4, s, half_d), checked_product(12, s, d),
+                                            m.rope_fp32 || c >= 4 ? 0 : checked_product(2, c, s, d));
+  const std::int64_t tables = checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, s, d) : 0);
   const std::int64_t layers = checked_sum(rotary, max_of(last_layer, final_norm));
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, max_of(layers, checked_sum(H, tables))));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the

@@ -8,7 +8,7 @@
 //  - forward: the saved activations of every layer, then the loss. transformers' ForCausalLMLoss
 //    (loss/loss_utils.py) keeps the lm_head logits in the compute dtype, upcasts them with logits.float() and
 //    calls cross_entropy, whose log_softmax output (fp32) is saved for backward: c + 4 + 4 bytes per logit at
-//    the end of forward, 4 after it.
+//    the end of forward, 4 after it, beside the shifted int64 labels.
 //  - backward: starts with the loss: nll_loss's gradient and log_softmax's gradient (fp32 each) beside the saved
 //    log-softmax (12 bytes per logit). Then layer by layer: parameter gradients appear as the layer's
 //    activations are freed (a recomputed layer is alive whole with its gradients). It ends with every
@@ -325,9 +325,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // Gemma-2's final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM): logits = tanh(logits / cap) * cap,
     // tanh keeping its 16-bit output until its backward, after the loss's.
     const bytes softcap = m.final_logit_softcap > 0.0 ? c : bytes{};
-    loss_held = f32 + softcap;                                                     // log_softmax output, saved
-    loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32 + softcap;   // logits, logits.float(), log_softmax
-    loss_backward = f32 * 3 + softcap;                                             // saved + nll_loss grad + log_softmax grad
+    // The labels: pad(labels, (0, 1), value=ignore_index) (int64, b x (s + 1)) and shift_labels = labels[..., 1:]
+    // .contiguous() (int64, sb) beside the cross-entropy; nll_loss keeps shift_labels, its target, until its backward
+    // has run (autograd then frees a node's saved tensors), before log_softmax's.
+    const bytes shifted = bytes_of(checked_product(8, sb)), padded = bytes_of(checked_product(8, a.micro_batch, s_local + 1));
+    loss_held = f32 + softcap + shifted;                                                    // log_softmax output, saved
+    loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32 + softcap + padded + shifted;  // logits, .float(), log_softmax
+    loss_backward = f32 * 3 + softcap;                                                      // saved + nll_loss grad + log_softmax grad
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);

@@ -59,6 +59,26 @@ inline double probability_or(const json& j, const char* key, double fallback) {
   return v->get<double>();
 }
 
+// The head dimensions RoPE rotates: int(head_dim x factor) (transformers modeling_rope_utils.py
+// _compute_default_rope_parameters; GPTNeoXAttention's rotary_ndims = int(head_size * rotary_pct)), the factor read from
+// `key` (config.json), else from rope_parameters' partial_rotary_factor (transformers 5's layout), else `fallback`.
+// Returns 0 (the whole head) for a factor of 1.
+inline std::int64_t rotary_dims_of(const json& j, const char* key, double fallback, std::int64_t head_size) {
+  const json* v = find(j, key);
+  const char* shown_key = key;
+  if (v == nullptr)
+    if (const json* rope = find(j, "rope_parameters"); rope != nullptr && rope->is_object()) {
+      v = find(*rope, "partial_rotary_factor");
+      shown_key = "rope_parameters.partial_rotary_factor";
+    }
+  const double factor = v == nullptr ? fallback : v->is_number() ? v->get<double>() : -1.0;
+  if (!(factor > 0.0 && factor <= 1.0))
+    fail_config("field " + detail::quoted(shown_key) + " must be a fraction of each head in (0, 1], got " + shown(*v));
+  const auto dims = static_cast<std::int64_t>(static_cast<double>(head_size) * factor);
+  if (dims < 1) fail_config("field " + detail::quoted(shown_key) + " rotates no dimension of a head of " + std::to_string(head_size));
+  return dims == head_size ? 0 : dims;
+}
+
 inline bool boolean_or(const json& j, const char* key, bool fallback) {
   const json* v = find(j, key);
   if (v == nullptr) return fallback;
@@ -277,6 +297,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.fused_qkv = m.fused_gate_up = true;
     m.sliding_window = sliding_window_of(j, 0, type);
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);  // Phi3DecoderLayer resid_attn_dropout, resid_mlp_dropout
+    m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 1.0, m.head_size());  // Phi-4-mini: 0.75
   } else if (type == "gemma") {
     // GemmaConfig / modeling_gemma.py (gemma_like); GemmaModel scales the embedding output by sqrt(hidden).
     m = gemma_like(j, type);
@@ -378,6 +399,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.qkv_bias = boolean_or(j, "use_qkv_bias", false);
     m.attention_out_bias = m.mlp_bias = false;
     m.norm = norm_kind::layernorm;
+    m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 0.25, m.head_size());  // StableLmConfig's default
     m.parallel_residual = m.shared_layer_norm = boolean_or(j, "use_parallel_residual", false);
     if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (a LayerNorm per head on q and k) is not modelled for model_type 'stablelm'; set it false");
     if (probability_or(j, "hidden_dropout", 0.0) > 0.0)
@@ -446,12 +468,13 @@ inline transformer_config parse_hf_config(const std::string& text) {
     // LayerNorms with biases, dense_h_to_4h / act / dense_4h_to_h, biases on every linear (attention_bias, default
     // true), an untied embed_out without bias, and by default attention and the MLP in parallel (use_parallel_residual)
     // each behind its own LayerNorm. RoPE rotates rotary_pct of each head (0.25 by default); apply_rotary_pos_emb
-    // concatenates the rotated and passed parts into new query and key tensors, so what autograd keeps does not depend
-    // on the fraction.
+    // concatenates the rotated and passed parts into new query and key tensors, so what a layer keeps does not depend
+    // on the fraction; the rotary tables are that fraction of a head wide.
     m = neox_like(j, type, "gelu");
     m.qkv_bias = m.attention_out_bias = boolean_or(j, "attention_bias", true);
     m.fused_qkv = m.qkv_per_head = true;
     m.parallel_residual = boolean_or(j, "use_parallel_residual", true);
+    m.rotary_dims = rotary_dims_of(j, "rotary_pct", 0.25, m.head_size());
     m.residual_dropout = m.embedding_dropout = probability_or(j, "hidden_dropout", 0.0);  // post_attention/post_mlp/emb_dropout
   } else if (type == "phi") {
     // PhiConfig / modeling_phi.py (Phi-1, Phi-1.5, Phi-2): q_proj, k_proj, v_proj and dense with biases, fc1 / act /
@@ -464,6 +487,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.parallel_residual = m.shared_layer_norm = m.lm_head_bias = true;
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.0);
+    m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 0.5, m.head_size());  // PhiConfig's default
     if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (LayerNorms on q and k) is not modelled for model_type 'phi'; set it false");
   } else if (type == "opt") {
     // OPTConfig / modeling_opt.py (OPT-125M ... 66B): q_proj, k_proj, v_proj, out_proj and fc1, fc2 with biases

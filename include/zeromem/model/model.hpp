@@ -149,6 +149,10 @@ struct transformer_config {
   /// Autograd keeps the same bytes either way (attention keeps q and k as views of the projections instead of the
   /// rotated copies); a forward without autograd skips the rotation's temporaries on those layers (forward.hpp). 0: none.
   std::int64_t nope_period = 0;
+  /// Head dimensions RoPE rotates where it rotates part of each head (GPT-NeoX's rotary_pct, Phi's and StableLM's
+  /// partial_rotary_factor; transformers modeling_rope_utils.py _compute_default_rope_parameters: dim =
+  /// int(head_dim x factor)): the rotary cos and sin tables are that wide. 0: the whole head.
+  std::int64_t rotary_dims = 0;
   /// Granite's scalar multipliers (modular_granite.py): GraniteDecoderLayer adds branch * residual_multiplier, the
   /// product a new tensor beside the branch output; GraniteForCausalLM divides the logits by logits_scaling into a
   /// new tensor beside lm_head's output. Autograd keeps only the scalars, so training keeps what Llama's layer keeps;
@@ -166,6 +170,12 @@ struct transformer_config {
   vision_config vision{};
 
   constexpr std::int64_t head_size() const { return head_dim > 0 ? head_dim : detail::quotient(hidden, heads); }
+  /// Width of the rotary cos and sin tables: inv_freq holds every other of the rotated dimensions and
+  /// cat((freqs, freqs)) doubles them (LlamaRotaryEmbedding.forward), 2 ceil(dims / 2).
+  constexpr std::int64_t rotary_width() const {
+    const std::int64_t dims = rotary_dims > 0 ? rotary_dims : head_size();
+    return 2 * ((dims + 1) / 2);
+  }
   /// Width of the token embedding and of the output layer's input.
   constexpr std::int64_t token_width() const { return embedding_width > 0 ? embedding_width : hidden; }
   constexpr bool projected_embedding() const { return embedding_width > 0 && embedding_width != hidden; }
@@ -208,6 +218,9 @@ constexpr void validate(const transformer_config& m) {
   if (m.nope_period < 0 || (m.nope_period > 0 && m.positions != position_kind::rope))
     detail::fail_value("layers without RoPE need rotary positions and a period >= 1", m.nope_period,
                        "pass 0 when every layer rotates");
+  if (m.rotary_dims < 0 || m.rotary_dims > m.head_size() || (m.rotary_dims > 0 && m.positions != position_kind::rope))
+    detail::fail_value("the rotated head dimensions must be between 1 and the head dimension, with rotary positions", m.rotary_dims,
+                       "pass 0 when RoPE rotates whole heads");
   if (m.qk_norm_whole && !m.qk_norm) detail::fail("q_norm / k_norm over the whole projection needs qk_norm; set qk_norm too");
   if (m.post_norms && (m.sandwich_norms || m.parallel_residual))
     detail::fail("post-norm layers (OLMo-2) have neither pre-norms (sandwich norms) nor parallel branches; pass one layout");

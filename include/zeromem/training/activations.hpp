@@ -549,6 +549,7 @@ struct stage_activations {
   std::int64_t microbatches_in_flight = 0;
   bytes layers{};              // per_layer x layers x micro-batches in flight (x the interleaving factor)
   bytes input_ids{};           // int64 token ids kept by the embedding lookup
+  bytes rotary_tables{};       // the rotary cos and sin every rotating layer's q * cos and k * sin keep
   bytes embedding_dropout{};   // embedding dropout mask
   bytes embedding_projection{};  // OPT-350M's project_in keeps the token embedding output (word_embed_proj_dim wide)
   bytes output_layer{};        // final norm input and output-layer input (OPT-350M: project_out's and lm_head's inputs)
@@ -589,6 +590,20 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   const auto replicated = [&](std::int64_t n) { return c.sequence_parallel ? detail::ceil_div(n, c.tp) : n; };
   // Token ids (int64) kept by the embedding, on every tensor-parallel rank: 8sb per micro-batch in flight.
   const bytes input_ids = bytes_of(checked_product(8, sb, inflight));
+  // transformers' rotary tables (LlamaModel.forward: position_embeddings = self.rotary_emb(hidden_states, position_ids),
+  // cos and sin of s x rotary_width each, since position_ids = cache_position.unsqueeze(0) is one row for the batch, cast
+  // to the hidden states' dtype: fp32 under autocast; OLMo's stay fp32) are passed to every layer, whose
+  // apply_rotary_pos_emb (q * cos, rotate_half(q) * sin) keeps them for backward (mul saves the other operand): alive
+  // from forward to the first layer's backward, once per micro-batch, on every tensor-parallel rank. A model whose layers all skip RoPE (NoPE period 1) keeps none. Gemma-3 passes a global and a
+  // local pair to every layer (modeling_gemma3.py Gemma3TextModel.forward): a stage keeps the pair of each kind of layer
+  // it has, and both under recompute, where each layer's checkpointed call holds its arguments.
+  bytes rotary_tables{};
+  if (c.impl == implementation::hf && m.positions == position_kind::rope && m.nope_period != 1) {
+    const std::int64_t table = c.autocast || m.rope_fp32 ? 4 : a;
+    const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
+    const std::int64_t pairs = m.local_rope && (c.recomputation != recompute::none || (sliding && full)) ? 2 : 1;
+    rotary_tables = bytes_of(checked_product(2, table, s, m.rotary_width(), pairs, inflight));
+  }
   bytes embedding_dropout{}, embedding_projection{}, output_layer{}, logits{};
   // OPT-350M's project_in (modeling_opt.py OPTDecoder): an nn.Linear over the token embedding output keeps that input
   // for its weight's gradient (a 16-bit cast under autocast, and its weight's cast), unless the embeddings are frozen.
@@ -640,9 +655,9 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
       const std::int64_t den = checked_product(p.pp, p.virtual_stages);
       layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
     }
-    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, embedding_dropout, embedding_projection,
-                             output_layer, logits, vision,
-                             layers + input_ids + embedding_dropout + embedding_projection + output_layer + logits + vision,
+    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, rotary_tables, embedding_dropout,
+                             embedding_projection, output_layer, logits, vision,
+                             layers + input_ids + rotary_tables + embedding_dropout + embedding_projection + output_layer + logits + vision,
                              full_layer,   full_layers};
   };
   if (!mixed) return with_layers(per_layer, 0);
