@@ -7,6 +7,7 @@ tensor lives exactly as long as a Python name or an argument refers to it: the f
 each op's outputs; a finalizer on each output tensor sees it go), so its peak is what the layer adds above its
 input.
 """
+import functools
 import math
 import weakref
 
@@ -15,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import checkpoint
 
 
 class LiveBytes(TorchDispatchMode):
@@ -172,7 +174,7 @@ class DecoderLayer(torch.nn.Module):
         if sandwich or olmo2:
             self.post_feedforward_layernorm = norm(h)
 
-    def forward(self, hidden_states, cos, sin, mask, cache):
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None):
         if self.sandwich or self.olmo2:
             return self.forward_sandwich(hidden_states, cos, sin, mask, cache)
         residual = hidden_states
@@ -242,6 +244,9 @@ class CausalLM(torch.nn.Module):
         self.gemma, self.h = cfg.get("gemma", False), h
         self.olmo2 = cfg.get("olmo2", False)
         self.olmo = cfg.get("olmo", False)  # OlmoForCausalLM (modular_olmo.py): OlmoLayerNorm everywhere, fp32 rotary tables
+        # GradientCheckpointingLayer.__call__ (transformers 5): under gradient_checkpointing_enable(use_reentrant=False, preserve_rng_state=False)
+        # each layer runs in torch.utils.checkpoint over partial(layer, **kwargs)(hidden_states).
+        self.checkpointing = cfg.get("checkpointing", False)
         self.granite = cfg.get("granite", False)  # GraniteModel / GraniteForCausalLM (modular_granite.py): the multipliers
         # SmolLM3Config.no_rope_layers: layer i rotates unless (i + 1) % no_rope_layer_interval == 0.
         nope = cfg.get("nope_period", 0)
@@ -293,9 +298,14 @@ class CausalLM(torch.nn.Module):
         for i, layer in enumerate(self.layers):
             full = not self.pattern or (i + 1) % self.pattern == 0
             if self.local_rope and not full:
-                hidden_states = layer(hidden_states, cos_local, sin_local, masks[-1], cache)
+                kwargs = dict(cos=cos_local, sin=sin_local, mask=masks[-1])
             else:
-                hidden_states = layer(hidden_states, cos, sin, masks[0] if full else masks[-1], cache)
+                kwargs = dict(cos=cos, sin=sin, mask=masks[0] if full else masks[-1])
+            if self.checkpointing and torch.is_grad_enabled():
+                hidden_states = checkpoint(functools.partial(layer, cache=None, position_ids=position_ids, **kwargs), hidden_states,
+                                           use_reentrant=False, preserve_rng_state=False)
+            else:
+                hidden_states = layer(hidden_states, cache=cache, **kwargs)
         hidden_states = self.norm(hidden_states)
         return hidden_states
 

@@ -683,6 +683,34 @@ TEST_CASE("a sequence longer than the learned positions is refused", "[bad-input
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("pass 0 (OPT: 2)"));
 }
 
+TEST_CASE("under full recompute each checkpointed layer call holds its mask and position ids", "[activations]") {
+  // transformers' GradientCheckpointingLayer runs checkpoint(partial(layer, **kwargs), hidden_states): the keyword
+  // arguments live until the layer's backward. Llama-2-7B, 2048 tokens, bf16, eager: the (1, 1, 2048, 2048) additive
+  // mask, 2 x 2048 x 2048 = 8,388,608 B, and the int64 position ids (one row), 8 x 2048 = 16,384 B: 8,404,992 B.
+  const transformer_config llama = preset_config("llama-2-7b");
+  activation_config c = hf_sdpa(2048);
+  c.recomputation = recompute::full;
+  c.attention = attention_kind::eager;
+  const stage_activations st = first_stage_activations(llama, c);
+  CHECK(st.checkpoint_arguments.count() == 8'404'992);
+  CHECK(st.total == st.layers + st.input_ids + st.rotary_tables + st.checkpoint_arguments + st.output_layer + st.logits);
+  // SDPA passes no mask for a causal batch without padding: the position ids alone. Without recompute: nothing held.
+  c.attention = hf_sdpa(2048).attention;
+  CHECK(first_stage_activations(llama, c).checkpoint_arguments.count() == 16'384);
+  c.recomputation = recompute::none;
+  CHECK(first_stage_activations(llama, c).checkpoint_arguments.count() == 0);
+  // Gemma-2-2B (sliding and full-attention layers alternate) holds both masks: 2 x 2 x 2048 x 2048 + 16,384 = 16,793,600 B.
+  // Two sequences of 1,024 tokens: masks of (2, 1, 1024, 1024), 2 x 2 B x 2 x 1024 x 1024 = 8,388,608 B, one row of
+  // positions, 8 x 1024 = 8,192 B.
+  activation_config g = c;
+  g.recomputation = recompute::full;
+  g.attention = attention_kind::eager;
+  CHECK(first_stage_activations(preset_config("gemma-2-2b"), g).checkpoint_arguments.count() == 16'793'600);
+  g.seq_len = 1024;
+  g.micro_batch = 2;
+  CHECK(first_stage_activations(preset_config("gemma-2-2b"), g).checkpoint_arguments.count() == 8'388'608 + 8'192);
+}
+
 TEST_CASE("OPT-350M's norms after the residual adds and its projected embedding", "[activations]") {
   // opt-350m (hidden 1024, 16 heads of 64, ffn 4096, dropout 0.1, word_embed_proj_dim 512), s = 2048, b = 1, bf16, SDPA,
   // use_cache true. a sbh = 4,194,304. The layer keeps what a pre-norm OPT layer keeps, read at other places: the layer

@@ -393,8 +393,10 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   CHECK((sliding_whole - full_whole).count() == 50'331'648);
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.recomputed.count() == sliding_whole.count() - 18'874'368);
-  // Above it: 24 layers' checkpoints below and the 25th's being recomputed, layer 25's checkpoint freed.
-  CHECK(e.backward.activations.count() - e.forward.activations.count() == -18'874'368);
+  // Above it: 24 layers' checkpoints below and the 25th's being recomputed, layer 25's checkpoint freed, and the final
+  // norm's saved tensors freed when its node ran (frozen under LoRA, GemmaRMSNorm keeps its fp32 input 4 x 4096 x 2304 =
+  // 37,748,736 B, the fp32 rstd 4 x 4096 = 16,384 B and (1 + weight) in fp32 4 x 2304 = 9,216 B: 37,774,336 B).
+  CHECK(e.backward.activations.count() - e.forward.activations.count() == -18'874'368 - 37'774'336);
 }
 
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
@@ -435,7 +437,8 @@ TEST_CASE("step: gradients alive from the start, kept between steps or accumulat
   // zero_grad(set_to_none=False) keeps every gradient: the forward holds them beside its checkpoints (32 layer inputs
   // of 2 x 2048 x 4096 B = 536,870,912 B; outside the layers the token ids 16,384 B and the final RMSNorm's input
   // 16,777,216 B, fp32 copy 33,554,432 B, statistics 8,192 B and output 16,777,216 B: 67,133,440 B; the rotary cos
-  // and sin, 2 x 2048 x 128 x 2 B = 1,048,576 B) and the loss (32000 x 2048 x (2 + 4 + 4) B = 655,360,000 B, the int64
+  // and sin, 2 x 2048 x 128 x 2 B = 1,048,576 B; the int64 position ids each checkpointed call holds, 8 x 2048 = 16,384 B,
+  // SDPA passing no mask) and the loss (32000 x 2048 x (2 + 4 + 4) B = 655,360,000 B, the int64
   // labels padded and shifted 8 x 2049 + 8 x 2048 = 32,776 B), and the backward's highest moment is the loss's: the
   // checkpoints, 3 fp32 logits-sized tensors (32000 x 2048 x 12 B = 786,432,000 B) and every gradient.
   step_config kept = fresh;
@@ -443,9 +446,9 @@ TEST_CASE("step: gradients alive from the start, kept between steps or accumulat
   const step_estimate k = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), kept);
   CHECK(k.forward.gradients == bytes_of(13'476'831'232));
   CHECK(k.forward.total() ==
-        bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 655'360'000 + 32'776));
+        bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 16'384 + 655'360'000 + 32'776));
   CHECK(k.peak_phase == step_phase::backward);
-  CHECK(k.peak == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 786'432'000));
+  CHECK(k.peak == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 16'384 + 786'432'000));
   CHECK(k.optimizer_step.total() == none.optimizer_step.total());
   // A micro-batch after the first of a gradient accumulation is the same step.
   training_states accumulating = pure_bf16();

@@ -144,6 +144,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                         {"layers_on_stage", act->layers_on_stage}, {"microbatches_in_flight", act->microbatches_in_flight},
                         {"layers_bytes", act->layers.count()}, {"input_ids_bytes", act->input_ids.count()},
                         {"rotary_tables_bytes", act->rotary_tables.count()},
+                        {"checkpoint_arguments_bytes", act->checkpoint_arguments.count()},
                         {"embedding_dropout_bytes", act->embedding_dropout.count()},
                         {"embedding_projection_bytes", act->embedding_projection.count()}, {"output_layer_bytes", act->output_layer.count()},
                         {"logits_bytes", act->logits.count()}, {"total_bytes", act->total.count()},

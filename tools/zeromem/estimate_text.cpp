@@ -145,6 +145,7 @@ void print_activations(std::ostream& out, const stage_activations& act) {
   out << bytes_row("all layers in flight", act.layers) << "\n";
   if (act.input_ids.count() != 0) out << bytes_row("input token ids", act.input_ids) << "\n";
   if (act.rotary_tables.count() != 0) out << bytes_row("rotary cos and sin", act.rotary_tables) << "\n";
+  if (act.checkpoint_arguments.count() != 0) out << bytes_row("checkpointed calls' masks, positions", act.checkpoint_arguments) << "\n";
   if (act.embedding_dropout.count() != 0) out << bytes_row("embedding dropout", act.embedding_dropout) << "\n";
   if (act.embedding_projection.count() != 0) out << bytes_row("project_in input", act.embedding_projection) << "\n";
   if (act.output_layer.count() != 0) out << bytes_row("output layer inputs", act.output_layer) << "\n";

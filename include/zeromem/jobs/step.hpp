@@ -235,12 +235,19 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const std::int64_t F = stage.full_attention_layers, N = m.sliding_window_pattern;
   const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
   const bytes full_layer_saved = F > 0 ? stage.full_attention_layer.total() * stage.microbatches_in_flight : bytes{};
+  // What a layer holds whole while it is differentiated: its saved tensors, or under full recompute what the
+  // recomputation saves again (the layer's tensors without recompute, the checkpoint aside).
+  layer_activations layer_whole = stage.per_layer, full_whole = stage.full_attention_layer;
   bytes recomputed{}, full_recomputed{};
   if (a.recomputation != recompute::none) {
     activation_config whole = a;
     whole.recomputation = recompute::none;
-    recomputed = detail::layer_activation_bytes_unchecked(m, whole, t.adapt).total() - stage.per_layer.total();
-    if (F > 0) full_recomputed = detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1).total() - stage.full_attention_layer.total();
+    layer_whole = detail::layer_activation_bytes_unchecked(m, whole, t.adapt);
+    recomputed = layer_whole.total() - stage.per_layer.total();
+    if (F > 0) {
+      full_whole = detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1);
+      full_recomputed = full_whole.total() - stage.full_attention_layer.total();
+    }
   }
 
   // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
@@ -302,8 +309,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (accumulating) {
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
       new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
-      new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));  // embedding_dense_backward's whole table
     }
+    // tie_word_embeddings: lm_head's backward, the walk's first, creates the shared weight's gradient, which every
+    // layer's moment then holds; the embedding's backward at the end makes a new whole table (embedding_dense_backward)
+    // that AccumulateGrad adds in place (accumulate_grad.h: `variable_grad += new_grad`), as under accumulation.
+    const bool tied_head = m.tied_embeddings && p.pp == 1 && split.embedding_trainable.count() > 0;
+    if (tied_head) head_grads += share(largest_share(split.embedding_trainable, a.tp));
+    if (accumulating || tied_head) new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
     if (s.ddp) {
       if (t.zero.stage > 0) detail::fail("DDP replicates every state and does not combine with ZeRO stages; drop --ddp or --zero-stage");
@@ -366,8 +378,42 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
   // under FSDP2, the previous layer's input still held), its activations are gone. Both are linear in i, so the
   // ends of the walk hold the maximum.
-  const bytes other_saved = saved - per_layer_saved * (L - F) - full_layer_saved * F;  // embeddings, final norm, token ids
-  const auto layer_moment = [&](std::int64_t i, bool after) ZEROMEM_ALWAYS_INLINE {
+  // Below the layers: the token ids, the embeddings' and the rotary tables. The final norm's and lm_head's inputs are
+  // gone by then: autograd frees a node's saved tensors once it has run (torch/csrc/autograd/function.h release_variables),
+  // and their nodes run before layer L - 1's.
+  const bytes other_saved = saved - per_layer_saved * (L - F) - full_layer_saved * F - stage.output_layer;
+  // (2b) Inside layer i's backward, once its MLP branch is differentiated, while the norm in front of the MLP is
+  // (post_attention_layernorm; Gemma-2's pre_feedforward_layernorm): the MLP's saved tensors are gone, its weight
+  // gradients and the MLP side's norm weights' have appeared (half the layer's norms: one of two, or two of Gemma-2's
+  // four), the attention half's saved tensors (under full recompute: recomputed) are alive, and dL/d(residual stream)
+  // waits beside the norm's backward. transformers' RMSNorm (x.to(fp32), pow(2).mean(-1), rsqrt, two multiplies)
+  // differentiated: at pow's node (FunctionsManual.cpp pow_backward: grad * (exponent * self.pow(exponent - 1)), three
+  // fp32 tensors alive to the end of the expression) it holds its saved fp32 input, the multiply's gradient of that
+  // input waiting to be summed, mean's expanded gradient and those three: six fp32 copies of the norm's input. Where
+  // a layer's weights are large beside its tokens this is the layer's highest moment (the training-step oracle).
+  // Modelled for transformers' pre-norm and sandwich layers with RMSNorm, a dense MLP and every layer weight trained,
+  // without autocast, tensor parallelism or selective recompute; elsewhere the walk keeps its two moments.
+  const bool mlp_norm_walk = a.impl == implementation::hf && m.norm == norm_kind::rmsnorm && !m.parallel_residual && !m.post_norms &&
+                             !a.autocast && m.moe.experts == 0 && a.tp == 1 && a.recomputation != recompute::selective &&
+                             split.layer_trainable == counts.layer;
+  const bytes mlp_grads =
+      fsdp ? (counts.mlp + elements_of(counts.norms.count() / 2)) * size_of(compute)
+           : accumulating ? bytes{} : share(counts.mlp + elements_of(counts.norms.count() / 2));  // added in place when accumulating
+  const bytes norm_backward = elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32);
+  // (2c) Earlier in the same walk, a gated MLP's product act(gate) * up differentiated (MulBackward0): down_proj's
+  // node has run (its weight's gradient appeared, its saved input, the product, freed), and the product's gradient
+  // is alive beside the two it makes, of act(gate) and of up: three sb x ffn tensors beside the residual's gradient.
+  // Where the tokens are many beside the hidden size, this is above the layer's moment before its backward.
+  const bool gated_walk = mlp_norm_walk && m.mlp == mlp_kind::swiglu && !m.fused_gate_up;
+  const bytes product = elements_of(checked_product(sb, m.ffn)) * size_of(compute);
+  const bytes down_grad = fsdp ? elements_of(checked_product(m.hidden, m.ffn)) * size_of(compute)
+                               : accumulating ? bytes{} : share(elements_of(checked_product(m.hidden, m.ffn)));
+  const auto attention_half = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
+    return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
+           w.attention_mask + w.attention_output + w.attention_residual_mask + bytes_of(m.sandwich_norms ? w.branch_norms.count() / 2 : 0);
+  };
+  enum class layer_part { before, mlp_product, mlp_norm, after };
+  const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
     const bytes kept = accumulating ? grads_all : head_grads + layer_grads_kept * above;
@@ -376,9 +422,26 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
     const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
     const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
-    if (!after)
-      return step_terms{resting, kept, below + (full ? full_layer_saved : per_layer_saved), full ? full_recomputed : recomputed,
+    const bytes layer_saved = full ? full_layer_saved : per_layer_saved;
+    if (part == layer_part::before)
+      return step_terms{resting, kept, below + layer_saved, full ? full_recomputed : recomputed,
                         hidden_grad * 2, bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
+    if (part == layer_part::mlp_product) {
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + down_grad, below + layer_saved, (full ? full_recomputed : recomputed) - product,
+                          hidden_grad + product * 3, bytes{}, gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + down_grad, below + layer_saved - product, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
+                        comm + pending, bytes{}, bytes{}, bytes{}};
+    }
+    if (part == layer_part::mlp_norm) {  // the layer's other micro-batches in flight (pipeline) keep all of theirs
+      const layer_activations& w = full ? full_whole : layer_whole;
+      const bytes half = attention_half(w);
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + mlp_grads, below + layer_saved, half, hidden_grad + norm_backward, bytes{}, gathered,
+                          comm + pending, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + mlp_grads, below + layer_saved - w.total() + half, bytes{}, hidden_grad + norm_backward, bytes{},
+                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+    }
     return step_terms{resting, kept + appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
                       comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
@@ -425,16 +488,18 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   enum class moment_kind { loss, layer, vision_start, vision_end, end };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
-  bool highest_after = false;
+  layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
-    for (const bool after : {false, true})
-      if (const bytes total = layer_moment(i, after).total(); total > backward_total) {
+    for (const layer_part part : {layer_part::before, layer_part::mlp_product, layer_part::mlp_norm, layer_part::after}) {
+      if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk)) continue;
+      if (const bytes total = layer_moment(i, part).total(); total > backward_total) {
         backward_total = total;
         highest = moment_kind::layer;
         highest_layer = i;
-        highest_after = after;
+        highest_part = part;
       }
+    }
   };
   consider_layer(L - 1);
   consider_layer(0);
@@ -526,7 +591,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::end          ? end_moment()
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
-                                                           : layer_moment(highest_layer, highest_after),
+                                                           : layer_moment(highest_layer, highest_part),
                     optimizer_step(),
                     peak,
                     peak_phase,

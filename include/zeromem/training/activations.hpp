@@ -550,6 +550,7 @@ struct stage_activations {
   bytes layers{};              // per_layer x layers x micro-batches in flight (x the interleaving factor)
   bytes input_ids{};           // int64 token ids kept by the embedding lookup
   bytes rotary_tables{};       // the rotary cos and sin every rotating layer's q * cos and k * sin keep
+  bytes checkpoint_arguments{};  // full recompute: the eager masks and position ids each checkpointed layer call holds
   bytes embedding_dropout{};   // embedding dropout mask
   bytes embedding_projection{};  // OPT-350M's project_in keeps the token embedding output (word_embed_proj_dim wide)
   bytes output_layer{};        // final norm input and output-layer input (OPT-350M: project_out's and lm_head's inputs)
@@ -604,6 +605,17 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     const std::int64_t pairs = m.local_rope && (c.recomputation != recompute::none || (sliding && full)) ? 2 : 1;
     rotary_tables = bytes_of(checked_product(2, table, s, m.rotary_width(), pairs, inflight));
   }
+  // Full recompute in transformers (modeling_layers.py GradientCheckpointingLayer.__call__: checkpoint(partial(layer,
+  // **kwargs), hidden_states)): each layer's call holds its keyword arguments until that layer's backward, so what
+  // the model's forward would free on return stays: the int64 position ids (cache_position.unsqueeze(0), one row) and,
+  // under eager attention, the b x 1 x s x s additive mask in the model's dtype of each kind of layer on the stage
+  // (Gemma-2's and Gemma-3's sliding and full-attention masks, causal_mask_mapping).
+  bytes checkpoint_arguments{};
+  if (c.impl == implementation::hf && c.recomputation == recompute::full) {
+    const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
+    const std::int64_t masks = c.attention == attention_kind::eager ? (sliding ? 1 : 0) + (full ? 1 : 0) : 0;
+    checkpoint_arguments = bytes_of(checked_product(checked_sum(checked_product(masks, a, b, s, s), checked_product(8, s)), inflight));
+  }
   bytes embedding_dropout{}, embedding_projection{}, output_layer{}, logits{};
   // OPT-350M's project_in (modeling_opt.py OPTDecoder): an nn.Linear over the token embedding output keeps that input
   // for its weight's gradient (a 16-bit cast under autocast, and its weight's cast), unless the embeddings are frozen.
@@ -655,9 +667,10 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
       const std::int64_t den = checked_product(p.pp, p.virtual_stages);
       layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
     }
-    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, rotary_tables, embedding_dropout,
-                             embedding_projection, output_layer, logits, vision,
-                             layers + input_ids + rotary_tables + embedding_dropout + embedding_projection + output_layer + logits + vision,
+    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, rotary_tables, checkpoint_arguments,
+                             embedding_dropout, embedding_projection, output_layer, logits, vision,
+                             layers + input_ids + rotary_tables + checkpoint_arguments + embedding_dropout + embedding_projection +
+                                 output_layer + logits + vision,
                              full_layer,   full_layers};
   };
   if (!mixed) return with_layers(per_layer, 0);
