@@ -14,7 +14,8 @@ import sys
 import blocks
 
 
-def zeromem(binary, kind, cfg, layers, vocab):
+def estimate_args(binary, kind, cfg, layers, vocab):
+    """`zeromem estimate --json` with the flags that describe this block family's model."""
     args = [binary, "estimate", "--json", "--hidden", str(cfg["hidden"]), "--layers", str(layers),
             "--heads", str(cfg["heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(vocab),
             "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]),
@@ -80,7 +81,11 @@ def zeromem(binary, kind, cfg, layers, vocab):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
                  "--lora-targets", ",".join(blocks.HF_NAMES[t] for t in lora["targets"])]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return args
+
+
+def zeromem(binary, kind, cfg, layers, vocab):
+    out = subprocess.run(estimate_args(binary, kind, cfg, layers, vocab), check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 

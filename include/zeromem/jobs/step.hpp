@@ -393,26 +393,36 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // a layer's weights are large beside its tokens this is the layer's highest moment (the training-step oracle).
   // Modelled for transformers' pre-norm and sandwich layers with RMSNorm, a dense MLP and every layer weight trained,
   // without autocast, tensor parallelism or selective recompute; elsewhere the walk keeps its two moments.
-  const bool mlp_norm_walk = a.impl == implementation::hf && m.norm == norm_kind::rmsnorm && !m.parallel_residual && !m.post_norms &&
-                             !a.autocast && m.moe.experts == 0 && a.tp == 1 && a.recomputation != recompute::selective &&
-                             split.layer_trainable == counts.layer;
-  const bytes mlp_grads =
-      fsdp ? (counts.mlp + elements_of(counts.norms.count() / 2)) * size_of(compute)
-           : accumulating ? bytes{} : share(counts.mlp + elements_of(counts.norms.count() / 2));  // added in place when accumulating
+  // The walk inside a layer is read for transformers' layers with a dense MLP and every layer weight trained, without
+  // autocast, tensor parallelism or selective recompute; elsewhere it keeps its two moments.
+  const bool mlp_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts == 0 && a.tp == 1 &&
+                        a.recomputation != recompute::selective && split.layer_trainable == counts.layer;
+  const bool mlp_norm_walk = mlp_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual && !m.post_norms;
+  const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
+    return fsdp ? n * size_of(compute) : accumulating ? bytes{} : share(n);
+  };
+  const bytes mlp_grads = new_grads(counts.mlp + elements_of(counts.norms.count() / 2));
+  const bytes mlp_linear_grads = new_grads(counts.mlp);
   const bytes norm_backward = elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32);
   // (2c) Earlier in the same walk, a gated MLP's product act(gate) * up differentiated (MulBackward0): down_proj's
   // node has run (its weight's gradient appeared, its saved input, the product, freed), and the product's gradient
   // is alive beside the two it makes, of act(gate) and of up: three sb x ffn tensors beside the residual's gradient.
   // Where the tokens are many beside the hidden size, this is above the layer's moment before its backward.
-  const bool gated_walk = mlp_norm_walk && m.mlp == mlp_kind::swiglu && !m.fused_gate_up;
+  const bool gated_walk = mlp_walk && m.mlp == mlp_kind::swiglu && !m.fused_gate_up;
   const bytes product = elements_of(checked_product(sb, m.ffn)) * size_of(compute);
-  const bytes down_grad = fsdp ? elements_of(checked_product(m.hidden, m.ffn)) * size_of(compute)
-                               : accumulating ? bytes{} : share(elements_of(checked_product(m.hidden, m.ffn)));
+  const bytes down_grad = new_grads(elements_of(checked_product(m.hidden, m.ffn)));
+  // (2d) The MLP's last node, its first linear differentiated (fc1; SwiGLU's gate_proj, made before up_proj): every
+  // MLP weight gradient has appeared and the MLP's hidden tensors are freed; the linear's input (the norm's output)
+  // and the norm's saved tensors are alive beside the attention half, with the gradient of the linear's output
+  // (c sb ffn), the input gradient it makes (c sbh) and, for SwiGLU, up_proj's input gradient waiting to be summed
+  // with it (c sbh), beside the residual's gradient.
+  const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
+  const bytes first_linear_flowing = hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product;
   const auto attention_half = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
     return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
            w.attention_mask + w.attention_output + w.attention_residual_mask + bytes_of(m.sandwich_norms ? w.branch_norms.count() / 2 : 0);
   };
-  enum class layer_part { before, mlp_product, mlp_norm, after };
+  enum class layer_part { before, mlp_product, mlp_first_linear, mlp_norm, after };
   const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
@@ -432,6 +442,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                           hidden_grad + product * 3, bytes{}, gathered, comm + pending, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + down_grad, below + layer_saved - product, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
                         comm + pending, bytes{}, bytes{}, bytes{}};
+    }
+    if (part == layer_part::mlp_first_linear) {
+      const layer_activations& w = full ? full_whole : layer_whole;
+      const bytes alive = attention_half(w) + w.mlp_norm + w.mlp_input;
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + mlp_linear_grads, below + layer_saved, alive, first_linear_flowing, bytes{}, gathered,
+                          comm + pending, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + mlp_linear_grads, below + layer_saved - w.total() + alive, bytes{}, first_linear_flowing, bytes{},
+                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_norm) {  // the layer's other micro-batches in flight (pipeline) keep all of theirs
       const layer_activations& w = full ? full_whole : layer_whole;
@@ -491,8 +510,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
-    for (const layer_part part : {layer_part::before, layer_part::mlp_product, layer_part::mlp_norm, layer_part::after}) {
-      if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk)) continue;
+    for (const layer_part part : {layer_part::before, layer_part::mlp_product, layer_part::mlp_first_linear, layer_part::mlp_norm,
+                                  layer_part::after}) {
+      if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk) ||
+          (part == layer_part::mlp_first_linear && !first_linear_walk))
+        continue;
       if (const bytes total = layer_moment(i, part).total(); total > backward_total) {
         backward_total = total;
         highest = moment_kind::layer;
