@@ -11,8 +11,8 @@
 //    the end of forward, 4 after it, beside the shifted int64 labels.
 //  - backward: starts with the loss: nll_loss's gradient and log_softmax's gradient (fp32 each) beside the saved
 //    log-softmax (12 bytes per logit). Then layer by layer: parameter gradients appear as the layer's
-//    activations are freed (a recomputed layer is alive whole with its gradients). It ends with every
-//    gradient alive and the gradient of the embedding output.
+//    activations are freed (a recomputed layer is alive whole with its gradients), and inside a layer the MLP's
+//    nodes and norms each have a moment. It ends with every gradient alive and the gradient of the embedding output.
 //  - optimizer step: every gradient plus the optimizer's temporaries. torch.optim.AdamW with foreach (the
 //    default on CUDA) takes torch._foreach_sqrt of every exp_avg_sq at once (optim/adam.py _multi_tensor_adam):
 //    one parameter-sized buffer in the state dtype. forloop (_single_tensor_adam) holds sqrt and its quotient
@@ -390,14 +390,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // differentiated: at pow's node (FunctionsManual.cpp pow_backward: grad * (exponent * self.pow(exponent - 1)), three
   // fp32 tensors alive to the end of the expression) it holds its saved fp32 input, the multiply's gradient of that
   // input waiting to be summed, mean's expanded gradient and those three: six fp32 copies of the norm's input. Where
-  // a layer's weights are large beside its tokens this is the layer's highest moment (the training-step oracle).
-  // Modelled for transformers' pre-norm and sandwich layers with RMSNorm, a dense MLP and every layer weight trained,
-  // without autocast, tensor parallelism or selective recompute; elsewhere the walk keeps its two moments.
-  // The walk inside a layer is read for transformers' layers with a dense MLP and every layer weight trained, without
-  // autocast, tensor parallelism or selective recompute; elsewhere it keeps its two moments.
+  // a layer's weights are large beside its tokens this is the layer's highest moment (the training-step oracle); read
+  // for RMSNorm layers in sequence.
+  // The walk inside a layer (2b-2e) is read for transformers' layers with a dense MLP and every layer weight trained,
+  // without autocast, tensor parallelism or selective recompute; elsewhere it keeps its two moments. The attention
+  // core's backward is not walked (eager's s x s gradients: docs/validation.md).
   const bool mlp_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts == 0 && a.tp == 1 &&
                         a.recomputation != recompute::selective && split.layer_trainable == counts.layer;
-  const bool mlp_norm_walk = mlp_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual && !m.post_norms;
+  const bool mlp_norm_walk = mlp_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual;
   const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
     return fsdp ? n * size_of(compute) : accumulating ? bytes{} : share(n);
   };
@@ -418,11 +418,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // with it (c sbh), beside the residual's gradient.
   const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
   const bytes first_linear_flowing = hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product;
+  // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
+  // the MLP: its saved tensors belong to the attention half.
+  const auto attention_branch_norm = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
+    return bytes_of(m.sandwich_norms || m.post_norms ? w.branch_norms.count() / 2 : 0);
+  };
   const auto attention_half = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
     return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
-           w.attention_mask + w.attention_output + w.attention_residual_mask + bytes_of(m.sandwich_norms ? w.branch_norms.count() / 2 : 0);
+           w.attention_mask + w.attention_output + w.attention_residual_mask + attention_branch_norm(w);
   };
-  enum class layer_part { before, mlp_product, mlp_first_linear, mlp_norm, after };
+  // (2e) Gemma-2's and OLMo-2's layers end with a norm over the MLP's output (post_feedforward_layernorm), the layer's
+  // first node differentiated: the whole layer alive but that norm's saved tensors, which its RMSNorm backward holds
+  // as the six fp32 copies, and dL/d(layer output), which is also the norm's incoming gradient.
+  const bool branch_norm_walk = mlp_norm_walk && (m.sandwich_norms || m.post_norms);
+  enum class layer_part { before, branch_norm, mlp_product, mlp_first_linear, mlp_norm, after };
   const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
@@ -436,11 +445,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (part == layer_part::before)
       return step_terms{resting, kept, below + layer_saved, full ? full_recomputed : recomputed,
                         hidden_grad * 2, bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
-    if (part == layer_part::mlp_product) {
+    if (part == layer_part::branch_norm) {
+      const bytes norm_saved = attention_branch_norm(full ? full_whole : layer_whole);  // the two branch norms are alike
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + down_grad, below + layer_saved, (full ? full_recomputed : recomputed) - product,
+        return step_terms{resting, kept, below + layer_saved, (full ? full_recomputed : recomputed) - norm_saved,
+                          hidden_grad + norm_backward, bytes{}, gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept, below + layer_saved - norm_saved, bytes{}, hidden_grad + norm_backward, bytes{}, gathered,
+                        comm + pending, bytes{}, bytes{}, bytes{}};
+    }
+    if (part == layer_part::mlp_product) {
+      // Gemma-2's and OLMo-2's norm over the MLP's output was differentiated first: its saved tensors are gone.
+      const bytes gone = product + attention_branch_norm(full ? full_whole : layer_whole);
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + down_grad, below + layer_saved, (full ? full_recomputed : recomputed) - gone,
                           hidden_grad + product * 3, bytes{}, gathered, comm + pending, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + down_grad, below + layer_saved - product, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
+      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
                         comm + pending, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_first_linear) {
@@ -454,7 +473,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_norm) {  // the layer's other micro-batches in flight (pipeline) keep all of theirs
       const layer_activations& w = full ? full_whole : layer_whole;
-      const bytes half = attention_half(w);
+      // OLMo-2 has no norm before its MLP: the norm differentiated here is post_attention_layernorm itself, whose saved
+      // input is among the six copies.
+      const bytes half = attention_half(w) - (m.post_norms ? attention_branch_norm(w) : bytes{});
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + mlp_grads, below + layer_saved, half, hidden_grad + norm_backward, bytes{}, gathered,
                           comm + pending, bytes{}, bytes{}, bytes{}};
@@ -510,10 +531,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
-    for (const layer_part part : {layer_part::before, layer_part::mlp_product, layer_part::mlp_first_linear, layer_part::mlp_norm,
-                                  layer_part::after}) {
+    for (const layer_part part : {layer_part::before, layer_part::branch_norm, layer_part::mlp_product, layer_part::mlp_first_linear,
+                                  layer_part::mlp_norm, layer_part::after}) {
       if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk) ||
-          (part == layer_part::mlp_first_linear && !first_linear_walk))
+          (part == layer_part::mlp_first_linear && !first_linear_walk) || (part == layer_part::branch_norm && !branch_norm_walk))
         continue;
       if (const bytes total = layer_moment(i, part).total(); total > backward_total) {
         backward_total = total;
