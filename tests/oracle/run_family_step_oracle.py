@@ -23,9 +23,9 @@ import sys
 
 import blocks  # first: it caps oneDNN's ISA before torch loads
 import run_oracle
+import run_step_oracle
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, record_function
 
 BASE = {"hidden": 256, "heads": 4, "ffn": 1024, "vocab": 1000, "seq_len": 64, "micro_batch": 2, "layers": 2, "dropout": 0.0,
         "gelu_new": False, "recompute": "none"}
@@ -99,29 +99,7 @@ def measure(cfg):
     loss_fn().backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with record_function("phase:forward"):
-            loss = loss_fn()
-        with record_function("phase:backward"):
-            loss.backward()
-            del loss
-        with record_function("phase:optimizer_step"):
-            opt.step()
-        opt.zero_grad(set_to_none=True)
-    events = list(prof.profiler.kineto_results.events())
-    spans = {e.name()[6:]: (e.start_us(), e.start_us() + e.duration_us()) for e in events if e.name().startswith("phase:")}
-    peaks, current = {k: 0 for k in spans}, 0
-    for e in events:
-        if e.name() != "[memory]":
-            continue
-        current += e.nbytes()
-        for phase, (start, end) in spans.items():
-            if start <= e.start_us() <= end:
-                peaks[phase] = max(peaks[phase], current)
-    if current != 0:
-        raise RuntimeError(f"the step left {current} B allocated; the phases are not measured from the resting states")
-    token_ids = ids.numel() * ids.element_size()  # made before the profile; zeromem counts them in forward and backward
-    return {"forward": peaks["forward"] + token_ids, "backward": peaks["backward"] + token_ids, "optimizer_step": peaks["optimizer_step"]}
+    return run_step_oracle.phase_peaks(loss_fn, opt, ids)
 
 
 def predict(binary, cfg):
@@ -136,21 +114,7 @@ def predict(binary, cfg):
 
 
 def main():
-    binary = sys.argv[1]
-    failed, worst = 0, 0.0
-    for case in CASES:
-        cfg = dict(BASE, **case)
-        measured, predicted = measure(cfg), predict(binary, cfg)
-        for phase in ("forward", "backward", "optimizer_step"):
-            error = (predicted[phase] - measured[phase]) / measured[phase]
-            worst = max(worst, abs(error))
-            ok = abs(error) <= 0.001
-            failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {json.dumps(case, sort_keys=True)} {phase}: measured {measured[phase]} B, "
-                  f"zeromem {predicted[phase]} B ({100 * error:+.4f}%)")
-    print(f"family step oracle: largest error {100 * worst:.4f}% over {3 * len(CASES)} phases of {len(CASES)} steps, {failed} failed")
-    return 0 if failed == 0 else 1
-
+    return run_step_oracle.check(sys.argv[1], BASE, CASES, measure, predict, "family step oracle")
 
 if __name__ == "__main__":
     sys.exit(main())
