@@ -598,10 +598,11 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // from forward to the first layer's backward, once per micro-batch, on every tensor-parallel rank. A model whose layers all skip RoPE (NoPE period 1) keeps none. Gemma-3 passes a global and a
   // local pair to every layer (modeling_gemma3.py Gemma3TextModel.forward): a stage keeps the pair of each kind of layer
   // it has, and both under recompute, where each layer's checkpointed call holds its arguments.
+  // The kinds of layer on the stage: layer 0 slides or not; a full-attention layer is there unless every one slides.
+  const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
   bytes rotary_tables{};
   if (c.impl == implementation::hf && m.positions == position_kind::rope && m.nope_period != 1) {
     const std::int64_t table = c.autocast || m.rope_fp32 ? 4 : a;
-    const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
     const std::int64_t pairs = m.local_rope && (c.recomputation != recompute::none || (sliding && full)) ? 2 : 1;
     rotary_tables = bytes_of(checked_product(2, table, s, m.rotary_width(), pairs, inflight));
   }
@@ -612,7 +613,6 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // (Gemma-2's and Gemma-3's sliding and full-attention masks, causal_mask_mapping).
   bytes checkpoint_arguments{};
   if (c.impl == implementation::hf && c.recomputation == recompute::full) {
-    const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
     const std::int64_t masks = c.attention == attention_kind::eager ? (sliding ? 1 : 0) + (full ? 1 : 0) : 0;
     checkpoint_arguments = bytes_of(checked_product(checked_sum(checked_product(masks, a, b, s, s), checked_product(8, s)), inflight));
   }
