@@ -380,7 +380,8 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   // slides unless (i + 1) % 2 == 0; a sliding layer recomputed whole keeps 50,331,648 B more (its mask and repeated K
   // and V, "Gemma-2's sandwich norms and soft-capped attention"). Walking down from layer 25 (full attention) each layer
   // frees its 2 x 4096 x 2304 = 18,874,368 B checkpoint and leaves its adapters' gradients, so the highest moment is
-  // layer 24's, the last sliding layer: the walk's ends alone (layers 25 and 0) would miss it.
+  // layer 24's, the last sliding layer: the walk's ends alone (layers 25 and 0) would miss it. The layer is recomputed
+  // whole beside its checkpoint: GemmaRMSNorm's x.float() copies the 16-bit input (the training-step oracle).
   const transformer_config g = preset_config("gemma-2-2b");
   training_states t = pure_bf16();
   t.adapt.lora.rank = 8;
@@ -392,7 +393,7 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   const bytes full_whole = layer_activation_bytes(g, sdpa(4096, 1), t.adapt, 1).total();
   CHECK((sliding_whole - full_whole).count() == 50'331'648);
   CHECK(e.peak_phase == step_phase::backward);
-  CHECK(e.backward.recomputed.count() == sliding_whole.count() - 18'874'368);
+  CHECK(e.backward.recomputed.count() == sliding_whole.count());
   // Above it: 24 layers' checkpoints below and the 25th's being recomputed, layer 25's checkpoint freed, and the final
   // norm's saved tensors freed when its node ran (frozen under LoRA, GemmaRMSNorm keeps its fp32 input 4 x 4096 x 2304 =
   // 37,748,736 B, the fp32 rstd 4 x 4096 = 16,384 B and (1 + weight) in fp32 4 x 2304 = 9,216 B: 37,774,336 B).
@@ -617,7 +618,8 @@ TEST_CASE("step: a vision tower's backward, after the decoder's and before the e
   const step_estimate e = estimate_step(m, t, a, s);
   // The tower's first block backward: every decoder and head gradient and the merger's (2 B each: all parameters but
   // the embedding and the tower, plus the merger), the tower's checkpoints (32 x 2,560 B a patch) and inputs (7,700 B),
-  // one block recomputed whole (63,272 - 2,560 B a patch), dL/d(embedding output) 4096 x 3584 x 2 B waiting beside the
+  // one block recomputed whole beside its checkpoint (63,272 B a patch: Qwen2RMSNorm copies its 16-bit input to fp32),
+  // dL/d(embedding output) 4096 x 3584 x 2 B waiting beside the
   // tower's two 16,384 x 1280 x 2 B gradients.
   const std::int64_t patches = 16'384;
   CHECK(detail::vision_merger_parameters(m.vision).count() == 44'574'464);
@@ -625,7 +627,7 @@ TEST_CASE("step: a vision tower's backward, after the decoder's and before the e
   CHECK(e.backward.resting.count() == 14 * 8'292'166'656LL);
   CHECK(e.backward.gradients.count() == 2 * (8'292'166'656LL - 544'997'376 - 676'550'144 + 44'574'464));
   CHECK(e.backward.activations.count() == patches * (32 * 2'560 + 7'700));
-  CHECK(e.backward.recomputed.count() == patches * (63'272 - 2'560));
+  CHECK(e.backward.recomputed.count() == patches * 63'272);
   CHECK(e.backward.flowing.count() == 4096LL * 3584 * 2 + 2LL * patches * 1280 * 2);
   CHECK(e.backward.loss.count() == 0);
   // The end of backward holds the pixel values (16,384 x 1176 x 4 B) beside every gradient.
@@ -645,4 +647,71 @@ TEST_CASE("step: a vision tower's backward, after the decoder's and before the e
   CHECK(frozen.backward.activations.count() == patches * 1176 * 4);
   CHECK(frozen.backward.recomputed.count() == 0);
   CHECK(frozen.backward.flowing.count() == 4096LL * 3584 * 2);
+}
+
+namespace {
+// A Llama-family model whose MLP is wide beside its vocabulary: hidden 1024, 8 heads of 128 (no GQA), ffn 16384,
+// vocabulary 1000, 4 layers; bf16, transformers' code, full recompute, one sequence.
+transformer_config wide_mlp() {
+  transformer_config m = llama2();
+  m.hidden = 1024;
+  m.heads = m.kv_heads = 8;
+  m.ffn = 16384;
+  m.vocab = 1000;
+  m.layers = 4;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("step: a checkpointed layer's forward keeps its MLP's working tensors above the loss's moment", "[step][recompute]") {
+  // SDPA at 1024 tokens: H = 2 x 1024 x 1024 = 2,097,152 B, F = 2 x 1024 x 16384 = 33,554,432 B. A checkpointed layer
+  // saves nothing; its highest point is the MLP's act(gate), up and their product (3F) beside the residual sum R1 and
+  // the norm's output (2H): 104,857,600 B. Beside it: the four layers' checkpoints (4H = 8,388,608), the token ids and
+  // the position row each checkpointed call holds (8 x 1024 each), the rotary cos and sin (2 x 1024 x 128 x 2 = 524,288):
+  // 8,929,280 B. The loss's moment is lower: with the final norm's and lm_head's inputs (4sbh + 2sbh + 4sb + 2sbh =
+  // 8,392,704) and 10 B a logit (10,240,000) plus the labels (8 x 1025 + 8 x 1024), 27,578,376 B.
+  const transformer_config m = wide_mlp();
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(1024, 1, recompute::full), step_config{});
+  CHECK(e.forward.activations.count() == 8'929'280 + 104'857'600);
+  CHECK(e.forward.loss.count() == 0);
+  CHECK(e.forward.largest() == "activations");
+  // Without recompute the layers' saved tensors are the forward's: the loss's moment holds.
+  const step_estimate none = estimate_step(m, pure_bf16(), sdpa(1024, 1), step_config{});
+  CHECK(none.forward.loss.count() > 0);
+}
+
+TEST_CASE("step: the recomputed layer stands beside its checkpoint unless its first node keeps that tensor", "[step][recompute]") {
+  // The wide MLP's backward peaks at its product differentiated: the layer recomputed whole but the product (F), freed
+  // with down_proj's node. transformers' RMSNorm keeps x.to(fp32): in bf16 a copy of the input, so the recomputed layer
+  // stands whole beside its checkpoint; in fp32 `to` returns x itself, the checkpoint (4 x 1024 x 1024 = 4,194,304 B),
+  // counted once (the training-step oracle measures both).
+  const transformer_config m = wide_mlp();
+  const step_estimate bf16 = estimate_step(m, pure_bf16(), sdpa(1024, 1, recompute::full), step_config{});
+  CHECK(bf16.backward.recomputed == layer_activation_bytes(m, sdpa(1024, 1)).total() - bytes_of(33'554'432));
+  training_states fp32 = pure_bf16();
+  fp32.recipe = recipe_of(precision::fp32);
+  activation_config a32 = sdpa(1024, 1, recompute::full), whole32 = sdpa(1024, 1);
+  a32.activation_dtype = whole32.activation_dtype = dtype::fp32;
+  const step_estimate f32 = estimate_step(m, fp32, a32, step_config{});
+  CHECK(f32.backward.recomputed == layer_activation_bytes(m, whole32).total() - bytes_of(67'108'864 + 4'194'304));
+}
+
+TEST_CASE("step: eager attention's core differentiated, three fp32 s x s tensors at softmax's node", "[step][recompute]") {
+  // 4096 tokens, eager attention: A = 8 heads x 4096^2 = 134,217,728 scores. At softmax's node the residual's gradient
+  // and V's (2 x 4096 x 1024 each) wait beside softmax's incoming and outgoing fp32 gradients (8A B): 1,090,519,040 B.
+  // The layer recomputed holds its attention half without o_proj's input, P and V: the input norm's fp32 copy, its
+  // 16-bit output, its rstd rows (4sbh + 2sbh + 4sb = 25,182,208), q_proj's input, q and k (3 x 8,388,608) and the
+  // softmax's fp32 output (4A = 536,870,912): 587,218,944 B. At layer 0 (its layer's 109 MB of gradients outweigh a
+  // checkpoint): lm_head's and the final norm's gradients (1000 x 1024 + 1024), the three layers' above (4 x 1024^2 +
+  // 3 x 1024 x 16384 + 2 x 1024 each), and of this layer every MLP weight's, the post-attention norm's and o_proj's
+  // (3 x 1024 x 16384 + 1024 + 1024^2), at 2 B.
+  const transformer_config m = wide_mlp();
+  activation_config a = sdpa(4096, 1, recompute::full);
+  a.attention = attention_kind::eager;
+  const step_estimate e = estimate_step(m, pure_bf16(), a, step_config{});
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing.count() == 1'090'519'040);
+  CHECK(e.backward.recomputed.count() == 587'218'944);
+  const std::int64_t layer_grads = 2 * (4LL * 1024 * 1024 + 3LL * 1024 * 16384 + 2 * 1024);
+  CHECK(e.backward.gradients.count() == 2 * (1000LL * 1024 + 1024) + 3 * layer_grads + 2 * (3LL * 1024 * 16384 + 1024 + 1024 * 1024));
 }

@@ -86,6 +86,14 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 }
 }  // namespace detail
 
+/// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: dense Llama-family text
+/// layers (RMSNorm or OLMo's LayerNorm, separate q/k/v, SwiGLU, RoPE over whole heads), and no SDPA sliding-window mask
+/// (a sequence as long as the window), which the model does not hold.
+constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len) {
+  return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && m.moe.experts == 0 && m.vision.blocks == 0 &&
+         !m.fused_qkv && m.rotary_dims == 0 && !(attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window);
+}
+
 /// Bytes decoder layer `layer` of a Llama-family model adds above its input under no_grad, what the model holds
 /// beside it left out. Sizes: H = c sbh, Q = c sb heads d, K = c sb kv d, F = c sb f, A = heads s^2 b (c = compute
 /// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
@@ -201,13 +209,12 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   detail::require_positive(f.seq_len, "the sequence length");
   detail::require_positive(f.micro_batch, "the micro-batch size");
   // OLMo's OlmoLayerNorm (norm_input_fp32) is the one LayerNorm modelled: it sits where Llama's RMSNorm does.
-  if (m.mlp != mlp_kind::swiglu || (m.norm != norm_kind::rmsnorm && !m.norm_input_fp32) || m.moe.experts > 0 || m.vision.blocks > 0 ||
-      m.fused_qkv || m.rotary_dims > 0)
+  if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len))
     detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
                  "SwiGLU, RoPE over whole heads); pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
-  if (f.attention == attention_kind::flash && !full_attention_layer(m, 0) && f.seq_len >= m.sliding_window)  // layer 0 slides if any does
+  if (!forward_layer_modelled(m, f.attention, f.seq_len))  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
                        f.seq_len, "use a shorter sequence or --attention eager");
   using detail::checked_product, detail::checked_sum, detail::max_of;

@@ -31,6 +31,7 @@
 #include <string_view>
 
 #include "zeromem/training/activations.hpp"
+#include "zeromem/inference/forward.hpp"
 #include "zeromem/core/dtype.hpp"
 #include "zeromem/core/error.hpp"
 #include "zeromem/core/gpus.hpp"
@@ -104,7 +105,8 @@ struct step_config {
 struct step_terms {
   bytes resting;          // weights, master weights and optimizer states (gradients are None between steps)
   bytes gradients;        // parameter gradients (kept shards; FSDP2's unsharded gradients of the current layer)
-  bytes activations;      // tensors autograd saved for backward (checkpoints under full recompute)
+  bytes activations;      // tensors autograd saved for backward (checkpoints under full recompute); in forward under
+                          // full recompute, a checkpointed layer's working tensors where they set the phase's peak
   bytes recomputed;       // the layer being recomputed, whole
   bytes flowing;          // gradients of activations flowing through the layer being differentiated
   bytes loss;             // logits, their fp32 upcast, the saved log-softmax and their gradients
@@ -214,7 +216,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(a, m);
   validate(p, m);
   validate(s);
-  using detail::checked_product;
+  using detail::checked_product, detail::checked_sum;
   const parameter_counts counts = detail::count_parameters_unchecked(m);
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
@@ -239,14 +241,24 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // recomputation saves again (the layer's tensors without recompute, the checkpoint aside).
   layer_activations layer_whole = stage.per_layer, full_whole = stage.full_attention_layer;
   bytes recomputed{}, full_recomputed{};
+  // Under full recompute the checkpoint (the layer's input) is alive beside the recomputed layer. The layer's saved
+  // tensors count it once where its first node keeps that very tensor: a LayerNorm's input (F.layer_norm), OLMo-2's
+  // and OPT-350M's linears reading the residual stream, and x.to(fp32) in transformers' RMSNorm (and OLMo's
+  // LayerNorm) only when x is fp32 already (autocast's residual stream, fp32 compute), where `to` returns x itself.
+  // A 16-bit x is copied: the recomputed layer holds its fp32 copy beside the checkpoint (the training-step oracle).
+  const bool input_is_fp32 = a.autocast || compute == dtype::fp32;
+  const bool norm_copies_input = a.impl == implementation::hf && !m.post_norms && !m.post_residual_norms &&
+                                 (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && !input_is_fp32;
+  const bytes checkpoint_in_layer = a.recomputation == recompute::full && !norm_copies_input ? stage.per_layer.total() : bytes{};
   if (a.recomputation != recompute::none) {
     activation_config whole = a;
     whole.recomputation = recompute::none;
     layer_whole = detail::layer_activation_bytes_unchecked(m, whole, t.adapt);
-    recomputed = layer_whole.total() - stage.per_layer.total();
+    const bool full = a.recomputation == recompute::full;
+    recomputed = layer_whole.total() - (full ? checkpoint_in_layer : stage.per_layer.total());
     if (F > 0) {
       full_whole = detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1);
-      full_recomputed = full_whole.total() - stage.full_attention_layer.total();
+      full_recomputed = full_whole.total() - (full ? checkpoint_in_layer : stage.full_attention_layer.total());
     }
   }
 
@@ -361,7 +373,35 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // freed, after the loss: every layer's K and V copies that attention does not keep itself.
   const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
                         stage.microbatches_in_flight;
+  // Under full recompute a checkpointed layer's forward saves nothing: its working tensors come and go as under
+  // no_grad (forward_layer_peak), beside the checkpoints of the layers so far, before the output layer's tensors exist.
+  // Where the MLP is wide beside the vocabulary, or eager attention's s x s scores are large, this is above the loss's
+  // moment (the training-step oracle). Read for the layers forward_layer_peak models, in transformers' code with every
+  // layer weight trained, without autocast, dropout, tensor, context or pipeline parallelism, FSDP2 or ZeRO-3 (whose
+  // gathered layer would stand beside it); elsewhere the forward keeps its moment at the loss.
+  bytes checkpointed_forward{};
+  if (a.recomputation == recompute::full && a.impl == implementation::hf && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
+      p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local)) {
+    forward_only_config f{};
+    f.seq_len = s_local;
+    f.micro_batch = a.micro_batch;
+    f.compute = compute;
+    f.attention = a.attention;
+    f.use_cache = false;  // transformers turns the cache off under gradient checkpointing
+    // The last layer, and with NoPE layers (SmolLM3) the last of the other kind, with fewer checkpoints beside it.
+    // GemmaModel's inputs_embeds stays referenced beside its scaled copy (the first checkpoint) until the model returns.
+    const bytes before_output = saved - stage.output_layer + (m.scaled_embedding ? hidden_grad : bytes{});
+    checkpointed_forward = before_output + forward_layer_peak(m, f, L - 1);
+    for (std::int64_t i = L - 2; i >= 0 && m.nope_period > 0; --i)
+      if (rope_layer(m, i) != rope_layer(m, L - 1)) {
+        const bytes other = before_output - per_layer_saved * (L - 1 - i) + forward_layer_peak(m, f, i);
+        if (other > checkpointed_forward) checkpointed_forward = other;
+        break;
+      }
+  }
   const auto forward = [&] {
+    if (checkpointed_forward > saved + loss_forward)
+      return step_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, bytes{}};
     return step_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
   };
 
@@ -431,7 +471,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // first node differentiated: the whole layer alive but that norm's saved tensors, which its RMSNorm backward holds
   // as the six fp32 copies, and dL/d(layer output), which is also the norm's incoming gradient.
   const bool branch_norm_walk = mlp_norm_walk && (m.sandwich_norms || m.post_norms);
-  enum class layer_part { before, branch_norm, mlp_product, mlp_first_linear, mlp_norm, after };
+  // (2f) Later, eager attention's core (eager_attention_forward: softmax(QK^T * scale + mask, dtype=float32).to(c) @ V)
+  // differentiated at softmax's node: o_proj's weight gradient has appeared and its saved input is freed, P @ V's node
+  // has run (the 16-bit probabilities and V it kept are freed, V's gradient, sb x heads x d, waits for the projection),
+  // and _softmax_backward_data makes its fp32 gradient beside the fp32 output it kept and the fp32 gradient .to(c)'s
+  // backward made: three fp32 s x s tensors per head. Under full recompute, or where the scores are large beside the
+  // layer's weights, this is the layer's highest moment (the training-step oracle). Read for Llama-family eager
+  // attention without soft-capping (Gemma-2's tanh keeps more) or dropout.
+  const bool attention_core_walk = mlp_norm_walk && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
+                                   m.attention_softcap == 0.0 && a.dropout == 0.0 && !m.fused_qkv;
+  const std::int64_t score_values = checked_product(m.heads, s_local, s_local, a.micro_batch);
+  const bytes probabilities = elements_of(score_values) * size_of(compute);
+  const bytes softmax_gradients = elements_of(checked_product(2, score_values)) * size_of(dtype::fp32);
+  const bytes value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
+  const bytes o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
+  enum class layer_part { before, branch_norm, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
   const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
@@ -466,7 +520,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const layer_activations& w = full ? full_whole : layer_whole;
       const bytes alive = attention_half(w) + w.mlp_norm + w.mlp_input;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_linear_grads, below + layer_saved, alive, first_linear_flowing, bytes{}, gathered,
+        return step_terms{resting, kept + mlp_linear_grads, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{}, gathered,
                           comm + pending, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + mlp_linear_grads, below + layer_saved - w.total() + alive, bytes{}, first_linear_flowing, bytes{},
                         gathered, comm + pending, bytes{}, bytes{}, bytes{}};
@@ -477,9 +531,19 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // input is among the six copies.
       const bytes half = attention_half(w) - (m.post_norms ? attention_branch_norm(w) : bytes{});
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_grads, below + layer_saved, half, hidden_grad + norm_backward, bytes{}, gathered,
+        return step_terms{resting, kept + mlp_grads, below + layer_saved, half - checkpoint_in_layer, hidden_grad + norm_backward, bytes{}, gathered,
                           comm + pending, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + mlp_grads, below + layer_saved - w.total() + half, bytes{}, hidden_grad + norm_backward, bytes{},
+                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+    }
+    if (part == layer_part::attention_core) {
+      const layer_activations& w = full ? full_whole : layer_whole;
+      const bytes alive = attention_half(w) - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value;
+      const bytes flowing = hidden_grad + value_grad + softmax_gradients;
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + mlp_grads + o_proj_grad, below + layer_saved, alive - checkpoint_in_layer, flowing, bytes{},
+                          gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + mlp_grads + o_proj_grad, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, comm + pending, bytes{}, bytes{}, bytes{}};
     }
     return step_terms{resting, kept + appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
@@ -532,8 +596,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   bytes backward_total = loss_moment().total();
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     for (const layer_part part : {layer_part::before, layer_part::branch_norm, layer_part::mlp_product, layer_part::mlp_first_linear,
-                                  layer_part::mlp_norm, layer_part::after}) {
+                                  layer_part::mlp_norm, layer_part::attention_core, layer_part::after}) {
       if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk) ||
+          (part == layer_part::attention_core && !attention_core_walk) ||
           (part == layer_part::mlp_first_linear && !first_linear_walk) || (part == layer_part::branch_norm && !branch_norm_walk))
         continue;
       if (const bytes total = layer_moment(i, part).total(); total > backward_total) {

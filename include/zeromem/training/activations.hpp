@@ -528,7 +528,10 @@ constexpr vision_activations vision_activation_bytes_unchecked(const transformer
   const bool full = c.recomputation == recompute::full;
   out.per_block = bytes_of(full ? checkpoint : whole_block);
   out.blocks = out.per_block * v.blocks;
-  out.recomputed = full ? bytes_of(whole_block - checkpoint) : bytes{};
+  // The block recomputed beside its checkpoint: an RMSNorm's x.to(fp32) copies a 16-bit input, a LayerNorm keeps the
+  // input itself (counted once).
+  const bool norm_copies_input = v.norm == norm_kind::rmsnorm && !c.autocast && a < 4;
+  out.recomputed = full ? bytes_of(whole_block - (norm_copies_input ? 0 : checkpoint)) : bytes{};
   out.merger = bytes_of(checked_sum(norm, checked_product(3, a, n, C)));
   out.inputs = pixel_values + bytes_of(checked_sum(checked_product(a, n, pixels), checked_product(2, 4, n, d),
                                                    v.windowed ? checked_product(2, 8, quotient(n, merge)) : 0));
