@@ -480,7 +480,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // attention without soft-capping (Gemma-2's tanh keeps more) or dropout.
   const bool attention_core_walk = mlp_norm_walk && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
                                    m.attention_softcap == 0.0 && a.dropout == 0.0 && !m.fused_qkv;
-  const std::int64_t score_values = checked_product(m.heads, s_local, s_local, a.micro_batch);
+  // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
+  const std::int64_t score_values = attention_core_walk ? checked_product(m.heads, s_local, s_local, a.micro_batch) : 0;
   const bytes probabilities = elements_of(score_values) * size_of(compute);
   const bytes softmax_gradients = elements_of(checked_product(2, score_values)) * size_of(dtype::fp32);
   const bytes value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
