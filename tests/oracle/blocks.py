@@ -30,6 +30,7 @@ outside the block (RoPE tables, the causal mask) are left out: they are not acti
 """
 import math
 import os
+import weakref
 
 # oneDNN picks AMX tiles for bf16 where the CPU lists them, but a sandbox that does not grant the tile state
 # (arch_prctl ARCH_REQ_XCOMP_PERM) kills the process with SIGILL. AVX-512 BF16 gives the same tensors.
@@ -39,6 +40,59 @@ os.environ.setdefault("DNNL_MAX_CPU_ISA", "AVX512_CORE_BF16")
 import torch  # noqa: E402 (after the ISA cap)
 import torch.nn.functional as F  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+
+class _StopRecomputation(Exception):
+    pass
+
+
+class _Holder:
+    pass
+
+
+def checkpoint_early_stop(fn, *args):
+    """torch.utils.checkpoint(fn, *args, use_reentrant=False) as PyTorch 2 runs it, for this torch 1.13: the forward
+    keeps a holder per saved tensor; the first unpack in backward recomputes fn under hooks that fill the holders and
+    stop at the last one (torch/utils/checkpoint.py _recomputation_hook: raise _StopRecomputationError once
+    recomp_counter reaches len(weak_holders); early_stop defaults to True), so the ops after the layer's last saved
+    tensor are not rerun; each recomputed tensor leaves the frame once unpacked (unpack_hook: holder.handles[gid] =
+    None). torch 1.13's own non-reentrant checkpoint reruns the whole function and frees its tail only at the end."""
+    holders = []  # weak references to the forward's holders, in the order the tensors were saved
+    recomputed = weakref.WeakKeyDictionary()
+    state = {"recomputed": False}
+
+    def pack(_):
+        holder = _Holder()
+        holders.append(weakref.ref(holder))
+        return holder
+
+    def recompute():
+        count = [0]
+
+        def recompute_pack(x):
+            holder = holders[count[0]]()
+            count[0] += 1
+            if holder is not None:
+                recomputed[holder] = x.detach()
+            if count[0] == len(holders):
+                raise _StopRecomputation()
+            return x.detach()
+
+        with torch.autograd.graph.saved_tensors_hooks(recompute_pack, lambda x: x), torch.enable_grad():
+            try:
+                fn(*args)
+            except RuntimeError as e:  # torch 1.13 hands a hook's exception back through C++ as a RuntimeError
+                if "_StopRecomputation" not in str(e):
+                    raise
+
+    def unpack(holder):
+        if not state["recomputed"]:
+            state["recomputed"] = True
+            recompute()
+        return recomputed.pop(holder)
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        return fn(*args)
 
 
 def saved_bytes(fn, constants):

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.checkpoint import checkpoint
 
 
 class LiveBytes(TorchDispatchMode):
@@ -302,8 +301,9 @@ class CausalLM(torch.nn.Module):
             else:
                 kwargs = dict(cos=cos, sin=sin, mask=masks[0] if full else masks[-1])
             if self.checkpointing and torch.is_grad_enabled():
-                hidden_states = checkpoint(functools.partial(layer, cache=None, position_ids=position_ids, **kwargs), hidden_states,
-                                           use_reentrant=False, preserve_rng_state=False)
+                # non-reentrant, as PyTorch 2 runs it (blocks.checkpoint_early_stop)
+                hidden_states = blocks.checkpoint_early_stop(functools.partial(layer, cache=None, position_ids=position_ids, **kwargs),
+                                                             hidden_states)
             else:
                 hidden_states = layer(hidden_states, cache=cache, **kwargs)
         hidden_states = self.norm(hidden_states)

@@ -7,16 +7,14 @@ step uses plain SGD (no temporaries), so its optimizer phase is the gradients al
 is blocks.py's, not transformers', and the for-loop optimizers' order is run_step_oracle.py's to check.
 Target: within 0.1% each phase.
 
-Outside the target, and left out of the list below (both at 128 tokens of hidden 256, where a layer's weights are
-large beside its tokens): GPT-NeoX's backward, -0.69% in parallel and -1.86% in sequence: fc1's AddmmBackward0 holds
-about 82 KB more than its weight and input gradients on this CPU (Llama's MmBackward0 nodes show the same kind of
-extra), which zeromem does not model for CUDA, where cuBLAS takes transposed operands as they are; not established.
-StarCoder2 with tied embeddings, -5.8%: the embedding's backward ends the step 446,464 B above its new table and every
-gradient, which the same kernel does not allocate on its own (tried in isolation); not established either. At 256
-tokens all three are exact. Under full recompute, these families' checkpointed-layer forward (their MLP's and eager
-attention's working tensors: StableLM in sequence -4.1%, at ffn 8 x hidden -35%) and their attention core's backward
-(256 tokens: -14% ... -17%) are not modelled (zeromem models both for Llama's frames); GPT-NeoX's gelu_new backward
-under recompute reads -18%.
+The step runs without oneDNN (its bf16 matmuls allocate scratch through the allocator on this CPU, which cuBLAS does
+not) and checkpoints layers as PyTorch 2 does (blocks.checkpoint_early_stop: recomputation stops at the layer's last
+saved tensor; torch 1.13's own checkpoint reruns the layer to its end, GPT-NeoX's backward then reads +1.5 c sbh).
+
+Not modelled, and named per case ("unmodelled") or left out of the list: under full recompute, these families'
+checkpointed-layer forward (their MLP's and eager attention's working tensors, which zeromem models for Llama's frames:
+256 tokens -10% ... -17%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%); GPT-NeoX's gelu_new (tensor ops, whose
+backward keeps more F-sized tensors: -5.0% under recompute, its forward -14%).
 
 usage: python3 run_family_step_oracle.py ZEROMEM_BINARY
 """
@@ -30,7 +28,12 @@ import run_oracle
 import run_step_oracle
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+
+# oneDNN's bf16 matmuls allocate scratch tensors through the allocator on this CPU (an addmm's backward about 82 KB
+# at 128 tokens, up to 1.3 c sbh at 256); cuBLAS takes transposed operands as they are, so zeromem models none. The
+# native kernels allocate only their results. Set here only: the larger Llama-family oracle takes 20 times as long
+# without oneDNN and its cases peak where no matmul runs.
+torch.backends.mkldnn.enabled = False
 
 BASE = {"hidden": 256, "heads": 4, "ffn": 1024, "vocab": 1000, "seq_len": 64, "micro_batch": 2, "layers": 2, "dropout": 0.0,
         "gelu_new": False, "recompute": "none"}
@@ -54,6 +57,27 @@ CASES = [
     {"family": "phi", "shared": True, "parallel": True, "kv_heads": 4, "rotary": 32, "lm_head_bias": True, "recompute": "full"},
     {"family": "stablelm", "shared": True, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "qkv_bias": True,
      "recompute": "full"},
+    # 128 tokens of hidden 256, where a layer's weights are large beside its tokens (oneDNN's scratch had hidden them)
+    {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 128},
+    {"family": "neox", "shared": False, "parallel": False, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 128},
+    {"family": "starcoder2", "shared": False, "parallel": False, "kv_heads": 2, "rotary": 64, "lm_head_bias": False, "tied": True,
+     "seq_len": 128},
+    # eager attention at 512 tokens without recompute, in parallel, behind one shared norm, in sequence (the core's new
+    # moment stays below the step's peak here: it must not overstate it)
+    {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 512},
+    {"family": "phi", "shared": True, "parallel": True, "kv_heads": 2, "rotary": 32, "lm_head_bias": True, "seq_len": 512},
+    {"family": "stablelm", "shared": False, "parallel": False, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "qkv_bias": False,
+     "seq_len": 512},
+    # under full recompute: the non-gated MLP's fc2 differentiated beside the recomputed layer (StarCoder2, GPT-NeoX in
+    # sequence), the attention core (GPT-NeoX in parallel, Phi); the checkpointed layer's forward is not modelled
+    {"family": "starcoder2", "shared": False, "parallel": False, "kv_heads": 2, "rotary": 64, "lm_head_bias": False, "tied": True,
+     "seq_len": 256, "recompute": "full", "unmodelled": ["forward"]},
+    {"family": "neox", "shared": False, "parallel": False, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
+     "recompute": "full", "unmodelled": ["forward"]},
+    {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
+     "recompute": "full", "unmodelled": ["forward"]},
+    {"family": "phi", "shared": True, "parallel": True, "kv_heads": 2, "rotary": 32, "lm_head_bias": True, "seq_len": 256,
+     "recompute": "full", "unmodelled": ["forward"]},
 ]
 
 
@@ -83,9 +107,10 @@ class FamilyLM(torch.nn.Module):
         mask = torch.full((b, 1, s, s), float("-inf"), dtype=x.dtype).triu(1)  # eager's additive causal mask
         for layer in self.layers:
             if self.cfg["recompute"] == "full":
-                # GradientCheckpointingLayer.__call__ (transformers 5): checkpoint(partial(layer, **kwargs), hidden_states)
+                # GradientCheckpointingLayer.__call__ (transformers 5): checkpoint(partial(layer, **kwargs), hidden_states),
+                # non-reentrant, as PyTorch 2 runs it (blocks.checkpoint_early_stop)
                 call = functools.partial(checkpointed_call, layer, mask=mask, cos=cos, sin=sin, position_ids=position_ids)
-                x = checkpoint(call, x, use_reentrant=False, preserve_rng_state=False)
+                x = blocks.checkpoint_early_stop(call, x)
             else:
                 x = layer(x, mask, cos, sin)
         return self.head(self.norm(x))

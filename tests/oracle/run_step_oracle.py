@@ -10,8 +10,10 @@ The token ids are made before the profile (the batch), and zeromem counts them i
 activations (8 bytes a token): they are added to those two phases' measurements.
 
 Outside the target, and left out of the list below:
-- Gemma-2 and Gemma-3 under full recompute: backward -1.0% and -0.3% (-0.75% with every layer sliding): zeromem's
-  attention-core moment is read without soft-capping, and the sliding-window masks' part in it is not established.
+- Gemma-2 and Gemma-3 under full recompute: backward +0.27% ... +0.30% (0.23 c sbh above the measurement at the norm
+  over the MLP's output, not established; with torch 1.13's own checkpoint, which reruns the layer to its end, -1.0%),
+  and with every layer sliding, forward +0.86% (one rotary pair the checkpointed forward counts and the step does not
+  hold). Layers are checkpointed as PyTorch 2 does (blocks.checkpoint_early_stop).
 - Eager attention without recompute at 1024 tokens (h 256, 8 heads): forward -10%. The softmax's s x s transients
   beyond what the layer saves (the 16-bit scores, their scaled and masked copies) are modelled for a checkpointed
   layer's forward only; the step's peak there is the backward, which is exact.
@@ -207,19 +209,24 @@ def main():
 
 
 def check(binary, base, cases, measure_case, predict_case, label):
-    """Each case measured and predicted, every phase within 0.1%; prints a line per phase and a summary."""
-    failed, worst = 0, 0.0
+    """Each case measured and predicted, every phase within 0.1%; prints a line per phase and a summary. A case may name
+    phases zeromem does not model for it ("unmodelled"): they are printed with their error and left out of the count."""
+    failed, worst, compared = 0, 0.0, 0
     for case in cases:
-        cfg = dict(base, **case)
+        cfg = dict(base, **{k: v for k, v in case.items() if k != "unmodelled"})
         measured, predicted = measure_case(cfg), predict_case(binary, cfg)
         for phase in ("forward", "backward", "optimizer_step"):
             error = (predicted[phase] - measured[phase]) / measured[phase]
+            line = f"{json.dumps(case, sort_keys=True)} {phase}: measured {measured[phase]} B, zeromem {predicted[phase]} B ({100 * error:+.4f}%)"
+            if phase in case.get("unmodelled", ()):
+                print(f"n/m  {line}")
+                continue
+            compared += 1
             worst = max(worst, abs(error))
             ok = abs(error) <= 0.001
             failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {json.dumps(case, sort_keys=True)} {phase}: measured {measured[phase]} B, "
-                  f"zeromem {predicted[phase]} B ({100 * error:+.4f}%)")
-    print(f"{label}: largest error {100 * worst:.4f}% over {3 * len(cases)} phases of {len(cases)} steps, {failed} failed")
+            print(f"{'ok  ' if ok else 'FAIL'} {line}")
+    print(f"{label}: largest error {100 * worst:.4f}% over {compared} phases of {len(cases)} steps, {failed} failed")
     return 0 if failed == 0 else 1
 
 

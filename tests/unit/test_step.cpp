@@ -715,3 +715,62 @@ TEST_CASE("step: eager attention's core differentiated, three fp32 s x s tensors
   const std::int64_t layer_grads = 2 * (4LL * 1024 * 1024 + 3LL * 1024 * 16384 + 2 * 1024);
   CHECK(e.backward.gradients.count() == 2 * (1000LL * 1024 + 1024) + 3 * layer_grads + 2 * (3LL * 1024 * 16384 + 1024 + 1024 * 1024));
 }
+
+namespace {
+// A GPT-NeoX (Pythia) layout: LayerNorms, a fused per-head qkv with biases, RoPE over whole heads, a biased GELU MLP, the
+// two branches in parallel; hidden 1024, 8 heads of 128, 4 layers, vocabulary 1000 (untied, lm_head without bias).
+transformer_config neox_like(std::int64_t ffn) {
+  transformer_config m = detail::pythia(1024, 4, 8, 1000);
+  m.ffn = ffn;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("step: a non-gated MLP's second linear differentiated beside the recomputed layer", "[step][recompute]") {
+  // SDPA at 1024 tokens, full recompute, ffn 16384: H = 2 x 1024 x 1024 = 2,097,152 B, F = 2 x 1024 x 16384 =
+  // 33,554,432 B. fc2's AddmmBackward0 makes its input's gradient (F) beside dL/d(layer output) (H): 35,651,584 B, and
+  // its weight's and bias's gradients beside the layer recomputed whole; the LayerNorm keeps the layer's input itself,
+  // so the checkpoint is counted once. At layer 0 (three layers' gradients outweigh three checkpoints): lm_head
+  // (1000 x 1024) and the final norm (2 x 1024), three layers of qkv 1024 x 3072 + 3072, dense 1024^2 + 1024, fc1
+  // 1024 x 16384 + 16384, fc2 16384 x 1024 + 1024 and two norms (4 x 1024): 37,774,336 each, and this layer's fc2
+  // (16,778,240), at 2 B. The same in sequence (StarCoder2's, GPT-NeoX's use_parallel_residual false).
+  // (The family step oracle measures both layouts within 0.02%.)
+  for (const bool parallel : {true, false}) {
+    transformer_config m = neox_like(16384);
+    m.parallel_residual = parallel;
+    const step_estimate e = estimate_step(m, pure_bf16(), sdpa(1024, 1, recompute::full), step_config{});
+    CHECK(e.backward.flowing.count() == 2'097'152 + 33'554'432);
+    CHECK(e.backward.gradients.count() == 2 * (1000LL * 1024 + 2048 + 3 * 37'774'336LL + 16'778'240));
+    CHECK(e.backward.recomputed == layer_activation_bytes(m, sdpa(1024, 1)).total() - bytes_of(2'097'152));
+  }
+}
+
+TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and behind one shared norm", "[step][recompute]") {
+  // 4096 tokens, eager, full recompute, ffn 4096: A = 8 x 4096^2 = 134,217,728 scores. At softmax's node the residual's
+  // gradient and V's (2 x 4096 x 1024 = 8,388,608 B each) wait beside the fp32 gradients (8A B): 1,090,519,040 B. The
+  // MLP branch, made after attention, was differentiated first: at layer 0 the gradients of lm_head and the final norm
+  // (1,026,048), three layers of 12,596,224 (qkv 3,148,800, dense 1,049,600, fc1 4,198,400, fc2 4,195,328, norms
+  // 4,096) and this layer's fc1, fc2, post_attention_layernorm and dense (4,198,400 + 4,195,328 + 2,048 + 1,049,600),
+  // at 2 B. One norm shared by both branches (Phi) is differentiated after attention: its gradients are not there yet
+  // (and each layer has 2,048 parameters fewer), and the MLP branch's gradient of its output (8,388,608 B) waits for it.
+  activation_config a = sdpa(4096, 1, recompute::full);
+  a.attention = attention_kind::eager;
+  const transformer_config neox = neox_like(4096);
+  const step_estimate e = estimate_step(neox, pure_bf16(), a, step_config{});
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing.count() == 1'090'519'040);
+  CHECK(e.backward.gradients.count() == 2 * (1'026'048 + 3 * 12'596'224LL + 4'198'400 + 4'195'328 + 2'048 + 1'049'600));
+  transformer_config phi = neox;
+  phi.shared_layer_norm = true;
+  phi.fused_qkv = phi.qkv_per_head = false;  // Phi's separate q, k, v (the same parameters)
+  const step_estimate shared = estimate_step(phi, pure_bf16(), a, step_config{});
+  CHECK(shared.backward.flowing.count() == 1'090'519'040 + 8'388'608);
+  CHECK(shared.backward.gradients.count() == 2 * (1'026'048 + 3 * 12'594'176LL + 4'198'400 + 4'195'328 + 1'049'600));
+  // GPT-2's fused qkv without RoPE leaves Q and K views of the projection's output, which V's node does not free: the
+  // core is not walked there, and the layer's moments keep their values.
+  transformer_config learned = neox;
+  learned.positions = position_kind::learned;
+  learned.max_positions = 4096;
+  const step_estimate views = estimate_step(learned, pure_bf16(), a, step_config{});
+  CHECK(views.backward.flowing.count() < 1'073'741'824);  // no fp32 s x s gradients (8A B) among them
+}

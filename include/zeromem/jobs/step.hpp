@@ -450,7 +450,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Where the tokens are many beside the hidden size, this is above the layer's moment before its backward.
   const bool gated_walk = mlp_walk && m.mlp == mlp_kind::swiglu && !m.fused_gate_up;
   const bytes product = elements_of(checked_product(sb, m.ffn)) * size_of(compute);
-  const bytes down_grad = new_grads(elements_of(checked_product(m.hidden, m.ffn)));
+  const bytes down_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0)));
+  // (2c') A non-gated MLP (GELU, ReLU) has no product: its highest moment is its second linear differentiated (fc2's
+  // AddmmBackward0): the whole layer alive (recomputed, under full recompute), fc2's weight and bias gradients made
+  // beside the input gradient it makes (c sb ffn) and dL/d(layer output). The activation's backward after it holds as
+  // much less fc2's saved input. (gelu_new's tensor ops keep more: not walked.)
+  const bool down_walk = mlp_walk && m.mlp != mlp_kind::swiglu && !m.post_residual_norms;  // OPT-350M: its last norm went first
   // (2d) The MLP's last node, its first linear differentiated (fc1; SwiGLU's gate_proj, made before up_proj): every
   // MLP weight gradient has appeared and the MLP's hidden tensors are freed; the linear's input (the norm's output)
   // and the norm's saved tensors are alive beside the attention half, with the gradient of the linear's output
@@ -478,15 +483,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // backward made: three fp32 s x s tensors per head. Under full recompute, or where the scores are large beside the
   // layer's weights, this is the layer's highest moment (the training-step oracle). Read for Llama-family eager
   // attention without soft-capping (Gemma-2's tanh keeps more) or dropout.
-  const bool attention_core_walk = mlp_norm_walk && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
-                                   m.attention_softcap == 0.0 && a.dropout == 0.0 && !m.fused_qkv;
+  // LayerNorm layers likewise, in sequence (StarCoder2, StableLM, GPT-NeoX) or in parallel (GPT-NeoX, Phi: the MLP
+  // branch, made after attention, is differentiated first); a fused qkv output (GPT-NeoX) is freed with V only where
+  // RoPE has made Q and K new tensors. One norm shared by both branches (Phi) is differentiated after attention: its
+  // weights' gradients are not there yet and the MLP branch's gradient of its output waits beside it.
+  const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.post_residual_norms && !m.sandwich_norms)) &&
+                           (!m.fused_qkv || (m.positions == position_kind::rope && m.nope_period == 0));
+  const bool attention_core_walk = mlp_walk && core_layout && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
+                                   m.attention_softcap == 0.0 && a.dropout == 0.0;
   // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
   const std::int64_t score_values = attention_core_walk ? checked_product(m.heads, s_local, s_local, a.micro_batch) : 0;
   const bytes probabilities = elements_of(score_values) * size_of(compute);
   const bytes softmax_gradients = elements_of(checked_product(2, score_values)) * size_of(dtype::fp32);
   const bytes value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
   const bytes o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
-  enum class layer_part { before, branch_norm, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
+  enum class layer_part { before, branch_norm, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
   const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
@@ -517,6 +528,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
                         comm + pending, bytes{}, bytes{}, bytes{}};
     }
+    if (part == layer_part::mlp_down)
+      return step_terms{resting, kept + down_grad, below + layer_saved, full ? full_recomputed : recomputed, hidden_grad + product, bytes{},
+                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
     if (part == layer_part::mlp_first_linear) {
       const layer_activations& w = full ? full_whole : layer_whole;
       const bytes alive = attention_half(w) + w.mlp_norm + w.mlp_input;
@@ -540,11 +554,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (part == layer_part::attention_core) {
       const layer_activations& w = full ? full_whole : layer_whole;
       const bytes alive = attention_half(w) - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value;
-      const bytes flowing = hidden_grad + value_grad + softmax_gradients;
+      const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + value_grad + softmax_gradients;
+      const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) + o_proj_grad;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_grads + o_proj_grad, below + layer_saved, alive - checkpoint_in_layer, flowing, bytes{},
+        return step_terms{resting, kept + made, below + layer_saved, alive - checkpoint_in_layer, flowing, bytes{},
                           gathered, comm + pending, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + mlp_grads + o_proj_grad, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
+      return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, comm + pending, bytes{}, bytes{}, bytes{}};
     }
     return step_terms{resting, kept + appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
@@ -596,9 +611,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
-    for (const layer_part part : {layer_part::before, layer_part::branch_norm, layer_part::mlp_product, layer_part::mlp_first_linear,
-                                  layer_part::mlp_norm, layer_part::attention_core, layer_part::after}) {
+    for (const layer_part part : {layer_part::before, layer_part::branch_norm, layer_part::mlp_down, layer_part::mlp_product,
+                                  layer_part::mlp_first_linear, layer_part::mlp_norm, layer_part::attention_core, layer_part::after}) {
       if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk) ||
+          (part == layer_part::mlp_down && !down_walk) ||
           (part == layer_part::attention_core && !attention_core_walk) ||
           (part == layer_part::mlp_first_linear && !first_linear_walk) || (part == layer_part::branch_norm && !branch_norm_walk))
         continue;
