@@ -173,7 +173,9 @@ class DecoderLayer(torch.nn.Module):
         if sandwich or olmo2:
             self.post_feedforward_layernorm = norm(h)
 
-    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None):
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+        # other_rotary: Gemma3TextModel passes every layer both rotary pairs (position_embeddings_global and _local);
+        # the layer reads its kind's, and a checkpointed call holds both.
         if self.sandwich or self.olmo2:
             return self.forward_sandwich(hidden_states, cos, sin, mask, cache)
         residual = hidden_states
@@ -297,7 +299,9 @@ class CausalLM(torch.nn.Module):
         for i, layer in enumerate(self.layers):
             full = not self.pattern or (i + 1) % self.pattern == 0
             if self.local_rope and not full:
-                kwargs = dict(cos=cos_local, sin=sin_local, mask=masks[-1])
+                kwargs = dict(cos=cos_local, sin=sin_local, mask=masks[-1], other_rotary=(cos, sin))
+            elif self.local_rope:
+                kwargs = dict(cos=cos, sin=sin, mask=masks[0], other_rotary=(cos_local, sin_local))
             else:
                 kwargs = dict(cos=cos, sin=sin, mask=masks[0] if full else masks[-1])
             if self.checkpointing and torch.is_grad_enabled():

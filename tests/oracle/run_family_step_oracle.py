@@ -13,8 +13,8 @@ saved tensor; torch 1.13's own checkpoint reruns the layer to its end, GPT-NeoX'
 
 Not modelled, and named per case ("unmodelled") or left out of the list: under full recompute, these families'
 checkpointed-layer forward (their MLP's and eager attention's working tensors, which zeromem models for Llama's frames:
-256 tokens -10% ... -17%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%); GPT-NeoX's gelu_new (tensor ops, whose
-backward keeps more F-sized tensors: -5.0% under recompute, its forward -14%).
+256 tokens -10% ... -17%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%; gelu_new's and gelu_fast's tensor ops
+-14% / -25%).
 
 usage: python3 run_family_step_oracle.py ZEROMEM_BINARY
 """
@@ -78,6 +78,11 @@ CASES = [
      "recompute": "full", "unmodelled": ["forward"]},
     {"family": "phi", "shared": True, "parallel": True, "kv_heads": 2, "rotary": 32, "lm_head_bias": True, "seq_len": 256,
      "recompute": "full", "unmodelled": ["forward"]},
+    # GELU as tensor ops under recompute: its last product, (0.5 x) * (1 + tanh(...)), differentiated
+    {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "gelu_new": True,
+     "recompute": "full", "unmodelled": ["forward"]},
+    {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "gelu_fast": True,
+     "seq_len": 128, "recompute": "full", "unmodelled": ["forward"]},
 ]
 
 

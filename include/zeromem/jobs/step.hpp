@@ -448,13 +448,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // node has run (its weight's gradient appeared, its saved input, the product, freed), and the product's gradient
   // is alive beside the two it makes, of act(gate) and of up: three sb x ffn tensors beside the residual's gradient.
   // Where the tokens are many beside the hidden size, this is above the layer's moment before its backward.
-  const bool gated_walk = mlp_walk && m.mlp == mlp_kind::swiglu && !m.fused_gate_up;
+  // GELU written as tensor ops (gelu_new's and gelu_fast's 0.5 x * (1 + tanh(...)), transformers activations.py) ends
+  // with the same product: its MulBackward0 makes the gradients of 0.5 x and of (1 + tanh) beside its incoming one.
+  const bool gated_walk = mlp_walk && ((m.mlp == mlp_kind::swiglu && !m.fused_gate_up) ||
+                                       (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = elements_of(checked_product(sb, m.ffn)) * size_of(compute);
   const bytes down_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0)));
-  // (2c') A non-gated MLP (GELU, ReLU) has no product: its highest moment is its second linear differentiated (fc2's
-  // AddmmBackward0): the whole layer alive (recomputed, under full recompute), fc2's weight and bias gradients made
-  // beside the input gradient it makes (c sb ffn) and dL/d(layer output). The activation's backward after it holds as
-  // much less fc2's saved input. (gelu_new's tensor ops keep more: not walked.)
+  // (2c') Before it, the MLP's second linear differentiated (fc2's AddmmBackward0): the whole layer alive (recomputed,
+  // under full recompute), fc2's weight and bias gradients made beside the input gradient it makes (c sb ffn) and
+  // dL/d(layer output). It is a non-gated MLP's highest moment (GELU, ReLU: the activation's backward after it holds
+  // as much, less fc2's saved input); a product's moment (2c) is higher, so it is read for non-gated MLPs only.
   const bool down_walk = mlp_walk && m.mlp != mlp_kind::swiglu && !m.post_residual_norms;  // OPT-350M: its last norm went first
   // (2d) The MLP's last node, its first linear differentiated (fc1; SwiGLU's gate_proj, made before up_proj): every
   // MLP weight gradient has appeared and the MLP's hidden tensors are freed; the linear's input (the norm's output)
