@@ -652,15 +652,7 @@ TEST_CASE("step: a vision tower's backward, after the decoder's and before the e
 namespace {
 // A Llama-family model whose MLP is wide beside its vocabulary: hidden 1024, 8 heads of 128 (no GQA), ffn 16384,
 // vocabulary 1000, 4 layers; bf16, transformers' code, full recompute, one sequence.
-transformer_config wide_mlp() {
-  transformer_config m = llama2();
-  m.hidden = 1024;
-  m.heads = m.kv_heads = 8;
-  m.ffn = 16384;
-  m.vocab = 1000;
-  m.layers = 4;
-  return m;
-}
+transformer_config wide_mlp() { return detail::llama(1024, 4, 8, 8, 16384, 1000); }
 }  // namespace
 
 TEST_CASE("step: a checkpointed layer's forward keeps its MLP's working tensors above the loss's moment", "[step][recompute]") {
