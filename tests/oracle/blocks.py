@@ -413,20 +413,26 @@ HF_NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": 
 
 
 def add_lora(block, lora, dtype):
-    """Freezes the block and adapts the named linears as PEFT's lora.Linear does (tuners/lora/layer.py):
-    result = base(x) + lora_B(lora_A(dropout(x))) * scaling. Returns the adapters' parameters."""
+    """Freezes the block and adapts the named linears as PEFT's lora.Linear does (tuners/lora/layer.py Linear.forward):
+    result = base(x); x cast to the adapter's dtype where it differs (tuners_utils.py _cast_input_dtype);
+    result + lora_B(lora_A(dropout(x))) * scaling, cast back to result's dtype. The adapters are fp32 beside a 16-bit
+    base where lora["adapter_dtype"] is "fp32" (get_peft_model's autocast_adapter_dtype), else in the block's dtype.
+    Returns the adapters' parameters."""
     for p in block.parameters():
         p.requires_grad_(False)
     params = []
+    adapter_dtype = torch.float32 if lora.get("adapter_dtype") == "fp32" else dtype
     for attr in lora["targets"]:
         base = getattr(block, attr)
-        a = torch.nn.Linear(base.in_features, lora["rank"], bias=False).to(dtype)
-        b = torch.nn.Linear(lora["rank"], base.out_features, bias=False).to(dtype)
+        a = torch.nn.Linear(base.in_features, lora["rank"], bias=False).to(adapter_dtype)
+        b = torch.nn.Linear(lora["rank"], base.out_features, bias=False).to(adapter_dtype)
         p_drop = lora["dropout"]
 
         def forward(x, base=base, a=a, b=b, p_drop=p_drop):
+            result = F.linear(x, base.weight, base.bias)
+            x = x if x.dtype == a.weight.dtype else x.to(a.weight.dtype)
             dropped = F.dropout(x, p_drop, True) if p_drop > 0 else x
-            return F.linear(x, base.weight, base.bias) + b(a(dropped)) * 2.0
+            return (result + b(a(dropped)) * 2.0).to(result.dtype)
 
         base.forward = forward
         params += list(a.parameters()) + list(b.parameters())

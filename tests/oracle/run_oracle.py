@@ -80,7 +80,7 @@ def estimate_args(binary, kind, cfg, layers, vocab):
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),
-                 "--lora-targets", ",".join(blocks.HF_NAMES[t] for t in lora["targets"])]
+                 "--lora-targets", ",".join(blocks.HF_NAMES[t] for t in lora["targets"]), "--lora-dtype", lora["adapter_dtype"]]
     return args
 
 
@@ -150,7 +150,8 @@ def random_config(rng, kind):
         else:
             names = ["q", "k", "v", "o"] + (["fc1", "fc2"] if kind == "gpt" else ["gate", "up", "down"])
         targets = [n for n in names if rng.random() < 0.5] or [rng.choice(names)]
-        cfg["lora"] = {"rank": rng.choice([1, 2, 4, 8, 16]), "targets": targets, "dropout": rng.choice([0.0, 0.0, 0.1])}
+        cfg["lora"] = {"rank": rng.choice([1, 2, 4, 8, 16]), "targets": targets, "dropout": rng.choice([0.0, 0.0, 0.1]),
+                       "adapter_dtype": rng.choice(["fp32", "bf16"])}  # PEFT's default fp32, or adapters in the base's bf16
     return cfg
 
 

@@ -438,14 +438,16 @@ TEST_CASE("parallel attention and MLP: GPT-NeoX's two LayerNorms and Phi's one",
   // post_attention_layernorm reads the same input, which autograd keeps once: only its mean and rstd, 16,384. q, k, v
   // (RoPE's concatenations and the cache's copies) and the query_key_value and dense inputs 5 x 8,388,608; log-sum-exp
   // 4 x 8 x 2048 = 65,536; dense_h_to_4h's input 8,388,608; GELU's input and output 2 x 2 x 2048 x 8192 = 67,108,864.
-  // 8,404,992 + 6 x 8,388,608 + 65,536 + 16,384 + 67,108,864 = 125,927,424 B.
+  // RoPE's torch.cat leaves Q head-major, so SDPA's own output (kept by it) is not the tensor dense keeps: 8,388,608 more.
+  // 8,404,992 + 7 x 8,388,608 + 65,536 + 16,384 + 67,108,864 = 134,316,032 B.
   activation_config c = hf_sdpa(2048);
   const transformer_config pythia = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json");
   const layer_activations l = layer_activation_bytes(pythia, c);
   CHECK(l.attention_norm.count() == 8'404'992);
   CHECK(l.mlp_norm.count() == 16'384);
   CHECK(l.mlp_input.count() == 8'388'608);
-  CHECK(l.total().count() == 125'927'424);
+  CHECK(l.attention_kernel_output.count() == 8'388'608);
+  CHECK(l.total().count() == 134'316'032);
   // final_layer_norm keeps its input and fp32 mean and rstd, embed_out its input: 8,388,608 + 16,384 + 8,388,608.
   CHECK(first_stage_activations(pythia, c).output_layer.count() == 16'793'600);
   // In sequence (use_parallel_residual false) the second LayerNorm reads attention output + input, a new tensor it keeps.
@@ -454,23 +456,24 @@ TEST_CASE("parallel attention and MLP: GPT-NeoX's two LayerNorms and Phi's one",
   CHECK((layer_activation_bytes(sequential, c).total() - l.total()).count() == 8'388'608);
   // GPT-NeoX-20B's gelu_fast on this shape: FastGELUActivation's ops keep x, 0.044715x, 1 + 0.044715x^2, x * 0.7978845608,
   // tanh's output, 1 + tanh and 0.5x, and dense_4h_to_h keeps the output: 8 x 2 x 2048 x 8192 = 268,435,456 B where one
-  // GELU kernel keeps 67,108,864: 125,927,424 - 67,108,864 + 268,435,456 = 327,254,016 B.
+  // GELU kernel keeps 67,108,864: 134,316,032 - 67,108,864 + 268,435,456 = 335,642,624 B.
   transformer_config fast = pythia;
   fast.gelu_fast_ops = true;
   CHECK(layer_activation_bytes(fast, c).mlp_hidden.count() == 268'435'456);
-  CHECK(layer_activation_bytes(fast, c).total().count() == 327'254'016);
+  CHECK(layer_activation_bytes(fast, c).total().count() == 335'642'624);
   // Phi-2 (hidden 2560, 32 heads of 80, intermediate 10240, gelu_new, resid_pdrop 0.1), s = 2048, b = 1: sbh = 5,242,880.
   // One LayerNorm: 10,485,760 + 16,384; its output is read by q, k, v and fc1 and kept once, 10,485,760; Q, K, V and the
   // dense input 4 x 10,485,760; log-sum-exp 4 x 32 x 2048 = 262,144; two 1-byte residual dropout masks 10,485,760;
   // gelu_new's four kept tensors and fc2's input 5 x 2 x 2048 x 10240 = 209,715,200. No second norm, no second input.
-  // 10,502,144 + 5 x 10,485,760 + 262,144 + 10,485,760 + 209,715,200 = 283,394,048 B.
+  // Partial RoPE's torch.cat: SDPA's own head-major output beside dense's copy, 10,485,760.
+  // 10,502,144 + 6 x 10,485,760 + 262,144 + 10,485,760 + 209,715,200 = 293,879,808 B.
   const transformer_config phi = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/phi-2.json");
   const layer_activations p = layer_activation_bytes(phi, c);
   CHECK(p.mlp_norm.count() == 0);
   CHECK(p.mlp_input.count() == 0);
   CHECK(p.attention_input.count() == 10'485'760);
   CHECK(p.mlp_hidden.count() == 209'715'200);
-  CHECK(p.total().count() == 283'394'048);
+  CHECK(p.total().count() == 293'879'808);
   // Under autocast each linear casts the fp32 norm output itself: q, k, v and fc1 keep four casts.
   c.autocast = true;
   const layer_activations amp = layer_activation_bytes(phi, c);
@@ -618,17 +621,18 @@ TEST_CASE("StableLM's LayerNorm layer with a SwiGLU MLP, in sequence or in paral
   // SDPA, use_cache true. sbh = 4,194,304; 2sbh = 8,388,608. Two LayerNorms, each its bf16 input and fp32 mean and rstd:
   // 2 x (8,388,608 + 16,384); the q, k, v input, o_proj's input and gate / up's input 3 x 8,388,608; Q and K after the
   // partial RoPE (torch.cat of the rotated and passed parts) and the cache's V 3 x 8,388,608; log-sum-exp 4 x 32 x 2048
-  // = 262,144; SwiGLU's four tensors 4 x 2 x 2048 x 5632 = 92,274,688. 16,809,984 + 50,331,648 + 262,144 + 92,274,688 =
-  // 159,678,464 B. With use_parallel_residual one norm feeds both branches and q, k, v, gate and up read one tensor:
-  // 8,404,992 + 5 x 8,388,608 + 262,144 + 92,274,688 = 142,884,864 B.
+  // = 262,144; SwiGLU's four tensors 4 x 2 x 2048 x 5632 = 92,274,688; SDPA's own output, head-major beside o_proj's
+  // copy because torch.cat made Q, 8,388,608. 16,809,984 + 58,720,256 + 262,144 + 92,274,688 = 168,067,072 B. With
+  // use_parallel_residual one norm feeds both branches and q, k, v, gate and up read one tensor:
+  // 8,404,992 + 6 x 8,388,608 + 262,144 + 92,274,688 = 151,273,472 B.
   const activation_config c = hf_sdpa(2048);
   transformer_config slm = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/stablelm-2-1.6b.json");
-  CHECK(layer_activation_bytes(slm, c).total().count() == 159'678'464);
+  CHECK(layer_activation_bytes(slm, c).total().count() == 168'067'072);
   slm.parallel_residual = slm.shared_layer_norm = true;
   const layer_activations parallel = layer_activation_bytes(slm, c);
   CHECK(parallel.mlp_norm.count() == 0);
   CHECK(parallel.mlp_input.count() == 0);
-  CHECK(parallel.total().count() == 142'884'864);
+  CHECK(parallel.total().count() == 151'273'472);
 }
 
 TEST_CASE("StarCoder2's pre-norm LayerNorm layer with GQA and a biased GELU MLP", "[activations]") {
@@ -821,4 +825,130 @@ TEST_CASE("the Qwen2-VL vision tower: LayerNorms, QuickGELU as tensor ops, no wi
   CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 128, "vocab_size": 100, "vision_config": {"depth": 2, "embed_dim": 32, "num_heads": 2, "hidden_act": "gelu"}})"),
                     "zeromem: config.json: field 'vision_config.hidden_act' must be \"quick_gelu\" for model_type 'qwen2_vl', got '\"gelu\"'");
+}
+
+TEST_CASE("SDPA's own output beside the output projection's copy: head-major queries from torch.cat", "[activations][sdpa]") {
+  // Pythia-1B (GPT-NeoX: rotated and passed parts joined by torch.cat), s = 2048, b = 8, bf16 SDPA on CUDA. The flash
+  // kernel's output follows the head-major query, so transformers' transpose(1, 2).contiguous() copies it: the kernel
+  // keeps its output and the output projection keeps the copy, a sb x heads x d each: 2 x 2048 x 8 x 2048 = 67,108,864 B.
+  // Measured on an H200 (tests/data/calibration/h200-training-steps.json, pythia1b-bf16-sdpa-s2048-b8): the forward
+  // peak sat 1,073,760,704 B = 16 layers x 67,108,864 B + 18,880 B above zeromem's before this term.
+  const transformer_config pythia = find_preset("pythia-1b").config;
+  activation_config c = hf_sdpa(2048);
+  c.micro_batch = 8;
+  const layer_activations l = layer_activation_bytes(pythia, c);
+  CHECK(l.attention_output.count() == 67'108'864);
+  CHECK(l.attention_kernel_output.count() == 67'108'864);
+  // Not where no copy is made: Llama's elementwise rotation keeps the projection's token-major strides; eager attention
+  // keeps P and V, not P @ V; in fp32 the memory-efficient kernel writes a token-major output; CPU runs are not modelled.
+  transformer_config no_cat = pythia;
+  no_cat.rope_concat = false;
+  CHECK(layer_activation_bytes(no_cat, c).attention_kernel_output.count() == 0);
+  CHECK(layer_activation_bytes(find_preset("qwen2.5-1.5b").config, c).attention_kernel_output.count() == 0);
+  activation_config other = c;
+  other.attention = attention_kind::eager;
+  CHECK(layer_activation_bytes(pythia, other).attention_kernel_output.count() == 0);
+  other = c;
+  other.activation_dtype = dtype::fp32;
+  CHECK(layer_activation_bytes(pythia, other).attention_kernel_output.count() == 0);
+  other = c;
+  other.device = device_kind::cpu;
+  CHECK(layer_activation_bytes(pythia, other).attention_kernel_output.count() == 0);
+  // config.json: the four families whose apply_rotary_pos_emb concatenates (Phi-3 even at factor 1).
+  for (const char* type : {"gpt_neox", "phi", "stablelm", "phi3"}) {
+    const std::string json = std::string(R"({"model_type": ")") + type +
+                             R"(", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 512, "vocab_size": 1000})";
+    INFO(type);
+    CHECK(parse_hf_config(json).rope_concat);
+  }
+  CHECK_FALSE(parse_hf_config(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 512, "vocab_size": 1000})").rope_concat);
+}
+
+TEST_CASE("LoRA: fp32 adapters keep their own casts, and SDPA keeps its output for a frozen output projection", "[activations][lora]") {
+  // Llama-2-7B, s = 2048, b = 4 (sb = 8192, h = 4096), bf16 SDPA, PEFT r = 16 on q_proj and v_proj in fp32 (get_peft_model's
+  // autocast_adapter_dtype). Each adapter casts its input to fp32 (tuners_utils.py _cast_input_dtype) and lora_A keeps
+  // that cast: 4 x 8192 x 4096 = 134,217,728 B each; lora_B keeps lora_A's fp32 output, 4 x 8192 x 16 = 524,288 B each.
+  // The frozen q, k, v projections keep nothing, and o_proj, frozen, neither: SDPA keeps its output, 2 x 8192 x 4096 =
+  // 67,108,864 B. Measured on an H200 (h200-training-steps.json, llama2-7b-lora16-sdpa-s2048-b4, 32 layers):
+  // _cast_input_dtype 8,589,934,592 B = 32 x 2 x 134,217,728; sdpa_attention_forward 2,181,038,592 B = 32 x (67,108,864
+  // + the 1,048,576 B log-sum-exp).
+  const transformer_config llama = find_preset("llama-2-7b").config;
+  activation_config c = hf_sdpa(2048);
+  c.micro_batch = 4;
+  adaptation lora{};
+  lora.lora.rank = 16;
+  lora.lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  layer_activations l = layer_activation_bytes(llama, c, lora);
+  CHECK(l.lora.count() == 2 * (134'217'728 + 524'288));
+  CHECK(l.attention_input.count() == 0);
+  CHECK(l.attention_output.count() == 0);
+  CHECK(l.attention_kernel_output.count() == 67'108'864);
+  // Adapters in the base's bf16: no cast; lora_A keeps the shared input, once (2 x 8192 x 4096), and bf16 intermediates.
+  lora.lora.adapter_dtype = dtype::bf16;
+  l = layer_activation_bytes(llama, c, lora);
+  CHECK(l.lora.count() == 2 * 2 * 8192 * 16);
+  CHECK(l.attention_input.count() == 67'108'864);
+  CHECK(l.attention_kernel_output.count() == 67'108'864);
+  // o_proj adapted in bf16: its lora_A keeps SDPA's output itself, one tensor.
+  lora.lora.targets |= bit(lora_module::o_proj);
+  l = layer_activation_bytes(llama, c, lora);
+  CHECK(l.attention_output.count() == 67'108'864);
+  CHECK(l.attention_kernel_output.count() == 0);
+  // ... in fp32: its own cast (4 x 8192 x 4096) beside SDPA's output.
+  lora.lora.adapter_dtype = dtype::fp32;
+  l = layer_activation_bytes(llama, c, lora);
+  CHECK(l.attention_output.count() == 0);
+  CHECK(l.attention_kernel_output.count() == 67'108'864);
+  CHECK(l.lora.count() == 3 * (134'217'728 + 524'288));
+  // With LoRA dropout the fp32 cast is dropped out: a 1-byte mask and the fp32 dropped copy per adapter.
+  lora.lora.dropout = 0.1;
+  CHECK(layer_activation_bytes(llama, c, lora).lora.count() == 3 * (5LL * 8192 * 4096 + 524'288));
+  // Eager attention keeps P and V, not its output: a frozen o_proj leaves nothing of it.
+  c.attention = attention_kind::eager;
+  lora.lora.targets = bit(lora_module::q_proj);
+  CHECK(layer_activation_bytes(llama, c, lora).attention_kernel_output.count() == 0);
+}
+
+TEST_CASE("autocast: the forward's KV cache holds fp32 K and V beside attention's 16-bit casts", "[activations][amp]") {
+  // Pythia-1B (use_cache true), s = 2048, b = 4, amp-bf16. K leaves RoPE fp32 (the tables take the fp32 hidden's dtype)
+  // and the cache concatenates onto empty tensors of K's dtype, so K and V are cached in fp32: 2 x 4 x 2048 x 4 x 8 heads
+  // x 256 = 134,217,728 B a layer. Measured on an H200 (h200-training-steps.json, pythia1b-amp-sdpa-s2048-b4):
+  // cache_utils.py update's two lines held 1,073,741,824 B each at the peak, 16 layers x 67,108,864 B.
+  transformer_config pythia = find_preset("pythia-1b").config;
+  pythia.use_cache = true;
+  activation_config c = hf_sdpa(2048);
+  c.micro_batch = 4;
+  c.autocast = true;
+  CHECK(forward_kv_cache_bytes(pythia, c).count() == 134'217'728);
+  // In bf16 attention keeps the cached copies themselves (MHA, nothing repeated): nothing beside them.
+  c.autocast = false;
+  CHECK(forward_kv_cache_bytes(pythia, c).count() == 0);
+  // OLMo's rotation casts q and k back to the input's dtype.
+  c.autocast = true;
+  pythia.rope_fp32 = true;
+  CHECK(forward_kv_cache_bytes(pythia, c).count() == 0);
+}
+
+TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the routing weights", "[activations][moe]") {
+  // Mixtral-8x7B (hidden 4096, expert intermediate 14336, top-2 of 8), s = 4096, b = 4: sb = 16,384. Each token passes two
+  // experts: SwiGLU's four tensors 4 x 2 x 16,384 x (2 x 14,336) = 3,758,096,384 B; each expert's gather
+  // hidden_states[top_x] (kept by w1 and w3) and its w2 output (kept by the multiply with the routing weights), a·sbh
+  // per routed choice each: 2 x 2 x (2 x 16,384 x 4096) = 536,870,912 B. Measured on an H200 (h200-training-steps.json,
+  // mixtral2l-bf16-sdpa-s4096-b4, two layers): the forward sat 1,077,613,568 B = 2 x (536,870,912 + 1,935,872) above
+  // zeromem's before this term; the 1,935,872 B a layer (the router's fp32 softmax, its top-k indices, the experts'
+  // token indices) are not modelled.
+  const transformer_config mixtral = find_preset("mixtral-8x7b").config;
+  activation_config c = hf_sdpa(4096);
+  c.micro_batch = 4;
+  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 536'870'912);
+  // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast: three a·sbh per routed choice.
+  c.autocast = true;
+  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 2 * 134'217'728LL);
+  // LoRA on attention only: the experts are frozen and keep nothing of the dispatch, the router does not train.
+  c.autocast = false;
+  adaptation lora{};
+  lora.lora.rank = 8;
+  lora.lora.targets = bit(lora_module::q_proj);
+  CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336);
 }

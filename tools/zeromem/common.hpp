@@ -82,6 +82,7 @@ struct model_flags {
   bool parallel_residual = false, shared_layer_norm = false, lm_head_bias = false, gelu_new = false, qkv_per_head = false;
   double attention_softcap = 0.0, final_logit_softcap = 0.0;
   std::int64_t sliding_window_pattern = 0, nope_period = 0, rotary_dims = 0;
+  bool rope_concat = false;
   bool fused_qkv = false, fused_gate_up = false, use_cache = false, scaled_residual = false, scaled_logits = false;
   std::int64_t sliding_window = 0;
   std::int64_t experts = 0, experts_per_token = 0, expert_ffn = 0, shared_experts = 0;  // 0: not given (dense)

@@ -51,6 +51,9 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(integer_option(app, "--rotary-dims", f.rotary_dims,
                                    "RoPE rotates this many dimensions of each head, the rotary tables' width (GPT-NeoX's rotary_pct, "
                                    "Phi's partial_rotary_factor x head dim); 0: whole heads"));
+    shape.push_back(app.add_flag("--rope-concat", f.rope_concat,
+                                 "RoPE joins each head's rotated and passed parts with torch.cat into head-major q and k (GPT-NeoX, Phi, "
+                                 "StableLM, Phi-3)"));
     shape.push_back(app.add_flag("--scaled-residual", f.scaled_residual,
                                  "each branch is multiplied by a scalar into a new tensor before its residual add (Granite's residual_multiplier)"));
     shape.push_back(app.add_flag("--scaled-logits", f.scaled_logits,
@@ -133,6 +136,7 @@ transformer_config model_of(const model_flags& f) {
   m.rope_fp32 = f.rope_fp32;
   m.nope_period = f.nope_period;
   m.rotary_dims = f.rotary_dims;
+  m.rope_concat = f.rope_concat;
   m.scaled_residual = f.scaled_residual;
   m.scaled_logits = f.scaled_logits;
   m.scaled_embedding = f.scaled_embedding;

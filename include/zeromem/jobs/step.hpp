@@ -473,7 +473,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   };
   const auto attention_half = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
     return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
-           w.attention_mask + w.attention_output + w.attention_residual_mask + attention_branch_norm(w);
+           w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + attention_branch_norm(w);
   };
   // (2e) Gemma-2's and OLMo-2's layers end with a norm over the MLP's output (post_feedforward_layernorm), the layer's
   // first node differentiated: the whole layer alive but that norm's saved tensors, which its RMSNorm backward holds

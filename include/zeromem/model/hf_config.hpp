@@ -298,6 +298,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.sliding_window = sliding_window_of(j, 0, type);
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);  // Phi3DecoderLayer resid_attn_dropout, resid_mlp_dropout
     m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 1.0, m.head_size());  // Phi-4-mini: 0.75
+    m.rope_concat = true;  // apply_rotary_pos_emb: torch.cat of the rotated and passed parts
   } else if (type == "gemma") {
     // GemmaConfig / modeling_gemma.py (gemma_like); GemmaModel scales the embedding output by sqrt(hidden).
     m = gemma_like(j, type);
@@ -400,6 +401,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.attention_out_bias = m.mlp_bias = false;
     m.norm = norm_kind::layernorm;
     m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 0.25, m.head_size());  // StableLmConfig's default
+    m.rope_concat = true;  // apply_rotary_pos_emb: torch.cat of the rotated and passed parts
     m.parallel_residual = m.shared_layer_norm = boolean_or(j, "use_parallel_residual", false);
     if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (a LayerNorm per head on q and k) is not modelled for model_type 'stablelm'; set it false");
     if (probability_or(j, "hidden_dropout", 0.0) > 0.0)
@@ -475,6 +477,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.fused_qkv = m.qkv_per_head = true;
     m.parallel_residual = boolean_or(j, "use_parallel_residual", true);
     m.rotary_dims = rotary_dims_of(j, "rotary_pct", 0.25, m.head_size());
+    m.rope_concat = true;  // apply_rotary_pos_emb: torch.cat of the rotated and passed parts
     m.residual_dropout = m.embedding_dropout = probability_or(j, "hidden_dropout", 0.0);  // post_attention/post_mlp/emb_dropout
   } else if (type == "phi") {
     // PhiConfig / modeling_phi.py (Phi-1, Phi-1.5, Phi-2): q_proj, k_proj, v_proj and dense with biases, fc1 / act /
@@ -488,6 +491,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.0);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.0);
     m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 0.5, m.head_size());  // PhiConfig's default
+    m.rope_concat = true;  // apply_rotary_pos_emb: torch.cat of the rotated and passed parts
     if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (LayerNorms on q and k) is not modelled for model_type 'phi'; set it false");
   } else if (type == "opt") {
     // OPTConfig / modeling_opt.py (OPT-125M ... 66B): q_proj, k_proj, v_proj, out_proj and fc1, fc2 with biases

@@ -153,6 +153,11 @@ struct transformer_config {
   /// partial_rotary_factor; transformers modeling_rope_utils.py _compute_default_rope_parameters: dim =
   /// int(head_dim x factor)): the rotary cos and sin tables are that wide. 0: the whole head.
   std::int64_t rotary_dims = 0;
+  /// apply_rotary_pos_emb splits each head into rotated and passed parts and joins them with torch.cat (GPT-NeoX, Phi,
+  /// StableLM, and Phi-3 even at factor 1: modeling_phi3.py q_embed = torch.cat([..., q_pass], dim=-1)). cat's output is
+  /// contiguous in the (b, heads, s, d) order, where Llama's elementwise rotation keeps the projection's token-major
+  /// strides: attention kernels that lay out their output like the query then hand back a head-major tensor.
+  bool rope_concat = false;
   /// Granite's scalar multipliers (modular_granite.py): GraniteDecoderLayer adds branch * residual_multiplier, the
   /// product a new tensor beside the branch output; GraniteForCausalLM divides the logits by logits_scaling into a
   /// new tensor beside lm_head's output. Autograd keeps only the scalars, so training keeps what Llama's layer keeps;
@@ -631,7 +636,7 @@ constexpr transformer_config mistral_v01() {
 /// Phi-3-mini (modeling_phi3.py): one qkv_proj and one gate_up_proj per layer, 32 heads of 96, untied.
 constexpr transformer_config phi3_mini(std::int64_t sliding_window) {
   transformer_config m = llama(3072, 32, 32, 32, 8192, 32064);
-  m.fused_qkv = m.fused_gate_up = true;
+  m.fused_qkv = m.fused_gate_up = m.rope_concat = true;
   m.sliding_window = sliding_window;
   return m;
 }
@@ -684,7 +689,7 @@ constexpr transformer_config pythia(std::int64_t h, std::int64_t layers, std::in
   m.mlp = mlp_kind::gelu;
   m.norm = norm_kind::layernorm;
   m.qkv_bias = m.attention_out_bias = m.mlp_bias = true;
-  m.fused_qkv = m.qkv_per_head = m.parallel_residual = true;
+  m.fused_qkv = m.qkv_per_head = m.parallel_residual = m.rope_concat = true;
   return m;
 }
 /// OLMo-2 (modeling_olmo2.py): Llama's shapes with as many KV heads as heads, post-branch norms only, q_norm / k_norm over

@@ -80,6 +80,7 @@ struct layer_activations {
   bytes attention_lse;        // FlashAttention: fp32 log-sum-exp
   bytes attention_mask;       // SDPA with a mask: the additive mask it converts transformers' boolean mask into
   bytes attention_output;     // input of the output projection
+  bytes attention_kernel_output;  // SDPA's / FlashAttention's own output, where the output projection keeps another tensor
   bytes attention_residual_mask;
   bytes mlp_norm;
   bytes mlp_input;
@@ -102,6 +103,7 @@ struct layer_activations {
     f("attention_lse", attention_lse);
     f("attention_mask", attention_mask);
     f("attention_output", attention_output);
+    f("attention_kernel_output", attention_kernel_output);
     f("attention_residual_mask", attention_residual_mask);
     f("mlp_norm", mlp_norm);
     f("mlp_input", mlp_input);
@@ -243,7 +245,14 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
 constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
   if (!detail::keeps_forward_cache(m, c)) return bytes{};
   const attention_layout l = detail::attention_layout_of(m, c, layer);
-  if (!l.cached || !l.repeat || l.kv_view || l.kv_heads >= l.heads) return bytes{};
+  if (!l.cached) return bytes{};
+  // Under autocast, RoPE rotates K with tables in the fp32 hidden's dtype (LlamaRotaryEmbedding.forward: cos.to(x.dtype)),
+  // so K leaves it fp32, and the cache, which concatenates onto empty tensors of K's dtype (cache_utils.py DynamicLayer
+  // lazy_initialization, update: torch.cat), holds fp32 K and V; attention keeps its own 16-bit casts of them
+  // (autocast_mode.cpp: scaled_dot_product_attention, matmul in the lower-precision list). OLMo casts q and k back.
+  if (c.autocast && rope_layer(m, layer) && !m.rope_fp32)
+    return bytes_of(detail::checked_product(2 * 4, detail::quotient(c.seq_len, c.cp), c.micro_batch, l.kv_heads, m.head_size()));
+  if (!l.repeat || l.kv_view || l.kv_heads >= l.heads) return bytes{};
   return bytes_of(detail::checked_product(2 * detail::dtype_bytes_ceil(c.activation_dtype), detail::quotient(c.seq_len, c.cp),
                                           c.micro_batch, l.kv_heads, m.head_size()));
 }
@@ -299,7 +308,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t residual_sbh = c.autocast ? checked_product(4, sbh) : a_sbh;
   if (c.recomputation == recompute::full)
     // Full recompute keeps the layer input only: 2sbh (Korthikanti Table 2), split by sequence parallelism.
-    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none, none, none,
+    return layer_activations{none, none, none, none, none, none, none, none, none, none, none, none, none, none, none, none, none,
                              bytes_of(replicated(residual_sbh)), none, none};
 
   const bytes norm = bytes_of(replicated(norm_saved()));
@@ -321,11 +330,24 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                               l.role == lora_module::down_proj || l.role == lora_module::fc2;
       const bool row_parallel = l.role == lora_module::o_proj || l.role == lora_module::down_proj || l.role == lora_module::fc2;
       const std::int64_t tokens = checked_product(sb, mlp_module ? routed : 1);
-      lora_bytes = checked_sum(lora_bytes, checked_product(a, tokens, ad.intermediates));  // kept by lora_B
+      // PEFT casts an adapter's input to the adapter's dtype before dropout and lora_A when they differ (tuners_utils.py
+      // _cast_input_dtype: x.to(lora_A.weight.dtype); lora/layer.py Linear.forward): fp32 adapters on a 16-bit base
+      // (autocast_adapter_dtype) keep a cast of their own per adapted linear, and lora_A's output is fp32. Under
+      // autocast the input is already fp32 and lora_A keeps its own 16-bit cast (keepers below).
+      const std::int64_t width = !c.autocast ? dtype_bytes_ceil(adapt.lora.adapter_dtype) : a;
+      const bool cast = width != a;
+      lora_bytes = checked_sum(lora_bytes, checked_product(width, tokens, ad.intermediates));  // kept by lora_B
       const std::int64_t in = row_parallel ? detail::ceil_div(l.in, c.tp) : l.in;
-      if (drop) {  // lora_A keeps the dropped copy; dropout its mask
-        const std::int64_t n = checked_product(tokens, in);
-        lora_bytes = checked_sum(lora_bytes, row_parallel ? checked_product(mask + a, n) : replicated(checked_product(mask + a, n)));
+      const std::int64_t n = checked_product(tokens, in);
+      const auto add_input = [&](std::int64_t per_value) {
+        lora_bytes = checked_sum(lora_bytes, row_parallel ? checked_product(per_value, n) : replicated(checked_product(per_value, n)));
+      };
+      if (drop) {  // lora_A keeps the dropped copy; dropout its mask (CPU: in the dropped tensor's dtype)
+        add_input((cpu ? width : 1) + width);
+        return;
+      }
+      if (cast) {  // lora_A keeps the adapter's own cast; the base linear, frozen, keeps nothing
+        add_input(width);
         return;
       }
       if (l.role == lora_module::o_proj) ++output_keepers;
@@ -404,6 +426,19 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                         : none;
   const bytes sdpa_bias = at.sdpa_mask && c.recomputation == recompute::none ? bytes_of(checked_product(a, b, s, detail::ceil_div(s, 8), 8)) : none;
   const bytes output = bytes_of(checked_product(a, sb, heads, d, keepers(1, output_keepers)));  // "output projection: 2sbh"
+  // SDPA and FlashAttention keep their own output for backward (derivatives.yaml _scaled_dot_product_flash_attention,
+  // _efficient_attention, _cudnn_attention: `output`; flash-attn's FlashAttnFunc: out). The output projection reads
+  // transformers' attn_output.transpose(1, 2).contiguous() (sdpa_attention.py), the same tensor, unless
+  //  - contiguous() copies: the flash and cuDNN kernels lay their output out like the query (flash_api.cpp mha_fwd:
+  //    out = at::empty_like(q); cuDNN: alloc_with_matching_layout(q, ...)) and torch.cat's query is head-major
+  //    (rope_concat). 16-bit only: fp32 runs the memory-efficient kernel, whose output is token-major (attention.cu
+  //    _efficient_attention_forward). Measured on H200 with and without a mask (Phi-3-mini at its window; Pythia, Phi-2).
+  //  - the output projection keeps nothing of it: frozen without an adapter, or its adapter keeps its own cast.
+  const bool kernel_keeps_output = c.impl == implementation::hf && c.attention != attention_kind::eager;
+  const bool head_major_output = kernel_keeps_output && c.device == device_kind::cuda && m.rope_concat && rope_layer(m, layer) &&
+                                 detail::dtype_bytes_ceil(c.activation_dtype) < 4;
+  const bytes kernel_output = kernel_keeps_output && (head_major_output || output.count() == 0) ? bytes_of(checked_product(a, sb, heads, d))
+                                                                                                : none;
   // "attention dropout mask: sbh" and "dropout mask: sbh" after the MLP.
   const bytes residual_mask = residual_dropout ? bytes_of(replicated(checked_product(mask, sbh))) : none;
   const std::int64_t f =
@@ -421,7 +456,18 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t hidden_tensors = m.mlp == mlp_kind::relu ? 1
                                       : (m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4)) - 1 +
                                             keepers(1, hidden_keepers);
-  const bytes mlp_hidden = bytes_of(checked_product(hidden_tensors * a, sb, f));
+  // transformers' MoE block (modeling_mixtral.py MixtralSparseMoeBlock.forward) runs each expert on the tokens routed
+  // to it: hidden_states[top_x] gathers a copy its linears keep, and its output is multiplied by the routing weights,
+  // which keeps it while the router trains. Per routed choice (top_k a token) a·sbh each; under autocast the two
+  // linears that read the gather keep their own 16-bit casts instead. Frozen (LoRA), the gather is kept where an MLP
+  // module is adapted and the output not at all. Measured on an H200 (Mixtral's shape on two layers).
+  std::int64_t moe_dispatch = 0;
+  if (m.moe.experts > 0 && c.impl == implementation::hf) {
+    const std::int64_t gathers = frozen ? (mlp_keepers + hidden_keepers > 0 ? 1 : 0) : c.autocast ? 2 : 1;
+    const std::int64_t outputs = frozen ? 0 : 1;
+    moe_dispatch = replicated(checked_product(checked_product(gathers + outputs, m.moe.top_k), a_sbh));
+  }
+  const bytes mlp_hidden = bytes_of(checked_sum(checked_product(hidden_tensors * a, sb, f), moe_dispatch));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward (the norms'
   // weights, Qwen3's q_norm and k_norm among them, stay fp32).
   bytes weights = none;
@@ -443,7 +489,7 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // statistics (autograd saves a tensor once); with one shared norm (Phi) there is no second norm.
   const bytes mlp_norm = !m.parallel_residual ? pre_norm : m.shared_layer_norm ? none : bytes_of(replicated(norm_statistics()));
   return layer_activations{pre_norm,  input,  query + q_norm + q_clip, key + k_norm + kv_clip, value + kv_clip, scores, scores_dropout, lse,
-                           sdpa_bias, output, residual_mask,  mlp_norm,     mlp_input, mlp_hidden, residual_mask, branch_norms,
+                           sdpa_bias, output, kernel_output, residual_mask,  mlp_norm,     mlp_input, mlp_hidden, residual_mask, branch_norms,
                            none,      weights, bytes_of(lora_bytes)};
 }
 }  // namespace detail
