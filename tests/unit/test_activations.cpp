@@ -952,3 +952,42 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   lora.lora.targets = bit(lora_module::q_proj);
   CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336);
 }
+
+TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {
+  // The embedding is frozen and enable_input_require_grads runs only with gradient checkpointing, so layer 0's input
+  // does not require grad. Llama-2-7B, s = 2048, b = 4, r = 16 on q_proj and v_proj: its input RMSNorm keeps nothing,
+  // neither the fp32 copy (4 x 8192 x 4096 = 134,217,728 B) nor rstd (4 x 8192 = 32,768 B). Measured on an H200
+  // (llama2-7b-lora16-sdpa-s2048-b4): 134,215,168 B below zeromem's before this term.
+  const transformer_config llama = find_preset("llama-2-7b").config;
+  activation_config c = hf_sdpa(2048);
+  c.micro_batch = 4;
+  adaptation lora{};
+  lora.lora.rank = 16;
+  lora.lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  stage_activations st = first_stage_activations(llama, c, {}, lora);
+  CHECK(st.first_layer_unkept.count() == 134'217'728 + 32'768);
+  CHECK(st.layers.count() == st.per_layer.total().count() * 32 - (134'217'728 + 32'768));
+  // Phi-2 (parallel branches behind one LayerNorm), s = 2048, b = 4, the same targets: the LayerNorm's input and
+  // statistics (2 x 8192 x 2560 + 2 x 4 x 8192 = 42,008,576 B), the whole MLP branch, frozen and reading a tensor without
+  // grad (fc1's output and gelu_new's three, 4 x 2 x 8192 x 10240 = 671,088,640 B), and its residual dropout mask
+  // (8192 x 2560 = 20,971,520 B): 734,068,736 B. Measured: 732,984,832 B (phi2-lora16-sdpa-s2048-b4).
+  const transformer_config phi = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/phi-2.json");
+  CHECK(first_stage_activations(phi, c, {}, lora).first_layer_unkept.count() == 734'068'736);
+  // Qwen2.5-1.5B on every linear with dropout 0.05: the RMSNorm (4 x 8192 x 1536 + 4 x 8192 = 50,364,416 B) and the
+  // 1-byte dropout masks of q, k and v over its output (3 x 8192 x 1536 = 37,748,736 B): 88,113,152 B. Measured:
+  // 86,115,840 B (qwen1.5b-loraall16-sdpa-s2048-b4).
+  const transformer_config qwen = find_preset("qwen2.5-1.5b").config;
+  adaptation all{};
+  all.lora.rank = 16;
+  all.lora.targets = bit(lora_module::all_linear);
+  all.lora.dropout = 0.05;
+  CHECK(first_stage_activations(qwen, c, {}, all).first_layer_unkept.count() == 50'364'416 + 37'748'736);
+  // Under full recompute (enable_input_require_grads), without LoRA, or adapting only the MLP of a sequential layer
+  // (not modelled), nothing is taken off.
+  c.recomputation = recompute::full;
+  CHECK(first_stage_activations(llama, c, {}, lora).first_layer_unkept.count() == 0);
+  c.recomputation = recompute::none;
+  CHECK(first_stage_activations(llama, c).first_layer_unkept.count() == 0);
+  lora.lora.targets = bit(lora_module::down_proj);
+  CHECK(first_stage_activations(llama, c, {}, lora).first_layer_unkept.count() == 0);
+}

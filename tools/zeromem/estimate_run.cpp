@@ -150,6 +150,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                         {"logits_bytes", act->logits.count()}, {"total_bytes", act->total.count()},
                         {"full_attention_layers", act->full_attention_layers},
                         {"full_attention_layer_bytes", act->full_attention_layer.total().count()},
+                        {"first_layer_unkept_bytes", act->first_layer_unkept.count()},
                         // A vision tower runs over the image tokens' patches (--image-tokens); with none, text only.
                         {"image_tokens", in.job.activations.image_tokens}, {"vision_bytes", act->vision.count()},
                         {"vision_forward_modelled", in.job.model.vision.blocks == 0 || in.job.activations.image_tokens > 0}};
