@@ -267,6 +267,17 @@ constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activa
 /// tuners/lora/layer.py Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling). The residual stream is
 /// taken to require grad in every layer, as PEFT's enable_input_require_grads makes it under checkpointing.
 namespace detail {
+/// A decoder layer's MLP linears (dense or each expert's), as LoRA names them.
+constexpr bool is_mlp_module(lora_module r) {
+  return r == lora_module::gate_proj || r == lora_module::up_proj || r == lora_module::gate_up_proj || r == lora_module::fc1 ||
+         r == lora_module::down_proj || r == lora_module::fc2;
+}
+/// Bytes per value of what an adapter's lora_A reads: PEFT casts the input to the adapter's dtype where they differ
+/// (tuners_utils.py _cast_input_dtype); under autocast the input is the fp32 residual's and lora_A keeps its own
+/// 16-bit cast, the activation dtype's width.
+constexpr std::int64_t adapter_input_bytes(const activation_config& c, const adaptation& adapt) {
+  return c.autocast ? dtype_bytes_ceil(c.activation_dtype) : dtype_bytes_ceil(adapt.lora.adapter_dtype);
+}
 constexpr layer_activations layer_activation_bytes_unchecked(const transformer_config& m, const activation_config& c,
                                                              const adaptation& adapt = {}, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum;
@@ -325,16 +336,13 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     for_each_linear(m, [&](const linear_shape& l) {
       const adapted_linear ad = adapt_of(m, l, adapt.lora);
       if (l.vision || ad.params == 0) return;
-      const bool mlp_module = l.role == lora_module::gate_proj || l.role == lora_module::up_proj || l.role == lora_module::gate_up_proj ||
-                              l.role == lora_module::fc1 ||
-                              l.role == lora_module::down_proj || l.role == lora_module::fc2;
+      const bool mlp_module = is_mlp_module(l.role);
       const bool row_parallel = l.role == lora_module::o_proj || l.role == lora_module::down_proj || l.role == lora_module::fc2;
       const std::int64_t tokens = checked_product(sb, mlp_module ? routed : 1);
-      // PEFT casts an adapter's input to the adapter's dtype before dropout and lora_A when they differ (tuners_utils.py
-      // _cast_input_dtype: x.to(lora_A.weight.dtype); lora/layer.py Linear.forward): fp32 adapters on a 16-bit base
-      // (autocast_adapter_dtype) keep a cast of their own per adapted linear, and lora_A's output is fp32. Under
-      // autocast the input is already fp32 and lora_A keeps its own 16-bit cast (keepers below).
-      const std::int64_t width = !c.autocast ? dtype_bytes_ceil(adapt.lora.adapter_dtype) : a;
+      // PEFT casts an adapter's input to the adapter's dtype before dropout and lora_A when they differ (lora/layer.py
+      // Linear.forward): fp32 adapters on a 16-bit base (autocast_adapter_dtype) keep a cast of their own per adapted
+      // linear, and lora_A's output is fp32. Under autocast lora_A keeps its own 16-bit cast (keepers below).
+      const std::int64_t width = adapter_input_bytes(c, adapt);
       const bool cast = width != a;
       lora_bytes = checked_sum(lora_bytes, checked_product(width, tokens, ad.intermediates));  // kept by lora_B
       const std::int64_t in = row_parallel ? detail::ceil_div(l.in, c.tp) : l.in;
@@ -640,9 +648,8 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
   if (!adapt.lora_enabled() || c.impl != implementation::hf || c.recomputation != recompute::none || c.image_tokens > 0 ||
       m.projected_embedding())
     return bytes{};
-  const std::int64_t a = dtype_bytes_ceil(c.activation_dtype);
   const std::int64_t sb = checked_product(quotient(c.seq_len, c.cp), c.micro_batch);
-  const std::int64_t width = !c.autocast ? dtype_bytes_ceil(adapt.lora.adapter_dtype) : a;  // as layer_activation_bytes
+  const std::int64_t width = adapter_input_bytes(c, adapt);
   const std::int64_t mask = c.device == device_kind::cpu ? width : 1;
   const bool drop = adapt.lora.dropout > 0.0;
   bool attention_adapted = false, mlp_adapted = false;
@@ -653,9 +660,7 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
                                   l.role == lora_module::qkv ||
                                   (m.shared_layer_norm && (l.role == lora_module::fc1 || l.role == lora_module::gate_proj ||
                                                            l.role == lora_module::up_proj || l.role == lora_module::gate_up_proj));
-    const bool mlp_module = l.role == lora_module::gate_proj || l.role == lora_module::up_proj || l.role == lora_module::gate_up_proj ||
-                            l.role == lora_module::fc1 || l.role == lora_module::down_proj || l.role == lora_module::fc2;
-    if (mlp_module) mlp_adapted = true;
+    if (is_mlp_module(l.role)) mlp_adapted = true;
     else if (l.role != lora_module::none) attention_adapted = true;
     if (drop && reads_input_norm && c.tp == 1)
       masks = checked_sum(masks, checked_product(mask, sb, l.in));
