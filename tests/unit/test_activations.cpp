@@ -26,6 +26,13 @@ activation_config hf_sdpa(std::int64_t seq_len) {
   c.seq_len = seq_len; c.impl = implementation::hf; c.attention = attention_kind::flash;
   return c;
 }
+// The calibration's LoRA: PEFT r = 16 on q_proj and v_proj (peak_anatomy.py), adapters in PEFT's default fp32.
+adaptation peft_qv_r16() {
+  adaptation a{};
+  a.lora.rank = 16;
+  a.lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  return a;
+}
 std::int64_t per_layer(const transformer_config& m, const activation_config& c) {
   return layer_activation_bytes(m, c).total().count();
 }
@@ -876,9 +883,7 @@ TEST_CASE("LoRA: fp32 adapters keep their own casts, and SDPA keeps its output f
   const transformer_config llama = find_preset("llama-2-7b").config;
   activation_config c = hf_sdpa(2048);
   c.micro_batch = 4;
-  adaptation lora{};
-  lora.lora.rank = 16;
-  lora.lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  adaptation lora = peft_qv_r16();
   layer_activations l = layer_activation_bytes(llama, c, lora);
   CHECK(l.lora.count() == 2 * (134'217'728 + 524'288));
   CHECK(l.attention_input.count() == 0);
@@ -961,9 +966,7 @@ TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "
   const transformer_config llama = find_preset("llama-2-7b").config;
   activation_config c = hf_sdpa(2048);
   c.micro_batch = 4;
-  adaptation lora{};
-  lora.lora.rank = 16;
-  lora.lora.targets = bit(lora_module::q_proj) | bit(lora_module::v_proj);
+  adaptation lora = peft_qv_r16();
   stage_activations st = first_stage_activations(llama, c, {}, lora);
   CHECK(st.first_layer_unkept.count() == 134'217'728 + 32'768);
   CHECK(st.layers.count() == st.per_layer.total().count() * 32 - (134'217'728 + 32'768));
