@@ -544,14 +544,14 @@ TEST_CASE("step: bad step settings throw with the fix named", "[step]") {
 
 namespace {
 // A job checked by the compiler: Llama-2-7B, pure bf16, full recompute, fused AdamW on an H100.
-constexpr step_estimate compile_time_step() {
+constexpr step_estimate compile_time_step(recompute r = recompute::full) {
   training_states t{};
   t.recipe = recipe_of(precision::bf16);
   activation_config a{};
   a.seq_len = 2048;
   a.attention = attention_kind::flash;
   a.impl = implementation::hf;
-  a.recomputation = recompute::full;
+  a.recomputation = r;
   step_config s{};
   s.optimizer = optimizer_impl::fused;
   return estimate_step(preset_config("llama-2-7b"), t, a, s);
@@ -564,6 +564,15 @@ TEST_CASE("step: the estimate is constexpr", "[step][static]") {
                 "Llama-2-7B with fused AdamW and full recompute fits an H100");
   constexpr bytes peak = compile_time_step().peak;
   CHECK(peak == bytes_of(40'430'493'696 + 13'476'831'232 + 16'777'216 + 67'108'864));  // + two 32 MiB cuBLAS workspaces
+  // Without recompute the estimate takes its other path (the layer's breakdowns are the stage's, not recomputed ones):
+  // evaluated by the compiler it gives every phase what it gives at run time.
+  constexpr step_estimate kept = compile_time_step(recompute::none);
+  volatile int none = static_cast<int>(recompute::none);  // a value the compiler cannot fold
+  const step_estimate run_time = compile_time_step(static_cast<recompute>(none));
+  CHECK(kept.peak == run_time.peak);
+  CHECK(kept.peak_phase == run_time.peak_phase);
+  CHECK(kept.backward.total() == run_time.backward.total());
+  CHECK(kept.forward.activations > compile_time_step().forward.activations);  // every layer's tensors, not checkpoints
 }
 
 TEST_CASE("DDP's all-reduce buckets hold one copy of the gradients through the whole step", "[step][ddp]") {

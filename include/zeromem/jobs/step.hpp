@@ -210,6 +210,17 @@ constexpr void validate(const step_config& s) {
                        "pass max_memory_reserved / max_memory_allocated - 1 measured on your job");
 }
 
+namespace detail {
+/// A layer's breakdown filled only where it is needed: a union leaves it unwritten otherwise (clearing two of them at
+/// every estimate, with `rep stos`, took a fifth of the step's own time), and stays usable in a constant expression.
+union breakdown_slot {
+  char empty;
+  layer_activations value;
+  constexpr breakdown_slot() : empty() {}
+  constexpr explicit breakdown_slot(const layer_activations& v) : value(v) {}
+};
+}  // namespace detail
+
 /// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
 constexpr step_estimate estimate_step(const transformer_config& m, const training_states& t_in, const activation_config& a,
                                       const step_config& s, const pipeline_config& p = {}, const runtime_overheads& o = {}) {
@@ -239,7 +250,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes full_layer_saved = F > 0 ? stage.full_attention_layer.total() * stage.microbatches_in_flight : bytes{};
   // What a layer holds whole while it is differentiated: its saved tensors, or under full recompute what the
   // recomputation saves again (the layer's tensors without recompute, the checkpoint aside).
-  layer_activations layer_whole = stage.per_layer, full_whole = stage.full_attention_layer;
+  // Without recompute they are the stage's own breakdowns, referred to rather than copied or cleared.
+  const bool recomputes = a.recomputation != recompute::none;
+  activation_config whole = a;
+  whole.recomputation = recompute::none;
+  const detail::breakdown_slot recomputed_layer =
+      recomputes ? detail::breakdown_slot(detail::layer_activation_bytes_unchecked(m, whole, t.adapt)) : detail::breakdown_slot();
+  const detail::breakdown_slot recomputed_full_layer =
+      recomputes && F > 0 ? detail::breakdown_slot(detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1)) : detail::breakdown_slot();
+  const layer_activations& layer_whole = recomputes ? recomputed_layer.value : stage.per_layer;
+  const layer_activations& full_whole = recomputes && F > 0 ? recomputed_full_layer.value : stage.full_attention_layer;
   bytes recomputed{}, full_recomputed{};
   // Under full recompute the checkpoint (the layer's input) is alive beside the recomputed layer. The layer's saved
   // tensors count it once where its first node keeps that very tensor: a LayerNorm's input (F.layer_norm), OLMo-2's
@@ -250,16 +270,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool norm_copies_input = a.impl == implementation::hf && !m.post_norms && !m.post_residual_norms &&
                                  (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && !input_is_fp32;
   const bytes checkpoint_in_layer = a.recomputation == recompute::full && !norm_copies_input ? stage.per_layer.total() : bytes{};
-  if (a.recomputation != recompute::none) {
-    activation_config whole = a;
-    whole.recomputation = recompute::none;
-    layer_whole = detail::layer_activation_bytes_unchecked(m, whole, t.adapt);
+  if (recomputes) {
     const bool full = a.recomputation == recompute::full;
     recomputed = layer_whole.total() - (full ? checkpoint_in_layer : stage.per_layer.total());
-    if (F > 0) {
-      full_whole = detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1);
-      full_recomputed = full_whole.total() - (full ? checkpoint_in_layer : stage.full_attention_layer.total());
-    }
+    if (F > 0) full_recomputed = full_whole.total() - (full ? checkpoint_in_layer : stage.full_attention_layer.total());
   }
 
   // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
@@ -441,9 +455,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
     return fsdp ? n * size_of(compute) : accumulating ? bytes{} : share(n);
   };
-  const bytes mlp_grads = new_grads(counts.mlp + elements_of(counts.norms.count() / 2));
-  const bytes mlp_linear_grads = new_grads(counts.mlp);
-  const bytes norm_backward = elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32);
+  // The terms of the walk inside a layer (2b-2f) are computed only where a layer is walked (mlp_walk); elsewhere 0.
+  const bytes mlp_grads = mlp_walk ? new_grads(counts.mlp + elements_of(counts.norms.count() / 2)) : bytes{};
+  const bytes mlp_linear_grads = mlp_walk ? new_grads(counts.mlp) : bytes{};
+  const bytes norm_backward = mlp_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
   // (2c) Earlier in the same walk, a gated MLP's product act(gate) * up differentiated (MulBackward0): down_proj's
   // node has run (its weight's gradient appeared, its saved input, the product, freed), and the product's gradient
   // is alive beside the two it makes, of act(gate) and of up: three sb x ffn tensors beside the residual's gradient.
@@ -452,8 +467,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // with the same product: its MulBackward0 makes the gradients of 0.5 x and of (1 + tanh) beside its incoming one.
   const bool gated_walk = mlp_walk && ((m.mlp == mlp_kind::swiglu && !m.fused_gate_up) ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
-  const bytes product = elements_of(checked_product(sb, m.ffn)) * size_of(compute);
-  const bytes down_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0)));
+  const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
+  const bytes down_grad = mlp_walk ? new_grads(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0))) : bytes{};
   // (2c') Before it, the MLP's second linear differentiated (fc2's AddmmBackward0): the whole layer alive (recomputed,
   // under full recompute), fc2's weight and bias gradients made beside the input gradient it makes (c sb ffn) and
   // dL/d(layer output). It is a non-gated MLP's highest moment (GELU, ReLU: the activation's backward after it holds
@@ -465,7 +480,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (c sb ffn), the input gradient it makes (c sbh) and, for SwiGLU, up_proj's input gradient waiting to be summed
   // with it (c sbh), beside the residual's gradient.
   const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
-  const bytes first_linear_flowing = hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product;
+  const bytes first_linear_flowing = mlp_walk ? hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product : bytes{};
   // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
   // the MLP: its saved tensors belong to the attention half.
   const auto attention_branch_norm = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
@@ -496,10 +511,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                    m.attention_softcap == 0.0 && a.dropout == 0.0;
   // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
   const std::int64_t score_values = attention_core_walk ? checked_product(m.heads, s_local, s_local, a.micro_batch) : 0;
-  const bytes probabilities = elements_of(score_values) * size_of(compute);
-  const bytes softmax_gradients = elements_of(checked_product(2, score_values)) * size_of(dtype::fp32);
-  const bytes value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
-  const bytes o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
+  bytes probabilities{}, softmax_gradients{}, value_grad{}, o_proj_grad{};
+  if (attention_core_walk) {
+    probabilities = elements_of(score_values) * size_of(compute);
+    softmax_gradients = elements_of(checked_product(2, score_values)) * size_of(dtype::fp32);
+    value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
+    o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
+  }
   enum class layer_part { before, branch_norm, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
   const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
@@ -613,14 +631,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
+  // The parts of a layer walked, one bit each in layer_part's order (the order they are considered in), chosen once:
+  // testing every part's condition for every layer considered cost more than the moments themselves.
+  const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
+  const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) | (branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
+                                (down_walk ? bit(layer_part::mlp_down) : 0u) | (gated_walk ? bit(layer_part::mlp_product) : 0u) |
+                                (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
+                                (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u);
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
-    for (const layer_part part : {layer_part::before, layer_part::branch_norm, layer_part::mlp_down, layer_part::mlp_product,
-                                  layer_part::mlp_first_linear, layer_part::mlp_norm, layer_part::attention_core, layer_part::after}) {
-      if ((part == layer_part::mlp_norm && !mlp_norm_walk) || (part == layer_part::mlp_product && !gated_walk) ||
-          (part == layer_part::mlp_down && !down_walk) ||
-          (part == layer_part::attention_core && !attention_core_walk) ||
-          (part == layer_part::mlp_first_linear && !first_linear_walk) || (part == layer_part::branch_norm && !branch_norm_walk))
-        continue;
+    for (unsigned rest = walked_parts; rest != 0; rest &= rest - 1) {
+      const auto part = static_cast<layer_part>(detail::log2_of_power_of_two(static_cast<std::int64_t>(rest & (0u - rest))));
       if (const bytes total = layer_moment(i, part).total(); total > backward_total) {
         backward_total = total;
         highest = moment_kind::layer;

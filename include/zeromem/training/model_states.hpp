@@ -48,7 +48,7 @@ struct model_state_terms {
   placement frozen_weights;     // parameters that do not train (LoRA's base, a frozen tower): weights only
 
   template <class F>
-  constexpr void for_each(F&& f) const {
+  ZEROMEM_ALWAYS_INLINE constexpr void for_each(F&& f) const {
     f("weights", weights);
     f("gradients", gradients);
     f("master_weights", master_weights);
@@ -65,9 +65,10 @@ struct model_state_terms {
            gathered_layer + swap_buffers + offload_staging + frozen_weights;
   }
   /// One device's bytes over all terms, e.g. sum(&placement::gpu).
-  constexpr bytes sum(bytes placement::*device) const {
+  /// (Inlined with its walk where it is called: the step estimate reads the GPU's sum once per call.)
+  ZEROMEM_ALWAYS_INLINE constexpr bytes sum(bytes placement::*device) const {
     bytes s{};
-    for_each([&](const char*, const placement& p) { s += p.*device; });
+    for_each([&](const char*, const placement& p) ZEROMEM_ALWAYS_INLINE { s += p.*device; });
     return s;
   }
 };
