@@ -119,6 +119,25 @@ void BM_StepEstimate(benchmark::State& state) {
 }
 BENCHMARK(BM_StepEstimate);
 
+// The same step as transformers runs it (the calibrated path): SDPA, full recompute, AdamW foreach on one GPU. The
+// backward walks inside a layer (its MLP's product, first linear and norm) and recomputes its breakdown.
+void BM_StepEstimateTransformers(benchmark::State& state) {
+  transformer_config m = llama();
+  training_states t{};
+  activation_config a{};
+  a.seq_len = 4096;
+  a.attention = attention_kind::flash;
+  a.impl = implementation::hf;
+  a.recomputation = recompute::full;
+  step_config s{};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(m);
+    benchmark::DoNotOptimize(a.seq_len);
+    benchmark::DoNotOptimize(estimate_step(m, t, a, s).peak);
+  }
+}
+BENCHMARK(BM_StepEstimateTransformers);
+
 void BM_TrainingEstimateRaw(benchmark::State& state) {
   raw_inputs in{};
   for (auto _ : state) {

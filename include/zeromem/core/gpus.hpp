@@ -63,4 +63,8 @@ constexpr const gpu_model& find_gpu(std::string_view name) {
                detail::join_names(gpu_models, ", ", [](const gpu_model& g) { return g.name; }) + ", or give the capacity (--gpu-memory 24GiB)");
 }
 
+/// One cuBLAS handle's workspace on the card the defaults were measured on (an H100 80GB): a constant, so that a
+/// default-built step_config or forward_only_config does not look its GPU up by name at run time.
+inline constexpr bytes h100_blas_workspace = blas_workspaces_of(find_gpu("h100-80gb"), 1);
+
 }  // namespace zeromem

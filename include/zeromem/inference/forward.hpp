@@ -35,7 +35,7 @@ struct forward_only_config {
   forward_output output = forward_output::logits;
   /// The cuBLAS workspace of the one thread that runs the forward (an H100's by default; blas_workspaces_of for
   /// another card). 0 on a CPU.
-  bytes blas_workspaces = blas_workspaces_of(find_gpu("h100-80gb"), 1);
+  bytes blas_workspaces = h100_blas_workspace;
 };
 
 struct forward_only_estimate {

@@ -94,7 +94,7 @@ struct step_config {
   bytes cuda_context = bytes_of_checked(650'969'088);
   /// cuBLAS workspaces inside PyTorch's allocator, alive from the first step on: an H100's two by default (the card
   /// cuda_context was measured on); blas_workspaces_of(find_gpu(...), training_blas_handles) for another.
-  bytes blas_workspaces = blas_workspaces_of(find_gpu("h100-80gb"), training_blas_handles);
+  bytes blas_workspaces = h100_blas_workspace * training_blas_handles;
   /// The caching allocator's reserved bytes above the allocated peak, as a fraction of that peak (fragmentation,
   /// separate pools for communication streams). zeromem does not model it: measure
   /// torch.cuda.max_memory_reserved() / max_memory_allocated() - 1 on your job and pass it. Default 0.
@@ -246,8 +246,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Where sliding-window and full-attention layers alternate and differ (stage_activations), F of the stage's layers
   // (every N-th) keep the full-attention layer's bytes.
   const std::int64_t F = stage.full_attention_layers, N = m.sliding_window_pattern;
-  const bytes per_layer_saved = stage.per_layer.total() * stage.microbatches_in_flight;
-  const bytes full_layer_saved = F > 0 ? stage.full_attention_layer.total() * stage.microbatches_in_flight : bytes{};
+  const bytes layer_total = stage.per_layer.total(), full_layer_total = F > 0 ? stage.full_attention_layer.total() : bytes{};
+  const bytes per_layer_saved = layer_total * stage.microbatches_in_flight;
+  const bytes full_layer_saved = full_layer_total * stage.microbatches_in_flight;
   // What a layer holds whole while it is differentiated: its saved tensors, or under full recompute what the
   // recomputation saves again (the layer's tensors without recompute, the checkpoint aside).
   // Without recompute they are the stage's own breakdowns, referred to rather than copied or cleared.
@@ -269,11 +270,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool input_is_fp32 = a.autocast || compute == dtype::fp32;
   const bool norm_copies_input = a.impl == implementation::hf && !m.post_norms && !m.post_residual_norms &&
                                  (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && !input_is_fp32;
-  const bytes checkpoint_in_layer = a.recomputation == recompute::full && !norm_copies_input ? stage.per_layer.total() : bytes{};
+  const bytes checkpoint_in_layer = a.recomputation == recompute::full && !norm_copies_input ? layer_total : bytes{};
   if (recomputes) {
     const bool full = a.recomputation == recompute::full;
-    recomputed = layer_whole.total() - (full ? checkpoint_in_layer : stage.per_layer.total());
-    if (F > 0) full_recomputed = full_whole.total() - (full ? checkpoint_in_layer : stage.full_attention_layer.total());
+    recomputed = layer_whole.total() - (full ? checkpoint_in_layer : layer_total);
+    if (F > 0) full_recomputed = full_whole.total() - (full ? checkpoint_in_layer : full_layer_total);
   }
 
   // Parameters by group on this rank: all of them (what FSDP2 gathers) and those that train (what has gradients).
@@ -519,72 +520,83 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
   }
   enum class layer_part { before, branch_norm, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
-  const auto layer_moment = [&](std::int64_t i, layer_part part) ZEROMEM_ALWAYS_INLINE {
+  // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
+  struct layer_context {
+    bytes kept, appeared, below, gathered, communication, saved, recomputed, attention_half;
+    const layer_activations* whole;
+  };
+  const bool half_walked = first_linear_walk || mlp_norm_walk || attention_core_walk;
+  const auto layer_at = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
-    const bytes kept = accumulating ? grads_all : head_grads + layer_grads_kept * above;
-    const bytes appeared = accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded;  // the layer's new gradients
-    const bytes below = per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved;
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
-    const bytes gathered = fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{};
-    const bytes pending = fsdp && above > 0 ? reduce_input : bytes{};
-    const bytes layer_saved = full ? full_layer_saved : per_layer_saved;
+    const layer_activations& w = full ? full_whole : layer_whole;
+    return layer_context{accumulating ? grads_all : head_grads + layer_grads_kept * above,
+                         accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
+                         per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
+                         fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{},
+                         comm + (fsdp && above > 0 ? reduce_input : bytes{}),  // the previous layer's reduce-scatter input
+                         full ? full_layer_saved : per_layer_saved,
+                         full ? full_recomputed : recomputed,
+                         half_walked ? attention_half(w) : bytes{},
+                         &w};
+  };
+  const auto layer_moment = [&](const layer_context& l, layer_part part) ZEROMEM_ALWAYS_INLINE {
+    const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
+    const layer_activations& w = *l.whole;
     if (part == layer_part::before)
-      return step_terms{resting, kept, below + layer_saved, full ? full_recomputed : recomputed,
-                        hidden_grad * 2, bytes{}, gathered, comm + pending, bytes{}, dequantized, bytes{}};
+      return step_terms{resting, kept, below + layer_saved, l.recomputed, hidden_grad * 2, bytes{}, gathered, l.communication, bytes{},
+                        dequantized, bytes{}};
     if (part == layer_part::branch_norm) {
-      const bytes norm_saved = attention_branch_norm(full ? full_whole : layer_whole);  // the two branch norms are alike
+      const bytes norm_saved = attention_branch_norm(w);  // the two branch norms are alike
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept, below + layer_saved, (full ? full_recomputed : recomputed) - norm_saved,
-                          hidden_grad + norm_backward, bytes{}, gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+        return step_terms{resting, kept, below + layer_saved, l.recomputed - norm_saved, hidden_grad + norm_backward, bytes{}, gathered,
+                          l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept, below + layer_saved - norm_saved, bytes{}, hidden_grad + norm_backward, bytes{}, gathered,
-                        comm + pending, bytes{}, bytes{}, bytes{}};
+                        l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_product) {
       // Gemma-2's and OLMo-2's norm over the MLP's output was differentiated first: its saved tensors are gone.
-      const bytes gone = product + attention_branch_norm(full ? full_whole : layer_whole);
+      const bytes gone = product + attention_branch_norm(w);
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + down_grad, below + layer_saved, (full ? full_recomputed : recomputed) - gone,
-                          hidden_grad + product * 3, bytes{}, gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product * 3, bytes{}, gathered,
+                          l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
-                        comm + pending, bytes{}, bytes{}, bytes{}};
+                        l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_down)
-      return step_terms{resting, kept + down_grad, below + layer_saved, full ? full_recomputed : recomputed, hidden_grad + product, bytes{},
-                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed, hidden_grad + product, bytes{}, gathered,
+                        l.communication, bytes{}, bytes{}, bytes{}};
     if (part == layer_part::mlp_first_linear) {
-      const layer_activations& w = full ? full_whole : layer_whole;
-      const bytes alive = attention_half(w) + w.mlp_norm + w.mlp_input;
+      const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_linear_grads, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{}, gathered,
-                          comm + pending, bytes{}, bytes{}, bytes{}};
+        return step_terms{resting, kept + mlp_linear_grads, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
+                          gathered, l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + mlp_linear_grads, below + layer_saved - w.total() + alive, bytes{}, first_linear_flowing, bytes{},
-                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+                        gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_norm) {  // the layer's other micro-batches in flight (pipeline) keep all of theirs
-      const layer_activations& w = full ? full_whole : layer_whole;
       // OLMo-2 has no norm before its MLP: the norm differentiated here is post_attention_layernorm itself, whose saved
       // input is among the six copies.
-      const bytes half = attention_half(w) - (m.post_norms ? attention_branch_norm(w) : bytes{});
+      const bytes half = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{});
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_grads, below + layer_saved, half - checkpoint_in_layer, hidden_grad + norm_backward, bytes{}, gathered,
-                          comm + pending, bytes{}, bytes{}, bytes{}};
+        return step_terms{resting, kept + mlp_grads, below + layer_saved, half - checkpoint_in_layer, hidden_grad + norm_backward, bytes{},
+                          gathered, l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + mlp_grads, below + layer_saved - w.total() + half, bytes{}, hidden_grad + norm_backward, bytes{},
-                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+                        gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::attention_core) {
-      const layer_activations& w = full ? full_whole : layer_whole;
-      const bytes alive = attention_half(w) - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value;
+      const bytes alive = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value;
       const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + value_grad + softmax_gradients;
       const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) + o_proj_grad;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, alive - checkpoint_in_layer, flowing, bytes{},
-                          gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+                          gathered, l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
-                        gathered, comm + pending, bytes{}, bytes{}, bytes{}};
+                        gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
-    return step_terms{resting, kept + appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
-                      comm + pending + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, kept + l.appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
+                      l.communication + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // (3) A vision tower's backward (image tokens): the model builds the text embeddings before the image features and
   // scatters these into them (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward: masked_scatter), so autograd, which runs
@@ -639,9 +651,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
                                 (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u);
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
+    const layer_context layer = layer_at(i);
     for (unsigned rest = walked_parts; rest != 0; rest &= rest - 1) {
       const auto part = static_cast<layer_part>(detail::log2_of_power_of_two(static_cast<std::int64_t>(rest & (0u - rest))));
-      if (const bytes total = layer_moment(i, part).total(); total > backward_total) {
+      if (const bytes total = layer_moment(layer, part).total(); total > backward_total) {
         backward_total = total;
         highest = moment_kind::layer;
         highest_layer = i;
@@ -739,7 +752,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::end          ? end_moment()
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
-                                                           : layer_moment(highest_layer, highest_part),
+                                                           : layer_moment(layer_at(highest_layer), highest_part),
                     optimizer_step(),
                     peak,
                     peak_phase,
