@@ -486,6 +486,31 @@ TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one la
   CHECK(g.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2 + 32 * 202'383'360LL * 2));
 }
 
+TEST_CASE("step: FSDP2's backward peaks in layer 1, with layer 0 prefetched and layer 2's reduce-scatter input held", "[step]") {
+  // Llama-2-7B, 8 ranks, pure bf16, full recompute, s 2048 (measured on an H100: tests/data/calibration,
+  // fsdp-llama2-7b-w8-bf16-s2048-b1-ckpt, its peak inside a layer's backward at the post-attention RMSNorm).
+  // Layer 0 prefetches nothing and the last layer has no reduce-scatter input waiting above it, so the walk's
+  // linear part is layers 1 .. 30; here it rises towards layer 1, whose MLP norm's moment holds (bytes, bf16):
+  //   gathered: the root (2 x 131,072,000 + 4096) x 2 = 524,296,192, layer 1 and the prefetched layer 0
+  //             2 x 202,383,360 x 2 = 809,533,440: 1,333,829,632;
+  //   communication: layer 2's reduce-scatter input, 202,383,360 x 2 = 404,766,720;
+  //   gradients: the root's unsharded lm_head and final norm (131,072,000 + 4096) x 2 = 262,152,192, layers 2 .. 31's
+  //              shards 30 x ceil(202,383,360 / 8) x 2 = 1,517,875,200, and layer 1's MLP and MLP-norm gradients
+  //              (3 x 4096 x 11008 + 4096) x 2 = 270,540,800: 2,050,568,192.
+  // Layer 1's end (all its gradients and its own reduce-scatter input) is lower only because FSDP2 reshards the layer
+  // before that copy (_fsdp_param_group.py post_backward); counted unsharded there, it would be the peak instead.
+  step_config s{};
+  s.fsdp_world = 8;
+  s.blas_workspaces = bytes{};
+  training_states t = pure_bf16();
+  t.dp = 8;
+  const step_estimate e = estimate_step(llama2(), t, sdpa(2048, 1, recompute::full), s);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gathered == bytes_of(1'333'829'632));
+  CHECK(e.backward.communication == bytes_of(404'766'720));
+  CHECK(e.backward.gradients == bytes_of(2'050'568'192));
+}
+
 TEST_CASE("step: autocast keeps fp32 residuals, a cast per linear and the 16-bit weights", "[step][amp]") {
   // One Llama-2-7B layer under autocast, s b = 1024: each linear's bf16 weight (202,383,360 - 2 x 4096 norm
   // weights = 202,375,168 parameters, 2 B) and, for q, k, v, three bf16 casts of the fp32 norm output

@@ -21,7 +21,8 @@
 //    _fsdp_collectives.py): sharded parameters and states rest; the root (embedding, final norm, lm_head) stays
 //    unsharded from its all-gather in forward to the end of backward; one layer is all-gathered ahead
 //    (backward prefetch); each layer's gradients are unsharded in the compute dtype, copied into a
-//    reduce-scatter input in the reduce dtype (the previous one still held) and kept as a shard.
+//    reduce-scatter input in the reduce dtype (the previous one still held) and kept as a shard; the layer's own
+//    unsharded parameters are freed before that copy (post_backward reshards, then reduces).
 //    reshard_after_forward=False (SHARD_GRAD_OP) keeps every layer unsharded from forward to its backward.
 //  - every phase: the cuBLAS workspaces of the process's two handles (forward's thread and autograd's), which
 //    PyTorch allocates through its caching allocator at their first matmul and keeps (cublas_workspace_bytes).
@@ -432,7 +433,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
   // (recomputed if checkpointed). After it: its gradients exist (unsharded and copied into a reduce-scatter input
   // under FSDP2, the previous layer's input still held), its activations are gone. Both are linear in i, so the
-  // ends of the walk hold the maximum.
+  // ends of the walk hold the maximum; under FSDP2 two terms step at the ends (no layer is prefetched below layer 0
+  // and no reduce-scatter input waits above layer L - 1), so layers 1 and L - 2, the ends of the linear part, are
+  // considered too.
   // Below the layers: the token ids, the embeddings' and the rotary tables. The final norm's and lm_head's inputs are
   // gone by then: autograd frees a node's saved tensors once it has run (torch/csrc/autograd/function.h release_variables),
   // and their nodes run before layer L - 1's.
@@ -595,7 +598,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
-    return step_terms{resting, kept + l.appeared, below, bytes{}, hidden_grad * 2, bytes{}, gathered,
+    // FSDP2 reshards the layer before it reduce-scatters its gradients (_fsdp_param_group.py post_backward:
+    // "post_backward_reshard", then "post_backward_reduce"): its unsharded parameters are gone by then.
+    return step_terms{resting, kept + l.appeared, below, bytes{}, hidden_grad * 2, bytes{}, fsdp ? gathered - layer_unsharded : gathered,
                       l.communication + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // (3) A vision tower's backward (image tokens): the model builds the text embeddings before the image features and
@@ -663,6 +668,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
   };
   consider_layer(L - 1);
+  if (fsdp && L > 3) {  // in the order they happen
+    consider_layer(L - 2);
+    consider_layer(1);
+  }
   consider_layer(0);
   for (const bool end : {false, true})
     if (!vision_trains) break;
