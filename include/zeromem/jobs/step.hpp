@@ -668,9 +668,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
   };
   consider_layer(L - 1);
-  if (fsdp && L > 3) {  // in the order they happen
+  if (fsdp && L > 2) {  // in the order they happen
     consider_layer(L - 2);
-    consider_layer(1);
+    if (L > 3) consider_layer(1);
   }
   consider_layer(0);
   for (const bool end : {false, true})
@@ -684,8 +684,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     highest = moment_kind::end;
   }
   for (std::int64_t residue = 0; F > 0 && residue < N && residue < L; ++residue) {
+    const std::int64_t last = residue + (L - 1 - residue) / N * N;
     consider_layer(residue);
-    consider_layer(residue + (L - 1 - residue) / N * N);
+    consider_layer(last);
+    // FSDP2: where a residue's first or last layer is one of the walk's two steps (0, L - 1), the next one in.
+    if (fsdp && residue == 0 && N < last) consider_layer(N);
+    if (fsdp && last == L - 1 && last - N > residue) consider_layer(last - N);
   }
 
   // ---- optimizer step ----
