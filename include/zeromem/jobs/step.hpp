@@ -667,12 +667,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       }
     }
   };
-  consider_layer(L - 1);
-  if (fsdp && L > 2) {  // in the order they happen
-    consider_layer(L - 2);
-    if (L > 3) consider_layer(1);
-  }
-  consider_layer(0);
+  // The layers read, in the order they happen; each a call of one inlined walk, not a copy of it per layer.
+  for (const std::int64_t i : {L - 1, fsdp && L > 2 ? L - 2 : -1, fsdp && L > 3 ? std::int64_t{1} : -1, std::int64_t{0}})
+    if (i >= 0) consider_layer(i);
   for (const bool end : {false, true})
     if (!vision_trains) break;
     else if (const bytes total = vision_moment(end).total(); total > backward_total) {
@@ -685,11 +682,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   }
   for (std::int64_t residue = 0; F > 0 && residue < N && residue < L; ++residue) {
     const std::int64_t last = residue + (L - 1 - residue) / N * N;
-    consider_layer(residue);
-    consider_layer(last);
-    // FSDP2: where a residue's first or last layer is one of the walk's two steps (0, L - 1), the next one in.
-    if (fsdp && residue == 0 && N < last) consider_layer(N);
-    if (fsdp && last == L - 1 && last - N > residue) consider_layer(last - N);
+    // FSDP2: where a residue's first or last layer is one of the walk's two steps (0, L - 1), the next one in too.
+    for (const std::int64_t i : {residue, last, fsdp && residue == 0 && N < last ? N : -1,
+                                 fsdp && last == L - 1 && last - N > residue ? last - N : -1})
+      if (i >= 0) consider_layer(i);
   }
 
   // ---- optimizer step ----
