@@ -99,42 +99,30 @@ void BM_TrainingEstimate(benchmark::State& state) {
 }
 BENCHMARK(BM_TrainingEstimate);
 
-// The full step estimate: every term of the forward, backward (walked layer by layer) and optimizer-step phases
-// of the same job, with the loss, AdamW's foreach buffer and DeepSpeed's buckets.
-void BM_StepEstimate(benchmark::State& state) {
+// Times estimate_step for Llama-2-7B with these states and activations; the model and the sequence length are
+// re-read every iteration, so the compiler folds nothing of the job into the loop.
+void time_step(benchmark::State& state, const training_states& t, activation_config a) {
   transformer_config m = llama();
-  training_states t{};
-  t.zero.stage = 3;
-  t.dp = 8;
-  activation_config a{};
-  a.seq_len = 4096;
-  a.attention = attention_kind::flash;
-  a.impl = implementation::fused;
-  step_config s{};
+  const step_config s{};
   for (auto _ : state) {
     benchmark::DoNotOptimize(m);
     benchmark::DoNotOptimize(a.seq_len);
     benchmark::DoNotOptimize(estimate_step(m, t, a, s).peak);
   }
 }
+
+// The full step estimate: every term of the forward, backward (walked layer by layer) and optimizer-step phases
+// of the same job, with the loss, AdamW's foreach buffer and DeepSpeed's buckets.
+void BM_StepEstimate(benchmark::State& state) { time_step(state, job_states(), job_activations(4096)); }
 BENCHMARK(BM_StepEstimate);
 
-// The same step as transformers runs it (the calibrated path): SDPA, full recompute, AdamW foreach on one GPU. The
+// The same model as transformers runs it (the calibrated path): SDPA, full recompute, AdamW foreach on one GPU. The
 // backward walks inside a layer (its MLP's product, first linear and norm) and recomputes its breakdown.
 void BM_StepEstimateTransformers(benchmark::State& state) {
-  transformer_config m = llama();
-  training_states t{};
-  activation_config a{};
-  a.seq_len = 4096;
-  a.attention = attention_kind::flash;
+  activation_config a = job_activations(4096);
   a.impl = implementation::hf;
   a.recomputation = recompute::full;
-  step_config s{};
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(m);
-    benchmark::DoNotOptimize(a.seq_len);
-    benchmark::DoNotOptimize(estimate_step(m, t, a, s).peak);
-  }
+  time_step(state, training_states{}, a);
 }
 BENCHMARK(BM_StepEstimateTransformers);
 
