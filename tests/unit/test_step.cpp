@@ -511,6 +511,41 @@ TEST_CASE("step: FSDP2's backward peaks in layer 1, with layer 0 prefetched and 
   CHECK(e.backward.gradients == bytes_of(2'050'568'192));
 }
 
+TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's kind too", "[step]") {
+  // Gemma-2-2B (google/gemma-2-2b config.json: hidden 2304, 26 layers, 8 heads of 256, 4 KV heads, ffn 9216, vocab
+  // 256000 tied), 2 ranks, pure bf16, SDPA, full recompute, s 4096 = its sliding window, b 2, fused loss. Layers 0, 2,
+  // 4, ... slide and, at s >= window, keep what the odd (full-attention) layers do not (attention_layout sdpa_mask):
+  // SDPA's additive mask, 2 x 2 x 4096 x 4096 = 67,108,864, and K and V repeated from 4 to 8 heads, 2 x 16,777,216 more.
+  // Layer 0 prefetches nothing, so the sliding layers' walk is linear from layer 2 = N on, and here layer 2's moment at
+  // its post-feedforward norm (Gemma-2's first node differentiated) tops every other: against layer 1 (full attention)
+  // it holds one checkpoint more (2 x 8192 x 2304 = 37,748,736) and the sliding extras (100,663,296), and one layer's
+  // gradient shard less (ceil(77,865,984 / 2) x 2 = 77,865,984): +60,546,048 B. A layer holds 2 x (2304 x 2048 + 2304 x
+  // 1024) + 2048 x 2304 + 2304 x 2048 + 3 x 2304 x 9216 + 4 x 2304 = 77,865,984 parameters.
+  transformer_config m = find_preset("gemma-2-2b").config;
+  step_config s{};
+  s.fsdp_world = 2;
+  s.loss = loss_impl::fused;
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(4096, 2, recompute::full), s);
+  CHECK(e.peak_phase == step_phase::backward);
+  // Layers 3 .. 25's gradient shards, 23 x 77,865,984, and the root's final norm, 2304 x 2.
+  CHECK(e.backward.gradients == bytes_of(1'790'917'632 + 4'608));
+  // Three checkpoints (layers 0, 1, 2), the token ids 8 x 8192, the rotary tables 2 x 2 x 4096 x 256 and the
+  // checkpointed calls' position ids 8 x 4096.
+  CHECK(e.backward.activations == bytes_of(3 * 37'748'736 + 65'536 + 4'194'304 + 32'768));
+  // The sliding layer recomputed whole but its post-feedforward norm. A full-attention layer keeps four norms, less
+  // that one (GemmaRMSNorm: fp32 input and normalised tensor 2 x 4 x 8192 x 2304, rstd 4 x 8192, 1 + weight 4 x 2304:
+  // 151,036,928 each), the norms' bf16 outputs read by q, k, v and by the MLP (37,748,736 each), q (2 x 8192 x 2048),
+  // k and v (2 x 8192 x 1024 each), SDPA's log-sum-exp (4 x 8 x 4096 x 2) and output (2 x 8192 x 2048), and the MLP's
+  // gate, up, act(gate) and product (4 x 2 x 8192 x 9216); the sliding layer adds its extras.
+  const std::int64_t full_layer = 3 * 151'036'928 + 2 * 37'748'736 + 33'554'432 + 2 * 16'777'216 + 262'144 + 33'554'432 + 603'979'776;
+  CHECK(e.backward.recomputed == bytes_of(full_layer + 67'108'864 + 2 * 16'777'216));
+  // The root (589,824,000 + 2304) and layers 2 and 3 unsharded in bf16; layer 3's reduce-scatter input.
+  CHECK(e.backward.gathered == bytes_of((589'826'304 + 2 * 77'865'984) * 2));
+  CHECK(e.backward.communication == bytes_of(77'865'984 * 2));
+  CHECK(e.backward.total() == bytes_of(13'223'245'568));
+}
+
 TEST_CASE("step: autocast keeps fp32 residuals, a cast per linear and the 16-bit weights", "[step][amp]") {
   // One Llama-2-7B layer under autocast, s b = 1024: each linear's bf16 weight (202,383,360 - 2 x 4096 norm
   // weights = 202,375,168 parameters, 2 B) and, for q, k, v, three bf16 casts of the fp32 norm output
