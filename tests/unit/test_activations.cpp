@@ -956,6 +956,11 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   lora.lora.rank = 8;
   lora.lora.targets = bit(lora_module::q_proj);
   CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336);
+  // Qwen3-30B-A3B runs the same expert loop (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
+  // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B and the gather and output of each
+  // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B.
+  c.micro_batch = 1;
+  CHECK(layer_activation_bytes(find_preset("qwen3-30b-a3b").config, c).mlp_hidden.count() == 201'326'592LL + 268'435'456);
 }
 
 TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {

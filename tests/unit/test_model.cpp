@@ -28,6 +28,10 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // The report says 3.8B: 3,821,079,552 (derived in "Phi-3-mini's fused projections, written out") rounds to it.
       CHECK(counted == 3'821'079'552LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "qwen3-30b-a3b") {
+      // Its card rounds to 30.5B: 30,532,122,624 (derived in "Qwen3-30B-A3B's experts, written out") rounds to it.
+      CHECK(counted == 30'532'122'624LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else if (p.name == "gemma-2-2b" || p.name == "gemma-2-9b") {
       // The Gemma 2 report counts the embedding with 256,128 rows as well: 128 x hidden more than config.json's (derived
       // in "Gemma-2's parameters and what it keeps, written out").
@@ -149,6 +153,35 @@ TEST_CASE("Hugging Face config.json fixtures", "[model][hf]") {
   CHECK(count_parameters(mixtral).total.count() == 46'702'792'704);
   CHECK(mixtral.moe.experts == 8);
   CHECK(mixtral.moe.top_k == 2);
+}
+
+TEST_CASE("Qwen3-30B-A3B's experts, written out", "[model][hf][published]") {
+  // Qwen/Qwen3-30B-A3B config.json: hidden 2048, 48 layers, 32 heads of 128 (head_dim given; 2048 / 32 would be 64),
+  // 4 KV heads, 128 experts of moe_intermediate_size 768, 8 a token, vocab 151936, untied. modular_qwen3_moe.py:
+  // q 2048 x 4096 = 8,388,608; k and v 2048 x 512 = 1,048,576 each; o 4096 x 2048 = 8,388,608; q_norm and k_norm
+  // 2 x 128; two RMSNorms 2 x 2048; the router 2048 x 128 = 262,144; the experts 128 x 3 x 2048 x 768 = 603,979,776:
+  // 623,120,640 a layer, x 48 = 29,909,790,720; embedding and lm_head 2 x 151,936 x 2048 = 622,329,856; final norm
+  // 2048: 30,532,122,624 (its model card: 30.5B). Active, 8 experts of 128: 48 x (623,120,640 - 120 x 4,718,592) +
+  // 622,331,904 = 3,353,032,704 (its model card: 3.3B activated).
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/qwen3-30b-a3b.json");
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.total.count() == 30'532'122'624);
+  CHECK(c.layer.count() == 623'120'640);
+  CHECK(c.mlp.count() == 603'979'776 + 262'144);
+  CHECK(c.total.count() - 48LL * 120 * 3 * 2048 * 768 == 3'353'032'704);
+  CHECK(m.head_size() == 128);
+  CHECK(m.moe.experts == 128);
+  CHECK(m.moe.top_k == 8);
+  CHECK(m.qk_norm);
+  CHECK(count_parameters(preset_config("qwen3-30b-a3b")).total == c.total);
+  // Layers the parser does not model are refused by name.
+  const std::string base = R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, )";
+  CHECK(count_parameters(parse_hf_config(base + R"("num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32})")).mlp.count() ==
+        4 * 3 * 64 * 32 + 64 * 4);
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("decoder_sparse_step": 2})"), Catch::Matchers::Contains("decoder_sparse_step other than 1"));
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("mlp_only_layers": [0]})"), Catch::Matchers::Contains("field 'mlp_only_layers' holds '[0]'"));
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("use_sliding_window": true})"), Catch::Matchers::Contains("use_sliding_window true"));
 }
 
 TEST_CASE("Phi-3-mini's fused projections, written out", "[model][hf][published]") {

@@ -21,7 +21,7 @@ namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
-    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen2_vl, qwen2_5_vl, olmo, olmo2, olmo3, smollm3, "
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen3_moe, qwen2_vl, qwen2_5_vl, olmo, olmo2, olmo3, smollm3, "
     "granite, stablelm, starcoder2, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
@@ -341,6 +341,25 @@ inline transformer_config parse_hf_config(const std::string& text) {
     if (m.head_dim == 0) m.head_dim = 128;
     m.mlp_bias = false;
     m.qk_norm = true;
+  } else if (type == "qwen3_moe") {
+    // Qwen3MoeConfig / modular_qwen3_moe.py: Qwen3's attention (q_norm, k_norm; no head_dim field in the class, so
+    // hidden / heads unless config.json gives it) over a Mixtral-style block of num_experts experts of
+    // moe_intermediate_size, num_experts_per_tok a token (Qwen3MoeExperts is MixtralExperts; the router is a bias-free
+    // h -> experts weight). decoder_sparse_step and mlp_only_layers put dense MLPs (intermediate_size) on some layers.
+    refuse_layered_sliding_window(j);
+    m = llama_like(j, type, false);
+    m.mlp_bias = false;
+    m.qk_norm = true;
+    // num_experts, which the class also answers as num_local_experts (Qwen3MoeConfig.attribute_map); default 128.
+    m.moe.experts = find(j, "num_experts") != nullptr ? integer(j, "num_experts", type) : integer_or(j, "num_local_experts", 128, type);
+    m.moe.top_k = integer_or(j, "num_experts_per_tok", 8, type);
+    m.moe.expert_ffn = integer_or(j, "moe_intermediate_size", 768, type);
+    m.ffn = m.moe.expert_ffn;  // intermediate_size sizes the dense layers only, refused below (Mixtral's is its experts')
+    if (integer_or(j, "decoder_sparse_step", 1, type) != 1)
+      fail_config("decoder_sparse_step other than 1 (dense MLP layers between the MoE layers) is not modelled for model_type 'qwen3_moe'; set it 1");
+    if (const json* dense = find(j, "mlp_only_layers"); dense != nullptr && !(dense->is_array() && dense->empty()))
+      fail_config("field 'mlp_only_layers' holds " + shown(*dense) + " (dense MLP layers among the MoE layers), not modelled for model_type "
+                  "'qwen3_moe'; pass [] (every layer a mixture of experts)");
   } else if (type == "qwen2_5_vl" || type == "qwen2_vl") {
     const json* text_config = find(j, "text_config");
     const json& t = text_config != nullptr && text_config->is_object() && text_config->contains("hidden_size") ? *text_config : j;

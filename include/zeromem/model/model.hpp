@@ -677,6 +677,14 @@ constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::i
   m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn;  // MixtralSparseMoeBlock: gate h -> E, no bias
   return m;
 }
+/// Qwen3-MoE (modular_qwen3_moe.py): Qwen3's attention over Mixtral's expert block (Qwen3MoeExperts is MixtralExperts;
+/// its router, h -> experts, has no bias), untied.
+constexpr transformer_config qwen3_moe(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
+                                       std::int64_t experts, std::int64_t top_k) {
+  transformer_config m = qwen3(h, layers, heads, kv, expert_ffn, 151936, false);
+  m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn;
+  return m;
+}
 constexpr transformer_config qwen25_vl_7b() {
   transformer_config m = qwen2_text(3584, 28, 28, 4, 18944, 152064, false);
   m.vision.blocks = 32; m.vision.hidden = 1280; m.vision.mlp_hidden = 3420; m.vision.heads = 16; m.vision.out_hidden = 3584;
@@ -710,7 +718,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 23> model_presets{{
+inline constexpr std::array<model_preset, 24> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -733,6 +741,8 @@ inline constexpr std::array<model_preset, 23> model_presets{{
      "mistralai/Mistral-7B-v0.1 config.json; total_size 14,483,464,192 B"},
     {"mixtral-8x7b", detail::mixtral(4096, 32, 32, 8, 14336, 8, 2, 32000), 46'702'792'704, 1,
      "mistralai/Mixtral-8x7B-v0.1 config.json; total_size 93,405,585,408 B (46.7B)"},
+    {"qwen3-30b-a3b", detail::qwen3_moe(2048, 48, 32, 4, 768, 128, 8), 30'500'000'000, 100'000'000,
+     "Qwen/Qwen3-30B-A3B config.json; Qwen3-30B-A3B model card (Number of Parameters: 30.5B in total and 3.3B activated)"},
     {"phi-3-mini", detail::phi3_mini(2047), 3'800'000'000, 100'000'000,
      "microsoft/Phi-3-mini-4k-instruct config.json (sliding_window 2047); Abdin et al. 2024 (arXiv 2404.14219) §2: 3.8B"},
     {"gemma-2b", detail::gemma(2048, 18, 8, 1, 16384), 2'506'434'560, 1'000'000,
