@@ -939,17 +939,21 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   // Mixtral-8x7B (hidden 4096, expert intermediate 14336, top-2 of 8), s = 4096, b = 4: sb = 16,384. Each token passes two
   // experts: SwiGLU's four tensors 4 x 2 x 16,384 x (2 x 14,336) = 3,758,096,384 B; each expert's gather
   // hidden_states[top_x] (kept by w1 and w3) and its w2 output (kept by the multiply with the routing weights), a·sbh
-  // per routed choice each: 2 x 2 x (2 x 16,384 x 4096) = 536,870,912 B. Measured on an H200 (h200-training-steps.json,
-  // mixtral2l-bf16-sdpa-s4096-b4, two layers): the forward sat 1,077,613,568 B = 2 x (536,870,912 + 1,935,872) above
-  // zeromem's before this term; the 1,935,872 B a layer (the router's fp32 softmax, its top-k indices, the experts'
-  // token indices) are not modelled.
+  // per routed choice each: 2 x 2 x (2 x 16,384 x 4096) = 536,870,912 B. The router's and the loop's small tensors, per
+  // token: softmax's fp32 output 4 x 8, topk's int64 indices 8 x 2, the renormalisation's divisor 4 and input 4 x 2, and
+  // per routed choice torch.where's int64 position and token and the fp32 weight 2 x 20: 100 B, 1,638,400 B a layer.
+  // Measured on an H200 (h200-training-steps.json, mixtral2l-bf16-sdpa-s4096-b4, two layers): the forward sat
+  // 1,077,613,568 B = 2 x (536,870,912 + 1,935,872) above zeromem's without these terms; 297,472 B a layer (18 B a
+  // token) stays unexplained.
   const transformer_config mixtral = find_preset("mixtral-8x7b").config;
   activation_config c = hf_sdpa(4096);
   c.micro_batch = 4;
-  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 536'870'912);
+  const std::int64_t router = 16'384LL * (4 * 8 + 8 * 2 + 4 + 4 * 2 + 20 * 2);
+  CHECK(router == 1'638'400);
+  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 536'870'912 + router);
   // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast: three a·sbh per routed choice.
   c.autocast = true;
-  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 2 * 134'217'728LL);
+  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 2 * 134'217'728LL + router);
   // LoRA on attention only: the experts are frozen and keep nothing of the dispatch, the router does not train.
   c.autocast = false;
   adaptation lora{};
@@ -957,10 +961,15 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   lora.lora.targets = bit(lora_module::q_proj);
   CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336);
   // Qwen3-30B-A3B runs the same expert loop (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
-  // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B and the gather and output of each
-  // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B.
+  // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B, the gather and output of each
+  // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B, and the small tensors 4096 x (4 x 128 + 8 x 8 + 4 + 4 x 8 +
+  // 20 x 8) = 3,162,112 B (norm_topk_prob's renormalisation is Mixtral's).
   c.micro_batch = 1;
-  CHECK(layer_activation_bytes(find_preset("qwen3-30b-a3b").config, c).mlp_hidden.count() == 201'326'592LL + 268'435'456);
+  transformer_config qwen3_moe = find_preset("qwen3-30b-a3b").config;
+  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'162'112);
+  // norm_topk_prob false (Qwen3MoeConfig's default): no renormalisation, 4 + 4 x 8 B a token fewer.
+  qwen3_moe.moe.renormalized = false;
+  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'162'112 - 4096 * 36);
 }
 
 TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {

@@ -172,6 +172,7 @@ TEST_CASE("Qwen3-30B-A3B's experts, written out", "[model][hf][published]") {
   CHECK(m.head_size() == 128);
   CHECK(m.moe.experts == 128);
   CHECK(m.moe.top_k == 8);
+  CHECK(m.moe.renormalized);  // norm_topk_prob true
   CHECK(m.qk_norm);
   CHECK(count_parameters(preset_config("qwen3-30b-a3b")).total == c.total);
   // Layers the parser does not model are refused by name.

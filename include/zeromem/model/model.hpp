@@ -26,6 +26,8 @@ struct moe_config {
   std::int64_t expert_ffn = 0;
   std::int64_t shared_experts = 0;  // always-active experts of expert_ffn each
   bool router_bias = false;
+  /// The top-k routing weights renormalised to sum to 1 (Mixtral always; Qwen3-MoE's norm_topk_prob).
+  bool renormalized = true;
 };
 
 /// A ViT-style vision tower with a patch merger (Qwen2-VL / Qwen2.5-VL layout); blocks = 0: none.

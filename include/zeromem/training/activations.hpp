@@ -473,7 +473,15 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   if (m.moe.experts > 0 && c.impl == implementation::hf) {
     const std::int64_t gathers = frozen ? (mlp_keepers + hidden_keepers > 0 ? 1 : 0) : c.autocast ? 2 : 1;
     const std::int64_t outputs = frozen ? 0 : 1;
-    moe_dispatch = replicated(checked_product(checked_product(gathers + outputs, m.moe.top_k), a_sbh));
+    // The router and the loop's indices, per token while the router trains (MixtralTopKRouter.forward,
+    // MixtralExperts.forward): softmax's fp32 output over the experts (4 E), topk's int64 indices (8 k), where the weights are
+    // renormalised in place the divisor (4) and the input (4 k; autograd keeps an in-place op's input its backward reads),
+    // and per routed choice torch.where's int64 position and token (16: the gather, the weights' indexing and index_add_
+    // keep them) and the fp32 routing weight the multiply keeps (4).
+    const std::int64_t k = m.moe.top_k, renormalized = m.moe.renormalized ? 1 : 0;
+    const std::int64_t router =
+        frozen ? 0 : checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + 16 + 4, k), 4 * renormalized);
+    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + outputs, k), a_sbh), checked_product(router, sb)));
   }
   const bytes mlp_hidden = bytes_of(checked_sum(checked_product(hidden_tensors * a, sb, f), moe_dispatch));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward (the norms'
