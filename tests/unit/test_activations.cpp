@@ -954,12 +954,15 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast: three a·sbh per routed choice.
   c.autocast = true;
   CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 2 * 134'217'728LL + router);
-  // LoRA on attention only: the experts are frozen and keep nothing of the dispatch, the router does not train.
+  // LoRA on attention only: the experts are frozen and keep no gather (their linears' weights need no gradient) and
+  // three of SwiGLU's tensors (gate, up and act(gate); down_proj's frozen weight reads no input). The routing weights
+  // still need a gradient, through the frozen router from the layer's input (the adapters before it make it need one):
+  // the multiply keeps each expert's output, and the router's small tensors stay.
   c.autocast = false;
   adaptation lora{};
   lora.lora.rank = 8;
   lora.lora.targets = bit(lora_module::q_proj);
-  CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336);
+  CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336 + 2 * 134'217'728LL + router);
   // Qwen3-30B-A3B runs the same expert loop (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
   // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B, the gather and output of each
   // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B, and the small tensors 4096 x (4 x 128 + 8 x 8 + 4 + 4 x 8 +

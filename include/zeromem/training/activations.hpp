@@ -466,22 +466,22 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
                                             keepers(1, hidden_keepers);
   // transformers' MoE block (modeling_mixtral.py MixtralSparseMoeBlock.forward) runs each expert on the tokens routed
   // to it: hidden_states[top_x] gathers a copy its linears keep, and its output is multiplied by the routing weights,
-  // which keeps it while the router trains. Per routed choice (top_k a token) a·sbh each; under autocast the two
-  // linears that read the gather keep their own 16-bit casts instead. Frozen (LoRA), the gather is kept where an MLP
-  // module is adapted and the output not at all. Measured on an H200 (Mixtral's shape on two layers).
+  // which keeps it (mul saves each operand the other's gradient reads: the weights need a gradient wherever the layer's
+  // input does, through the router, frozen or not). Per routed choice (top_k a token) a·sbh each; under autocast the
+  // two linears that read the gather keep their own 16-bit casts instead. Frozen experts (LoRA) keep the gather only
+  // where an MLP module is adapted. Measured on an H200 (Mixtral's shape on two layers, trained).
   std::int64_t moe_dispatch = 0;
   if (m.moe.experts > 0 && c.impl == implementation::hf) {
     const std::int64_t gathers = frozen ? (mlp_keepers + hidden_keepers > 0 ? 1 : 0) : c.autocast ? 2 : 1;
-    const std::int64_t outputs = frozen ? 0 : 1;
-    // The router and the loop's indices, per token while the router trains (MixtralTopKRouter.forward,
-    // MixtralExperts.forward): softmax's fp32 output over the experts (4 E), topk's int64 indices (8 k), where the weights are
-    // renormalised in place the divisor (4) and the input (4 k; autograd keeps an in-place op's input its backward reads),
-    // and per routed choice torch.where's int64 position and token (16: the gather, the weights' indexing and index_add_
-    // keep them) and the fp32 routing weight the multiply keeps (4).
+    // The router and the loop's indices, per token (MixtralTopKRouter.forward, MixtralExperts.forward): softmax's fp32
+    // output over the experts (4 E), topk's int64 indices (8 k), where the weights are renormalised in place the divisor
+    // (4) and the input (4 k; autograd keeps an in-place op's input its backward reads), and per routed choice
+    // torch.where's int64 position and token (16: the gather, the weights' indexing and index_add_ keep them) and the
+    // fp32 routing weight the multiply keeps (4).
     const std::int64_t k = m.moe.top_k, renormalized = m.moe.renormalized ? 1 : 0;
     const std::int64_t router =
-        frozen ? 0 : checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + 16 + 4, k), 4 * renormalized);
-    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + outputs, k), a_sbh), checked_product(router, sb)));
+        checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + 16 + 4, k), 4 * renormalized);
+    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + 1, k), a_sbh), checked_product(router, sb)));
   }
   const bytes mlp_hidden = bytes_of(checked_sum(checked_product(hidden_tensors * a, sb, f), moe_dispatch));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward (the norms'
