@@ -470,6 +470,54 @@ TEST_CASE("step: gradients alive from the start, kept between steps or accumulat
   CHECK(f8.forward.total() - f8_first.forward.total() == bytes_of(1'684'603'904));
 }
 
+TEST_CASE("step: a tied embedding's two gradients are summed out of place at the end of backward", "[step][tied]") {
+  // Gemma-7B (google/gemma-7b config.json: 8,537,680,896 parameters, a 256,000 x 3072 embedding tied to lm_head), pure
+  // bf16, SDPA, 2048 tokens, full recompute: measured on an H200 (h200-training-steps.json,
+  // gemma7b-bf16-sdpa-s2048-b1-ckpt), backward's peak 71,447,194,112 B above a baseline with the cuBLAS workspaces.
+  // There: the resting weights and AdamW's two bf16 moments (3 x 2 x 8,537,680,896 = 51,226,085,376 B), every other
+  // gradient and lm_head's gradient of the shared weight held in autograd's input buffer (2 x 8,537,680,896 =
+  // 17,075,361,792 B), the embedding's own (256,000 x 3072 x 2 = 1,572,864,000 B) and their sum, once dL/d(embedding
+  // output) is freed: 71,447,175,168 B, 18,944 B under the measurement (before this term: -2.18%).
+  const transformer_config gemma7b = find_preset("gemma-7b").config;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(gemma7b, pure_bf16(), sdpa(2048, 1, recompute::full), s);
+  CHECK(e.backward.resting == bytes_of(51'226'085'376));
+  CHECK(e.backward.gradients == bytes_of(17'075'361'792 + 2 * 1'572'864'000LL));
+  CHECK(e.backward.flowing == bytes{});
+  CHECK(e.backward.total() == bytes_of(71'447'175'168));
+  // Gradients kept from the previous step (zero_grad(set_to_none=False)), 512 tokens (the loss's moment, 512 x 256,000
+  // x 12 = 1,572,864,000 B, then stays under the end's): the three tables beside the existing gradients.
+  step_config kept = s;
+  kept.keep_gradients = true;
+  const step_estimate k = estimate_step(gemma7b, pure_bf16(), sdpa(512, 1, recompute::full), kept);
+  CHECK(k.backward.gradients == bytes_of(17'075'361'792 + 3 * 1'572'864'000LL));
+  CHECK(k.backward.flowing == bytes{});
+}
+
+TEST_CASE("step: lm_head's backward holds its weight's new gradient beside the logits' 16-bit gradient", "[step]") {
+  // Llama-2-7B, pure bf16, SDPA, 128 tokens, full recompute, fused AdamW, gradients kept (accumulating): at lm_head's
+  // backward every gradient (13,476,831,232 B) is alive, lm_head's new one (32000 x 4096 x 2 = 262,144,000 B) is made
+  // beside the logits' gradient (32000 x 128 x 2 = 8,192,000 B) and dL/d(its input) (128 x 4096 x 2 = 1,048,576 B),
+  // with every checkpoint (32 x 1,048,576 B), the token ids (8 x 128), the rotary tables (2 x 2 x 128 x 128), the
+  // positions each checkpointed call holds (8 x 128) and the final RMSNorm's and lm_head's inputs (bf16 2 x 1,048,576,
+  // fp32 copy 2,097,152, rstd 4 x 128). The loss's own moment holds 3 fp32 logits instead: 32000 x 128 x 12 =
+  // 49,152,000 B, under the 271,384,576 B here.
+  step_config s{};
+  s.optimizer = optimizer_impl::fused;
+  s.keep_gradients = true;
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(llama2(), pure_bf16(), sdpa(128, 1, recompute::full), s);
+  // The head's gradients as zeromem counts them: lm_head's and the final norm's (4096 x 2 B, made right after it).
+  CHECK(e.backward.gradients == bytes_of(13'476'831'232 + 262'144'000 + 8'192));
+  CHECK(e.backward.loss == bytes_of(8'192'000));
+  CHECK(e.backward.flowing == bytes_of(1'048'576));
+  CHECK(e.backward.activations == bytes_of(32 * 1'048'576 + 1'024 + 65'536 + 1'024 + 2 * 1'048'576 + 2'097'152 + 512));
+  // With the fused loss, lm_head's gradient was made in forward: no such moment.
+  s.loss = loss_impl::fused;
+  CHECK(estimate_step(llama2(), pure_bf16(), sdpa(128, 1, recompute::full), s).backward.loss != bytes_of(8'192'000));
+}
+
 TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one layer", "[step]") {
   // 8 ranks, pure bf16: 6,738,415,616 / 8 = 842,301,952 parameters per rank; weights 2 + moments 4 B each.
   step_config s{};

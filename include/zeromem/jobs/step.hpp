@@ -302,7 +302,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool accumulating = s.keep_gradients || t.gradient_accumulation_steps > 1;
   double per_param = 0.0;  // gradient bytes per parameter without FSDP2 (share)
   const auto share = [&](elements part) { return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5)); };
-  bytes new_layer_grad{}, new_embedding_grad{};
+  bytes new_layer_grad{}, new_embedding_grad{}, tied_gradient{};
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
@@ -338,11 +338,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
       new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
-    // tie_word_embeddings: lm_head's backward, the walk's first, creates the shared weight's gradient, which every
-    // layer's moment then holds; the embedding's backward at the end makes a new whole table (embedding_dense_backward)
-    // that AccumulateGrad adds in place (accumulate_grad.h: `variable_grad += new_grad`), as under accumulation.
+    // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
+    // its AccumulateGrad before that runs (torch/csrc/autograd/input_buffer.cpp accumulate). lm_head's, made by the
+    // walk's first node, waits there through every layer's moment (beside the existing gradient when accumulating);
+    // the embedding's backward at the end makes a new whole table (embedding_dense_backward), and the two are summed
+    // out of place, into a third table, once dL/d(embedding output) is freed: the CPU step oracle and the H200's
+    // Gemma-7B step (its backward at that moment, −2.18% before) both hold the three.
     const bool tied_head = m.tied_embeddings && p.pp == 1 && split.embedding_trainable.count() > 0;
-    if (tied_head) head_grads += share(largest_share(split.embedding_trainable, a.tp));
+    if (tied_head) tied_gradient = share(largest_share(split.embedding_trainable, a.tp));
+    head_grads += tied_gradient;
     if (accumulating || tied_head) new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
     if (s.ddp) {
@@ -359,6 +363,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
 
   // The loss: n logits on this rank.
   const std::int64_t logits = p.pp == 1 ? checked_product(sb, detail::ceil_div(m.vocab, a.tp)) : 0;
+  // dL/d(lm_head's input): c sbh, or c sb word_embed_proj_dim after OPT-350M's project_out.
+  const bytes head_input_grad = m.projected_embedding() ? elements_of(checked_product(sb, m.token_width())) * size_of(compute) : hidden_grad;
   bytes loss_forward{}, loss_backward{}, loss_held{};
   if (logits > 0 && s.loss == loss_impl::hf) {
     const bytes c = elements_of(logits) * size_of(compute), f32 = elements_of(logits) * size_of(dtype::fp32);
@@ -376,8 +382,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
     const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? counts.embedding : counts.lm_head, a.tp) : elements{};
-    // dL/d(lm_head's input): c sbh, or c sb word_embed_proj_dim after OPT-350M's project_out.
-    const bytes head_input_grad = m.projected_embedding() ? elements_of(checked_product(sb, m.token_width())) * size_of(compute) : hidden_grad;
     loss_held = head_input_grad + head_weight * size_of(r.gradients);
     loss_forward = loss_held;
     loss_backward = loss_held;
@@ -428,6 +432,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
   const auto loss_moment = [&] {
     return step_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
+  };
+  // (1b) Then lm_head's backward (ForCausalLMLoss): the loss's fp32 tensors are freed, and the logits' gradient in the
+  // compute dtype (logits.float()'s backward) is alive while lm_head makes its weight's gradient (tied: the shared
+  // weight's first, which autograd holds in its input buffer) and dL/d(its input), every activation still alive. It
+  // tops the loss's moment where the head's weights are large beside its tokens (2 v h against 10 sb v in bf16: few
+  // tokens, the CPU step oracle). The fused loss made these in forward.
+  const bytes logits_grad = logits > 0 && s.loss == loss_impl::hf ? elements_of(logits) * size_of(compute) : bytes{};
+  const auto head_moment = [&] {
+    return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_grads, saved, bytes{}, head_input_grad, logits_grad, gathered_start,
+                      comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
@@ -534,7 +548,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
     const layer_activations& w = full ? full_whole : layer_whole;
-    return layer_context{accumulating ? grads_all : head_grads + layer_grads_kept * above,
+    return layer_context{accumulating ? grads_all + tied_gradient : head_grads + layer_grads_kept * above,
                          accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
                          per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
                          fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{},
@@ -623,7 +637,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements patch_embedding = elements_of(checked_product(m.vision.hidden, m.vision.in_channels, m.vision.temporal_patch,
                                                                    m.vision.patch, m.vision.patch));  // Conv3d, no bias
       const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
-      vision_grads_start = (accumulating ? grads_all : head_grads + layer_grads_kept * L) + grad_bytes(merger);
+      vision_grads_start = (accumulating ? grads_all + tied_gradient : head_grads + layer_grads_kept * L) + grad_bytes(merger);
       vision_grads_blocks = grad_bytes(counts.vision - merger - patch_embedding);
     }
   }
@@ -634,20 +648,27 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   };
   // (4) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed (the pixel
   // values of an image batch still alive). FSDP2: the root's unsharded gradients too; accumulating without FSDP2: the
-  // embedding's new gradient beside them all.
-  const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute) : grads_all + new_embedding_grad;
+  // embedding's new gradient beside them all. Tied embeddings: lm_head's gradient, the embedding's and their sum, after
+  // dL/d(embedding output) is freed (accumulating: beside the existing gradient, into which the sum is then added).
+  const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute)
+                               : grads_all + new_embedding_grad + tied_gradient + (accumulating ? tied_gradient : bytes{});
   const auto end_moment = [&] {
-    return step_terms{resting, grads_end, pixel_values, bytes{}, hidden_grad, bytes{}, fsdp ? root_unsharded : bytes{},
+    return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
+                      fsdp ? root_unsharded : bytes{},
                       comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
-  enum class moment_kind { loss, layer, vision_start, vision_end, end };
+  enum class moment_kind { loss, head, layer, vision_start, vision_end, end };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
+  if (const bytes total = head_moment().total(); logits_grad.count() > 0 && total > backward_total) {
+    backward_total = total;
+    highest = moment_kind::head;
+  }
   // The parts of a layer walked, one bit each in layer_part's order (the order they are considered in), chosen once:
   // testing every part's condition for every layer considered cost more than the moments themselves.
   const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
@@ -758,6 +779,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(peak.count()) * s.reserve_fraction));
   step_estimate out{forward(),
                     highest == moment_kind::loss           ? loss_moment()
+                    : highest == moment_kind::head         ? head_moment()
                     : highest == moment_kind::end          ? end_moment()
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
