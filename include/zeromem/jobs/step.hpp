@@ -366,6 +366,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // dL/d(lm_head's input): c sbh, or c sb word_embed_proj_dim after OPT-350M's project_out.
   const bytes head_input_grad = m.projected_embedding() ? elements_of(checked_product(sb, m.token_width())) * size_of(compute) : hidden_grad;
   bytes loss_forward{}, loss_backward{}, loss_held{};
+  bytes logits_grad{}, head_made{};  // lm_head's backward (1b below): the logits' gradient, and what it adds to the loss's moment
   if (logits > 0 && s.loss == loss_impl::hf) {
     const bytes c = elements_of(logits) * size_of(compute), f32 = elements_of(logits) * size_of(dtype::fp32);
     // Gemma-2's final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM): logits = tanh(logits / cap) * cap,
@@ -378,6 +379,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     loss_held = f32 + softcap + shifted;                                                    // log_softmax output, saved
     loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32 + softcap + padded + shifted;  // logits, .float(), log_softmax
     loss_backward = f32 * 3 + softcap;                                                      // saved + nll_loss grad + log_softmax grad
+    logits_grad = c;
+    head_made = head_grads + head_input_grad + logits_grad;
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
@@ -438,7 +441,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // weight's first, which autograd holds in its input buffer) and dL/d(its input), every activation still alive. It
   // tops the loss's moment where the head's weights are large beside its tokens (2 v h against 10 sb v in bf16: few
   // tokens, the CPU step oracle). The fused loss made these in forward.
-  const bytes logits_grad = logits > 0 && s.loss == loss_impl::hf ? elements_of(logits) * size_of(compute) : bytes{};
   const auto head_moment = [&] {
     return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_grads, saved, bytes{}, head_input_grad, logits_grad, gathered_start,
                       comm, bytes{}, bytes{}, bytes{}};
@@ -665,8 +667,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
   bytes backward_total = loss_moment().total();
-  if (const bytes total = head_moment().total(); logits_grad.count() > 0 && total > backward_total) {
-    backward_total = total;
+  // lm_head's moment differs from the loss's by its new gradients, the two flowing gradients and the loss's tensors.
+  if (head_made > loss_backward) {
+    backward_total += head_made - loss_backward;
     highest = moment_kind::head;
   }
   // The parts of a layer walked, one bit each in layer_part's order (the order they are considered in), chosen once:
