@@ -591,7 +591,11 @@ TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's
   // The root (589,824,000 + 2304) and layers 2 and 3 unsharded in bf16; layer 3's reduce-scatter input.
   CHECK(e.backward.gathered == bytes_of((589'826'304 + 2 * 77'865'984) * 2));
   CHECK(e.backward.communication == bytes_of(77'865'984 * 2));
-  CHECK(e.backward.total() == bytes_of(13'223'245'568));
+  // Resting: the rank's shard of 2,614,341,888 parameters (26 layers and the 589,826,304 of the root), 1,307,170,944,
+  // as bf16 weights and AdamW's two bf16 moments; flowing: dL/d(residual) 2 x 8192 x 2304 and the norm's six fp32
+  // copies of its input 6 x 4 x 8192 x 2304.
+  CHECK(e.backward.resting == bytes_of(1'307'170'944LL * 2 * 3));
+  CHECK(e.backward.flowing == bytes_of(37'748'736 + 452'984'832));
 }
 
 TEST_CASE("step: autocast keeps fp32 residuals, a cast per linear and the 16-bit weights", "[step][amp]") {
