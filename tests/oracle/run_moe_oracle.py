@@ -1,13 +1,17 @@
-"""The MoE oracle: transformers 5's mixture-of-experts block (modeling_mixtral.py MixtralTopKRouter and the eager loop of
-MixtralExperts, which Qwen3-MoE shares) written op by op, its input requiring grad as a layer's does, trained or frozen
-(LoRA elsewhere in the layer), and the bytes autograd saves for backward (blocks.saved_bytes) compared with zeromem's
-`activations.per_layer_terms.mlp_hidden` for the same shape.
+"""The MoE oracle: transformers' mixture-of-experts block written op by op, its input requiring grad as a layer's does,
+trained or frozen (LoRA elsewhere in the layer), and the bytes autograd saves for backward (blocks.saved_bytes) compared
+exactly with zeromem's `activations.per_layer_terms.mlp_hidden` for the same shape. Two layouts, alternately:
 
-What must agree exactly: the router's small tensors (softmax's fp32 output, topk's indices, the in-place
-renormalisation's divisor and input), each routed choice's indices and fp32 weight, the gathers, SwiGLU's tensors and the
-experts' outputs, frozen or not. One tensor differs by design: on the CPU this loop's index_add_ keeps its source
-(derivatives.yaml index_add: `expand_as(source)`), a·h per routed choice, which the H200 step (transformers 5.17 on CUDA,
-docs/validation.md) did not keep; zeromem follows the GPU, so the measured bytes must be zeromem's plus exactly that.
+- transformers 5 (zeromem's default): MixtralTopKRouter, then integrations/moe.py grouped_mm_experts_forward (the
+  experts implementation modeling_utils.py picks where torch._grouped_mm dispatches), over the two 3D parameters.
+  torch 1.13 has no _grouped_mm: GroupedMM below stands for it and saves what derivatives.yaml's _grouped_mm reads
+  (the input where the weight needs a gradient, the weight where the input does, and the offsets).
+- transformers 4 (--expert-linears): modeling_mixtral.py MixtralSparseMoeBlock.forward, an nn.Linear w1, w3, w2 per
+  expert, the routing weights cast to the hidden dtype, index_add_ (which keeps its source: derivatives.yaml
+  index_add, `expand_as(source)`).
+
+What must agree: the router's small tensors, each routed choice's indices and weight, the gathers, SwiGLU's tensors,
+the experts' outputs and the offsets.
 
 usage: python3 run_moe_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
 """
@@ -38,8 +42,38 @@ class Router(torch.nn.Module):
         return logits, top_value, top_index
 
 
-class Experts(torch.nn.Module):
-    """MixtralExperts: two 3D parameters and the loop over the experts hit."""
+class GroupedMM(torch.autograd.Function):
+    """torch._grouped_mm(a, b, offs): row block g of a (offsets) times b[g]; saves as derivatives.yaml's entry reads."""
+
+    @staticmethod
+    def forward(ctx, a, b, offs):
+        ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None, offs)
+        out, start = a.new_empty(a.shape[0], b.shape[2]), 0
+        for g, end in enumerate(offs.tolist()):
+            out[start:end] = a[start:end] @ b[g]
+            start = end
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, offs = ctx.saved_tensors
+        grad_a = grad_b = None
+        start = 0
+        if ctx.needs_input_grad[0]:
+            grad_a = grad.new_zeros(grad.shape[0], b.shape[1])
+        if ctx.needs_input_grad[1]:
+            grad_b = grad.new_zeros(len(offs), a.shape[1], grad.shape[1])
+        for g, end in enumerate(offs.tolist()):
+            if grad_a is not None:
+                grad_a[start:end] = grad[start:end] @ b[g].t()
+            if grad_b is not None:
+                grad_b[g] = a[start:end].t() @ grad[start:end]
+            start = end
+        return grad_a, grad_b, None
+
+
+class GroupedExperts(torch.nn.Module):
+    """transformers 5's experts: gate_up_proj [E, 2F, H], down_proj [E, H, F], run by grouped_mm_experts_forward."""
 
     def __init__(self, experts, hidden, ffn):
         super().__init__()
@@ -48,18 +82,48 @@ class Experts(torch.nn.Module):
         self.down_proj = torch.nn.Parameter(torch.randn(experts, hidden, ffn) * 0.02)
 
     def forward(self, hidden_states, top_k_index, top_k_weights):
+        num_top_k, num_tokens, hidden = top_k_index.size(-1), hidden_states.size(0), hidden_states.size(-1)
+        token_idx = torch.arange(num_tokens).unsqueeze(1).expand(-1, num_top_k).reshape(-1)
+        sample_weights = top_k_weights.reshape(-1)
+        expert_ids = top_k_index.reshape(-1)
+        selected = hidden_states[token_idx]
+        perm = torch.argsort(expert_ids)
+        inv_perm = torch.empty_like(perm)
+        inv_perm[perm] = torch.arange(perm.size(0))
+        expert_ids_g = expert_ids[perm]
+        sample_weights_g = sample_weights[perm]
+        selected_g = selected[perm]
+        tokens_per_expert = torch.histc(expert_ids_g.float(), bins=self.experts, min=0, max=self.experts - 1)
+        offsets = torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
+        gate_up = GroupedMM.apply(selected_g, self.gate_up_proj.transpose(-2, -1), offsets)
+        gate, up = gate_up.chunk(2, dim=-1)
+        out_g = GroupedMM.apply(F.silu(gate) * up, self.down_proj.transpose(-2, -1), offsets)
+        out_g = out_g * sample_weights_g.unsqueeze(-1)
+        out = out_g[inv_perm]
+        return out.view(num_tokens, num_top_k, hidden).sum(dim=1).to(hidden_states.dtype)
+
+
+class LinearExperts(torch.nn.Module):
+    """transformers 4's MixtralBlockSparseTop2MLP per expert and MixtralSparseMoeBlock's loop."""
+
+    def __init__(self, experts, hidden, ffn):
+        super().__init__()
+        self.experts = experts
+        self.w1 = torch.nn.ModuleList(torch.nn.Linear(hidden, ffn, bias=False) for _ in range(experts))
+        self.w3 = torch.nn.ModuleList(torch.nn.Linear(hidden, ffn, bias=False) for _ in range(experts))
+        self.w2 = torch.nn.ModuleList(torch.nn.Linear(ffn, hidden, bias=False) for _ in range(experts))
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        routing_weights = top_k_weights.to(hidden_states.dtype)
         final = torch.zeros_like(hidden_states)
-        with torch.no_grad():
-            expert_mask = F.one_hot(top_k_index, num_classes=self.experts).permute(2, 1, 0)
-            expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        expert_mask = F.one_hot(top_k_index, num_classes=self.experts).permute(2, 1, 0)
+        expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
         for expert_idx in expert_hit:
-            expert_idx = expert_idx[0]
-            top_k_pos, token_idx = torch.where(expert_mask[expert_idx])
-            current = hidden_states[token_idx]
-            gate, up = F.linear(current, self.gate_up_proj[expert_idx]).chunk(2, dim=-1)
-            current = F.linear(F.silu(gate) * up, self.down_proj[expert_idx])
-            current = current * top_k_weights[token_idx, top_k_pos, None]
-            final.index_add_(0, token_idx, current.to(final.dtype))
+            e = int(expert_idx)
+            idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
+            current = hidden_states[None, top_x].reshape(-1, hidden_states.size(-1))
+            current = self.w2[e](F.silu(self.w1[e](current)) * self.w3[e](current)) * routing_weights[top_x, idx, None]
+            final.index_add_(0, top_x, current.to(hidden_states.dtype))
         return final
 
 
@@ -69,7 +133,7 @@ def measure(cfg):
     dtype = torch.bfloat16
     n, h = cfg["seq_len"] * cfg["micro_batch"], cfg["hidden"]
     router = Router(cfg["experts"], h, cfg["top_k"]).to(dtype)
-    experts = Experts(cfg["experts"], h, cfg["ffn"]).to(dtype)
+    experts = (LinearExperts if cfg["linears"] else GroupedExperts)(cfg["experts"], h, cfg["ffn"]).to(dtype)
     params = list(router.parameters()) + list(experts.parameters())
     if cfg["frozen"]:
         for p in params:
@@ -92,6 +156,8 @@ def predict(binary, cfg):
             "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "bf16",
             "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--implementation", "hf",
             "--attention", "eager"]
+    if cfg["linears"]:
+        args += ["--expert-linears"]
     if cfg["frozen"]:  # LoRA on the attention only: the experts and the router are frozen, the layer's input needs grad
         args += ["--lora-rank", "4", "--lora-targets", "q_proj"]
     run = subprocess.run(args, capture_output=True, text=True)
@@ -112,13 +178,12 @@ def main():
         experts = rng.choice([2, 4, 8, 16, 64, 128])
         cfg = {"experts": experts, "top_k": rng.randint(1, min(experts, 8)), "hidden": 4 * rng.randint(2, 24),
                "ffn": rng.randint(4, 96), "seq_len": rng.randint(1, 96), "micro_batch": rng.randint(1, 3),
-               "frozen": i % 2 == 1, "seed": rng.randint(0, 10**6)}
+               "frozen": i % 2 == 1, "linears": i % 4 >= 2, "seed": rng.randint(0, 10**6)}
         measured = measure(cfg)
         predicted = predict(opts.binary, cfg)
-        source = cfg["seq_len"] * cfg["micro_batch"] * cfg["top_k"] * cfg["hidden"] * 2  # index_add_'s source, bf16
-        ok = measured == predicted + source
+        ok = measured == predicted
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {cfg}: measured {measured} B, zeromem {predicted} B + index_add_'s source {source} B")
+        print(f"{'ok  ' if ok else 'FAIL'} {cfg}: measured {measured} B, zeromem {predicted} B")
     print(f"{opts.configs - failed} of {opts.configs} MoE blocks exact")
     sys.exit(1 if failed else 0)
 

@@ -937,42 +937,59 @@ TEST_CASE("autocast: the forward's KV cache holds fp32 K and V beside attention'
 
 TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the routing weights", "[activations][moe]") {
   // Mixtral-8x7B (hidden 4096, expert intermediate 14336, top-2 of 8), s = 4096, b = 4: sb = 16,384. Each token passes two
-  // experts: SwiGLU's four tensors 4 x 2 x 16,384 x (2 x 14,336) = 3,758,096,384 B; each expert's gather
-  // hidden_states[top_x] (kept by w1 and w3) and its w2 output (kept by the multiply with the routing weights), a·sbh
-  // per routed choice each: 2 x 2 x (2 x 16,384 x 4096) = 536,870,912 B. The router's and the loop's small tensors, per
-  // token: softmax's fp32 output 4 x 8, topk's int64 indices 8 x 2, the renormalisation's divisor 4 and input 4 x 2, and
-  // per routed choice torch.where's int64 position and token and the fp32 weight 2 x 20: 100 B, 1,638,400 B a layer.
-  // Measured on an H200 (h200-training-steps.json, mixtral2l-bf16-sdpa-s4096-b4, two layers): the forward sat
-  // 1,077,613,568 B = 2 x (536,870,912 + 1,935,872) above zeromem's without these terms; 297,472 B a layer (18 B a
-  // token) stays unexplained.
+  // experts. transformers 5's grouped_mm_experts_forward (integrations/moe.py, the default): SwiGLU's four tensors
+  // 4 x 2 x 16,384 x (2 x 14,336) = 3,758,096,384 B (gate_up_out, kept by SiLU through its gate view, SiLU's output
+  // and up kept by the product, the product kept by the second grouped_mm); per routed choice the sorted gather kept
+  // by the first grouped_mm and the second's output kept by the multiply with the routing weights, 2 x 2 x (2 x 16,384
+  // x 4096) = 536,870,912 B; the k outputs of a token are summed (view + sum), which keeps nothing. The small tensors,
+  // per token: softmax's fp32 output 4 x 8, topk's int64 indices 8 x 2, the renormalisation's divisor 4 and input 4 x
+  // 2, and per routed choice the int64 token index, the sort's permutation and its inverse and the fp32 weight
+  // 2 x (8 + 8 + 8 + 4): 116 B, 1,900,544 B a layer, and the two grouped_mm's int32 offsets over the experts, 4 x 8 B.
+  // Measured on an H200 (h200-training-steps.json,
+  // mixtral2l-bf16-sdpa-s4096-b4, two layers): the forward sat 1,077,613,568 B = 2 x (536,870,912 + 1,935,872) above
+  // zeromem's without these terms; 35,296 B a layer (2 B a token) stays unexplained.
   const transformer_config mixtral = find_preset("mixtral-8x7b").config;
+  REQUIRE(mixtral.moe.stacked);
   activation_config c = hf_sdpa(4096);
   c.micro_batch = 4;
-  const std::int64_t router = 16'384LL * (4 * 8 + 8 * 2 + 4 + 4 * 2 + 20 * 2);
-  CHECK(router == 1'638'400);
-  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 536'870'912 + router);
-  // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast: three a·sbh per routed choice.
+  const std::int64_t router = 16'384LL * (4 * 8 + 8 * 2 + 4 + 4 * 2 + 28 * 2);
+  CHECK(router == 1'900'544);
+  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 536'870'912 + router + 32);
+  // grouped_mm is not autocast-enabled: what it keeps under autocast is not read, and said so.
   c.autocast = true;
-  CHECK(layer_activation_bytes(mixtral, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 2 * 134'217'728LL + router);
-  // LoRA on attention only: the experts are frozen and keep no gather (their linears' weights need no gradient) and
-  // three of SwiGLU's tensors (gate, up and act(gate); down_proj's frozen weight reads no input). The routing weights
-  // still need a gradient, through the frozen router from the layer's input (the adapters before it make it need one):
-  // the multiply keeps each expert's output, and the router's small tensors stay.
+  CHECK_THROWS_WITH(layer_activation_bytes(mixtral, c), Catch::Contains("--expert-linears"));
+  // LoRA on attention only: the experts are frozen, so the first grouped_mm keeps no gather (its weight needs no
+  // gradient) and of SwiGLU's tensors three stay (gate_up_out and SiLU's output, kept by SiLU and the product; the
+  // second grouped_mm's frozen weight reads no input). The routing weights still need a gradient, through the frozen
+  // router from the layer's input (the adapters before it make it need one): the multiply keeps each output, and the
+  // small tensors stay.
   c.autocast = false;
   adaptation lora{};
   lora.lora.rank = 8;
   lora.lora.targets = bit(lora_module::q_proj);
-  CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336 + 2 * 134'217'728LL + router);
-  // Qwen3-30B-A3B runs the same expert loop (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
+  CHECK(layer_activation_bytes(mixtral, c, lora).mlp_hidden.count() == 3LL * 2 * 16'384 * 2 * 14'336 + 2 * 134'217'728LL + router + 32);
+  // transformers 4's loop (modeling_mixtral.py MixtralSparseMoeBlock.forward, --expert-linears): index_add_ keeps its
+  // source too, three a·sbh per routed choice, 3 x 268,435,456 B; per routed choice torch.where's two int64 indices and
+  // the weight cast to bf16, 2 x (16 + 2): 16,384 x (32 + 16 + 4 + 8 + 36) = 1,572,864 B.
+  transformer_config linears = mixtral;
+  linears.moe.stacked = false;
+  const std::int64_t loop_router = 16'384LL * (4 * 8 + 8 * 2 + 4 + 4 * 2 + 18 * 2);
+  CHECK(loop_router == 1'572'864);
+  CHECK(layer_activation_bytes(linears, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 268'435'456LL + loop_router);
+  // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast: four a·sbh per routed choice.
+  c.autocast = true;
+  CHECK(layer_activation_bytes(linears, c).mlp_hidden.count() == 3'758'096'384LL + 4 * 268'435'456LL + loop_router);
+  // Qwen3-30B-A3B runs the same experts (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
   // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B, the gather and output of each
   // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B, and the small tensors 4096 x (4 x 128 + 8 x 8 + 4 + 4 x 8 +
-  // 20 x 8) = 3,162,112 B (norm_topk_prob's renormalisation is Mixtral's).
+  // 28 x 8) = 3,424,256 B (norm_topk_prob's renormalisation is Mixtral's), and the offsets 4 x 128 = 512 B.
+  c.autocast = false;
   c.micro_batch = 1;
   transformer_config qwen3_moe = find_preset("qwen3-30b-a3b").config;
-  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'162'112);
+  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'424'256 + 512);
   // norm_topk_prob false (Qwen3MoeConfig's default): no renormalisation, 4 + 4 x 8 B a token fewer.
   qwen3_moe.moe.renormalized = false;
-  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'162'112 - 4096 * 36);
+  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'424'256 + 512 - 4096 * 36);
 }
 
 TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {

@@ -481,6 +481,30 @@ TEST_CASE("Llama 3, Mistral and Mixtral presets, and a mixture of experts from f
   CHECK(half.err.find("--experts-per-token") != std::string::npos);
   const result both = run_cli({"estimate", "--model", "mixtral-8x7b", "--experts", "4"});
   CHECK(both.code == 2);
+  // transformers 5's experts module holds gate_up_proj and down_proj (DeepSpeed's largest layer: 3 x 8 x 14336 x 4096 =
+  // 1,409,286,144); --expert-linears is transformers 4's nn.Linear per expert (the embedding, 32000 x 4096, is largest).
+  CHECK(run_json({"estimate", "--model", "mixtral-8x7b"})["model"]["largest_layer_params"] == 1'409'286'144LL);
+  const auto linears = run_json({"estimate", "--model", "mixtral-8x7b", "--expert-linears"});
+  CHECK(linears["model"]["largest_layer_params"] == 131'072'000LL);
+  CHECK(linears["model"]["params"] == 46'702'792'704LL);
+}
+
+TEST_CASE("cli: what transformers 5's 3D experts rule out, each said in one line with its fix", "[cli][moe]") {
+  using zeromem::test::run_cli;
+  const auto fails_with = [](std::vector<std::string> args, const std::string& words) {
+    const zeromem::test::cli_result r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(words) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  };
+  // PEFT matches nn.Linear names; the experts' 3D parameters are none (PEFT: "Target modules ... not found").
+  fails_with({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj"}, "--expert-linears");
+  CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj", "--expert-linears"}).code == 0);
+  CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "all-linear"}).code == 0);
+  fails_with({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj", "--quantize", "nf4"}, "--expert-linears");
+  fails_with({"estimate", "--model", "mixtral-8x7b", "--precision", "amp-bf16", "--implementation", "hf", "--seq-len", "1024"}, "--expert-linears");
+  fails_with({"estimate", "--model", "llama-2-7b", "--expert-linears"}, "no experts");
 }
 
 TEST_CASE("estimate leads with the verdict when a GPU is named: needed, capacity, margin and what decides", "[cli][first-contact]") {

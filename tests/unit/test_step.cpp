@@ -903,3 +903,43 @@ TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and beh
   const step_estimate views = estimate_step(learned, pure_bf16(), a, step_config{});
   CHECK(views.backward.flowing.count() < 1'073'741'824);  // no fp32 s x s gradients (8A B) among them
 }
+
+TEST_CASE("step: transformers 5's experts are two 3D parameters a layer, stepped and sharded whole", "[step][moe]") {
+  // Mixtral-8x7B's shape on two layers (the H200 calibration config): per layer q 4096 x 4096, k and v 1024 x 4096,
+  // o 4096 x 4096, the router [8, 4096] = 32,768, gate_up_proj [8, 2 x 14336, 4096] = 939,524,096 and down_proj
+  // [8, 4096, 14336] = 469,762,048, two norms of 4096; embedding and lm_head 32000 x 4096 = 131,072,000, the final norm
+  // 4096: 3,164,688,384 parameters (the calibration's count).
+  transformer_config m = find_preset("mixtral-8x7b").config;
+  m.layers = 2;
+  REQUIRE(count_parameters(m).total.count() == 3'164'688'384);
+  // DeepSpeed's largest_layer sums a module's own parameters: the experts module holds both, 1,409,286,144.
+  CHECK(count_parameters(m).largest_layer.count() == 1'409'286'144);
+  CHECK(count_parameters(m).largest_tensor.count() == 939'524'096);
+  step_config s{};
+  s.optimizer = optimizer_impl::forloop;
+  // The for-loop's AdamW, pure bf16: sqrt and quotient of gate_up_proj beside the router's denom, (2 x 939,524,096 +
+  // 32,768) x 2 B = 3,758,161,920 B (down_proj's two beside gate_up_proj's denom: 2 x 939,524,096 elements, less).
+  CHECK(estimate_step(m, pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(3'758'161'920));
+  // transformers 4's nn.Linear per expert (14336 x 4096 = 58,720,256 each): lm_head's two beside the final norm's
+  // denom, (2 x 131,072,000 + 4096) x 2 B = 524,296,192 B.
+  transformer_config linears = m;
+  linears.moe.stacked = false;
+  CHECK(count_parameters(linears).largest_layer.count() == 131'072'000);
+  CHECK(estimate_step(linears, pure_bf16(), sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(524'296'192));
+  // FSDP2 over 16 ranks chunks dim 0, the experts' E = 8, into one expert a rank (chunk 0's size; eight ranks pad an
+  // empty chunk to it): per layer 3 x 14336 x 4096 = 176,160,768 elements, not half of it. The rest, 3,164,688,384 -
+  // 2 x 1,409,286,144 = 346,116,096, splits evenly: 21,632,256. Shard 2 x 176,160,768 + 21,632,256 = 373,953,792
+  // elements; pure bf16 weights and AdamW's two moments: 3 x 2 B x 373,953,792 = 2,243,722,752 B resting.
+  training_states t = pure_bf16();
+  t.dp = 16;
+  s.fsdp_world = 16;
+  const step_estimate e = estimate_step(m, t, sdpa(1024, 1), s);
+  CHECK(e.optimizer_step.resting == bytes_of(2'243'722'752));
+  // The for-loop over local chunks: gate_up_proj's one expert, 28672 x 4096 = 117,440,512, beside the router's chunk
+  // (one of its 8 rows, 4096): (2 x 117,440,512 + 4096) x 2 B = 469,770,240 B.
+  CHECK(e.optimizer_step.optimizer_temporaries == bytes_of(469'770'240));
+  // Over 8 ranks each holds one expert of each whether stacked or not: the even share, (3,164,688,384 / 8) x 6 B.
+  t.dp = 8;
+  s.fsdp_world = 8;
+  CHECK(estimate_step(m, t, sdpa(1024, 1), s).optimizer_step.resting == bytes_of(3'164'688'384LL / 8 * 6));
+}

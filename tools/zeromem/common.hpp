@@ -86,6 +86,7 @@ struct model_flags {
   bool fused_qkv = false, fused_gate_up = false, use_cache = false, scaled_residual = false, scaled_logits = false;
   std::int64_t sliding_window = 0;
   std::int64_t experts = 0, experts_per_token = 0, expert_ffn = 0, shared_experts = 0;  // 0: not given (dense)
+  bool expert_linears = false;  // transformers 4's per-expert nn.Linear modules (moe_config::stacked false)
   bool given() const { return !preset.empty() || !hf_config.empty() || shape_given(); }
   bool shape_given() const {
     return hidden != 0 || layers != 0 || heads != 0 || kv_heads != 0 || head_dim != 0 || ffn != 0 || vocab != 0;

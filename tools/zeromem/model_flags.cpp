@@ -96,11 +96,27 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     preset->excludes(s);
     hf->excludes(s);
   }
+  if (!attention_only)
+    app.add_flag("--expert-linears", f.expert_linears,
+                 "a mixture of experts held as transformers 4 held it: nn.Linear modules per expert and router (default: "
+                 "transformers 5's two 3D parameters per layer, run by grouped_mm)");
 }
 
+namespace {
+transformer_config shaped_model_of(const model_flags& f);
+}  // namespace
+
 transformer_config model_of(const model_flags& f) {
-  if (!f.preset.empty()) return find_preset(f.preset).config;
-  if (!f.hf_config.empty()) return read_hf_config(f.hf_config);
+  transformer_config m = !f.preset.empty() ? find_preset(f.preset).config : !f.hf_config.empty() ? read_hf_config(f.hf_config) : shaped_model_of(f);
+  if (f.expert_linears) {
+    if (m.moe.experts == 0) detail::fail("--expert-linears: the model has no experts; drop it");
+    m.moe.stacked = false;
+  }
+  return m;
+}
+
+namespace {
+transformer_config shaped_model_of(const model_flags& f) {
   if (f.hidden == 0 || f.layers == 0 || f.heads == 0 || f.ffn == 0 || f.vocab == 0)
     detail::fail("a model given by flags needs --hidden, --layers, --heads, --ffn and --vocab");
   transformer_config m{};
@@ -172,5 +188,6 @@ transformer_config model_of(const model_flags& f) {
   validate(m);
   return m;
 }
+}  // namespace
 
 }  // namespace zeromem::cli

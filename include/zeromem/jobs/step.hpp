@@ -307,15 +307,33 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
   const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
-  const elements shard = fsdp ? elements_of(detail::ceil_div(t.params.count(), s.fsdp_world)) : elements{};
+  // FSDP2 chunks each parameter's dim 0 over the ranks and pads every chunk to chunk 0's size (_fsdp_param.py
+  // _init_sharded_param: torch.chunk, then padded_sharded_param_size = chunks[0].size()). transformers 5's experts have
+  // dim 0 = E: a rank holds ceil(E / ranks) experts of each layer, above the even share where E is not a multiple of
+  // the ranks (the other parameters' padding, under a row each, is left out).
+  std::int64_t experts_even = 0, experts_padded = 0;
+  if (fsdp && m.moe.experts > 0 && m.moe.stacked) {
+    if (a.tp > 1) detail::fail("FSDP2 over transformers 5's 3D experts with tensor parallelism is not modelled; use tp 1, or --expert-linears");
+    const std::int64_t per_layer = detail::stacked_experts_elements(m);
+    experts_even = checked_product(L, per_layer);
+    experts_padded = checked_product(L, detail::ceil_div(m.moe.experts, s.fsdp_world), per_layer / m.moe.experts);
+  }
+  const bool experts_frozen = t.adapt.lora_enabled();
+  const elements shard =
+      fsdp ? elements_of(experts_frozen ? detail::ceil_div(t.params.count(), s.fsdp_world)
+                                        : checked_sum(detail::ceil_div(t.params.count() - experts_even, s.fsdp_world), experts_padded))
+           : elements{};
   if (fsdp) {
     const std::int64_t n = s.fsdp_world;
+    const bytes frozen_experts = experts_frozen ? elements_of(experts_even) * size_of(t.recipe.weights) : bytes{};
+    const bytes frozen_padded = experts_frozen ? elements_of(experts_padded) * size_of(t.recipe.weights) : bytes{};
+    const bytes frozen_shard = bytes_of(detail::ceil_div((t.frozen_weights - frozen_experts).count(), n)) + frozen_padded;
     precision_recipe states_recipe = r;
     states_recipe.fp32_master = false;
     states_recipe.weights = storage;
     // A paged optimizer's states live in host RAM, as estimate_model_states places them.
     resting = shard * size_of(storage) + (t.adapt.paged_optimizer ? bytes{} : optimizer_state_bytes(t.optimizer, states_recipe, shard)) +
-              bytes_of(detail::ceil_div(t.frozen_weights.count(), n));  // frozen parameters: their shard only
+              frozen_shard;  // frozen parameters: their shard only
     grads_all = shard * size_of(storage);
     layer_grads_kept = elements_of(detail::ceil_div(layer_trainable.count(), n)) * size_of(storage);
     head_grads = head_trainable * size_of(compute);           // the root's gradients stay unsharded until its post-backward
@@ -731,7 +749,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // foreach lists are one sub-group too: sub_group_size elements (a lower bound: _create_fp16_sub_groups closes a
     // group once it reaches that size, up to one parameter's partition past it).
     elements largest = largest_share(split.largest_trainable, a.tp);
-    if (fsdp) largest = elements_of(detail::ceil_div(largest.count(), s.fsdp_world));
+    if (fsdp) {
+      largest = elements_of(detail::ceil_div(largest.count(), s.fsdp_world));
+      // transformers 5's gate_up_proj [E, 2F, H]: ceil(E / ranks) experts of it on each rank.
+      if (experts_padded > 0 && !experts_frozen) {
+        const std::int64_t gate_up = checked_product(m.mlp == mlp_kind::swiglu ? 2 : 1, m.moe.expert_ffn, m.hidden);
+        largest = elements_of(detail::max_of(largest.count(), checked_product(detail::ceil_div(m.moe.experts, s.fsdp_world), gate_up)));
+      }
+    }
     else if (t.zero.stage == 3 && t.zero.sub_group_size < updated.count()) largest = updated = elements_of(t.zero.sub_group_size);
     else if (t.zero.stage >= 1) largest = updated;
     // Coupled weight decay's decayed gradients (optimizer_traits::decay_foreach / decay_forloop).

@@ -137,8 +137,16 @@ constexpr void validate(const lora_config& c, const transformer_config& m) {
   std::uint16_t present = bit(lora_module::all_linear);
   for_each_linear(m, [&](const linear_shape& l) { present = static_cast<std::uint16_t>(present | bit(l.role)); });
   if (m.fused_qkv) present = static_cast<std::uint16_t>(present | bit(lora_module::q_proj) | bit(lora_module::k_proj) | bit(lora_module::v_proj));
+  const bool stacked_experts = m.moe.experts > 0 && m.moe.stacked;
+  if (stacked_experts && m.moe.shared_experts > 0 &&
+      (c.targets & (bit(lora_module::all_linear) | bit(lora_module::gate_proj) | bit(lora_module::up_proj) | bit(lora_module::gate_up_proj) |
+                    bit(lora_module::down_proj) | bit(lora_module::fc1) | bit(lora_module::fc2))))
+    detail::fail("LoRA on the shared experts beside transformers 5's 3D routed experts is not modelled; target the attention modules only");
   for (const detail::lora_name& n : detail::lora_names)
-    if ((c.targets & bit(n.module)) && !(present & bit(n.module)))
+    if ((c.targets & bit(n.module)) && !(present & bit(n.module)) && stacked_experts && detail::is_mlp_module(n.module))
+      detail::fail("the experts are 3D parameters in transformers 5 (gate_up_proj, down_proj), not nn.Linear modules LoRA can "
+                   "target: drop " + std::string(n.text) + " from the targets, or pass --expert-linears for transformers 4's modules");
+    else if ((c.targets & bit(n.module)) && !(present & bit(n.module)))
       detail::fail("the model has no " + std::string(n.text) + " module to adapt; target modules it has (" +
                    std::string(m.fused_gate_up ? "gate_up_proj, down_proj" : m.mlp == mlp_kind::swiglu ? "gate_proj, up_proj, down_proj" : "fc1, fc2") +
                    ", o_proj, " + (m.fused_qkv ? "qkv" : "q_proj, k_proj, v_proj") + ") or all-linear");
@@ -208,6 +216,9 @@ constexpr void validate(const adaptation& a, const transformer_config& m) {
   if (a.quantize != quantization::none && !a.lora_enabled())
     detail::fail("a quantized base cannot train; add LoRA adapters (--lora-rank and --lora-targets) or drop --quantize");
   if (a.freeze_vision && m.vision.blocks == 0) detail::fail("--freeze vision: the model has no vision tower");
+  if (a.quantize != quantization::none && m.moe.experts > 0 && m.moe.stacked)
+    detail::fail("a quantized base with transformers 5's 3D expert parameters is not modelled (bitsandbytes replaces nn.Linear "
+                 "modules); pass --expert-linears for transformers 4's per-expert nn.Linear modules");
 }
 
 /// Splits the model's parameters into what trains and what is frozen (stored in `weights`, or quantized).
@@ -216,7 +227,7 @@ constexpr parameter_split split_parameters(const transformer_config& m, const pa
     return parameter_split{c.layer, c.embedding + c.position_embedding, c.vision, c.final_norm + c.lm_head,
                            elements{}, elements{}, elements{}, elements{},
                            bytes{}, bytes{}, bytes{}, bytes{},
-                           lora_counts{}, c.largest_layer, bytes{}};
+                           lora_counts{}, c.largest_tensor, bytes{}};
   validate(a, m);
   using detail::checked_product;
   parameter_split s{};
@@ -246,7 +257,7 @@ constexpr parameter_split split_parameters(const transformer_config& m, const pa
     }
   } else {
     s.layer_trainable = c.layer;
-    s.largest_trainable = c.largest_layer;
+    s.largest_trainable = c.largest_tensor;
     (a.freeze_vision ? s.vision_frozen : s.vision_trainable) = c.vision;
     s.vision_frozen_bytes = a.freeze_vision ? c.vision * w : bytes{};
   }

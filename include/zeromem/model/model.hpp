@@ -28,6 +28,11 @@ struct moe_config {
   bool router_bias = false;
   /// The top-k routing weights renormalised to sum to 1 (Mixtral always; Qwen3-MoE's norm_topk_prob).
   bool renormalized = true;
+  /// transformers >= 5 holds a layer's routed experts as two 3D parameters, gate_up_proj [E, 2F, H] and down_proj
+  /// [E, H, F] (modeling_mixtral.py MixtralExperts, Qwen3MoeExperts), in one module beside a router that is not an
+  /// nn.Linear (MixtralTopKRouter): neither is an nn.Linear LoRA can target. false: transformers 4's nn.Linear
+  /// w1, w3 and w2 per expert (MixtralBlockSparseTop2MLP) and the router's nn.Linear.
+  bool stacked = true;
 };
 
 /// A ViT-style vision tower with a patch merger (Qwen2-VL / Qwen2.5-VL layout); blocks = 0: none.
@@ -310,6 +315,14 @@ enum class lora_module : std::uint16_t {
 
 constexpr std::uint16_t bit(lora_module m) { return static_cast<std::uint16_t>(m); }
 
+namespace detail {
+/// A decoder layer's MLP linears (dense or each expert's), as LoRA names them.
+constexpr bool is_mlp_module(lora_module r) {
+  return r == lora_module::gate_proj || r == lora_module::up_proj || r == lora_module::gate_up_proj || r == lora_module::fc1 ||
+         r == lora_module::down_proj || r == lora_module::fc2;
+}
+}  // namespace detail
+
 /// Where a module's parameters count (the fields of parameter_counts). attention, mlp and layer_norms are per
 /// decoder layer; the others are counted once in the model.
 enum class module_group : unsigned { embedding, position_embedding, attention, mlp, layer_norms, final_norm, lm_head, vision };
@@ -327,6 +340,10 @@ struct module_shape {
   std::int64_t rows, last, prefix;
   std::int64_t bias;
   std::int64_t count;
+  std::int64_t dim0 = 0;  // S[0] where a weight has three or more dimensions (FSDP2 chunks dim 0); 0: rows, or last for a vector
+
+  /// The weight's first dimension, which FSDP2 chunks over the ranks.
+  constexpr std::int64_t first_dimension() const { return dim0 > 0 ? dim0 : matrix ? rows : last; }
 
   constexpr std::int64_t weight_elements() const { return detail::checked_mul(rows, last, "a parameter count"); }
   /// attention, mlp and layer_norms modules are in every decoder layer; the other groups are in the model once.
@@ -380,19 +397,30 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   // MLP: GELU has fc1 and fc2; SwiGLU has gate, up and down (Shazeer 2020, "GLU Variants Improve Transformer").
   // A mixture of experts holds experts + shared experts of them and a router h -> experts.
   const bool moe = m.moe.experts > 0;
-  const std::int64_t mlps = moe ? checked_sum(m.moe.experts, m.moe.shared_experts) : 1, ffn = moe ? m.moe.expert_ffn : m.ffn;
-  if (m.fused_gate_up) {
-    linear(module_group::mlp, lora_module::gate_up_proj, h, checked_product(2, ffn), m.mlp_bias, mlps);
-    linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
-  } else if (m.mlp == mlp_kind::swiglu) {
-    linear(module_group::mlp, lora_module::gate_proj, h, ffn, m.mlp_bias, mlps);
-    linear(module_group::mlp, lora_module::up_proj, h, ffn, m.mlp_bias, mlps);
-    linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
-  } else {
-    linear(module_group::mlp, lora_module::fc1, h, ffn, m.mlp_bias, mlps);
-    linear(module_group::mlp, lora_module::fc2, ffn, h, m.mlp_bias, mlps);
+  const bool stacked = moe && m.moe.stacked;
+  if (stacked) {
+    // transformers 5: the router's weight (MixtralTopKRouter, registered first), then the experts' two 3D parameters.
+    const std::int64_t e = m.moe.experts, f_in = m.mlp == mlp_kind::swiglu ? checked_product(2, m.moe.expert_ffn) : m.moe.expert_ffn;  // [gate | up] or fc1
+    f(module_shape{module_group::mlp, lora_module::none, false, true, m.moe.experts, h, 1, m.moe.router_bias ? m.moe.experts : 0, 1});
+    f(module_shape{module_group::mlp, lora_module::none, false, true, checked_product(e, f_in), h, e, m.mlp_bias ? checked_product(e, f_in) : 0, 1, e});
+    f(module_shape{module_group::mlp, lora_module::none, false, true, checked_product(e, h), m.moe.expert_ffn, e, m.mlp_bias ? checked_product(e, h) : 0, 1, e});
   }
-  if (moe) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
+  const std::int64_t mlps = moe ? (stacked ? m.moe.shared_experts : checked_sum(m.moe.experts, m.moe.shared_experts)) : 1;
+  const std::int64_t ffn = moe ? m.moe.expert_ffn : m.ffn;
+  if (mlps > 0) {  // the dense MLP, transformers 4's experts, or the shared experts (nn.Linear in either)
+    if (m.fused_gate_up) {
+      linear(module_group::mlp, lora_module::gate_up_proj, h, checked_product(2, ffn), m.mlp_bias, mlps);
+      linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
+    } else if (m.mlp == mlp_kind::swiglu) {
+      linear(module_group::mlp, lora_module::gate_proj, h, ffn, m.mlp_bias, mlps);
+      linear(module_group::mlp, lora_module::up_proj, h, ffn, m.mlp_bias, mlps);
+      linear(module_group::mlp, lora_module::down_proj, ffn, h, m.mlp_bias, mlps);
+    } else {
+      linear(module_group::mlp, lora_module::fc1, h, ffn, m.mlp_bias, mlps);
+      linear(module_group::mlp, lora_module::fc2, ffn, h, m.mlp_bias, mlps);
+    }
+  }
+  if (moe && !stacked) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
   // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches; OLMo-2: the two post-branch norms only.
   if (m.norm_affine) {  // OlmoLayerNorm holds no parameters
     norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
@@ -464,12 +492,20 @@ struct parameter_counts {
   elements total{};
   elements language_model{};     // total without the vision tower
   elements largest_layer{};      // most parameters held directly by one module (DeepSpeed's largest_layer_params)
+  elements largest_tensor{};     // most elements of one parameter (with an nn.Linear's bias: autograd makes both at once)
 };
 
 namespace detail {
 constexpr std::int64_t norm_params(norm_kind k, std::int64_t n) { return k == norm_kind::layernorm ? checked_mul(2, n) : n; }
 constexpr std::int64_t max_of(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
 /// q_norm and k_norm weights of one layer: Qwen3's two of head_dim, OLMo-2's heads x d and kv_heads x d, or none.
+/// Elements of transformers 5's experts module in one decoder layer: gate_up_proj [E, 2F, H] (fc1 [E, F, H] without
+/// a gate) and down_proj [E, H, F], with their biases where the MLP has them.
+constexpr std::int64_t stacked_experts_elements(const transformer_config& m) {
+  const std::int64_t in = m.mlp == mlp_kind::swiglu ? checked_mul(2, m.moe.expert_ffn) : m.moe.expert_ffn;
+  const std::int64_t weights = checked_mul(checked_add(in, m.moe.expert_ffn), m.hidden);
+  return checked_mul(m.moe.experts, m.mlp_bias ? checked_add(weights, checked_add(in, m.hidden)) : weights);
+}
 constexpr std::int64_t qk_norm_parameters(const transformer_config& m) {
   if (!m.qk_norm) return 0;
   const std::int64_t d = m.head_size();
@@ -487,6 +523,10 @@ constexpr parameter_counts count_parameters_unchecked(const transformer_config& 
     g = checked_add(g, s.count == 1 ? one : checked_mul(one, s.count, "a parameter count"), "a parameter count");
     largest = max_of(largest, one);
   });
+  const std::int64_t largest_tensor = largest;
+  // DeepSpeed's largest_layer_params sums a module's own parameters (m.parameters(recurse=False)): transformers 5's
+  // experts module holds gate_up_proj and down_proj together.
+  if (m.moe.experts > 0 && m.moe.stacked) largest = max_of(largest, stacked_experts_elements(m));
   const std::int64_t embedding = sum[0], positions = sum[1], attention = sum[2], mlp = sum[3], norms = sum[4], final_norm = sum[5],
                      lm_head = sum[6], vision = sum[7];
   const elements layer = elements_of(attention) + elements_of(mlp) + elements_of(norms);
@@ -495,7 +535,7 @@ constexpr parameter_counts count_parameters_unchecked(const transformer_config& 
   // Built whole at the end rather than cleared and filled (clearing the result first costs more than the sums).
   return parameter_counts{elements_of(embedding), elements_of(positions), elements_of(attention), elements_of(mlp),
                           elements_of(norms), layer, elements_of(final_norm), elements_of(lm_head), elements_of(vision),
-                          language_model + elements_of(vision), language_model, elements_of(largest)};
+                          language_model + elements_of(vision), language_model, elements_of(largest), elements_of(largest_tensor)};
 }
 }  // namespace detail
 /// The most parameters one module of a decoder layer holds (weight and bias), as largest_layer counts them.
@@ -510,15 +550,16 @@ constexpr elements largest_layer_module(const transformer_config& m) {
 /// elements: the parameters in transformers' registration order, each weight before its bias (the embedding, OPT-350M's
 /// project_in and the learned positions; each decoder layer's attention, MLP and norms in for_each_module's order;
 /// the final norm, project_out and the output layer; the vision tower is not walked), each tensor's local size
-/// ceil(n / ranks) (FSDP2's dim-0 shards; 1 rank: whole). For consecutive tensors p, c: max(current x c + carried x p,
+/// ceil(S[0] / ranks) x n / S[0] (FSDP2's dim-0 chunk, padded to chunk 0's size: _fsdp_param.py _init_sharded_param;
+/// 1 rank: whole). For consecutive tensors p, c: max(current x c + carried x p,
 /// early x c + early_carried x p) (optimizer_traits::forloop_carried: a local name of the last iteration alive until
 /// reassigned). Frozen embeddings (and a frozen output layer) are not the optimizer's and are skipped.
 constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks,
                                                std::int64_t current, std::int64_t carried, std::int64_t early_carried, std::int64_t early) {
   using detail::checked_add, detail::checked_mul;
   std::int64_t previous = 0, peak = 0;
-  const auto visit = [&](std::int64_t n) {
-    n = detail::ceil_div(n, ranks);
+  const auto visit = [&](std::int64_t n, std::int64_t first_dimension) {
+    if (ranks > 1) n = checked_mul(detail::ceil_div(first_dimension, ranks), n / first_dimension);  // a padded dim-0 chunk
     const std::int64_t late = checked_add(checked_mul(current, n), checked_mul(carried, previous));
     const std::int64_t first = checked_add(checked_mul(early, n), checked_mul(early_carried, previous));
     peak = detail::max_of(peak, detail::max_of(late, first));
@@ -528,8 +569,8 @@ constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool
   // every pair it makes.
   const auto module = [&](const module_shape& s) {
     for (std::int64_t r = 0; r < (s.count < 2 ? s.count : 2); ++r) {
-      visit(s.weight_elements());
-      if (s.bias > 0) visit(s.bias);
+      visit(s.weight_elements(), s.first_dimension());
+      if (s.bias > 0) visit(s.bias, s.bias);
     }
   };
   // Two passes over the layer's modules: the second sees the step from one layer's last tensor to the next's first.

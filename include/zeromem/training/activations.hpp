@@ -158,6 +158,11 @@ constexpr void validate(const activation_config& c, const transformer_config& m)
                        "pick a cp that divides the sequence length");
   if (c.cp > 1 && c.attention == attention_kind::eager)
     detail::fail("context parallelism needs flash attention (ring attention); use --attention flash");
+  // transformers 5's grouped_mm experts (integrations/moe.py) are not autocast-enabled: what they keep under autocast
+  // is not read here.
+  if (c.autocast && c.impl == implementation::hf && m.moe.experts > 0 && m.moe.stacked)
+    detail::fail("a mixture of experts under autocast with transformers 5's grouped_mm experts is not modelled; use --precision bf16, "
+                 "or --expert-linears for transformers 4's nn.Linear experts");
   if (c.torch_major != 1 && c.torch_major != 2)
     detail::fail_value("the PyTorch major version must be 1 or 2", c.torch_major, "pass 2 for current PyTorch");
   if (c.activation_dtype == dtype::int4) detail::fail("activations cannot be int4; use bf16, fp16, fp32 or fp8");
@@ -267,11 +272,6 @@ constexpr bytes forward_kv_cache_bytes(const transformer_config& m, const activa
 /// tuners/lora/layer.py Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling). The residual stream is
 /// taken to require grad in every layer, as PEFT's enable_input_require_grads makes it under checkpointing.
 namespace detail {
-/// A decoder layer's MLP linears (dense or each expert's), as LoRA names them.
-constexpr bool is_mlp_module(lora_module r) {
-  return r == lora_module::gate_proj || r == lora_module::up_proj || r == lora_module::gate_up_proj || r == lora_module::fc1 ||
-         r == lora_module::down_proj || r == lora_module::fc2;
-}
 /// Bytes per value of what an adapter's lora_A reads: PEFT casts the input to the adapter's dtype where they differ
 /// (tuners_utils.py _cast_input_dtype); under autocast the input is the fp32 residual's and lora_A keeps its own
 /// 16-bit cast, the activation dtype's width.
@@ -332,7 +332,8 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   std::int64_t attention_keepers = 0, output_keepers = 0, mlp_keepers = 0, hidden_keepers = 0, lora_bytes = 0;
   if (frozen) {
     const bool drop = adapt.lora.dropout > 0.0;
-    const std::int64_t routed = m.moe.experts > 0 ? checked_sum(m.moe.top_k, m.moe.shared_experts) : 1;  // MLPs a token passes
+    // MLPs whose nn.Linear modules a token passes: transformers 5's routed experts are no nn.Linear (3D parameters).
+    const std::int64_t routed = m.moe.experts > 0 ? (m.moe.stacked ? m.moe.shared_experts : checked_sum(m.moe.top_k, m.moe.shared_experts)) : 1;
     for_each_linear(m, [&](const linear_shape& l) {
       const adapted_linear ad = adapt_of(m, l, adapt.lora);
       if (l.vision || ad.params == 0) return;
@@ -464,24 +465,34 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   const std::int64_t hidden_tensors = m.mlp == mlp_kind::relu ? 1
                                       : (m.mlp == mlp_kind::gelu ? gelu_tensors : (c.impl == implementation::fused ? 3 : 4)) - 1 +
                                             keepers(1, hidden_keepers);
-  // transformers' MoE block (modeling_mixtral.py MixtralSparseMoeBlock.forward) runs each expert on the tokens routed
-  // to it: hidden_states[top_x] gathers a copy its linears keep, and its output is multiplied by the routing weights,
-  // which keeps it (mul saves each operand the other's gradient reads: the weights need a gradient wherever the layer's
-  // input does, through the router, frozen or not). Per routed choice (top_k a token) a·sbh each; under autocast the
-  // two linears that read the gather keep their own 16-bit casts instead. Frozen experts (LoRA) keep the gather only
-  // where an MLP module is adapted. Measured on an H200 (Mixtral's shape on two layers, trained).
+  // A mixture of experts' dispatch: each routed choice (top_k a token) gathers its token, whose copy the experts'
+  // first linear keeps, and the expert's output is multiplied by the routing weight, which keeps it (mul saves each
+  // operand for the other's gradient; the weights need one wherever the layer's input does, through the router,
+  // frozen or not): a·sbh each per routed choice. Frozen experts (LoRA) keep no gather: their weights need no gradient.
+  //  - transformers 5 (stacked experts): integrations/moe.py grouped_mm_experts_forward, the default where
+  //    torch._grouped_mm dispatches (modeling_utils.py get_correct_experts_implementation), sums the k outputs of a
+  //    token (view + sum) and keeps nothing more. Measured on an H200 (Mixtral's shape on two layers, trained).
+  //  - transformers 4 (modeling_mixtral.py MixtralSparseMoeBlock.forward, one loop step per expert): index_add_ keeps
+  //    its source, the weighted output (derivatives.yaml index_add: expand_as(source)), one a·sbh more per routed
+  //    choice; under autocast each of the two linears reading the gather keeps its own 16-bit cast instead of it.
   std::int64_t moe_dispatch = 0;
   if (m.moe.experts > 0 && c.impl == implementation::hf) {
-    const std::int64_t gathers = frozen ? (mlp_keepers + hidden_keepers > 0 ? 1 : 0) : c.autocast ? 2 : 1;
-    // The router and the loop's indices, per token (MixtralTopKRouter.forward, MixtralExperts.forward): softmax's fp32
-    // output over the experts (4 E), topk's int64 indices (8 k), where the weights are renormalised in place the divisor
-    // (4) and the input (4 k; autograd keeps an in-place op's input its backward reads), and per routed choice
-    // torch.where's int64 position and token (16: the gather, the weights' indexing and index_add_ keep them) and the
-    // fp32 routing weight the multiply keeps (4).
+    const bool stacked = m.moe.stacked;
+    const std::int64_t gathers = frozen ? (!stacked && mlp_keepers + hidden_keepers > 0 ? 1 : 0) : c.autocast ? 2 : 1;
+    const std::int64_t outputs = stacked ? 1 : 2;
+    // The router's small tensors, per token (MixtralTopKRouter.forward): softmax's fp32 output over the experts (4 E),
+    // topk's int64 indices (8 k), where the weights are renormalised in place the divisor (4) and the input (4 k;
+    // autograd keeps an in-place op's input its backward reads). Per routed choice, grouped_mm: the int64 token index
+    // (the gather keeps it), the sort's permutation and its inverse (8 + 8, kept by the indexing ops) and the fp32
+    // weight the multiply keeps (4); transformers 4's loop: torch.where's int64 position and token (16) and the weight
+    // it cast to the hidden dtype (MixtralSparseMoeBlock: routing_weights.to(hidden_states.dtype)).
     const std::int64_t k = m.moe.top_k, renormalized = m.moe.renormalized ? 1 : 0;
+    const std::int64_t per_choice = stacked ? 8 + 8 + 8 + 4 : 16 + a;
     const std::int64_t router =
-        checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + 16 + 4, k), 4 * renormalized);
-    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + 1, k), a_sbh), checked_product(router, sb)));
+        checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + per_choice, k), 4 * renormalized);
+    // grouped_mm also keeps its int32 offsets over the experts (4 E a layer; derivatives.yaml _grouped_mm reads offs).
+    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + outputs, k), a_sbh), checked_product(router, sb),
+                                          stacked ? checked_product(4, m.moe.experts) : 0));
   }
   const bytes mlp_hidden = bytes_of(checked_sum(checked_product(hidden_tensors * a, sb, f), moe_dispatch));
   // autocast's weight cache: each linear's 16-bit weight, kept by autograd until the layer's backward (the norms'
