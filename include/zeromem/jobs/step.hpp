@@ -220,6 +220,34 @@ union breakdown_slot {
   constexpr breakdown_slot() : empty() {}
   constexpr explicit breakdown_slot(const layer_activations& v) : value(v) {}
 };
+
+/// FSDP2's local shards where transformers 5 holds the experts as 3D parameters. FSDP2 chunks each parameter's dim 0
+/// over the ranks and pads every chunk to chunk 0's size (_fsdp_param.py _init_sharded_param: torch.chunk, then
+/// padded_sharded_param_size = chunks[0].size()); the experts' dim 0 is E, so a rank holds ceil(E / ranks) experts of
+/// each layer, above the even share where E is not a multiple of the ranks. The other parameters' padding, under a
+/// row each, is left out (ceil(n / ranks)).
+struct fsdp2_shards {
+  elements trainable{};
+  bytes frozen{};
+  elements largest_expert_chunk{};  // gate_up_proj's local chunk when the experts train
+};
+ZEROMEM_COLD constexpr fsdp2_shards fsdp2_stacked_expert_shards(const transformer_config& m, const training_states& t, std::int64_t layers,
+                                                             std::int64_t ranks, std::int64_t tp) {
+  if (tp > 1) fail("FSDP2 over transformers 5's 3D experts with tensor parallelism is not modelled; use tp 1, or --expert-linears");
+  const std::int64_t per_layer = stacked_experts_elements(m), e = m.moe.experts;
+  const elements even = elements_of(checked_product(layers, per_layer));
+  const elements padded = elements_of(checked_product(layers, ceil_div(e, ranks), per_layer / e));
+  fsdp2_shards out{};
+  if (t.adapt.lora_enabled()) {  // LoRA: the experts are frozen, stored in the weights' dtype
+    out.trainable = elements_of(ceil_div(t.params.count(), ranks));
+    out.frozen = bytes_of(ceil_div((t.frozen_weights - even * size_of(t.recipe.weights)).count(), ranks)) + padded * size_of(t.recipe.weights);
+  } else {
+    out.trainable = elements_of(ceil_div((t.params - even).count(), ranks)) + padded;
+    out.frozen = bytes_of(ceil_div(t.frozen_weights.count(), ranks));
+    out.largest_expert_chunk = elements_of(checked_product(ceil_div(e, ranks), m.mlp == mlp_kind::swiglu ? 2 : 1, m.moe.expert_ffn, m.hidden));
+  }
+  return out;
+}
 }  // namespace detail
 
 /// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
@@ -307,27 +335,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
   const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
-  // FSDP2 chunks each parameter's dim 0 over the ranks and pads every chunk to chunk 0's size (_fsdp_param.py
-  // _init_sharded_param: torch.chunk, then padded_sharded_param_size = chunks[0].size()). transformers 5's experts have
-  // dim 0 = E: a rank holds ceil(E / ranks) experts of each layer, above the even share where E is not a multiple of
-  // the ranks (the other parameters' padding, under a row each, is left out).
-  std::int64_t experts_even = 0, experts_padded = 0;
+  // FSDP2's local shards: ceil(n / ranks) of the parameters, or with transformers 5's experts their padded dim-0 chunks.
+  elements shard{}, expert_chunk{};
+  bytes frozen_shard{};
   if (fsdp && m.moe.experts > 0 && m.moe.stacked) {
-    if (a.tp > 1) detail::fail("FSDP2 over transformers 5's 3D experts with tensor parallelism is not modelled; use tp 1, or --expert-linears");
-    const std::int64_t per_layer = detail::stacked_experts_elements(m);
-    experts_even = checked_product(L, per_layer);
-    experts_padded = checked_product(L, detail::ceil_div(m.moe.experts, s.fsdp_world), per_layer / m.moe.experts);
+    const detail::fsdp2_shards sh = detail::fsdp2_stacked_expert_shards(m, t, L, s.fsdp_world, a.tp);
+    shard = sh.trainable;
+    frozen_shard = sh.frozen;
+    expert_chunk = sh.largest_expert_chunk;
+  } else if (fsdp) {
+    shard = elements_of(detail::ceil_div(t.params.count(), s.fsdp_world));
+    frozen_shard = bytes_of(detail::ceil_div(t.frozen_weights.count(), s.fsdp_world));
   }
-  const bool experts_frozen = t.adapt.lora_enabled();
-  const elements shard =
-      fsdp ? elements_of(experts_frozen ? detail::ceil_div(t.params.count(), s.fsdp_world)
-                                        : checked_sum(detail::ceil_div(t.params.count() - experts_even, s.fsdp_world), experts_padded))
-           : elements{};
   if (fsdp) {
     const std::int64_t n = s.fsdp_world;
-    const bytes frozen_experts = experts_frozen ? elements_of(experts_even) * size_of(t.recipe.weights) : bytes{};
-    const bytes frozen_padded = experts_frozen ? elements_of(experts_padded) * size_of(t.recipe.weights) : bytes{};
-    const bytes frozen_shard = bytes_of(detail::ceil_div((t.frozen_weights - frozen_experts).count(), n)) + frozen_padded;
     precision_recipe states_recipe = r;
     states_recipe.fp32_master = false;
     states_recipe.weights = storage;
@@ -751,11 +772,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     elements largest = largest_share(split.largest_trainable, a.tp);
     if (fsdp) {
       largest = elements_of(detail::ceil_div(largest.count(), s.fsdp_world));
-      // transformers 5's gate_up_proj [E, 2F, H]: ceil(E / ranks) experts of it on each rank.
-      if (experts_padded > 0 && !experts_frozen) {
-        const std::int64_t gate_up = checked_product(m.mlp == mlp_kind::swiglu ? 2 : 1, m.moe.expert_ffn, m.hidden);
-        largest = elements_of(detail::max_of(largest.count(), checked_product(detail::ceil_div(m.moe.experts, s.fsdp_world), gate_up)));
-      }
+      if (expert_chunk > largest) largest = expert_chunk;  // transformers 5's gate_up_proj: ceil(E / ranks) experts of it
     }
     else if (t.zero.stage == 3 && t.zero.sub_group_size < updated.count()) largest = updated = elements_of(t.zero.sub_group_size);
     else if (t.zero.stage >= 1) largest = updated;

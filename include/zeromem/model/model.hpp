@@ -359,6 +359,20 @@ struct module_shape {
   }
 };
 
+namespace detail {
+/// transformers 5's MoE parameters of a decoder layer: the router's weight (MixtralTopKRouter, registered first), then
+/// the experts' two 3D parameters, [gate | up] (or fc1) and down. Out of line and cold: dense models never run it, and
+/// kept apart it leaves the hot walks as small as they were.
+template <class F>
+ZEROMEM_COLD constexpr void for_each_stacked_expert_tensor(const transformer_config& m, F& f) {
+  const std::int64_t e = m.moe.experts, h = m.hidden;
+  const std::int64_t in = m.mlp == mlp_kind::swiglu ? checked_product(2, m.moe.expert_ffn) : m.moe.expert_ffn;
+  f(module_shape{module_group::mlp, lora_module::none, false, true, e, h, 1, m.moe.router_bias ? e : 0, 1});
+  f(module_shape{module_group::mlp, lora_module::none, false, true, checked_product(e, in), h, e, m.mlp_bias ? checked_product(e, in) : 0, 1, e});
+  f(module_shape{module_group::mlp, lora_module::none, false, true, checked_product(e, h), m.moe.expert_ffn, e, m.mlp_bias ? checked_product(e, h) : 0, 1, e});
+}
+}  // namespace detail
+
 /// Every module of the architecture that holds parameters: the one walk that parameter counts, Adafactor's state,
 /// LoRA adapters, quantized storage and LoRA's saved inputs are computed from.
 template <class F>
@@ -398,13 +412,7 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
   // A mixture of experts holds experts + shared experts of them and a router h -> experts.
   const bool moe = m.moe.experts > 0;
   const bool stacked = moe && m.moe.stacked;
-  if (stacked) {
-    // transformers 5: the router's weight (MixtralTopKRouter, registered first), then the experts' two 3D parameters.
-    const std::int64_t e = m.moe.experts, f_in = m.mlp == mlp_kind::swiglu ? checked_product(2, m.moe.expert_ffn) : m.moe.expert_ffn;  // [gate | up] or fc1
-    f(module_shape{module_group::mlp, lora_module::none, false, true, m.moe.experts, h, 1, m.moe.router_bias ? m.moe.experts : 0, 1});
-    f(module_shape{module_group::mlp, lora_module::none, false, true, checked_product(e, f_in), h, e, m.mlp_bias ? checked_product(e, f_in) : 0, 1, e});
-    f(module_shape{module_group::mlp, lora_module::none, false, true, checked_product(e, h), m.moe.expert_ffn, e, m.mlp_bias ? checked_product(e, h) : 0, 1, e});
-  }
+  if (stacked) detail::for_each_stacked_expert_tensor(m, f);
   const std::int64_t mlps = moe ? (stacked ? m.moe.shared_experts : checked_sum(m.moe.experts, m.moe.shared_experts)) : 1;
   const std::int64_t ffn = moe ? m.moe.expert_ffn : m.ffn;
   if (mlps > 0) {  // the dense MLP, transformers 4's experts, or the shared experts (nn.Linear in either)
@@ -514,7 +522,7 @@ constexpr std::int64_t qk_norm_parameters(const transformer_config& m) {
 }  // namespace detail
 
 namespace detail {
-constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
+ZEROMEM_ALWAYS_INLINE constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
   // Sums by group from the one walk over the modules (for_each_module); per-layer groups for one decoder layer.
   std::int64_t sum[8] = {}, largest = 0;  // indexed by module_group (an array: a chain of ifs per module costs more)
   for_each_module(m, [&](const module_shape& s) ZEROMEM_ALWAYS_INLINE {
