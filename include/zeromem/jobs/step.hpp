@@ -12,7 +12,8 @@
 //  - backward: starts with the loss: nll_loss's gradient and log_softmax's gradient (fp32 each) beside the saved
 //    log-softmax (12 bytes per logit). Then layer by layer: parameter gradients appear as the layer's
 //    activations are freed (a recomputed layer is alive whole with its gradients), and inside a layer the MLP's
-//    nodes and norms each have a moment. It ends with every gradient alive and the gradient of the embedding output.
+//    nodes and norms each have a moment. It ends with every gradient alive and the gradient of the embedding output;
+//    with tied embeddings, the embedding's new gradient and lm_head's held one summed out of place instead.
 //  - optimizer step: every gradient plus the optimizer's temporaries. torch.optim.AdamW with foreach (the
 //    default on CUDA) takes torch._foreach_sqrt of every exp_avg_sq at once (optim/adam.py _multi_tensor_adam):
 //    one parameter-sized buffer in the state dtype. forloop (_single_tensor_adam) holds sqrt and its quotient
@@ -384,9 +385,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // out of place, into a third table, once dL/d(embedding output) is freed: the CPU step oracle and the H200's
     // Gemma-7B step (its backward at that moment, −2.18% before) both hold the three.
     const bool tied_head = m.tied_embeddings && p.pp == 1 && split.embedding_trainable.count() > 0;
-    if (tied_head) tied_gradient = share(largest_share(split.embedding_trainable, a.tp));
-    head_grads += tied_gradient;
     if (accumulating || tied_head) new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));
+    if (tied_head) tied_gradient = new_embedding_grad;  // the same table's share, held in the input buffer
+    head_grads += tied_gradient;
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
     if (s.ddp) {
       if (t.zero.stage > 0) detail::fail("DDP replicates every state and does not combine with ZeRO stages; drop --ddp or --zero-stage");
