@@ -938,6 +938,13 @@ TEST_CASE("step: transformers 5's experts are two 3D parameters a layer, stepped
   // The for-loop over local chunks: gate_up_proj's one expert, 28672 x 4096 = 117,440,512, beside the router's chunk
   // (one of its 8 rows, 4096): (2 x 117,440,512 + 4096) x 2 B = 469,770,240 B.
   CHECK(e.optimizer_step.optimizer_temporaries == bytes_of(469'770'240));
+  // The all-gather outputs are 16 x the padded chunk (_fsdp_collectives.py): a layer gathers 16 experts' rows of each
+  // expert tensor, the eight real ones and eight of padding, (1,451,270,144 + 8 x 176,160,768) x 2 B = 5,721,112,576 B.
+  // Under SHARD_GRAD_OP every layer stays gathered through forward, beside the root (embedding, final norm and lm_head:
+  // (2 x 131,072,000 + 4096) x 2 B = 524,296,192 B).
+  s.reshard_after_forward = false;
+  CHECK(estimate_step(m, t, sdpa(1024, 1), s).forward.gathered == bytes_of(524'296'192 + 2 * 5'721'112'576LL));
+  s.reshard_after_forward = true;
   // Over 8 ranks each holds one expert of each whether stacked or not: the even share, (3,164,688,384 / 8) x 6 B.
   t.dp = 8;
   s.fsdp_world = 8;

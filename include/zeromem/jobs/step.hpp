@@ -222,32 +222,15 @@ union breakdown_slot {
   constexpr explicit breakdown_slot(const layer_activations& v) : value(v) {}
 };
 
-/// FSDP2's local shards where transformers 5 holds the experts as 3D parameters. FSDP2 chunks each parameter's dim 0
-/// over the ranks and pads every chunk to chunk 0's size (_fsdp_param.py _init_sharded_param: torch.chunk, then
-/// padded_sharded_param_size = chunks[0].size()); the experts' dim 0 is E, so a rank holds ceil(E / ranks) experts of
-/// each layer, above the even share where E is not a multiple of the ranks. The other parameters' padding, under a
-/// row each, is left out (ceil(n / ranks)).
-struct fsdp2_shards {
-  elements trainable{};
-  bytes frozen{};
-  elements largest_expert_chunk{};  // gate_up_proj's local chunk when the experts train
-};
-ZEROMEM_COLD constexpr fsdp2_shards fsdp2_stacked_expert_shards(const transformer_config& m, const training_states& t, std::int64_t layers,
-                                                             std::int64_t ranks, std::int64_t tp) {
+/// FSDP2's padding of transformers 5's 3D experts, in elements a layer. FSDP2 chunks each parameter's dim 0 over the
+/// ranks and pads every chunk to chunk 0's size (_fsdp_param.py _init_sharded_param: torch.chunk, then
+/// padded_sharded_param_size = chunks[0].size(), allocated on every rank): the experts' dim 0 is E, so each rank holds
+/// ceil(E / ranks) experts of each layer (rank 0 holds them all as its own), and the all-gather outputs and reduce-scatter
+/// inputs are ranks x that (_fsdp_collectives.py). The other parameters' padding, under a row each, is left out.
+ZEROMEM_COLD constexpr std::int64_t fsdp2_expert_padding(const transformer_config& m, std::int64_t ranks, std::int64_t tp) {
   if (tp > 1) fail("FSDP2 over transformers 5's 3D experts with tensor parallelism is not modelled; use tp 1, or --expert-linears");
-  const std::int64_t per_layer = stacked_experts_elements(m), e = m.moe.experts;
-  const elements even = elements_of(checked_product(layers, per_layer));
-  const elements padded = elements_of(checked_product(layers, ceil_div(e, ranks), per_layer / e));
-  fsdp2_shards out{};
-  if (t.adapt.lora_enabled()) {  // LoRA: the experts are frozen, stored in the weights' dtype
-    out.trainable = elements_of(ceil_div(t.params.count(), ranks));
-    out.frozen = bytes_of(ceil_div((t.frozen_weights - even * size_of(t.recipe.weights)).count(), ranks)) + padded * size_of(t.recipe.weights);
-  } else {
-    out.trainable = elements_of(ceil_div((t.params - even).count(), ranks)) + padded;
-    out.frozen = bytes_of(ceil_div(t.frozen_weights.count(), ranks));
-    out.largest_expert_chunk = elements_of(checked_product(ceil_div(e, ranks), m.mlp == mlp_kind::swiglu ? 2 : 1, m.moe.expert_ffn, m.hidden));
-  }
-  return out;
+  const std::int64_t e = m.moe.experts;
+  return checked_product(checked_product(ceil_div(e, ranks), ranks) - e, stacked_experts_elements(m) / e);
 }
 }  // namespace detail
 
@@ -336,18 +319,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
   const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
-  // FSDP2's local shards: ceil(n / ranks) of the parameters, or with transformers 5's experts their padded dim-0 chunks.
-  elements shard{}, expert_chunk{};
-  bytes frozen_shard{};
-  if (fsdp && m.moe.experts > 0 && m.moe.stacked) {
-    const detail::fsdp2_shards sh = detail::fsdp2_stacked_expert_shards(m, t, L, s.fsdp_world, a.tp);
-    shard = sh.trainable;
-    frozen_shard = sh.frozen;
-    expert_chunk = sh.largest_expert_chunk;
-  } else if (fsdp) {
-    shard = elements_of(detail::ceil_div(t.params.count(), s.fsdp_world));
-    frozen_shard = bytes_of(detail::ceil_div(t.frozen_weights.count(), s.fsdp_world));
-  }
+  // FSDP2's local shards, ceil(n / ranks) of the parameters; transformers 5's experts are padded to whole dim-0 chunks.
+  const std::int64_t pad = fsdp && m.moe.experts > 0 && m.moe.stacked ? detail::fsdp2_expert_padding(m, s.fsdp_world, a.tp) : 0;
+  const bool experts_train = !t.adapt.lora_enabled();
+  const std::int64_t trainable_pad = experts_train ? pad : 0;
+  const elements shard = fsdp ? elements_of(detail::ceil_div(checked_sum(t.params.count(), checked_product(L, trainable_pad)), s.fsdp_world)) : elements{};
   if (fsdp) {
     const std::int64_t n = s.fsdp_world;
     precision_recipe states_recipe = r;
@@ -355,14 +331,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     states_recipe.weights = storage;
     // A paged optimizer's states live in host RAM, as estimate_model_states places them.
     resting = shard * size_of(storage) + (t.adapt.paged_optimizer ? bytes{} : optimizer_state_bytes(t.optimizer, states_recipe, shard)) +
-              frozen_shard;  // frozen parameters: their shard only
+              bytes_of(detail::ceil_div((t.frozen_weights + elements_of(experts_train ? 0 : checked_product(L, pad)) * size_of(t.recipe.weights)).count(), n));  // frozen: their shard
     grads_all = shard * size_of(storage);
-    layer_grads_kept = elements_of(detail::ceil_div(layer_trainable.count(), n)) * size_of(storage);
+    layer_grads_kept = elements_of(detail::ceil_div(checked_sum(layer_trainable.count(), trainable_pad), n)) * size_of(storage);
     head_grads = head_trainable * size_of(compute);           // the root's gradients stay unsharded until its post-backward
     root_unsharded = root_params * size_of(compute);
-    layer_unsharded = layer_params * size_of(compute);
+    layer_unsharded = elements_of(checked_sum(layer_params.count(), pad)) * size_of(compute);
     layer_grads_unsharded = layer_trainable * size_of(compute);
-    reduce_input = layer_trainable * size_of(storage);        // reduce_dtype: the gradients' dtype (fp32 when mixed)
+    reduce_input = elements_of(checked_sum(layer_trainable.count(), trainable_pad)) * size_of(storage);  // reduce_dtype: the gradients' (fp32 when mixed)
   } else {
     const model_state_estimate e = detail::estimate_model_states_unchecked(t, -1);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
@@ -773,7 +749,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     elements largest = largest_share(split.largest_trainable, a.tp);
     if (fsdp) {
       largest = elements_of(detail::ceil_div(largest.count(), s.fsdp_world));
-      if (expert_chunk > largest) largest = expert_chunk;  // transformers 5's gate_up_proj: ceil(E / ranks) experts of it
+      if (trainable_pad > 0) {  // transformers 5's gate_up_proj: ceil(E / ranks) experts of it
+        const elements chunk = elements_of(checked_product(detail::ceil_div(m.moe.experts, s.fsdp_world), m.mlp == mlp_kind::swiglu ? 2 : 1,
+                                                           m.moe.expert_ffn, m.hidden));
+        if (chunk > largest) largest = chunk;
+      }
     }
     else if (t.zero.stage == 3 && t.zero.sub_group_size < updated.count()) largest = updated = elements_of(t.zero.sub_group_size);
     else if (t.zero.stage >= 1) largest = updated;
