@@ -227,7 +227,7 @@ union breakdown_slot {
 /// padded_sharded_param_size = chunks[0].size(), allocated on every rank): the experts' dim 0 is E, so each rank holds
 /// ceil(E / ranks) experts of each layer (rank 0 holds them all as its own), and the all-gather outputs and reduce-scatter
 /// inputs are ranks x that (_fsdp_collectives.py). The other parameters' padding, under a row each, is left out.
-ZEROMEM_COLD constexpr std::int64_t fsdp2_expert_padding(const transformer_config& m, std::int64_t ranks, std::int64_t tp) {
+ZEROMEM_ALWAYS_INLINE constexpr std::int64_t fsdp2_expert_padding(const transformer_config& m, std::int64_t ranks, std::int64_t tp) {
   if (tp > 1) fail("FSDP2 over transformers 5's 3D experts with tensor parallelism is not modelled; use tp 1, or --expert-linears");
   const std::int64_t e = m.moe.experts;
   return checked_product(checked_product(ceil_div(e, ranks), ranks) - e, stacked_experts_elements(m) / e);
@@ -319,7 +319,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
   const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
-  // FSDP2's local shards, ceil(n / ranks) of the parameters; transformers 5's experts are padded to whole dim-0 chunks.
+  // FSDP2's local shards, ceil(n / ranks) of the parameters; transformers 5's experts are padded to whole dim-0 chunks
+  // (pad: elements a layer; trainable_pad where the experts train).
   const std::int64_t pad = fsdp && m.moe.experts > 0 && m.moe.stacked ? detail::fsdp2_expert_padding(m, s.fsdp_world, a.tp) : 0;
   const bool experts_train = !t.adapt.lora_enabled();
   const std::int64_t trainable_pad = experts_train ? pad : 0;

@@ -522,7 +522,7 @@ constexpr std::int64_t qk_norm_parameters(const transformer_config& m) {
 }  // namespace detail
 
 namespace detail {
-ZEROMEM_ALWAYS_INLINE constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
+constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
   // Sums by group from the one walk over the modules (for_each_module); per-layer groups for one decoder layer.
   std::int64_t sum[8] = {}, largest = 0;  // indexed by module_group (an array: a chain of ifs per module costs more)
   for_each_module(m, [&](const module_shape& s) ZEROMEM_ALWAYS_INLINE {
