@@ -50,6 +50,10 @@ MUST_REJECT = [
     ["estimate", "--params", "7B", "--offload-optimizer", "cpu"],
     ["estimate", "--hf-config", "/dev/zero"],
     ["estimate", "--params", "7B", "--pin-memory"],
+    # transformers 5's 3D experts are no nn.Linear: neither LoRA nor bitsandbytes reaches them
+    ["estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj,down_proj", "--quantize", "int8",
+     "--seq-len", "1024"],
+    ["estimate", "--model", "llama-2-7b", "--expert-linears"],
 ]
 MUST_RUN = [
     ["plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--gpus", "1", "--seq-len", "128", "--global-batch", "1",
@@ -61,8 +65,8 @@ MUST_RUN = [
     ["kv", "--model", "llama-2-7b", "--tokens", "32K"],
     ["estimate", "--model", "qwen2.5-vl-7b", "--precision", "bf16", "--lora-rank", "64", "--lora-targets", "all-linear",
      "--lora-dropout", "0.05", "--quantize", "nf4", "--paged-optimizer", "--seq-len", "2048", "--gpu-memory", "24GiB", "--explain"],
-    ["estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj,down_proj", "--quantize", "int8",
-     "--seq-len", "1024", "--tp", "2", "--pp", "2", "--zero-stage", "1", "--dp", "2"],
+    ["estimate", "--model", "mixtral-8x7b", "--expert-linears", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj,down_proj",
+     "--quantize", "int8", "--seq-len", "1024", "--tp", "2", "--pp", "2", "--zero-stage", "1", "--dp", "2"],
     ["estimate", "--model", "qwen2.5-vl-7b", "--freeze", "vision,embeddings", "--fsdp", "FULL_SHARD", "--dp", "8", "--seq-len", "4096"],
     ["estimate", "--model", "qwen2.5-7b", "--forward-only", "--seq-len", "8192", "--micro-batch", "4", "--forward-output", "log-probs",
      "--quantize", "nf4", "--gpu", "a100-40gb"],
@@ -106,7 +110,8 @@ def main():
     cases = []  # (args, expectation: None | "reject" | "run")
     flags = {sub: flags_of(a.program, sub) for sub in BASES}
     boolean = {"--json", "--explain", "--sp", "--pin-memory", "--fp32-grad-copy", "--tied-embeddings", "--qkv-bias", "--pre-2024",
-               "--no-double-quant", "--paged-optimizer", "--allow-lora", "--ddp", "--gradient-as-bucket-view", "--forward-only", "--no-cache"}
+               "--no-double-quant", "--paged-optimizer", "--allow-lora", "--ddp", "--gradient-as-bucket-view", "--forward-only", "--no-cache",
+               "--expert-linears"}
     for sub, base in BASES.items():
         for flag in flags[sub]:
             if flag in boolean:

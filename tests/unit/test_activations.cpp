@@ -976,9 +976,12 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   const std::int64_t loop_router = 16'384LL * (4 * 8 + 8 * 2 + 4 + 4 * 2 + 18 * 2);
   CHECK(loop_router == 1'572'864);
   CHECK(layer_activation_bytes(linears, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 268'435'456LL + loop_router);
-  // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast: four a·sbh per routed choice.
+  // Under autocast the gathered tokens are fp32 and w1 and w3 each keep a 16-bit cast, w2's 16-bit output is kept by
+  // the multiply, and the weights stay fp32 (cast to the fp32 hidden dtype), so the product index_add_ keeps is fp32:
+  // 3 x 268,435,456 + 2 x (4 x 16,384 x 4096) B, and each routed choice's gathered weight is 4 B: 16,384 x (32 + 16 +
+  // 4 + 8 + 40) = 1,638,400 B.
   c.autocast = true;
-  CHECK(layer_activation_bytes(linears, c).mlp_hidden.count() == 3'758'096'384LL + 4 * 268'435'456LL + loop_router);
+  CHECK(layer_activation_bytes(linears, c).mlp_hidden.count() == 3'758'096'384LL + 3 * 268'435'456LL + 2 * 4 * 67'108'864LL + 1'638'400);
   // Qwen3-30B-A3B runs the same experts (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
   // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B, the gather and output of each
   // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B, and the small tensors 4096 x (4 x 128 + 8 x 8 + 4 + 4 x 8 +

@@ -473,13 +473,16 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   //    torch._grouped_mm dispatches (modeling_utils.py get_correct_experts_implementation), sums the k outputs of a
   //    token (view + sum) and keeps nothing more. Measured on an H200 (Mixtral's shape on two layers, trained).
   //  - transformers 4 (modeling_mixtral.py MixtralSparseMoeBlock.forward, one loop step per expert): index_add_ keeps
-  //    its source, the weighted output (derivatives.yaml index_add: expand_as(source)), one a·sbh more per routed
-  //    choice; under autocast each of the two linears reading the gather keeps its own 16-bit cast instead of it.
+  //    its source, the weighted output (derivatives.yaml index_add: expand_as(source)), one sbh more per routed
+  //    choice in the residual's dtype; under autocast each of the two linears reading the gather keeps its own 16-bit
+  //    cast instead of it, and the weights stay fp32 (cast to the fp32 hidden dtype), so the product is fp32.
   std::int64_t moe_dispatch = 0;
   if (m.moe.experts > 0 && c.impl == implementation::hf) {
     const bool stacked = m.moe.stacked;
     const std::int64_t gathers = frozen ? (!stacked && mlp_keepers + hidden_keepers > 0 ? 1 : 0) : c.autocast ? 2 : 1;
-    const std::int64_t outputs = stacked ? 1 : 2;
+    // transformers 4's index_add_ source is the weighted output in the residual's dtype (fp32 under autocast: the
+    // 16-bit output times the fp32 weights).
+    const std::int64_t source = stacked ? 0 : checked_product(m.moe.top_k, residual_sbh);
     // The router's small tensors, per token (MixtralTopKRouter.forward): softmax's fp32 output over the experts (4 E),
     // topk's int64 indices (8 k), where the weights are renormalised in place the divisor (4) and the input (4 k;
     // autograd keeps an in-place op's input its backward reads). Per routed choice, grouped_mm: the int64 token index
@@ -487,11 +490,11 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     // weight the multiply keeps (4); transformers 4's loop: torch.where's int64 position and token (16) and the weight
     // it cast to the hidden dtype (MixtralSparseMoeBlock: routing_weights.to(hidden_states.dtype)).
     const std::int64_t k = m.moe.top_k, renormalized = m.moe.renormalized ? 1 : 0;
-    const std::int64_t per_choice = stacked ? 8 + 8 + 8 + 4 : 16 + a;
+    const std::int64_t per_choice = stacked ? 8 + 8 + 8 + 4 : 16 + (c.autocast ? 4 : a);
     const std::int64_t router =
         checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + per_choice, k), 4 * renormalized);
     // grouped_mm also keeps its int32 offsets over the experts (4 E a layer; derivatives.yaml _grouped_mm reads offs).
-    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + outputs, k), a_sbh), checked_product(router, sb),
+    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + 1, k), a_sbh), source, checked_product(router, sb),
                                           stacked ? checked_product(4, m.moe.experts) : 0));
   }
   const bytes mlp_hidden = bytes_of(checked_sum(checked_product(hidden_tensors * a, sb, f), moe_dispatch));
