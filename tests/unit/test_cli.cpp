@@ -23,6 +23,14 @@ using result = zeromem::test::cli_result;
 using zeromem::test::run_cli;
 result run(const std::vector<std::string>& args) { return run_cli(args); }
 nlohmann::json run_json(const std::vector<std::string>& args) { return zeromem::test::run_cli_json(args); }
+// The CLI refuses args with exit 2 and one line on stderr that contains words.
+void fails_with(const std::vector<std::string>& args, const std::string& words) {
+  const result r = run_cli(args);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find(words) != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
 std::size_t lines(const std::string& s) {
   std::size_t n = 0;
   for (char c : s) n += c == '\n';
@@ -491,13 +499,6 @@ TEST_CASE("Llama 3, Mistral and Mixtral presets, and a mixture of experts from f
 
 TEST_CASE("cli: what transformers 5's 3D experts rule out, each said in one line with its fix", "[cli][moe]") {
   using zeromem::test::run_cli;
-  const auto fails_with = [](std::vector<std::string> args, const std::string& words) {
-    const zeromem::test::cli_result r = run_cli(args);
-    INFO(r.err);
-    CHECK(r.code == 2);
-    CHECK(r.err.find(words) != std::string::npos);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  };
   // PEFT matches nn.Linear names; the experts' 3D parameters are none (PEFT: "Target modules ... not found").
   fails_with({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj"}, "--expert-linears");
   CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj", "--expert-linears"}).code == 0);
@@ -553,13 +554,6 @@ TEST_CASE("estimate and plan with LoRA through the command line", "[cli][lora]")
   CHECK(q["per_gpu"]["peak_bytes"].get<long long>() < j["per_gpu"]["peak_bytes"].get<long long>());
 
   using zeromem::test::run_cli;
-  const auto fails_with = [](std::vector<std::string> args, const std::string& words) {
-    const zeromem::test::cli_result r = run_cli(args);
-    INFO(r.err);
-    CHECK(r.code == 2);
-    CHECK(r.err.find(words) != std::string::npos);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  };
   fails_with({"estimate", "--model", "llama-2-7b", "--lora-rank", "8"}, "--lora-targets");
   fails_with({"estimate", "--model", "llama-2-7b", "--lora-targets", "q_proj"}, "--lora-rank");
   fails_with({"estimate", "--model", "llama-2-7b", "--quantize", "nf4"}, "--lora-rank");
@@ -634,12 +628,6 @@ TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and th
                                      "--gpu", "a100-80gb"})["forward_only"]["blas_workspaces_bytes"] == 8'519'680LL);
   CHECK(j["forward_only"]["peak_in"] == "output");
   CHECK(j["verdict"]["fits"] == true);
-  const auto fails_with = [](std::vector<std::string> args, const std::string& words) {
-    const zeromem::test::cli_result r = zeromem::test::run_cli(args);
-    INFO(r.err);
-    CHECK(r.code == 2);
-    CHECK(r.err.find(words) != std::string::npos);
-  };
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "512", "--zero-stage", "3"}, "drop --zero-stage");
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "512", "--lora-rank", "8"}, "drop LoRA");
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only"}, "--seq-len");
