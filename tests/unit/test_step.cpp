@@ -950,3 +950,68 @@ TEST_CASE("step: transformers 5's experts are two 3D parameters a layer, stepped
   s.fsdp_world = 8;
   CHECK(estimate_step(m, t, sdpa(1024, 1), s).optimizer_step.resting == bytes_of(3'164'688'384LL / 8 * 6));
 }
+
+TEST_CASE("step: FSDP2's layer 0 holds its all-gather output while copying it out, and one reduce-scatter input at a time", "[step][moe]") {
+  // Mixtral's shape on two layers (3,164,688,384 parameters: the test above), 16 ranks, MixedPrecisionPolicy(bf16,
+  // reduce fp32), SDPA, s 4096, b 1: measured on an H100 (h100-moe-steps.json, fsdp-mixtral2l-w16-mixed-s4096-b1), its
+  // peak in layer 0's pre-backward. A gathered layer is 16 padded experts' rows a tensor, 1,451,270,144 + 8 x
+  // 176,160,768 = 2,860,556,288 elements: 5,721,112,576 B in bf16, 11,442,225,152 B as fp32 reduce-scatter input.
+  //   gathered: the root (2 x 131,072,000 + 4096) x 2 = 524,296,192, layer 0's storage and the all-gather output it is
+  //             copied from (_fsdp_param_group.py wait_for_unshard), 2 x 5,721,112,576: 11,966,521,344 B (the
+  //             measured anatomy: alloc_storage 6,245,474,304 B, the root and one layer);
+  //   communication: layer 1's reduce-scatter input, held until layer 0's post-backward: 11,442,225,152 B (measured:
+  //             17,878,681,600 B from _fsdp_collectives, with that all-gather output and layer 1's reduce-scatter output).
+  // Layer 0's own reduce-scatter input is allocated only after layer 1's is released (post_backward:
+  // `reduce_scatter_state = None` before foreach_reduce); counted beside it, layer 0's end was the predicted peak,
+  // 31,912,371,200 B against the 30,405,310,464 B measured (+4.96%; now +0.10%).
+  transformer_config m = find_preset("mixtral-8x7b").config;
+  m.layers = 2;
+  training_states t{};
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.dp = 16;
+  step_config s{};
+  s.fsdp_world = 16;
+  const step_estimate e = estimate_step(m, t, sdpa(4096, 1), s);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gathered == bytes_of(11'966'521'344));
+  CHECK(e.backward.communication == bytes_of(11'442'225'152));
+  // Under full recompute the copy comes first (the pre-backward hook is on the layer's output), then the rerun: the
+  // all-gather output (5,721,112,576 B) is the larger of the two, and no recomputed tensor stands beside it.
+  const step_estimate r = estimate_step(m, t, sdpa(4096, 2, recompute::full), s);
+  CHECK(r.backward.gathered == bytes_of(11'966'521'344));
+  CHECK(r.backward.recomputed == bytes{});
+}
+
+TEST_CASE("step: transformers 5's experts differentiated, node by node, under full recompute", "[step][moe][recompute]") {
+  // Mixtral's shape on two layers, pure bf16, SDPA, full recompute (measured on an H100: h100-moe-steps.json, the
+  // backward phase of mixtral2l-bf16-sdpa-s*-ckpt). S = k sb routed rows, h = 4096, f = 14336, E = 8, two bytes each.
+  // Layer 0's experts' backward is the phase's highest moment; layer 1's gradients, 1,451,270,144 x 2 = 2,902,540,288,
+  // and lm_head's and the final norm's, (131,072,000 + 4096) x 2 = 262,152,192, are there: 3,164,692,480 B kept.
+  transformer_config m = find_preset("mixtral-8x7b").config;
+  m.layers = 2;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  // s 4096, b 4: S = 2 x 16384 = 32768. act(gate) * up differentiated: its incoming gradient and the two it makes,
+  // 3 x S x f x 2 = 3 x 939,524,096, beside dL/d(residual) 16384 x 4096 x 2 = 134,217,728; down_proj's gradient
+  // E x h x f x 2 = 939,524,096 has appeared.
+  const step_estimate wide = estimate_step(m, pure_bf16(), sdpa(4096, 4, recompute::full), s);
+  CHECK(wide.backward.flowing == bytes_of(134'217'728 + 3 * 939'524'096LL));
+  CHECK(wide.backward.gradients == bytes_of(3'164'692'480LL + 939'524'096));
+  // s 2048, b 1: S = 4096. gate_up's grouped_mm differentiated: the cat of the halves' gradients (S x 2f x 2 =
+  // 234,881,024) and dL/d(gather) (S x h x 2 = 33,554,432) beside dL/d(residual) 2048 x 4096 x 2 = 16,777,216;
+  // gate_up_proj's gradient (2 x 939,524,096) beside down_proj's.
+  const step_estimate narrow = estimate_step(m, pure_bf16(), sdpa(2048, 1, recompute::full), s);
+  CHECK(narrow.backward.flowing == bytes_of(16'777'216 + 234'881'024 + 33'554'432));
+  CHECK(narrow.backward.gradients == bytes_of(3'164'692'480LL + 3 * 939'524'096LL));
+  // Qwen3-30B-A3B's shape on two layers (h 2048, f 768, 128 experts, top 8) with a 1024-token vocabulary, s 2048, b 4:
+  // S = 8 x 8192 = 65536. The routing weights' product differentiated first holds the most: its fp32 incoming
+  // gradient, the two fp32 gradients MulBackward0 makes (the weights' [S, 1] one is reduced only after the node) and
+  // the output's cast to bf16, 3 x S x h x 4 + S x h x 2 = 1,879,048,192 B, beside dL/d(residual) 8192 x 2048 x 2 =
+  // 33,554,432; nothing of layer 0 is made yet.
+  transformer_config q = find_preset("qwen3-30b-a3b").config;
+  q.layers = 2;
+  q.vocab = 1024;
+  const step_estimate routed = estimate_step(q, pure_bf16(), sdpa(2048, 4, recompute::full), s);
+  CHECK(routed.backward.flowing == bytes_of(33'554'432 + 1'879'048'192LL));
+}

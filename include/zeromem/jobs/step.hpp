@@ -555,10 +555,40 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
     o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
   }
-  enum class layer_part { before, branch_norm, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
+  // (2g) A mixture of experts' backward as transformers 5 runs it (integrations/moe.py grouped_mm_experts_forward:
+  // out = grouped_mm(act(gate) * up, down) * w with fp32 routing weights w, reordered and summed over the k choices,
+  // then cast back). Its nodes, last first, over S = k sb routed rows: the routing-weight product's MulBackward0 holds
+  // its fp32 incoming gradient and makes two fp32 [S, h] gradients (derivatives.yaml mul.Tensor; the weights' one is
+  // reduced to [S, 1] only in the engine's validate_outputs, which casts the output's to the compute dtype beside them,
+  // every tensor of the layer still alive); down's grouped_mm backward makes dL/d(product) and down_proj's gradient
+  // (the output it kept is gone); act(gate) * up's MulBackward0 makes two [S, f] gradients beside its incoming one
+  // (the product is gone too); gate_up's grouped_mm backward makes dL/d(gather) and gate_up_proj's gradient from the
+  // cat of the two halves' gradients (gate_up's output, act's and the product gone). The highest of the four is the
+  // layer's: the same one for every layer. Read for routed experts only (no shared expert), every weight trained, SwiGLU.
+  const bool moe_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts > 0 && m.moe.stacked && m.moe.shared_experts == 0 &&
+                        m.mlp == mlp_kind::swiglu && a.tp == 1 && a.recomputation != recompute::selective && split.layer_trainable == counts.layer;
+  bytes moe_gone{}, moe_flowing{}, moe_made{};
+  if (moe_walk) {
+    const std::int64_t routed = checked_product(sb, m.moe.top_k);
+    const bytes rows_h = elements_of(checked_product(routed, m.hidden)) * size_of(compute);
+    const bytes rows_f = elements_of(checked_product(routed, m.moe.expert_ffn)) * size_of(compute);
+    const bytes rows_h32 = elements_of(checked_product(routed, m.hidden)) * size_of(dtype::fp32);
+    const bytes projection = new_grads(elements_of(checked_product(m.moe.experts, m.hidden, m.moe.expert_ffn)));
+    const bytes weights_mul = rows_h32 * 3 + (compute == dtype::fp32 ? bytes{} : rows_h);
+    moe_flowing = weights_mul;  // the first node's: nothing gone, nothing made
+    struct candidate { bytes gone, flowing, made; };
+    for (const candidate& c : {candidate{rows_h, rows_h + rows_f, projection}, candidate{rows_h + rows_f, rows_f * 3, projection},
+                               candidate{rows_h + rows_f * 4, rows_f * 2 + rows_h, projection * 3}})
+      if (c.flowing + c.made - c.gone > moe_flowing + moe_made - moe_gone) {
+        moe_gone = c.gone;
+        moe_flowing = c.flowing;
+        moe_made = c.made;
+      }
+  }
+  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
-    bytes kept, appeared, below, gathered, communication, saved, recomputed, attention_half;
+    bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
     const layer_activations* whole;
   };
   const bool half_walked = first_linear_walk || mlp_norm_walk || attention_core_walk;
@@ -566,11 +596,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
     const std::int64_t unsharded_layers = s.reshard_after_forward ? (i > 0 ? 2 : 1) : i + 1;  // current (+ prefetched)
+    // FSDP2's pre-backward copies the layer's all-gather output into its parameters' storage, the output freed after it
+    // (_fsdp_param_group.py wait_for_unshard; kept for the next all-gather in forward only), before it prefetches the
+    // layer below: layer 0, with nothing below, holds its own output there in the prefetched layer's place.
+    const bytes copy_out = fsdp && s.reshard_after_forward && i == 0 ? layer_unsharded : bytes{};
     const layer_activations& w = full ? full_whole : layer_whole;
     return layer_context{accumulating ? grads_all + tied_gradient : head_grads + layer_grads_kept * above,
                          accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
                          per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
                          fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{},
+                         copy_out,
                          comm + (fsdp && above > 0 ? reduce_input : bytes{}),  // the previous layer's reduce-scatter input
                          full ? full_layer_saved : per_layer_saved,
                          full ? full_recomputed : recomputed,
@@ -580,9 +615,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto layer_moment = [&](const layer_context& l, layer_part part) ZEROMEM_ALWAYS_INLINE {
     const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
     const layer_activations& w = *l.whole;
-    if (part == layer_part::before)
-      return step_terms{resting, kept, below + layer_saved, l.recomputed, hidden_grad * 2, bytes{}, gathered, l.communication, bytes{},
-                        dequantized, bytes{}};
+    if (part == layer_part::before) {
+      // A checkpointed layer is rerun after that copy: FSDP2's pre-backward hook is on the layer's output tensors
+      // (_fsdp_state.py _register_pre_backward_hook: register_hook), called before their node unpacks a saved tensor.
+      const bool copy_then_rerun = l.recomputed.count() > 0 && l.copy_out.count() > 0;
+      return step_terms{resting, kept, below + layer_saved, copy_then_rerun && l.copy_out > l.recomputed ? bytes{} : l.recomputed,
+                        hidden_grad * 2, bytes{}, gathered + (copy_then_rerun && l.copy_out <= l.recomputed ? bytes{} : l.copy_out),
+                        l.communication, bytes{}, dequantized, bytes{}};
+    }
     if (part == layer_part::branch_norm) {
       const bytes norm_saved = attention_branch_norm(w);  // the two branch norms are alike
       if (a.recomputation == recompute::full)
@@ -598,6 +638,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
         return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product * 3, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
+                        l.communication, bytes{}, bytes{}, bytes{}};
+    }
+    if (part == layer_part::moe_experts) {
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + moe_made, below + layer_saved, l.recomputed - moe_gone, hidden_grad + moe_flowing, bytes{}, gathered,
+                          l.communication, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + moe_made, below + layer_saved - moe_gone, bytes{}, hidden_grad + moe_flowing, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_down)
@@ -632,9 +679,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     // FSDP2 reshards the layer before it reduce-scatters its gradients (_fsdp_param_group.py post_backward:
-    // "post_backward_reshard", then "post_backward_reduce"): its unsharded parameters are gone by then.
+    // "post_backward_reshard", then "post_backward_reduce"): its unsharded parameters are gone by then, and so is the
+    // previous layer's reduce-scatter input (`self.comm_ctx.reduce_scatter_state = None` before foreach_reduce
+    // allocates this layer's).
     return step_terms{resting, kept + l.appeared, below, bytes{}, hidden_grad * 2, bytes{}, fsdp ? gathered - layer_unsharded : gathered,
-                      l.communication + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+                      fsdp ? comm + reduce_input : l.communication, bytes{}, bytes{}, bytes{}};
   };
   // (3) A vision tower's backward (image tokens): the model builds the text embeddings before the image features and
   // scatters these into them (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward: masked_scatter), so autograd, which runs
@@ -693,6 +742,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // testing every part's condition for every layer considered cost more than the moments themselves.
   const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
   const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) | (branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
+                                (moe_walk ? bit(layer_part::moe_experts) : 0u) |
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (gated_walk ? bit(layer_part::mlp_product) : 0u) |
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
                                 (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u);
