@@ -499,10 +499,12 @@ TEST_CASE("Llama 3, Mistral and Mixtral presets, and a mixture of experts from f
 
 TEST_CASE("cli: what transformers 5's 3D experts rule out, each said in one line with its fix", "[cli][moe]") {
   using zeromem::test::run_cli;
-  // PEFT matches nn.Linear names; the experts' 3D parameters are none (PEFT: "Target modules ... not found").
+  // PEFT 0.19+ maps expert names onto the 3D parameters (lora.ParamWrapper), and from 0.20 all-linear too: not modelled.
   fails_with({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj"}, "--expert-linears");
   CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,gate_proj", "--expert-linears"}).code == 0);
-  CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "all-linear"}).code == 0);
+  fails_with({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "all-linear"}, "q_proj,k_proj,v_proj,o_proj");
+  CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "all-linear", "--expert-linears"}).code == 0);
+  CHECK(run_cli({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj,k_proj,v_proj,o_proj"}).code == 0);
   fails_with({"estimate", "--model", "mixtral-8x7b", "--lora-rank", "8", "--lora-targets", "q_proj", "--quantize", "nf4"}, "--expert-linears");
   fails_with({"estimate", "--model", "mixtral-8x7b", "--precision", "amp-bf16", "--implementation", "hf", "--seq-len", "1024"}, "--expert-linears");
   fails_with({"estimate", "--model", "llama-2-7b", "--expert-linears"}, "no experts");

@@ -142,10 +142,17 @@ constexpr void validate(const lora_config& c, const transformer_config& m) {
       (c.targets & (bit(lora_module::all_linear) | bit(lora_module::gate_proj) | bit(lora_module::up_proj) | bit(lora_module::gate_up_proj) |
                     bit(lora_module::down_proj) | bit(lora_module::fc1) | bit(lora_module::fc2))))
     detail::fail("LoRA on the shared experts beside transformers 5's 3D routed experts is not modelled; target the attention modules only");
+  // PEFT 0.19+ maps transformers 4's expert names onto transformers 5's 3D parameters as lora.ParamWrapper adapters,
+  // and from 0.20 all-linear resolves to the attention's linears plus the experts and the router
+  // (utils/transformers_weight_conversion.py _convert_peft_config_moe, _resolve_string_target_modules; an H100 run with
+  // PEFT 0.21 raised ParamWrapper's "does not work with lora_dropout != 0" on Qwen3-MoE's all-linear). Not modelled.
+  if (stacked_experts && (c.targets & bit(lora_module::all_linear)))
+    detail::fail("all-linear on transformers 5's experts adapts their 3D parameters and the router too (PEFT lora.ParamWrapper), which "
+                 "is not modelled; name the attention modules (q_proj,k_proj,v_proj,o_proj), or pass --expert-linears for transformers 4's modules");
   for (const detail::lora_name& n : detail::lora_names)
     if ((c.targets & bit(n.module)) && !(present & bit(n.module)) && stacked_experts && detail::is_mlp_module(n.module))
-      detail::fail("the experts are 3D parameters in transformers 5 (gate_up_proj, down_proj), not nn.Linear modules LoRA can "
-                   "target: drop " + std::string(n.text) + " from the targets, or pass --expert-linears for transformers 4's modules");
+      detail::fail("PEFT adapts transformers 5's 3D experts (gate_up_proj, down_proj) as lora.ParamWrapper parameters, which is not "
+                   "modelled: drop " + std::string(n.text) + " from the targets, or pass --expert-linears for transformers 4's modules");
     else if ((c.targets & bit(n.module)) && !(present & bit(n.module)))
       detail::fail("the model has no " + std::string(n.text) + " module to adapt; target modules it has (" +
                    std::string(m.fused_gate_up ? "gate_up_proj, down_proj" : m.mlp == mlp_kind::swiglu ? "gate_proj, up_proj, down_proj" : "fc1, fc2") +
