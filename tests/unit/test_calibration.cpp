@@ -148,12 +148,14 @@ TEST_CASE("calibration: every measured step's peak within 3%, every verdict righ
   const std::vector<std::string> files = calibration_files();
   REQUIRE(std::count(files.begin(), files.end(), calibration_dir + "h100-training-steps.json") == 1);
   REQUIRE(std::count(files.begin(), files.end(), calibration_dir + "h200-training-steps.json") == 1);
+  REQUIRE(std::count(files.begin(), files.end(), calibration_dir + "h100-moe-steps.json") == 1);
   for (const std::string& file : files) {
     const int checked = check_measurement_file(file);
     INFO(file);
     CHECK(checked > 0);  // every file here holds measured steps
     if (file == calibration_dir + "h100-training-steps.json") CHECK(checked == 25);
     if (file == calibration_dir + "h200-training-steps.json") CHECK(checked == 57);  // measured 2026-11-26 (docs/validation.md)
+    if (file == calibration_dir + "h100-moe-steps.json") CHECK(checked == 11);       // mixtures of experts, 2026-11-26
   }
 }
 

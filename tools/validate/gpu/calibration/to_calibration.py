@@ -33,7 +33,10 @@ def main():
                          "cuda_context_bytes": info["context_used"], "date": o.date}}
     d["phases"] = usable(hf["cases"], "phases")
     if o.anatomy:
-        d["anatomy"] = usable(json.load(open(o.anatomy))["cases"], "anatomy")
+        anatomy = json.load(open(o.anatomy))
+        if "peft" in anatomy.get("info", {}):
+            d["measured_on"]["peft"] = anatomy["info"]["peft"]
+        d["anatomy"] = usable(anatomy["cases"], "anatomy")
     if o.fsdp:
         d["fsdp_rank0"] = usable([json.loads(line) for line in open(o.fsdp) if line.strip()], "fsdp_rank0")
     with open(o.out, "w") as f:
