@@ -17,9 +17,11 @@ usage: python3 run_moe_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
 """
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
+import tempfile
 
 import blocks
 import torch
@@ -27,18 +29,22 @@ import torch.nn.functional as F
 
 
 class Router(torch.nn.Module):
-    """MixtralTopKRouter.forward (Qwen2MoeTopKRouter's with norm_topk_prob)."""
+    """MixtralTopKRouter.forward; with `cast`, Qwen3MoeTopKRouter's (norm_topk_prob), which casts the weights back to
+    the logits' dtype (router_top_value.to(router_logits.dtype))."""
 
-    def __init__(self, experts, hidden, top_k):
+    def __init__(self, experts, hidden, top_k, cast=False):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.randn(experts, hidden) * 0.02)
         self.top_k = top_k
+        self.cast = cast
 
     def forward(self, x):
         logits = F.linear(x, self.weight)
         probs = F.softmax(logits.float(), dim=-1)
         top_value, top_index = torch.topk(probs, self.top_k, dim=-1)
         top_value /= top_value.sum(dim=-1, keepdim=True)
+        if self.cast:
+            top_value = top_value.to(logits.dtype)
         return logits, top_value, top_index
 
 
@@ -132,7 +138,7 @@ def measure(cfg):
     torch.manual_seed(cfg["seed"])
     dtype = torch.bfloat16
     n, h = cfg["seq_len"] * cfg["micro_batch"], cfg["hidden"]
-    router = Router(cfg["experts"], h, cfg["top_k"]).to(dtype)
+    router = Router(cfg["experts"], h, cfg["top_k"], cfg["qwen"]).to(dtype)
     experts = (LinearExperts if cfg["linears"] else GroupedExperts)(cfg["experts"], h, cfg["ffn"]).to(dtype)
     params = list(router.parameters()) + list(experts.parameters())
     if cfg["frozen"]:
@@ -149,13 +155,22 @@ def measure(cfg):
     return saved
 
 
-def predict(binary, cfg):
+def predict(binary, cfg, workdir):
     args = [binary, "estimate", "--json", "--hidden", str(cfg["hidden"]), "--layers", "2", "--heads", "4",
             "--ffn", str(cfg["ffn"]), "--vocab", "128", "--experts", str(cfg["experts"]),
-            "--experts-per-token", str(cfg["top_k"]), "--expert-ffn", str(cfg["ffn"]),
-            "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "bf16",
-            "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--implementation", "hf",
-            "--attention", "eager"]
+            "--experts-per-token", str(cfg["top_k"]), "--expert-ffn", str(cfg["ffn"])]
+    if cfg["qwen"]:  # a Qwen3-MoE config.json of the same shape, read by --hf-config (its router casts the weights)
+        path = os.path.join(workdir, "qwen3_moe_%d.json" % cfg["seed"])
+        with open(path, "w") as f:
+            json.dump({"model_type": "qwen3_moe", "hidden_size": cfg["hidden"], "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": cfg["hidden"] // 4,
+                       "intermediate_size": cfg["ffn"], "moe_intermediate_size": cfg["ffn"], "vocab_size": 128,
+                       "num_experts": cfg["experts"], "num_experts_per_tok": cfg["top_k"], "norm_topk_prob": True,
+                       "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "tie_word_embeddings": False}, f)
+        args = [binary, "estimate", "--json", "--hf-config", path]
+    args += ["--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "bf16",
+             "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--implementation", "hf",
+             "--attention", "eager"]
     if cfg["linears"]:
         args += ["--expert-linears"]
     if cfg["frozen"]:  # LoRA on the attention only: the experts and the router are frozen, the layer's input needs grad
@@ -173,14 +188,16 @@ def main():
     parser.add_argument("--seed", type=int, default=20261126)
     opts = parser.parse_args()
     rng = random.Random(opts.seed)
+    workdir = tempfile.mkdtemp(prefix="zeromem-moe-oracle-")
     failed = 0
     for i in range(opts.configs):
         experts = rng.choice([2, 4, 8, 16, 64, 128])
         cfg = {"experts": experts, "top_k": rng.randint(1, min(experts, 8)), "hidden": 4 * rng.randint(2, 24),
                "ffn": rng.randint(4, 96), "seq_len": rng.randint(1, 96), "micro_batch": rng.randint(1, 3),
                "frozen": i % 2 == 1, "linears": i % 4 >= 2, "seed": rng.randint(0, 10**6)}
+        cfg["qwen"] = i % 8 >= 4 and not cfg["linears"]
         measured = measure(cfg)
-        predicted = predict(opts.binary, cfg)
+        predicted = predict(opts.binary, cfg, workdir)
         ok = measured == predicted
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {cfg}: measured {measured} B, zeromem {predicted} B")

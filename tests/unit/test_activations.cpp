@@ -985,14 +985,16 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   // Qwen3-30B-A3B runs the same experts (Qwen3MoeExperts is MixtralExperts), 8 of 128 experts of 768, hidden 2048,
   // s = 4096, b = 1: SwiGLU's four tensors 4 x 2 x 4096 x (8 x 768) = 201,326,592 B, the gather and output of each
   // routed choice 2 x 8 x (2 x 4096 x 2048) = 268,435,456 B, and the small tensors 4096 x (4 x 128 + 8 x 8 + 4 + 4 x 8 +
-  // 28 x 8) = 3,424,256 B (norm_topk_prob's renormalisation is Mixtral's), and the offsets 4 x 128 = 512 B.
+  // 26 x 8) = 3,358,720 B (norm_topk_prob's renormalisation is Mixtral's; the weight each routed choice keeps is bf16,
+  // 2 B, where Mixtral's is fp32: Qwen3MoeTopKRouter casts it, router_top_value.to(router_logits.dtype)), and the
+  // offsets 4 x 128 = 512 B.
   c.autocast = false;
   c.micro_batch = 1;
   transformer_config qwen3_moe = find_preset("qwen3-30b-a3b").config;
-  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'424'256 + 512);
+  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'358'720 + 512);
   // norm_topk_prob false (Qwen3MoeConfig's default): no renormalisation, 4 + 4 x 8 B a token fewer.
   qwen3_moe.moe.renormalized = false;
-  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'424'256 + 512 - 4096 * 36);
+  CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'358'720 + 512 - 4096 * 36);
 }
 
 TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {

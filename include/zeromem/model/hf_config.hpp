@@ -356,6 +356,7 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.moe.expert_ffn = integer_or(j, "moe_intermediate_size", 768, type);
     m.ffn = m.moe.expert_ffn;  // intermediate_size sizes the dense layers only, refused below (Mixtral's is its experts')
     m.moe.renormalized = boolean_or(j, "norm_topk_prob", false);
+    m.moe.weights_in_compute_dtype = true;  // Qwen3MoeTopKRouter: router_top_value.to(router_logits.dtype)
     if (integer_or(j, "decoder_sparse_step", 1, type) != 1)
       fail_config("decoder_sparse_step other than 1 (dense MLP layers between the MoE layers) is not modelled for model_type 'qwen3_moe'; set it 1");
     if (const json* dense = find(j, "mlp_only_layers"); dense != nullptr && !(dense->is_array() && dense->empty()))

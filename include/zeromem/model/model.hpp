@@ -28,6 +28,9 @@ struct moe_config {
   bool router_bias = false;
   /// The top-k routing weights renormalised to sum to 1 (Mixtral always; Qwen3-MoE's norm_topk_prob).
   bool renormalized = true;
+  /// The top-k routing weights cast to the router logits' dtype (Qwen2-MoE's and Qwen3-MoE's TopKRouter:
+  /// router_top_value.to(router_logits.dtype)); false: kept in fp32 from the softmax (MixtralTopKRouter).
+  bool weights_in_compute_dtype = false;
   /// transformers >= 5 holds a layer's routed experts as two 3D parameters, gate_up_proj [E, 2F, H] and down_proj
   /// [E, H, F] (modeling_mixtral.py MixtralExperts, Qwen3MoeExperts), in one module beside a router that is not an
   /// nn.Linear (MixtralTopKRouter): neither is an nn.Linear LoRA can target. false: transformers 4's nn.Linear
@@ -733,7 +736,7 @@ constexpr transformer_config mixtral(std::int64_t h, std::int64_t layers, std::i
 constexpr transformer_config qwen3_moe(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
                                        std::int64_t experts, std::int64_t top_k) {
   transformer_config m = qwen3(h, layers, heads, kv, expert_ffn, 151936, false);
-  m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn;
+  m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn; m.moe.weights_in_compute_dtype = true;
   return m;
 }
 constexpr transformer_config qwen25_vl_7b() {
