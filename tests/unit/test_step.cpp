@@ -1004,14 +1004,50 @@ TEST_CASE("step: transformers 5's experts differentiated, node by node, under fu
   const step_estimate narrow = estimate_step(m, pure_bf16(), sdpa(2048, 1, recompute::full), s);
   CHECK(narrow.backward.flowing == bytes_of(16'777'216 + 234'881'024 + 33'554'432));
   CHECK(narrow.backward.gradients == bytes_of(3'164'692'480LL + 3 * 939'524'096LL));
-  // Qwen3-30B-A3B's shape on two layers (h 2048, f 768, 128 experts, top 8) with a 1024-token vocabulary, s 2048, b 4:
-  // S = 8 x 8192 = 65536. The routing weights' product differentiated first holds the most: its fp32 incoming
-  // gradient, the two fp32 gradients MulBackward0 makes (the weights' [S, 1] one is reduced only after the node) and
-  // the output's cast to bf16, 3 x S x h x 4 + S x h x 2 = 1,879,048,192 B, beside dL/d(residual) 8192 x 2048 x 2 =
-  // 33,554,432; nothing of layer 0 is made yet.
+  // Qwen3-30B-A3B's shape on two layers (h 2048, f 768, 128 experts, top 8) with a 1024-token vocabulary
+  // (configs/qwen3-moe-2layers-vocab1024, measured on an H100), s 4096, b 4: S = 8 x 16384 = 131072. Its router casts
+  // the weights to bf16, so the routing weights' product differentiated first holds its bf16 incoming gradient and the
+  // two bf16 gradients MulBackward0 makes (the weights' [S, 1] one is reduced only after the node), 3 x S x h x 2 =
+  // 1,610,612,736 B, beside dL/d(residual) 16384 x 2048 x 2 = 67,108,864; nothing of layer 0 is made yet. (Mixtral's
+  // fp32 weights would make those three fp32 and add the output's cast: 3 x S x h x 4 + S x h x 2 = 3,758,096,384 B.)
   transformer_config q = find_preset("qwen3-30b-a3b").config;
   q.layers = 2;
   q.vocab = 1024;
-  const step_estimate routed = estimate_step(q, pure_bf16(), sdpa(2048, 4, recompute::full), s);
-  CHECK(routed.backward.flowing == bytes_of(33'554'432 + 1'879'048'192LL));
+  const step_estimate routed = estimate_step(q, pure_bf16(), sdpa(4096, 4, recompute::full), s);
+  CHECK(routed.backward.flowing == bytes_of(67'108'864 + 1'610'612'736LL));
+  q.moe.weights_in_compute_dtype = false;
+  CHECK(estimate_step(q, pure_bf16(), sdpa(4096, 4, recompute::full), s).backward.flowing == bytes_of(67'108'864 + 3'758'096'384LL));
+  // At s 2048 (S = 65536) gate_up's grouped_mm is the highest instead (measured too): the cat of the halves' gradients
+  // 2 x S x 768 x 2 = 201,326,592 and dL/d(gather) S x 2048 x 2 = 268,435,456 beside dL/d(residual) 8192 x 2048 x 2 =
+  // 33,554,432, both projections' gradients made, 3 x 128 x 2048 x 768 x 2 = 1,207,959,552 B.
+  q.moe.weights_in_compute_dtype = true;
+  const step_estimate shorter = estimate_step(q, pure_bf16(), sdpa(2048, 4, recompute::full), s);
+  CHECK(shorter.backward.flowing == bytes_of(33'554'432 + 201'326'592 + 268'435'456));
+  CHECK(estimate_step(q, pure_bf16(), sdpa(4096, 4, recompute::full), s).backward.gradients + bytes_of(1'207'959'552) ==
+        shorter.backward.gradients);
+}
+
+TEST_CASE("step: a checkpointed MoE layer's forward holds four [S, h] tensors before the k rows are summed", "[step][moe][recompute]") {
+  // Qwen3-MoE's shape on two layers with a 1024-token vocabulary, bf16, SDPA, s 4096, b 4 (measured on an H100:
+  // h100-moe-steps.json, qwen3moe2l-v1024-bf16-sdpa-s4096-b4-ckpt; the allocator trace at its forward peak held
+  // moe.py's gathered rows, down's output, the weighted product and its reordered copy, 536,870,912 B each). S = 8 x
+  // 16384 = 131072 rows of h = 2048: 536,870,912 B each in bf16, the weights bf16 (Qwen3MoeTopKRouter casts them).
+  // Above the layer's input: R1 and the normed input (2 x 16384 x 2048 x 2 = 134,217,728), the router's logits
+  // (16384 x 128 x 2 = 4,194,304) and the four: 2,285,895,680 B. (gate_up's output, act's and the product, 4 x S x 768
+  // x 2 = 805,306,368, beside the gathered rows, are less.)
+  transformer_config q = find_preset("qwen3-30b-a3b").config;
+  q.layers = 2;
+  q.vocab = 1024;
+  forward_only_config f{};
+  f.seq_len = 4096;
+  f.micro_batch = 4;
+  f.use_cache = false;
+  CHECK(forward_layer_peak(q, f, 1) == bytes_of(134'217'728 + 4'194'304 + 4 * 536'870'912LL));
+  // Mixtral's fp32 weights make the last two fp32: at s 2048, b 4 (S = 16384 rows of 4096) 2 x 134,217,728 + 2 x
+  // 268,435,456 = 805,306,368, under gate_up's output, act's and the product beside the gathered rows, 134,217,728 +
+  // 4 x 16384 x 14336 x 2 = 2,013,265,920 B; with R1, the normed input (2 x 8192 x 4096 x 2) and the logits (8192 x 8 x 2).
+  transformer_config x = find_preset("mixtral-8x7b").config;
+  x.layers = 2;
+  f.seq_len = 2048;
+  CHECK(forward_layer_peak(x, f, 1) == bytes_of(134'217'728 + 131'072 + 2'013'265'920LL));
 }

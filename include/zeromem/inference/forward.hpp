@@ -89,8 +89,9 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 /// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: dense Llama-family text
 /// layers (RMSNorm or OLMo's LayerNorm, separate q/k/v, SwiGLU, RoPE over whole heads), and no SDPA sliding-window mask
 /// (a sequence as long as the window), which the model does not hold.
-constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len) {
-  return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && m.moe.experts == 0 && m.vision.blocks == 0 &&
+constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len, bool experts = false) {
+  const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && m.moe.shared_experts == 0);  // transformers 5's routed experts
+  return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 &&
          !m.fused_qkv && m.rotary_dims == 0 && !(attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window);
 }
 
@@ -181,7 +182,20 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   // GraniteDecoderLayer adds branch * residual_multiplier: the product beside the branch output and the sum.
   const std::int64_t held = checked_sum(H, probs_kept, cached);  // R1, the probabilities (eager), the cache
   const std::int64_t norm2 = checked_sum(held, norm);
-  const std::int64_t mlp = checked_sum(held, H, max_of(checked_product(3, F), checked_sum(F, H)));
+  // transformers 5's routed experts (integrations/moe.py grouped_mm_experts_forward) over S = k sb rows: the router's
+  // logits (c sb E) beside the gathered rows (c S h) and gate_up's output, act's and the product (4 c S f); later the
+  // gathered rows, down's output, its product with the routing weights and that product reordered by the inverse
+  // permutation (each S h, the last two in the weights' dtype: fp32 for Mixtral, c where the router casts them),
+  // before the k rows are summed: the four [S, h] tensors an H100's allocator trace held at Qwen3-MoE's forward peak
+  // (h100-moe-steps.json). The per-row indices (under 1% there) are left out.
+  std::int64_t moe = 0;
+  if (m.moe.experts > 0) {
+    const std::int64_t rows = checked_product(sb, m.moe.top_k), weights = m.moe.weights_in_compute_dtype ? c : max_of(c, 4);
+    const std::int64_t rows_h = checked_product(c, rows, h), rows_f = checked_product(c, rows, m.moe.expert_ffn);
+    moe = checked_sum(checked_product(c, sb, m.moe.experts),
+                      max_of(checked_sum(rows_h, checked_product(4, rows_f)), checked_sum(checked_product(2, rows_h), checked_product(2, weights, rows, h))));
+  }
+  const std::int64_t mlp = checked_sum(held, H, m.moe.experts > 0 ? moe : max_of(checked_product(3, F), checked_sum(F, H)));
   const std::int64_t end = checked_sum(held, checked_product(m.scaled_residual ? 3 : 2, H));
   const std::int64_t first_sum = m.scaled_residual ? checked_sum(probs_kept, cached, checked_product(3, H)) : 0;  // R1's add
   // Gemma-2's sandwich norms (Gemma2DecoderLayer): post_attention_layernorm over the attention output before the

@@ -421,7 +421,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // gathered layer would stand beside it); elsewhere the forward keeps its moment at the loss.
   bytes checkpointed_forward{};
   if (a.recomputation == recompute::full && a.impl == implementation::hf && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
-      p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local)) {
+      p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local, true)) {
     forward_only_config f{};
     f.seq_len = s_local;
     f.micro_batch = a.micro_batch;
@@ -556,11 +556,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
   }
   // (2g) A mixture of experts' backward as transformers 5 runs it (integrations/moe.py grouped_mm_experts_forward:
-  // out = grouped_mm(act(gate) * up, down) * w with fp32 routing weights w, reordered and summed over the k choices,
-  // then cast back). Its nodes, last first, over S = k sb routed rows: the routing-weight product's MulBackward0 holds
-  // its fp32 incoming gradient and makes two fp32 [S, h] gradients (derivatives.yaml mul.Tensor; the weights' one is
-  // reduced to [S, 1] only in the engine's validate_outputs, which casts the output's to the compute dtype beside them,
-  // every tensor of the layer still alive); down's grouped_mm backward makes dL/d(product) and down_proj's gradient
+  // out = grouped_mm(act(gate) * up, down) * w, reordered and summed over the k choices, then cast back). Its nodes,
+  // last first, over S = k sb routed rows: the routing-weight product's MulBackward0 holds its incoming gradient and
+  // makes two [S, h] gradients (derivatives.yaml mul.Tensor; the weights' one is reduced to [S, 1] only in the engine's
+  // validate_outputs), all fp32 where the weights are (Mixtral's; validate_outputs casts the output's to the compute
+  // dtype beside them) and in the compute dtype where the router cast them (Qwen-MoE's), every tensor of the layer
+  // still alive; down's grouped_mm backward makes dL/d(product) and down_proj's gradient
   // (the output it kept is gone); act(gate) * up's MulBackward0 makes two [S, f] gradients beside its incoming one
   // (the product is gone too); gate_up's grouped_mm backward makes dL/d(gather) and gate_up_proj's gradient from the
   // cat of the two halves' gradients (gate_up's output, act's and the product gone). The highest of the four is the
@@ -574,7 +575,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes rows_f = elements_of(checked_product(routed, m.moe.expert_ffn)) * size_of(compute);
     const bytes rows_h32 = elements_of(checked_product(routed, m.hidden)) * size_of(dtype::fp32);
     const bytes projection = new_grads(elements_of(checked_product(m.moe.experts, m.hidden, m.moe.expert_ffn)));
-    const bytes weights_mul = rows_h32 * 3 + (compute == dtype::fp32 ? bytes{} : rows_h);
+    const bytes weights_mul = m.moe.weights_in_compute_dtype ? rows_h * 3 : rows_h32 * 3 + (compute == dtype::fp32 ? bytes{} : rows_h);
     moe_flowing = weights_mul;  // the first node's: nothing gone, nothing made
     struct candidate { bytes gone, flowing, made; };
     for (const candidate& c : {candidate{rows_h, rows_h + rows_f, projection}, candidate{rows_h + rows_f, rows_f * 3, projection},
