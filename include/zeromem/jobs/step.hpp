@@ -561,11 +561,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // makes two [S, h] gradients (derivatives.yaml mul.Tensor; the weights' one is reduced to [S, 1] only in the engine's
   // validate_outputs), all fp32 where the weights are (Mixtral's; validate_outputs casts the output's to the compute
   // dtype beside them) and in the compute dtype where the router cast them (Qwen-MoE's), every tensor of the layer
-  // still alive; down's grouped_mm backward makes dL/d(product) and down_proj's gradient
-  // (the output it kept is gone); act(gate) * up's MulBackward0 makes two [S, f] gradients beside its incoming one
-  // (the product is gone too); gate_up's grouped_mm backward makes dL/d(gather) and gate_up_proj's gradient from the
-  // cat of the two halves' gradients (gate_up's output, act's and the product gone). The highest of the four is the
-  // layer's: the same one for every layer. Read for routed experts only (no shared expert), every weight trained, SwiGLU.
+  // still alive; down's grouped_mm backward makes dL/d(product) and down_proj's gradient (the output it kept is gone);
+  // act(gate) * up's MulBackward0 makes two [S, f] gradients beside its incoming one (the product is gone too);
+  // gate_up's grouped_mm backward makes dL/d(gather) and gate_up_proj's gradient from the cat of the two halves'
+  // gradients (gate_up's output, act's and the product gone). The highest of the four is the layer's: the same one for
+  // every layer. Read for routed experts only (no shared expert), every weight trained, SwiGLU.
   const bool moe_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts > 0 && m.moe.stacked && m.moe.shared_experts == 0 &&
                         m.mlp == mlp_kind::swiglu && a.tp == 1 && a.recomputation != recompute::selective && split.layer_trainable == counts.layer;
   bytes moe_gone{}, moe_flowing{}, moe_made{};

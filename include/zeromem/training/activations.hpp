@@ -487,8 +487,9 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     // topk's int64 indices (8 k), where the weights are renormalised in place the divisor (4) and the input (4 k;
     // autograd keeps an in-place op's input its backward reads). Per routed choice, grouped_mm: the int64 token index
     // (the gather keeps it), the sort's permutation and its inverse (8 + 8, kept by the indexing ops) and the weight
-    // the multiply keeps (fp32, 4; Qwen-MoE's router casts it to the compute dtype, a); transformers 4's loop: torch.where's int64 position and token (16) and the weight
-    // it cast to the hidden dtype (MixtralSparseMoeBlock: routing_weights.to(hidden_states.dtype)).
+    // the multiply keeps (fp32, 4; Qwen-MoE's router casts it to the compute dtype, a); transformers 4's loop:
+    // torch.where's int64 position and token (16) and the weight it cast to the hidden dtype (MixtralSparseMoeBlock:
+    // routing_weights.to(hidden_states.dtype)).
     const std::int64_t k = m.moe.top_k, renormalized = m.moe.renormalized ? 1 : 0;
     const std::int64_t per_choice = stacked ? 8 + 8 + 8 + (m.moe.weights_in_compute_dtype ? a : 4) : 16 + (c.autocast ? 4 : a);
     const std::int64_t router =
