@@ -1051,3 +1051,24 @@ TEST_CASE("step: a checkpointed MoE layer's forward holds four [S, h] tensors be
   f.seq_len = 2048;
   CHECK(forward_layer_peak(x, f, 1) == bytes_of(134'217'728 + 131'072 + 2'013'265'920LL));
 }
+
+TEST_CASE("step: frozen experts differentiated under LoRA make no weight gradient and free less", "[step][moe][recompute]") {
+  // Mixtral's shape on two layers with a 1024-token vocabulary, LoRA r 16 on q_proj and v_proj (the experts and the
+  // router frozen), bf16, SDPA, full recompute, s 4096, b 4 (measured on an H100: h100-moe-steps.json,
+  // mixtral2l-v1024-lora16-sdpa-s4096-b4-ckpt, its peak at act(gate) * up's node: 13,351,431,680 B). S = 32768 rows.
+  // Frozen experts keep gate_up's output and act's (the activations' frozen experts), not the gather or the product,
+  // and their grouped_mm nodes make no weight gradient: at act(gate) * up's node its incoming gradient and the two it
+  // makes, 3 x S x 14336 x 2 = 2,818,572,288 B, beside dL/d(residual) 16384 x 4096 x 2 = 134,217,728 B; only down's
+  // output (S x 4096 x 2) is gone, and no gradient but the adapters' has been made.
+  transformer_config m = find_preset("mixtral-8x7b").config;
+  m.layers = 2;
+  m.vocab = 1024;
+  training_states t = pure_bf16();
+  t.adapt.lora.rank = 16;
+  t.adapt.lora.targets = parse_lora_targets("q_proj,v_proj");
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, t, sdpa(4096, 4, recompute::full), s);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing == bytes_of(134'217'728 + 2'818'572'288LL));
+}
