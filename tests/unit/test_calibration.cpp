@@ -155,7 +155,7 @@ TEST_CASE("calibration: every measured step's peak within 3%, every verdict righ
     CHECK(checked > 0);  // every file here holds measured steps
     if (file == calibration_dir + "h100-training-steps.json") CHECK(checked == 25);
     if (file == calibration_dir + "h200-training-steps.json") CHECK(checked == 57);  // measured 2026-11-26 (docs/validation.md)
-    if (file == calibration_dir + "h100-moe-steps.json") CHECK(checked == 15);       // mixtures of experts, 2026-11-26
+    if (file == calibration_dir + "h100-moe-steps.json") CHECK(checked == 16);       // mixtures of experts, 2026-11-26
   }
 }
 
