@@ -625,10 +625,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (part == layer_part::before) {
       // A checkpointed layer is rerun after that copy: FSDP2's pre-backward hook is on the layer's output tensors
       // (_fsdp_state.py _register_pre_backward_hook: register_hook), called before their node unpacks a saved tensor.
-      const bool copy_then_rerun = l.recomputed.count() > 0 && l.copy_out.count() > 0;
-      return step_terms{resting, kept, below + layer_saved, copy_then_rerun && l.copy_out > l.recomputed ? bytes{} : l.recomputed,
-                        hidden_grad * 2, bytes{}, gathered + (copy_then_rerun && l.copy_out <= l.recomputed ? bytes{} : l.copy_out),
-                        l.communication, bytes{}, dequantized, bytes{}};
+      // The larger of the two stands (either is 0 where there is no copy or no rerun).
+      const bool copying = l.copy_out > l.recomputed;
+      return step_terms{resting, kept, below + layer_saved, copying ? bytes{} : l.recomputed, hidden_grad * 2, bytes{},
+                        gathered + (copying ? l.copy_out : bytes{}), l.communication, bytes{}, dequantized, bytes{}};
     }
     if (part == layer_part::branch_norm) {
       const bytes norm_saved = attention_branch_norm(w);  // the two branch norms are alike
