@@ -10,6 +10,10 @@ exactly with zeromem's `activations.per_layer_terms.mlp_hidden` for the same sha
   expert, the routing weights cast to the hidden dtype, index_add_ (which keeps its source: derivatives.yaml
   index_add, `expand_as(source)`).
 
+Half the configs are Qwen's (a qwen3_moe or qwen2_moe config.json read by --hf-config), in either layout: the router
+casts the weights to the logits' dtype, and one in four of them is Qwen2-MoE's block: norm_topk_prob false or true,
+modular_qwen2_moe.py Qwen2MoeSparseMoeBlock's shared expert run first and its sigmoid gate's product added in place last.
+
 What must agree: the router's small tensors, each routed choice's indices and weight, the gathers, SwiGLU's tensors,
 the experts' outputs and the offsets.
 
@@ -29,20 +33,23 @@ import torch.nn.functional as F
 
 
 class Router(torch.nn.Module):
-    """MixtralTopKRouter.forward; with `cast`, Qwen3MoeTopKRouter's (norm_topk_prob), which casts the weights back to
-    the logits' dtype (router_top_value.to(router_logits.dtype))."""
+    """MixtralTopKRouter.forward; with `cast`, Qwen3MoeTopKRouter's and Qwen2MoeTopKRouter's, which cast the weights
+    back to the logits' dtype (router_top_value.to(router_logits.dtype)) and renormalise them only with norm_topk_prob
+    (`renorm`)."""
 
-    def __init__(self, experts, hidden, top_k, cast=False):
+    def __init__(self, experts, hidden, top_k, cast=False, renorm=True):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.randn(experts, hidden) * 0.02)
         self.top_k = top_k
         self.cast = cast
+        self.renorm = renorm
 
     def forward(self, x):
         logits = F.linear(x, self.weight)
         probs = F.softmax(logits.float(), dim=-1)
         top_value, top_index = torch.topk(probs, self.top_k, dim=-1)
-        top_value /= top_value.sum(dim=-1, keepdim=True)
+        if self.renorm:
+            top_value /= top_value.sum(dim=-1, keepdim=True)
         if self.cast:
             top_value = top_value.to(logits.dtype)
         return logits, top_value, top_index
@@ -133,22 +140,42 @@ class LinearExperts(torch.nn.Module):
         return final
 
 
+class SharedExpert(torch.nn.Module):
+    """Qwen2MoeSparseMoeBlock's shared_expert (Qwen2MoeMLP, SwiGLU of shared_expert_intermediate_size) and its
+    shared_expert_gate, nn.Linear(h, 1) without bias: sigmoid(gate(x)) * down(silu(gate_proj(x)) * up_proj(x))."""
+
+    def __init__(self, hidden, ffn):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(hidden, ffn, bias=False)
+        self.up_proj = torch.nn.Linear(hidden, ffn, bias=False)
+        self.down_proj = torch.nn.Linear(ffn, hidden, bias=False)
+        self.shared_expert_gate = torch.nn.Linear(hidden, 1, bias=False)
+
+    def expert(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
 def measure(cfg):
     """Bytes the block saves for one micro-batch, its input (the norm's output, kept by the layer anyway) left out."""
     torch.manual_seed(cfg["seed"])
     dtype = torch.bfloat16
     n, h = cfg["seq_len"] * cfg["micro_batch"], cfg["hidden"]
-    router = Router(cfg["experts"], h, cfg["top_k"], cfg["qwen"]).to(dtype)
+    router = Router(cfg["experts"], h, cfg["top_k"], cfg["qwen"], cfg["renorm"]).to(dtype)
     experts = (LinearExperts if cfg["linears"] else GroupedExperts)(cfg["experts"], h, cfg["ffn"]).to(dtype)
-    params = list(router.parameters()) + list(experts.parameters())
+    shared = SharedExpert(h, cfg["shared"] * cfg["ffn"]).to(dtype) if cfg["shared"] else None
+    params = list(router.parameters()) + list(experts.parameters()) + (list(shared.parameters()) if shared else [])
     if cfg["frozen"]:
         for p in params:
             p.requires_grad_(False)
     x = torch.randn(n, h, dtype=dtype, requires_grad=True)
 
     def block():  # MixtralSparseMoeBlock.forward: _, top_k_weights, top_k_index = self.gate(...); self.experts(...)
+        shared_output = shared.expert(x) if shared else None  # Qwen2MoeSparseMoeBlock.forward: the shared expert first
         _, top_k_weights, top_k_index = router(x)
-        return experts(x, top_k_index, top_k_weights)
+        out = experts(x, top_k_index, top_k_weights)
+        if shared:
+            out += torch.sigmoid(shared.shared_expert_gate(x)) * shared_output
+        return out
 
     saved, out = blocks.saved_bytes(block, [x] + params)
     out.float().sum().backward()
@@ -159,14 +186,18 @@ def predict(binary, cfg, workdir):
     args = [binary, "estimate", "--json", "--hidden", str(cfg["hidden"]), "--layers", "2", "--heads", "4",
             "--ffn", str(cfg["ffn"]), "--vocab", "128", "--experts", str(cfg["experts"]),
             "--experts-per-token", str(cfg["top_k"]), "--expert-ffn", str(cfg["ffn"])]
-    if cfg["qwen"]:  # a Qwen3-MoE config.json of the same shape, read by --hf-config (its router casts the weights)
-        path = os.path.join(workdir, "qwen3_moe_%d.json" % cfg["seed"])
+    if cfg["qwen"]:  # a Qwen3-MoE (Qwen2-MoE with a shared expert) config.json of the same shape, read by --hf-config
+        model_type = "qwen2_moe" if cfg["shared"] else "qwen3_moe"
+        path = os.path.join(workdir, "%s_%d.json" % (model_type, cfg["seed"]))
+        config = {"model_type": model_type, "hidden_size": cfg["hidden"], "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": cfg["hidden"] // 4,
+                  "intermediate_size": cfg["ffn"], "moe_intermediate_size": cfg["ffn"], "vocab_size": 128,
+                  "num_experts": cfg["experts"], "num_experts_per_tok": cfg["top_k"], "norm_topk_prob": cfg["renorm"],
+                  "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
+        if cfg["shared"]:
+            config["shared_expert_intermediate_size"] = cfg["shared"] * cfg["ffn"]
         with open(path, "w") as f:
-            json.dump({"model_type": "qwen3_moe", "hidden_size": cfg["hidden"], "num_hidden_layers": 2,
-                       "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": cfg["hidden"] // 4,
-                       "intermediate_size": cfg["ffn"], "moe_intermediate_size": cfg["ffn"], "vocab_size": 128,
-                       "num_experts": cfg["experts"], "num_experts_per_tok": cfg["top_k"], "norm_topk_prob": True,
-                       "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "tie_word_embeddings": False}, f)
+            json.dump(config, f)
         args = [binary, "estimate", "--json", "--hf-config", path]
     args += ["--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]), "--precision", "bf16",
              "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--implementation", "hf",
@@ -184,7 +215,7 @@ def predict(binary, cfg, workdir):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
-    parser.add_argument("--configs", type=int, default=24)
+    parser.add_argument("--configs", type=int, default=32)
     parser.add_argument("--seed", type=int, default=20261126)
     opts = parser.parse_args()
     rng = random.Random(opts.seed)
@@ -195,7 +226,10 @@ def main():
         cfg = {"experts": experts, "top_k": rng.randint(1, min(experts, 8)), "hidden": 4 * rng.randint(2, 24),
                "ffn": rng.randint(4, 96), "seq_len": rng.randint(1, 96), "micro_batch": rng.randint(1, 3),
                "frozen": i % 2 == 1, "linears": i % 4 >= 2, "seed": rng.randint(0, 10**6)}
-        cfg["qwen"] = i % 8 >= 4 and not cfg["linears"]
+        cfg["qwen"] = i % 8 >= 4
+        # Qwen2-MoE (one config in four of Qwen's): a gated shared expert of 1-4 expert widths, norm_topk_prob false or true.
+        cfg["shared"] = rng.randint(1, 4) if cfg["qwen"] and i % 16 >= 12 else 0
+        cfg["renorm"] = not cfg["shared"] or rng.random() < 0.5
         measured = measure(cfg)
         predicted = predict(opts.binary, cfg, workdir)
         ok = measured == predicted

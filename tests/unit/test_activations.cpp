@@ -995,6 +995,14 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   // norm_topk_prob false (Qwen3MoeConfig's default): no renormalisation, 4 + 4 x 8 B a token fewer.
   qwen3_moe.moe.renormalized = false;
   CHECK(layer_activation_bytes(qwen3_moe, c).mlp_hidden.count() == 201'326'592LL + 268'435'456 + 3'358'720 + 512 - 4096 * 36);
+  // Qwen1.5-MoE-A2.7B (qwen2_moe), s = 4096, b = 1: 4 of 60 experts of 1408 and a shared expert of 5632 (four widths),
+  // hidden 2048, norm_topk_prob false. SwiGLU's four tensors over the routed rows and the shared expert, 4 x 2 x 4096 x
+  // (4 x 1408 + 5632) = 369,098,752 B; each routed choice's gather and output 2 x 4 x (2 x 4096 x 2048) = 134,217,728 B;
+  // per token the router's 4 x 60 + 4 x (8 + 26) = 376 B and the gated product's two operands, the shared expert's
+  // output and the sigmoid's (2 x 2048 + 2 x 1) = 4,098 B: 4096 x 4,474 = 18,325,504 B; the offsets 4 x 60 = 240 B.
+  // (The MoE oracle holds Qwen2-MoE blocks to the byte: tests/oracle/run_moe_oracle.py.)
+  const transformer_config qwen2_moe = find_preset("qwen1.5-moe-a2.7b").config;
+  CHECK(layer_activation_bytes(qwen2_moe, c).mlp_hidden.count() == 369'098'752LL + 134'217'728 + 18'325'504 + 240);
 }
 
 TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {

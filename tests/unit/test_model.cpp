@@ -32,6 +32,10 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // Its card rounds to 30.5B: 30,532,122,624 (derived in "Qwen3-30B-A3B's experts, written out") rounds to it.
       CHECK(counted == 30'532'122'624LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "qwen1.5-moe-a2.7b") {
+      // Its card rounds to 14.3B: 14,315,784,192 (derived in "Qwen1.5-MoE-A2.7B's shared expert and its gate") rounds to it.
+      CHECK(counted == 14'315'784'192LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else if (p.name == "gemma-2-2b" || p.name == "gemma-2-9b") {
       // The Gemma 2 report counts the embedding with 256,128 rows as well: 128 x hidden more than config.json's (derived
       // in "Gemma-2's parameters and what it keeps, written out").
@@ -183,6 +187,43 @@ TEST_CASE("Qwen3-30B-A3B's experts, written out", "[model][hf][published]") {
   CHECK_THROWS_WITH(parse_hf_config(base + R"("decoder_sparse_step": 2})"), Catch::Matchers::Contains("decoder_sparse_step other than 1"));
   CHECK_THROWS_WITH(parse_hf_config(base + R"("mlp_only_layers": [0]})"), Catch::Matchers::Contains("field 'mlp_only_layers' holds '[0]'"));
   CHECK_THROWS_WITH(parse_hf_config(base + R"("use_sliding_window": true})"), Catch::Matchers::Contains("use_sliding_window true"));
+}
+
+TEST_CASE("Qwen1.5-MoE-A2.7B's shared expert and its gate, written out", "[model][hf][published]") {
+  // Qwen/Qwen1.5-MoE-A2.7B config.json (model_type qwen2_moe): hidden 2048, 24 layers, 16 heads of 128, 16 KV heads,
+  // 60 experts of moe_intermediate_size 1408, 4 a token, shared_expert_intermediate_size 5632, vocab 151936, untied.
+  // modular_qwen2_moe.py: q, k, v 3 x (2048 x 2048 + 2048 bias) = 12,589,056; o 2048 x 2048 = 4,194,304; two RMSNorms
+  // 4,096; the router 60 x 2048 = 122,880; the experts 60 x 3 x 2048 x 1408 = 519,045,120; the shared expert
+  // 3 x 2048 x 5632 = 34,603,008 and its gate 2048 x 1: 570,560,512 a layer, x 24 = 13,693,452,288; embedding and
+  // lm_head 2 x 151,936 x 2048 = 622,329,856; final norm 2048: 14,315,784,192 (its model card: 14.3B in total).
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/qwen1.5-moe-a2.7b.json");
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.layer.count() == 570'560'512);
+  CHECK(c.total.count() == 14'315'784'192LL);
+  CHECK(c.mlp.count() == 122'880 + 519'045'120 + 34'603'008 + 2048);
+  CHECK(m.moe.experts == 60);
+  CHECK(m.moe.top_k == 4);
+  CHECK(m.moe.shared_experts == 4);  // 5632 = 4 x 1408: one SwiGLU of four expert widths
+  CHECK(m.moe.shared_expert_gate);
+  CHECK_FALSE(m.moe.renormalized);   // norm_topk_prob false
+  CHECK(m.moe.weights_in_compute_dtype);
+  CHECK(m.qkv_bias);
+  CHECK_FALSE(m.attention_out_bias);
+  CHECK(count_parameters(preset_config("qwen1.5-moe-a2.7b")).total == c.total);
+  const std::string base = R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, )";
+  // 4 experts 4 x 3 x 64 x 32, the router 64 x 4, a shared expert of 96 = 3 widths 3 x 64 x 96 and its gate 64.
+  CHECK(count_parameters(parse_hf_config(base + R"("shared_expert_intermediate_size": 96})")).mlp.count() ==
+        4 * 3 * 64 * 32 + 64 * 4 + 3 * 64 * 96 + 64);
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("shared_expert_intermediate_size": 100})"),
+                    Catch::Matchers::Contains("shared_expert_intermediate_size 100 is not a multiple of moe_intermediate_size 32"));
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("decoder_sparse_step": 2})"), Catch::Matchers::Contains("decoder_sparse_step other than 1"));
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("mlp_only_layers": [1]})"), Catch::Matchers::Contains("field 'mlp_only_layers' holds '[1]'"));
+  CHECK_NOTHROW(parse_hf_config(base + R"("mlp_only_layers": null})"));  // Qwen2MoeConfig: None means []
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("use_sliding_window": true})"), Catch::Matchers::Contains("use_sliding_window true"));
+  // qkv_bias false (the config's field; default true) drops the three biases: 3 x 64 fewer a layer.
+  CHECK(count_parameters(parse_hf_config(base + R"("qkv_bias": false})")).layer.count() + 3 * 64 ==
+        count_parameters(parse_hf_config(base + R"("qkv_bias": true})")).layer.count());
 }
 
 TEST_CASE("Phi-3-mini's fused projections, written out", "[model][hf][published]") {

@@ -1052,6 +1052,38 @@ TEST_CASE("step: a checkpointed MoE layer's forward holds four [S, h] tensors be
   CHECK(forward_layer_peak(x, f, 1) == bytes_of(134'217'728 + 131'072 + 2'013'265'920LL));
 }
 
+TEST_CASE("step: Qwen2-MoE's gated shared expert, differentiated before the routed experts", "[step][moe][recompute]") {
+  // Qwen1.5-MoE-A2.7B's shape on two layers with a 1024-token vocabulary, bf16, SDPA, full recompute, s 4096, b 4:
+  // sb = 16384, S = 4 x 16384 = 65536 routed rows, h 2048, f 1408, 60 experts. The block adds
+  // sigmoid(shared_expert_gate(x)) * shared_expert(x) last, so autograd differentiates that product, the sigmoid and the
+  // gate's linear before the routed experts: the shared expert's output and the sigmoid's are freed, dL/d(shared
+  // expert output) waits for the shared expert's own nodes and dL/dx, the gate's input gradient, for x's other readers.
+  // The routed nodes' highest is the routing-weight product's (bf16 weights): its incoming gradient and the two it
+  // makes, 3 x S x h x 2 = 805,306,368 B (down's: S x f x 2 + 60 x h x f x 2 = 530,579,456 net; act(gate) * up's
+  // 446,693,376; gate_up's 669,001,728), beside dL/d(residual) 16384 x 2048 x 2 = 67,108,864 and the two gradients
+  // of the shared branch, 2 x 67,108,864.
+  transformer_config m = find_preset("qwen1.5-moe-a2.7b").config;
+  m.layers = 2;
+  m.vocab = 1024;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(4096, 4, recompute::full), s);
+  CHECK(e.backward.flowing == bytes_of(3 * 67'108'864LL + 805'306'368));
+  // Kept: layer 1's gradients 570,560,512 x 2 and lm_head's and the final norm's (1024 x 2048 + 2048) x 2; made: the
+  // gate's 2048 x 2.
+  CHECK(e.backward.gradients == bytes_of(1'141'121'024LL + 4'198'400 + 4096));
+  // A checkpointed layer's forward: the shared expert runs first (3 x 16384 x 5632 x 2 = 553,648,128 at its product)
+  // and keeps its output (67,108,864) through the routed experts: the router's logits (16384 x 60 x 2 = 1,966,080)
+  // and the four [S, h] tensors before the k rows are summed (4 x 268,435,456), beside R1 and the normed input (2 x
+  // 67,108,864): 1,277,034,496 B above the layer's input.
+  forward_only_config f{};
+  f.seq_len = 4096;
+  f.micro_batch = 4;
+  f.use_cache = false;
+  CHECK(forward_layer_peak(m, f, 1) == bytes_of(2 * 67'108'864LL + 67'108'864 + 1'966'080 + 4 * 268'435'456LL));
+  CHECK(forward_layer_modelled(m, attention_kind::flash, 4096, true));
+}
+
 TEST_CASE("step: frozen experts differentiated under LoRA make no weight gradient and free less", "[step][moe][recompute]") {
   // Mixtral's shape on two layers with a 1024-token vocabulary, LoRA r 16 on q_proj and v_proj (the experts and the
   // router frozen), bf16, SDPA, full recompute, s 4096, b 4 (measured on an H100: h100-moe-steps.json,

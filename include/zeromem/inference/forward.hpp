@@ -90,7 +90,8 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 /// layers (RMSNorm or OLMo's LayerNorm, separate q/k/v, SwiGLU, RoPE over whole heads), and no SDPA sliding-window mask
 /// (a sequence as long as the window), which the model does not hold.
 constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len, bool experts = false) {
-  const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && m.moe.shared_experts == 0);  // transformers 5's routed experts
+  // transformers 5's routed experts, alone or beside Qwen2-MoE's gated shared expert.
+  const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && (m.moe.shared_experts == 0 || m.moe.shared_expert_gate));
   return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 &&
          !m.fused_qkv && m.rotary_dims == 0 && !(attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window);
 }
@@ -194,6 +195,12 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     const std::int64_t rows_h = checked_product(c, rows, h), rows_f = checked_product(c, rows, m.moe.expert_ffn);
     moe = checked_sum(checked_product(c, sb, m.moe.experts),
                       max_of(checked_sum(rows_h, checked_product(4, rows_f)), checked_sum(checked_product(2, rows_h), checked_product(2, weights, rows, h))));
+    // Qwen2MoeSparseMoeBlock runs its shared expert first, a SwiGLU of n expert widths (3 F_s, then F_s and its
+    // output), and keeps that output (H) through the routed experts until the gate's product (3H, below moe's).
+    if (m.moe.shared_expert_gate) {
+      const std::int64_t shared = checked_product(c, sb, m.moe.shared_experts, m.moe.expert_ffn);
+      moe = max_of(max_of(checked_product(3, shared), checked_sum(shared, H)), checked_sum(H, moe));
+    }
   }
   const std::int64_t mlp = checked_sum(held, H, m.moe.experts > 0 ? moe : max_of(checked_product(3, F), checked_sum(F, H)));
   const std::int64_t end = checked_sum(held, checked_product(m.scaled_residual ? 3 : 2, H));

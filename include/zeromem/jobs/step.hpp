@@ -568,9 +568,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // every layer. Frozen experts (LoRA on the attention) make no weight gradient and keep neither the gather nor the
   // product (the activations' frozen experts), so their nodes free less and make less: measured on an H100 (Mixtral
   // under LoRA and recompute, act(gate) * up's node: 13,351,431,680 B, −18.1% before this). Read for routed experts only
-  // (no shared expert), every layer weight trained or only LoRA's adapters, SwiGLU.
+  // (no shared expert, or Qwen2-MoE's gated one), every layer weight trained or only LoRA's adapters, SwiGLU.
+  // Qwen2-MoE: sigmoid(shared_expert_gate(x)) * shared_expert(x), added last, is differentiated before the routed experts
+  // (the engine runs the later-created ready node first, torch/csrc/autograd/engine.cpp CompareNodeTaskTime): its
+  // MulBackward0 and the gate's nodes have freed the shared expert's output and the sigmoid's, and left dL/d(shared
+  // expert output) waiting for the shared expert's own nodes, which come after the router's, and dL/dx, the gate
+  // linear's input gradient, in the input buffer every other reader of x adds into (input_buffer.cpp accumulate); the
+  // gate's weight gradient has appeared. The shared expert's own nodes come when the routed rows are freed: lower.
   const bool experts_trained = split.layer_trainable == counts.layer;
-  const bool moe_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts > 0 && m.moe.stacked && m.moe.shared_experts == 0 &&
+  const bool moe_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts > 0 && m.moe.stacked &&
+                        (m.moe.shared_experts == 0 || m.moe.shared_expert_gate) &&
                         m.mlp == mlp_kind::swiglu && a.tp == 1 && a.recomputation != recompute::selective &&
                         (experts_trained || t.adapt.lora_enabled());
   bytes moe_gone{}, moe_flowing{}, moe_made{};
@@ -591,6 +598,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
         moe_flowing = c.flowing;
         moe_made = c.made;
       }
+    if (m.moe.shared_expert_gate) {  // differentiated before: its output and the sigmoid's gone, two [sb, h] gradients
+      moe_gone += hidden_grad + elements_of(sb) * size_of(compute);
+      moe_flowing += hidden_grad * 2;
+      if (experts_trained) moe_made += new_grads(elements_of(m.hidden));
+    }
   }
   enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.

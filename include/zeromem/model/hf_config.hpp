@@ -21,7 +21,7 @@ namespace zeromem {
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
-    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen3, qwen3_moe, qwen2_vl, qwen2_5_vl, olmo, olmo2, olmo3, smollm3, "
+    "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen2_vl, qwen2_5_vl, olmo, olmo2, olmo3, smollm3, "
     "granite, stablelm, starcoder2, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
@@ -235,6 +235,28 @@ inline transformer_config neox_like(const json& j, const std::string& type, cons
   return m;
 }
 
+// The routed block Qwen2-MoE and Qwen3-MoE share (modular_qwen2_moe.py / modular_qwen3_moe.py): num_experts (also
+// answered as num_local_experts) experts of moe_intermediate_size in transformers 5's two 3D tensors (MixtralExperts),
+// num_experts_per_tok a token, a bias-free h -> experts router whose top-k weights are renormalised only with
+// norm_topk_prob (default false) and cast to the logits' dtype (router_top_value.to(router_logits.dtype): bf16; measured
+// on Qwen3-MoE, whose router is Qwen2-MoE's). decoder_sparse_step and mlp_only_layers put dense MLPs
+// (intermediate_size) on some layers: refused.
+inline void qwen_moe_block(const json& j, transformer_config& m, const std::string& type, std::int64_t experts, std::int64_t top_k,
+                           std::int64_t expert_ffn) {
+  m.moe.experts = find(j, "num_experts") != nullptr ? integer(j, "num_experts", type) : integer_or(j, "num_local_experts", experts, type);
+  m.moe.top_k = integer_or(j, "num_experts_per_tok", top_k, type);
+  m.moe.expert_ffn = integer_or(j, "moe_intermediate_size", expert_ffn, type);
+  m.ffn = m.moe.expert_ffn;  // intermediate_size sizes the dense layers only, refused below (Mixtral's is its experts')
+  m.moe.renormalized = boolean_or(j, "norm_topk_prob", false);
+  m.moe.weights_in_compute_dtype = true;
+  if (integer_or(j, "decoder_sparse_step", 1, type) != 1)
+    fail_config("decoder_sparse_step other than 1 (dense MLP layers between the MoE layers) is not modelled for model_type " + detail::quoted(type) +
+                "; set it 1");
+  if (const json* dense = find(j, "mlp_only_layers"); dense != nullptr && !dense->is_null() && !(dense->is_array() && dense->empty()))
+    fail_config("field 'mlp_only_layers' holds " + shown(*dense) + " (dense MLP layers among the MoE layers), not modelled for model_type " +
+                detail::quoted(type) + "; pass [] (every layer a mixture of experts)");
+}
+
 // GemmaConfig and its successors (modeling_gemma.py, modeling_gemma2.py, modeling_gemma3.py): Llama's fields with head_dim
 // 256 by default, attention_bias on q, k, v and o, no MLP bias, tied embeddings by default, GemmaRMSNorm (fp32
 // scaling), and the gated MLP's hidden_activation (else hidden_act; gelu_pytorch_tanh by default).
@@ -343,25 +365,27 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.qk_norm = true;
   } else if (type == "qwen3_moe") {
     // Qwen3MoeConfig / modular_qwen3_moe.py: Qwen3's attention (q_norm, k_norm; no head_dim field in the class, so
-    // hidden / heads unless config.json gives it) over a Mixtral-style block of num_experts experts of
-    // moe_intermediate_size, num_experts_per_tok a token (Qwen3MoeExperts is MixtralExperts; the router is a bias-free
-    // h -> experts weight). decoder_sparse_step and mlp_only_layers put dense MLPs (intermediate_size) on some layers.
+    // hidden / heads unless config.json gives it) over a Mixtral-style block (qwen_moe_block; default 128 experts of 768,
+    // 8 a token).
     refuse_layered_sliding_window(j);
     m = llama_like(j, type, false);
     m.mlp_bias = false;
     m.qk_norm = true;
-    // num_experts, which the class also answers as num_local_experts (Qwen3MoeConfig.attribute_map); default 128.
-    m.moe.experts = find(j, "num_experts") != nullptr ? integer(j, "num_experts", type) : integer_or(j, "num_local_experts", 128, type);
-    m.moe.top_k = integer_or(j, "num_experts_per_tok", 8, type);
-    m.moe.expert_ffn = integer_or(j, "moe_intermediate_size", 768, type);
-    m.ffn = m.moe.expert_ffn;  // intermediate_size sizes the dense layers only, refused below (Mixtral's is its experts')
-    m.moe.renormalized = boolean_or(j, "norm_topk_prob", false);
-    m.moe.weights_in_compute_dtype = true;  // Qwen3MoeTopKRouter: router_top_value.to(router_logits.dtype)
-    if (integer_or(j, "decoder_sparse_step", 1, type) != 1)
-      fail_config("decoder_sparse_step other than 1 (dense MLP layers between the MoE layers) is not modelled for model_type 'qwen3_moe'; set it 1");
-    if (const json* dense = find(j, "mlp_only_layers"); dense != nullptr && !(dense->is_array() && dense->empty()))
-      fail_config("field 'mlp_only_layers' holds " + shown(*dense) + " (dense MLP layers among the MoE layers), not modelled for model_type "
-                  "'qwen3_moe'; pass [] (every layer a mixture of experts)");
+    qwen_moe_block(j, m, type, 128, 8, 768);
+  } else if (type == "qwen2_moe") {
+    // Qwen2MoeConfig / modular_qwen2_moe.py: Qwen2's attention (qkv_bias, default true, on q, k and v; o without) over
+    // the same block (default 60 experts of 1408, 4 a token), plus Qwen2MoeSparseMoeBlock's shared_expert, a SwiGLU MLP
+    // of shared_expert_intermediate_size (default 5632), whose output sigmoid(shared_expert_gate(x)) scales.
+    refuse_layered_sliding_window(j);
+    m = llama_like(j, type, true);
+    m.qkv_bias = boolean_or(j, "qkv_bias", true);
+    qwen_moe_block(j, m, type, 60, 4, 1408);
+    const std::int64_t shared = integer_or(j, "shared_expert_intermediate_size", 5632, type);
+    if (shared <= 0 || shared % m.moe.expert_ffn != 0)
+      fail_config("shared_expert_intermediate_size " + std::to_string(shared) + " is not a multiple of moe_intermediate_size " +
+                  std::to_string(m.moe.expert_ffn) + " (the shared expert is modelled as that many experts' widths); not modelled");
+    m.moe.shared_experts = shared / m.moe.expert_ffn;  // one SwiGLU of n expert widths: the same parameters and tensors
+    m.moe.shared_expert_gate = true;
   } else if (type == "qwen2_5_vl" || type == "qwen2_vl") {
     const json* text_config = find(j, "text_config");
     const json& t = text_config != nullptr && text_config->is_object() && text_config->contains("hidden_size") ? *text_config : j;

@@ -25,6 +25,9 @@ struct moe_config {
   std::int64_t top_k = 0;
   std::int64_t expert_ffn = 0;
   std::int64_t shared_experts = 0;  // always-active experts of expert_ffn each
+  /// Qwen2-MoE's sigmoid gate over the shared experts' output (modular_qwen2_moe.py Qwen2MoeSparseMoeBlock:
+  /// sigmoid(shared_expert_gate(x)) * shared_expert(x), shared_expert_gate an nn.Linear(h, 1) without bias).
+  bool shared_expert_gate = false;
   bool router_bias = false;
   /// The top-k routing weights renormalised to sum to 1 (Mixtral always; Qwen3-MoE's norm_topk_prob).
   bool renormalized = true;
@@ -257,6 +260,7 @@ constexpr void validate(const transformer_config& m) {
   if (m.moe.shared_experts < 0 || (m.moe.shared_experts > 0 && m.moe.experts == 0))
     detail::fail_value("shared experts must be 0, or at least 1 next to routed experts", m.moe.shared_experts,
                        "set moe.experts, or pass 0 shared experts");
+  if (m.moe.shared_expert_gate && m.moe.shared_experts == 0) detail::fail("a shared-expert gate needs shared experts; set moe.shared_experts");
   if (m.vision.blocks < 0) detail::fail("the vision tower's block count cannot be negative");
   if (m.vision.blocks > 0) {
     detail::require_positive(m.vision.hidden, "the vision hidden size");
@@ -432,6 +436,7 @@ constexpr void for_each_module(const transformer_config& m, F&& f) {
     }
   }
   if (moe && !stacked) linear(module_group::mlp, lora_module::none, h, m.moe.experts, m.moe.router_bias, 1);
+  if (moe && m.moe.shared_expert_gate) linear(module_group::mlp, lora_module::none, h, 1, false, 1);  // Qwen2-MoE's h -> 1
   // Gemma-2: + the two post-branch norms; Phi: one norm feeds both branches; OLMo-2: the two post-branch norms only.
   if (m.norm_affine) {  // OlmoLayerNorm holds no parameters
     norm(module_group::layer_norms, m.norm, h, m.sandwich_norms ? 4 : m.shared_layer_norm ? 1 : 2);
@@ -739,6 +744,17 @@ constexpr transformer_config qwen3_moe(std::int64_t h, std::int64_t layers, std:
   m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn; m.moe.weights_in_compute_dtype = true;
   return m;
 }
+/// Qwen2-MoE (modular_qwen2_moe.py): Qwen2's attention (biases on q, k, v) over Qwen3-MoE's routed experts and router
+/// (norm_topk_prob false by default), with one shared expert of shared_ffn = n expert_ffn, held as n shared experts (the
+/// same parameters and tensors), behind its sigmoid gate; untied.
+constexpr transformer_config qwen2_moe(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t kv, std::int64_t expert_ffn,
+                                       std::int64_t shared_ffn, std::int64_t experts, std::int64_t top_k, std::int64_t vocab) {
+  transformer_config m = qwen2_text(h, layers, heads, kv, expert_ffn, vocab, false);
+  m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn; m.moe.weights_in_compute_dtype = true;
+  m.moe.renormalized = false;
+  m.moe.shared_experts = shared_ffn / expert_ffn; m.moe.shared_expert_gate = true;
+  return m;
+}
 constexpr transformer_config qwen25_vl_7b() {
   transformer_config m = qwen2_text(3584, 28, 28, 4, 18944, 152064, false);
   m.vision.blocks = 32; m.vision.hidden = 1280; m.vision.mlp_hidden = 3420; m.vision.heads = 16; m.vision.out_hidden = 3584;
@@ -772,7 +788,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 24> model_presets{{
+inline constexpr std::array<model_preset, 25> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -797,6 +813,8 @@ inline constexpr std::array<model_preset, 24> model_presets{{
      "mistralai/Mixtral-8x7B-v0.1 config.json; total_size 93,405,585,408 B (46.7B)"},
     {"qwen3-30b-a3b", detail::qwen3_moe(2048, 48, 32, 4, 768, 128, 8), 30'500'000'000, 100'000'000,
      "Qwen/Qwen3-30B-A3B config.json; Qwen3-30B-A3B model card (Number of Parameters: 30.5B in total and 3.3B activated)"},
+    {"qwen1.5-moe-a2.7b", detail::qwen2_moe(2048, 24, 16, 16, 1408, 5632, 60, 4, 151936), 14'300'000'000, 100'000'000,
+     "Qwen/Qwen1.5-MoE-A2.7B config.json; Qwen1.5-MoE-A2.7B model card (14.3B parameters in total, 2.7B activated)"},
     {"phi-3-mini", detail::phi3_mini(2047), 3'800'000'000, 100'000'000,
      "microsoft/Phi-3-mini-4k-instruct config.json (sliding_window 2047); Abdin et al. 2024 (arXiv 2404.14219) §2: 3.8B"},
     {"gemma-2b", detail::gemma(2048, 18, 8, 1, 16384), 2'506'434'560, 1'000'000,

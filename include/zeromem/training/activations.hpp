@@ -494,8 +494,12 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     const std::int64_t per_choice = stacked ? 8 + 8 + 8 + (m.moe.weights_in_compute_dtype ? a : 4) : 16 + (c.autocast ? 4 : a);
     const std::int64_t router =
         checked_sum(checked_product(4, m.moe.experts), checked_product(8 + 4 * renormalized + per_choice, k), 4 * renormalized);
+    // Qwen2-MoE's sigmoid(shared_expert_gate(x)) * shared_expert(x): the product keeps both operands, the shared
+    // expert's output (h) and the gate's sigmoid output, which sigmoid keeps too (1) (derivatives.yaml mul.Tensor,
+    // sigmoid: result).
+    const std::int64_t shared_gate = m.moe.shared_expert_gate ? checked_product(a, checked_sum(h, 1)) : 0;
     // grouped_mm also keeps its int32 offsets over the experts (4 E a layer; derivatives.yaml _grouped_mm reads offs).
-    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + 1, k), a_sbh), source, checked_product(router, sb),
+    moe_dispatch = replicated(checked_sum(checked_product(checked_product(gathers + 1, k), a_sbh), source, checked_product(checked_sum(router, shared_gate), sb),
                                           stacked ? checked_product(4, m.moe.experts) : 0));
   }
   const bytes mlp_hidden = bytes_of(checked_sum(checked_product(hidden_tensors * a, sb, f), moe_dispatch));
