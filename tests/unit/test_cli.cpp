@@ -495,6 +495,17 @@ TEST_CASE("Llama 3, Mistral and Mixtral presets, and a mixture of experts from f
   const auto linears = run_json({"estimate", "--model", "mixtral-8x7b", "--expert-linears"});
   CHECK(linears["model"]["largest_layer_params"] == 131'072'000LL);
   CHECK(linears["model"]["params"] == 46'702'792'704LL);
+  // Qwen1.5-MoE-A2.7B from flags: its shared expert of 5632 as 4 expert widths of 1408, behind the sigmoid gate (2048
+  // weights a layer), and q, k, v biases: the preset's 14,315,784,192 (test_model.cpp, written out).
+  const auto qwen2_moe = run_json({"estimate", "--hidden", "2048", "--layers", "24", "--heads", "16", "--head-dim", "128", "--ffn", "1408",
+                                   "--vocab", "151936", "--qkv-bias", "--experts", "60", "--experts-per-token", "4", "--shared-experts", "4",
+                                   "--shared-expert-gate"});
+  CHECK(qwen2_moe["model"]["params"] == 14'315'784'192LL);
+  const result gate_alone = run_cli({"estimate", "--hidden", "2048", "--layers", "2", "--heads", "16", "--ffn", "1408", "--vocab", "1024",
+                                     "--experts", "60", "--experts-per-token", "4", "--shared-expert-gate"});
+  CHECK(gate_alone.code == 2);
+  CHECK(gate_alone.err == "zeromem: --shared-expert-gate gates shared experts; add --shared-experts (Qwen1.5-MoE-A2.7B: 4, its 5632 over "
+                          "--expert-ffn 1408)\n");
 }
 
 TEST_CASE("cli: what transformers 5's 3D experts rule out, each said in one line with its fix", "[cli][moe]") {

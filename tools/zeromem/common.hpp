@@ -87,11 +87,12 @@ struct model_flags {
   std::int64_t sliding_window = 0;
   std::int64_t experts = 0, experts_per_token = 0, expert_ffn = 0, shared_experts = 0;  // 0: not given (dense)
   bool expert_linears = false;  // transformers 4's per-expert nn.Linear modules (moe_config::stacked false)
+  bool shared_expert_gate = false;  // Qwen2-MoE's sigmoid gate over the shared experts (moe_config::shared_expert_gate)
   bool given() const { return !preset.empty() || !hf_config.empty() || shape_given(); }
   bool shape_given() const {
     return hidden != 0 || layers != 0 || heads != 0 || kv_heads != 0 || head_dim != 0 || ffn != 0 || vocab != 0;
   }
-  bool moe_given() const { return experts != 0 || experts_per_token != 0 || expert_ffn != 0 || shared_experts != 0; }
+  bool moe_given() const { return experts != 0 || experts_per_token != 0 || expert_ffn != 0 || shared_experts != 0 || shared_expert_gate; }
 };
 /// --model, --hf-config and the shape flags; `attention_only` (kv) adds just the attention shape flags. A shape flag
 /// next to --model or --hf-config is an error: the preset's own value would silently win.

@@ -91,6 +91,8 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
     shape.push_back(integer_option(app, "--experts-per-token", f.experts_per_token, "experts each token is routed to (Mixtral: 2)"));
     shape.push_back(integer_option(app, "--expert-ffn", f.expert_ffn, "each expert's MLP intermediate size (default: --ffn)"));
     shape.push_back(integer_option(app, "--shared-experts", f.shared_experts, "always-active experts next to the routed ones"));
+    shape.push_back(app.add_flag("--shared-expert-gate", f.shared_expert_gate,
+                                 "the shared experts' output scaled by sigmoid(nn.Linear(h, 1)) (Qwen2-MoE); with --shared-experts"));
   }
   for (CLI::Option* s : shape) {
     preset->excludes(s);
@@ -184,6 +186,9 @@ transformer_config shaped_model_of(const model_flags& f) {
     m.moe.top_k = f.experts_per_token;
     m.moe.expert_ffn = f.expert_ffn != 0 ? f.expert_ffn : f.ffn;
     m.moe.shared_experts = f.shared_experts;
+    if (f.shared_expert_gate && f.shared_experts == 0)
+      detail::fail("--shared-expert-gate gates shared experts; add --shared-experts (Qwen1.5-MoE-A2.7B: 4, its 5632 over --expert-ffn 1408)");
+    m.moe.shared_expert_gate = f.shared_expert_gate;
   }
   validate(m);
   return m;
