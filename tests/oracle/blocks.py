@@ -219,10 +219,14 @@ def repeat_kv(x, n_rep):
 
 class LlamaBlock(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qkv_bias, qk_norm=False, fused=False, cache=False, gemma_norm=False,
-                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None, olmo=False, clip=0.0):
+                 sandwich=False, softcap=0.0, olmo2=False, rope=True, residual_multiplier=None, olmo=False, clip=0.0,
+                 qk_whole=False):
         super().__init__()
         self.h, self.heads, self.kv, self.fused, self.cache, self.softcap = h, heads, kv_heads, fused, cache, softcap
         self.olmo2 = olmo2
+        # OLMoE (modular_olmoe.py OlmoeAttention): Llama's pre-norm layer with q_norm and k_norm (LlamaRMSNorm) over the
+        # whole projections, as OLMo-2's, before clip_qkv's clamps.
+        self.qk_whole = olmo2 or qk_whole
         self.clip = clip  # OlmoAttention's clip_qkv: q, k, v clamped in place
         self.rope = rope  # SmolLM3Attention (modular_smollm3.py): NoPE layers skip apply_rotary_pos_emb
         self.rm = residual_multiplier  # GraniteDecoderLayer: residual + branch * residual_multiplier
@@ -231,8 +235,8 @@ class LlamaBlock(torch.nn.Module):
         # OLMo-2 (modeling_olmo2.py Olmo2DecoderLayer): no input_layernorm; q_norm and k_norm over the whole projections.
         self.norm1 = None if olmo2 else norm(h)
         # Qwen3 (transformers modeling_qwen3.py Qwen3Attention): q_norm and k_norm over each head's d values.
-        self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
-        self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
+        self.q_norm = norm(heads * d if self.qk_whole else d) if qk_norm or self.qk_whole else None
+        self.k_norm = norm(kv_heads * d if self.qk_whole else d) if qk_norm or self.qk_whole else None
         if fused:
             self.qkv = torch.nn.Linear(h, (heads + 2 * kv_heads) * d, bias=qkv_bias)
         else:
@@ -270,7 +274,7 @@ class LlamaBlock(torch.nn.Module):
             qkv = self.qkv(y)
             q_end, k_end = self.heads * d, (self.heads + self.kv) * d
             q, k, v = qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
-        elif self.olmo2:
+        elif self.qk_whole:
             q, k, v = self.q_norm(self.q(y)), self.k_norm(self.k(y)), self.v(y)
         else:
             q, k, v = self.q(y), self.k(y), self.v(y)
@@ -279,7 +283,7 @@ class LlamaBlock(torch.nn.Module):
                 t.clamp_(min=-self.clip, max=self.clip)
         q = q.view(b, s, self.heads, d)
         k = k.view(b, s, self.kv, d)
-        if self.q_norm is not None and not self.olmo2:
+        if self.q_norm is not None and not self.qk_whole:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, s, self.kv, d).transpose(1, 2)
@@ -460,7 +464,7 @@ def measure_layer(kind, cfg, dtype=torch.bfloat16):
                            cfg.get("fused", False), cfg.get("cache", False), cfg.get("gemma_norm", False),
                            cfg.get("sandwich", False), cfg.get("softcap", 0.0), cfg.get("olmo2", False),
                            not cfg.get("nope", False), 0.22 if cfg.get("granite") else None, cfg.get("olmo", False),
-                           cfg.get("clip", 0.0)).to(dtype)
+                           cfg.get("clip", 0.0), cfg.get("qk_whole", False)).to(dtype)
     params = sum(p.numel() for p in block.parameters())
     adapters = add_lora(block, cfg["lora"], dtype) if cfg.get("lora") else []
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
@@ -515,7 +519,7 @@ def count_model_parameters(kind, cfg):
         olmo = cfg.get("olmo", False)
         blocks = [LlamaBlock(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["qkv_bias"], cfg.get("qk_norm", False),
                              cfg.get("fused", False), sandwich=cfg.get("sandwich", False), olmo2=cfg.get("olmo2", False),
-                             olmo=olmo)
+                             olmo=olmo, qk_whole=cfg.get("qk_whole", False))
                   for _ in range(layers)]
         extra = torch.nn.ModuleList([torch.nn.Embedding(v, h), OlmoLayerNorm(h) if olmo else LlamaRMSNorm(h),
                                      torch.nn.Linear(h, v, bias=False)])

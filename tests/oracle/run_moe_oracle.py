@@ -12,7 +12,8 @@ exactly with zeromem's `activations.per_layer_terms.mlp_hidden` for the same sha
 
 Half the configs are Qwen's (a qwen3_moe or qwen2_moe config.json read by --hf-config), in either layout: the router
 casts the weights to the logits' dtype, and one in four of them is Qwen2-MoE's block: norm_topk_prob false or true,
-modular_qwen2_moe.py Qwen2MoeSparseMoeBlock's shared expert run first and its sigmoid gate's product added in place last.
+modular_qwen2_moe.py Qwen2MoeSparseMoeBlock's shared expert run first and its sigmoid gate's product added in place last;
+four are asked as OLMoE's (model_type olmoe, the same router and experts, norm_topk_prob false).
 
 What must agree: the router's small tensors, each routed choice's indices and weight, the gathers, SwiGLU's tensors,
 the experts' outputs and the offsets.
@@ -187,7 +188,7 @@ def predict(binary, cfg, workdir):
             "--ffn", str(cfg["ffn"]), "--vocab", "128", "--experts", str(cfg["experts"]),
             "--experts-per-token", str(cfg["top_k"]), "--expert-ffn", str(cfg["ffn"])]
     if cfg["qwen"]:  # a Qwen3-MoE (Qwen2-MoE with a shared expert) config.json of the same shape, read by --hf-config
-        model_type = "qwen2_moe" if cfg["shared"] else "qwen3_moe"
+        model_type = "qwen2_moe" if cfg["shared"] else "olmoe" if cfg["olmoe"] else "qwen3_moe"
         path = os.path.join(workdir, "%s_%d.json" % (model_type, cfg["seed"]))
         config = {"model_type": model_type, "hidden_size": cfg["hidden"], "num_hidden_layers": 2,
                   "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": cfg["hidden"] // 4,
@@ -230,6 +231,11 @@ def main():
         # Qwen2-MoE (one config in four of Qwen's): a gated shared expert of 1-4 expert widths, norm_topk_prob false or true.
         cfg["shared"] = rng.randint(1, 4) if cfg["qwen"] and i % 16 >= 12 else 0
         cfg["renorm"] = not cfg["shared"] or rng.random() < 0.5
+        # OLMoE (model_type olmoe): Qwen's router (OlmoeTopKRouter is Qwen2MoeTopKRouter) over MixtralExperts of
+        # intermediate_size, norm_topk_prob false by default.
+        cfg["olmoe"] = cfg["qwen"] and not cfg["shared"] and i % 16 in (5, 6)
+        if cfg["olmoe"]:
+            cfg["renorm"] = False
         measured = measure(cfg)
         predicted = predict(opts.binary, cfg, workdir)
         ok = measured == predicted

@@ -73,6 +73,8 @@ def estimate_args(binary, kind, cfg, layers, vocab):
             args += ["--attention-softcap", str(cfg["softcap"])]
         if cfg.get("olmo2"):
             args += ["--qk-norm", "--qk-norm-whole", "--norm-weight-fp32", "--post-norms"]
+        if cfg.get("qk_whole"):
+            args += ["--qk-norm", "--qk-norm-whole"]
         if cfg.get("nope"):
             args += ["--nope-period", "1"]
         if cfg.get("granite"):
@@ -140,6 +142,11 @@ def random_config(rng, kind):
         if not cfg.get("olmo2") and rng.random() < 0.2:  # OLMo's OlmoLayerNorm (fp32 copy, no weights) and fp32 RoPE tables
             cfg.update(olmo=True, qkv_bias=False, qk_norm=False, fused=False, gemma_norm=False, sandwich=False,
                        clip=rng.choice([0.0, 8.0]))  # clip_qkv: q, k, v clamped in place
+        # OLMoE's attention: Llama's pre-norm layer with q_norm / k_norm over the whole projections, then clip_qkv (drawn
+        # from the config's own seed, so that the other configs stay as they were).
+        own = random.Random(cfg["seed"])
+        if not cfg.get("olmo2") and not cfg.get("olmo") and not cfg["fused"] and not cfg["gemma_norm"] and own.random() < 0.2:
+            cfg.update(qk_whole=True, qk_norm=False, clip=own.choice([0.0, 8.0]))
     # A third of the blocks are frozen with LoRA adapters on a random subset of their linears (PEFT's layout).
     if rng.random() < 0.35:
         if kind == "neox":

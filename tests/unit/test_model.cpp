@@ -32,6 +32,10 @@ TEST_CASE("presets reproduce the publishers' parameter counts", "[model][publish
       // Its card rounds to 30.5B: 30,532,122,624 (derived in "Qwen3-30B-A3B's experts, written out") rounds to it.
       CHECK(counted == 30'532'122'624LL);
       CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
+    } else if (p.name == "olmoe-1b-7b") {
+      // The paper rounds to 6.9B: 6,919,161,856 (derived in "OLMoE-1B-7B's experts ...") rounds to it.
+      CHECK(counted == 6'919'161'856LL);
+      CHECK(std::abs(p.published_total - counted) <= p.published_precision / 2);
     } else if (p.name == "qwen1.5-moe-a2.7b") {
       // Its card rounds to 14.3B: 14,315,784,192 (derived in "Qwen1.5-MoE-A2.7B's shared expert and its gate") rounds to it.
       CHECK(counted == 14'315'784'192LL);
@@ -224,6 +228,39 @@ TEST_CASE("Qwen1.5-MoE-A2.7B's shared expert and its gate, written out", "[model
   // qkv_bias false (the config's field; default true) drops the three biases: 3 x 64 fewer a layer.
   CHECK(count_parameters(parse_hf_config(base + R"("qkv_bias": false})")).layer.count() + 3 * 64 ==
         count_parameters(parse_hf_config(base + R"("qkv_bias": true})")).layer.count());
+}
+
+TEST_CASE("OLMoE-1B-7B's experts and whole-projection q_norm / k_norm, written out", "[model][hf][published]") {
+  // allenai/OLMoE-1B-7B-0924 config.json (model_type olmoe): hidden 2048, 16 layers, 16 heads of 128, 16 KV heads, 64
+  // experts of intermediate_size 1024, 8 a token, vocab 50304, untied, clip_qkv null. modular_olmoe.py: q, k, v, o
+  // 4 x 2048 x 2048 = 16,777,216; q_norm and k_norm over the whole projections 2 x 2048; two RMSNorms 2 x 2048; the router
+  // 64 x 2048 = 131,072; the experts 64 x 3 x 2048 x 1024 = 402,653,184: 419,569,664 a layer, x 16 = 6,713,114,624;
+  // embedding and lm_head 2 x 50304 x 2048 = 206,045,184; final norm 2048: 6,919,161,856 (Muennighoff et al. 2024,
+  // arXiv 2409.02060, OLMoE-1B-7B: 6.9B total). Active, 8 of 64 experts: 6,919,161,856 - 16 x 56 x 3 x 2048 x 1024 =
+  // 1,282,017,280 (1.3B active).
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/olmoe-1b-7b-0924.json");
+  const parameter_counts c = count_parameters(m);
+  CHECK(c.layer.count() == 419'569'664);
+  CHECK(c.total.count() == 6'919'161'856LL);
+  CHECK(c.total.count() - 16LL * 56 * 3 * 2048 * 1024 == 1'282'017'280LL);
+  CHECK(m.qk_norm);
+  CHECK(m.qk_norm_whole);
+  CHECK_FALSE(m.post_norms);        // LlamaDecoderLayer's pre-norms, unlike OLMo-2
+  CHECK_FALSE(m.norm_weight_fp32);  // OlmoeRMSNorm is LlamaRMSNorm
+  CHECK_FALSE(m.clip_qkv);
+  CHECK(m.moe.experts == 64);
+  CHECK(m.moe.top_k == 8);
+  CHECK(m.moe.expert_ffn == 1024);
+  CHECK_FALSE(m.moe.renormalized);
+  CHECK(m.moe.weights_in_compute_dtype);  // OlmoeTopKRouter is Qwen2MoeTopKRouter
+  CHECK(count_parameters(preset_config("olmoe-1b-7b")).total == c.total);
+  const std::string base = R"({"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 32, "vocab_size": 100, )";
+  CHECK(parse_hf_config(base + R"("clip_qkv": 8.0})").clip_qkv);
+  CHECK_THROWS_WITH(parse_hf_config(base + R"("clip_qkv": -1})"), Catch::Matchers::Contains("field 'clip_qkv' must be a positive number or null"));
+  // The class defaults: 64 experts, 8 a token; q, k, v, o 4 x 64 x 64, the whole-projection norms 2 x 64, two RMSNorms,
+  // the router 64 x 64 and the experts 64 x 3 x 64 x 32.
+  CHECK(count_parameters(parse_hf_config(base + R"("attention_dropout": 0.0})")).layer.count() == 4 * 64 * 64 + 2 * 64 + 2 * 64 + 64 * 64 + 64 * 3 * 64 * 32);
 }
 
 TEST_CASE("Phi-3-mini's fused projections, written out", "[model][hf][published]") {

@@ -22,7 +22,7 @@ namespace zeromem {
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
     "llama, mistral, mixtral, phi3, phi, gemma, gemma2, gemma3_text, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen2_vl, qwen2_5_vl, olmo, olmo2, olmo3, smollm3, "
-    "granite, stablelm, starcoder2, gpt_neox, opt, gpt2";
+    "olmoe, granite, stablelm, starcoder2, gpt_neox, opt, gpt2";
 
 namespace detail::hf {
 
@@ -235,6 +235,14 @@ inline transformer_config neox_like(const json& j, const std::string& type, cons
   return m;
 }
 
+// OLMo's and OLMoE's clip_qkv (a number; null or absent: none): q, k and v clamped in place (clamp_).
+inline bool clip_qkv_of(const json& j) {
+  const json* clip = find(j, "clip_qkv");
+  if (clip == nullptr) return false;
+  if (!clip->is_number() || !(clip->get<double>() > 0.0)) fail_config("field 'clip_qkv' must be a positive number or null, got " + shown(*clip));
+  return true;
+}
+
 // The routed block Qwen2-MoE and Qwen3-MoE share (modular_qwen2_moe.py / modular_qwen3_moe.py): num_experts (also
 // answered as num_local_experts) experts of moe_intermediate_size in transformers 5's two 3D tensors (MixtralExperts),
 // num_experts_per_tok a token, a bias-free h -> experts router whose top-k weights are renormalised only with
@@ -427,10 +435,22 @@ inline transformer_config parse_hf_config(const std::string& text) {
     m.norm = norm_kind::layernorm;
     m.norm_affine = false;
     m.norm_input_fp32 = m.rope_fp32 = true;
-    if (const json* clip = find(j, "clip_qkv"); clip != nullptr) {
-      if (!clip->is_number() || !(clip->get<double>() > 0.0)) fail_config("field 'clip_qkv' must be a positive number or null, got " + shown(*clip));
-      m.clip_qkv = true;
-    }
+    m.clip_qkv = clip_qkv_of(j);
+  } else if (type == "olmoe") {
+    // OlmoeConfig / modular_olmoe.py (transformers 5; OLMoE-1B-7B): OlmoeAttention is LlamaAttention (attention_bias,
+    // default false) with q_norm and k_norm, OlmoeRMSNorm (LlamaRMSNorm) over the whole q and k projections, then
+    // clip_qkv's in-place clamps; LlamaDecoderLayer's pre-norms; OlmoeExperts is MixtralExperts (num_experts, default 64,
+    // of intermediate_size) and OlmoeTopKRouter is Qwen2MoeTopKRouter (num_experts_per_tok, default 8; norm_topk_prob,
+    // default false; the weights cast to the logits' dtype); untied by default.
+    m = llama_like(j, type, false);
+    m.mlp_bias = false;
+    m.qk_norm = m.qk_norm_whole = true;
+    m.clip_qkv = clip_qkv_of(j);
+    m.moe.experts = integer_or(j, "num_experts", 64, type);
+    m.moe.top_k = integer_or(j, "num_experts_per_tok", 8, type);
+    m.moe.expert_ffn = m.ffn;
+    m.moe.renormalized = boolean_or(j, "norm_topk_prob", false);
+    m.moe.weights_in_compute_dtype = true;
   } else if (type == "stablelm") {
     // StableLmConfig / modeling_stablelm.py (stablelm-3b-4e1t, stablelm-2-1_6b, stablelm-zephyr-3b): q_proj, k_proj,
     // v_proj with use_qkv_bias (default false), o_proj without bias, StableLmMLP (Mistral's gate / up / down without

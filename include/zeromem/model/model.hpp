@@ -755,6 +755,16 @@ constexpr transformer_config qwen2_moe(std::int64_t h, std::int64_t layers, std:
   m.moe.shared_experts = shared_ffn / expert_ffn; m.moe.shared_expert_gate = true;
   return m;
 }
+/// OLMoE (modular_olmoe.py): Llama's pre-norm layer and attention with q_norm / k_norm over the whole projections, over
+/// Mixtral's experts (of the MLP width) and Qwen2-MoE's router (norm_topk_prob false); untied.
+constexpr transformer_config olmoe(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t expert_ffn, std::int64_t experts,
+                                   std::int64_t top_k, std::int64_t vocab) {
+  transformer_config m = llama(h, layers, heads, heads, expert_ffn, vocab);
+  m.qk_norm = m.qk_norm_whole = true;
+  m.moe.experts = experts; m.moe.top_k = top_k; m.moe.expert_ffn = expert_ffn; m.moe.weights_in_compute_dtype = true;
+  m.moe.renormalized = false;
+  return m;
+}
 constexpr transformer_config qwen25_vl_7b() {
   transformer_config m = qwen2_text(3584, 28, 28, 4, 18944, 152064, false);
   m.vision.blocks = 32; m.vision.hidden = 1280; m.vision.mlp_hidden = 3420; m.vision.heads = 16; m.vision.out_hidden = 3584;
@@ -788,7 +798,7 @@ constexpr transformer_config gpt3_175b() {
 
 // Configs are the Hugging Face config.json values (docs/references.md §7); totals are the publishers' figures.
 // Exact totals of the Llama 3, Mistral and Mixtral checkpoints: model.safetensors.index.json "total_size" / 2 B (bf16).
-inline constexpr std::array<model_preset, 25> model_presets{{
+inline constexpr std::array<model_preset, 26> model_presets{{
     {"qwen2.5-1.5b", detail::qwen2_text(1536, 28, 12, 2, 8960, 151936, true), 1'543'714'304, 1,
      "Qwen/Qwen2.5-1.5B config.json; Qwen2.5 model card (1.54B)"},
     {"qwen2.5-3b", detail::qwen2_text(2048, 36, 16, 2, 11008, 151936, true), 3'090'000'000, 10'000'000,
@@ -815,6 +825,8 @@ inline constexpr std::array<model_preset, 25> model_presets{{
      "Qwen/Qwen3-30B-A3B config.json; Qwen3-30B-A3B model card (Number of Parameters: 30.5B in total and 3.3B activated)"},
     {"qwen1.5-moe-a2.7b", detail::qwen2_moe(2048, 24, 16, 16, 1408, 5632, 60, 4, 151936), 14'300'000'000, 100'000'000,
      "Qwen/Qwen1.5-MoE-A2.7B config.json; Qwen1.5-MoE-A2.7B model card (14.3B parameters in total, 2.7B activated)"},
+    {"olmoe-1b-7b", detail::olmoe(2048, 16, 16, 1024, 64, 8, 50304), 6'900'000'000, 100'000'000,
+     "allenai/OLMoE-1B-7B-0924 config.json; Muennighoff et al. 2024 (arXiv 2409.02060): 6.9B total, 1.3B active"},
     {"phi-3-mini", detail::phi3_mini(2047), 3'800'000'000, 100'000'000,
      "microsoft/Phi-3-mini-4k-instruct config.json (sliding_window 2047); Abdin et al. 2024 (arXiv 2404.14219) §2: 3.8B"},
     {"gemma-2b", detail::gemma(2048, 18, 8, 1, 16384), 2'506'434'560, 1'000'000,
