@@ -1084,6 +1084,31 @@ TEST_CASE("step: Qwen2-MoE's gated shared expert, differentiated before the rout
   CHECK(forward_layer_modelled(m, attention_kind::flash, 4096, true));
 }
 
+TEST_CASE("step: without recompute, the last layer's routed experts hold two tensors autograd does not keep", "[step][moe]") {
+  // Qwen1.5-MoE-A2.7B's shape on two layers with a 1024-token vocabulary, bf16, SDPA (as the test above).
+  transformer_config m = find_preset("qwen1.5-moe-a2.7b").config;
+  m.layers = 2;
+  m.vocab = 1024;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  // s 2048 b 4: the last layer's routed experts hold the routing-weight product and its reordered
+  // copy, which autograd keeps neither of, 2 x (4 x 8192) x 2048 x 2 (bf16 weights) = 268,435,456 B, beside every saved
+  // tensor but the output layer's (not made yet): above the loss's moment with 1024 tokens of vocabulary.
+  const activation_config plain = sdpa(2048, 4);
+  const stage_activations st = first_stage_activations(m, plain);
+  const step_estimate e2 = estimate_step(m, pure_bf16(), plain, s);
+  CHECK(e2.forward.activations == st.total - st.logits - st.output_layer + bytes_of(268'435'456));
+  CHECK(e2.forward.loss == bytes{});
+  // Mixtral's fp32 weights make the pair fp32 (2 x 16384 x 4096 x 4 = 536,870,912 B at s 2048 b 4 with two experts a
+  // token) where Qwen's are bf16; with its 32,000-token vocabulary the loss's moment stays higher.
+  transformer_config x = find_preset("mixtral-8x7b").config;
+  x.layers = 2;
+  CHECK(estimate_step(x, pure_bf16(), plain, s).forward.loss > bytes{});
+  x.vocab = 1024;
+  const stage_activations xs = first_stage_activations(x, plain);
+  CHECK(estimate_step(x, pure_bf16(), plain, s).forward.activations == xs.total - xs.logits - xs.output_layer + bytes_of(536'870'912));
+}
+
 TEST_CASE("step: frozen experts differentiated under LoRA make no weight gradient and free less", "[step][moe][recompute]") {
   // Mixtral's shape on two layers with a 1024-token vocabulary, LoRA r 16 on q_proj and v_proj (the experts and the
   // router frozen), bf16, SDPA, full recompute, s 4096, b 4 (measured on an H100: h100-moe-steps.json,

@@ -108,7 +108,8 @@ struct step_terms {
   bytes resting;          // weights, master weights and optimizer states (gradients are None between steps)
   bytes gradients;        // parameter gradients (kept shards; FSDP2's unsharded gradients of the current layer)
   bytes activations;      // tensors autograd saved for backward (checkpoints under full recompute); in forward under
-                          // full recompute, a checkpointed layer's working tensors where they set the phase's peak
+                          // full recompute, a checkpointed layer's working tensors where they set the phase's peak, and
+                          // without it the last layer's routed experts' unsaved pair (transformers 5's MoE)
   bytes recomputed;       // the layer being recomputed, whole
   bytes flowing;          // gradients of activations flowing through the layer being differentiated
   bytes loss;             // logits, their fp32 upcast, the saved log-softmax and their gradients
@@ -439,9 +440,23 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
         break;
       }
   }
+  // Without recompute, the last layer's routed experts (transformers 5's grouped_mm_experts_forward) hold two [S, h]
+  // tensors autograd keeps neither of beside every saved one: the routing-weight product out_g * w (mul keeps its
+  // operands, not its result) and its reordered copy out_g[inv_perm] (indexing keeps the indices), in the weights'
+  // dtype, until view + sum frees both; the output layer's tensors do not exist yet. The two an H100's allocator trace
+  // held at a checkpointed MoE layer's forward peak (forward_layer_peak). Above the loss's moment where the vocabulary
+  // is small beside k h. Every layer's KV cache (use_cache without checkpointing) is there too.
+  bytes routed_forward{};
+  if (a.recomputation == recompute::none && a.impl == implementation::hf && !a.autocast && a.tp == 1 && a.cp == 1 && p.pp == 1 &&
+      m.moe.experts > 0 && m.moe.stacked) {
+    const dtype weights = m.moe.weights_in_compute_dtype ? compute : dtype::fp32;
+    routed_forward = saved - stage.output_layer + elements_of(checked_product(2, sb, m.moe.top_k, m.hidden)) * size_of(weights);
+  }
   const auto forward = [&] {
     if (checkpointed_forward > saved + loss_forward)
       return step_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, bytes{}};
+    if (routed_forward > saved + loss_forward)
+      return step_terms{resting, grads_alive, routed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
     return step_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
   };
 
