@@ -1052,6 +1052,21 @@ TEST_CASE("step: a checkpointed MoE layer's forward holds four [S, h] tensors be
   CHECK(forward_layer_peak(x, f, 1) == bytes_of(134'217'728 + 131'072 + 2'013'265'920LL));
 }
 
+namespace {
+// Qwen1.5-MoE-A2.7B's shape on two layers with a 1024-token vocabulary (configs/qwen1.5-moe-2layers-vocab1024).
+transformer_config qwen2_moe_two_layers() {
+  transformer_config m = find_preset("qwen1.5-moe-a2.7b").config;
+  m.layers = 2;
+  m.vocab = 1024;
+  return m;
+}
+step_config without_workspaces() {
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  return s;
+}
+}  // namespace
+
 TEST_CASE("step: Qwen2-MoE's gated shared expert, differentiated before the routed experts", "[step][moe][recompute]") {
   // Qwen1.5-MoE-A2.7B's shape on two layers with a 1024-token vocabulary, bf16, SDPA, full recompute, s 4096, b 4:
   // sb = 16384, S = 4 x 16384 = 65536 routed rows, h 2048, f 1408, 60 experts. The block adds
@@ -1062,12 +1077,8 @@ TEST_CASE("step: Qwen2-MoE's gated shared expert, differentiated before the rout
   // makes, 3 x S x h x 2 = 805,306,368 B (down's: S x f x 2 + 60 x h x f x 2 = 530,579,456 net; act(gate) * up's
   // 446,693,376; gate_up's 669,001,728), beside dL/d(residual) 16384 x 2048 x 2 = 67,108,864 and the two gradients
   // of the shared branch, 2 x 67,108,864.
-  transformer_config m = find_preset("qwen1.5-moe-a2.7b").config;
-  m.layers = 2;
-  m.vocab = 1024;
-  step_config s{};
-  s.blas_workspaces = bytes{};
-  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(4096, 4, recompute::full), s);
+  const transformer_config m = qwen2_moe_two_layers();
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(4096, 4, recompute::full), without_workspaces());
   CHECK(e.backward.flowing == bytes_of(3 * 67'108'864LL + 805'306'368));
   // Kept: layer 1's gradients 570,560,512 x 2 and lm_head's and the final norm's (1024 x 2048 + 2048) x 2; made: the
   // gate's 2048 x 2.
@@ -1086,11 +1097,8 @@ TEST_CASE("step: Qwen2-MoE's gated shared expert, differentiated before the rout
 
 TEST_CASE("step: without recompute, the last layer's routed experts hold two tensors autograd does not keep", "[step][moe]") {
   // Qwen1.5-MoE-A2.7B's shape on two layers with a 1024-token vocabulary, bf16, SDPA (as the test above).
-  transformer_config m = find_preset("qwen1.5-moe-a2.7b").config;
-  m.layers = 2;
-  m.vocab = 1024;
-  step_config s{};
-  s.blas_workspaces = bytes{};
+  const transformer_config m = qwen2_moe_two_layers();
+  const step_config s = without_workspaces();
   // s 2048 b 4: the last layer's routed experts hold the routing-weight product and its reordered
   // copy, which autograd keeps neither of, 2 x (4 x 8192) x 2048 x 2 (bf16 weights) = 268,435,456 B, beside every saved
   // tensor but the output layer's (not made yet): above the loss's moment with 1024 tokens of vocabulary.
