@@ -420,6 +420,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // moment (the training-step oracle). Read for the layers forward_layer_peak models, in transformers' code with every
   // layer weight trained, without autocast, dropout, tensor, context or pipeline parallelism, FSDP2 or ZeRO-3 (whose
   // gathered layer would stand beside it); elsewhere the forward keeps its moment at the loss.
+  // Inside the last layer the output layer's tensors do not exist yet; GemmaModel's inputs_embeds stays referenced
+  // beside its scaled copy (the first checkpoint) until the model returns.
+  const bytes before_output = saved - stage.output_layer + (m.scaled_embedding ? hidden_grad : bytes{});
   bytes checkpointed_forward{};
   if (a.recomputation == recompute::full && a.impl == implementation::hf && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
       p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local, true)) {
@@ -430,8 +433,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     f.attention = a.attention;
     f.use_cache = false;  // transformers turns the cache off under gradient checkpointing
     // The last layer, and with NoPE layers (SmolLM3) the last of the other kind, with fewer checkpoints beside it.
-    // GemmaModel's inputs_embeds stays referenced beside its scaled copy (the first checkpoint) until the model returns.
-    const bytes before_output = saved - stage.output_layer + (m.scaled_embedding ? hidden_grad : bytes{});
     checkpointed_forward = before_output + forward_layer_peak(m, f, L - 1);
     for (std::int64_t i = L - 2; i >= 0 && m.nope_period > 0; --i)
       if (rope_layer(m, i) != rope_layer(m, L - 1)) {
@@ -443,14 +444,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Without recompute, the last layer's routed experts (transformers 5's grouped_mm_experts_forward) hold two [S, h]
   // tensors autograd keeps neither of beside every saved one: the routing-weight product out_g * w (mul keeps its
   // operands, not its result) and its reordered copy out_g[inv_perm] (indexing keeps the indices), in the weights'
-  // dtype, until view + sum frees both; the output layer's tensors do not exist yet. The two an H100's allocator trace
+  // dtype, until view + sum frees both, before the output layer's tensors. The two an H100's allocator trace
   // held at a checkpointed MoE layer's forward peak (forward_layer_peak). Above the loss's moment where the vocabulary
   // is small beside k h. Every layer's KV cache (use_cache without checkpointing) is there too.
   bytes routed_forward{};
   if (a.recomputation == recompute::none && a.impl == implementation::hf && !a.autocast && a.tp == 1 && a.cp == 1 && p.pp == 1 &&
       m.moe.experts > 0 && m.moe.stacked) {
     const dtype weights = m.moe.weights_in_compute_dtype ? compute : dtype::fp32;
-    routed_forward = saved - stage.output_layer + elements_of(checked_product(2, sb, m.moe.top_k, m.hidden)) * size_of(weights);
+    routed_forward = before_output + elements_of(checked_product(2, sb, m.moe.top_k, m.hidden)) * size_of(weights);
   }
   const auto forward = [&] {
     if (checkpointed_forward > saved + loss_forward)
