@@ -198,6 +198,29 @@ TEST_CASE("vLLM's profiled activation peak against two published profiling logs"
   CHECK(qwen.sampler.count() == 1'659'535'360);
 }
 
+TEST_CASE("vLLM's profiled layer moment for mixtures of experts: routed caches, and a shared expert's output beside them", "[vllm][moe]") {
+  // fused_experts' caches per token: top_k x (2f + f + h) beside 4h (residual, normed input, output, all-reduce).
+  // Mixtral-8x7B (h 4096, f 14,336, top 2), 8192 tokens: 4 x 4096 + 2 x (3 x 14,336 + 4096) = 110,592 elements a
+  // token, x 8192 x 2 B = 1,811,939,328 B (attention's 4h + 2q + 2kv = 26,624 is narrower).
+  const vllm_batch_limits t8k{8192, 256};
+  CHECK(vllm_profile(find_preset("mixtral-8x7b").config, 1, t8k).layer.count() == 1'811'939'328);
+  // Qwen1.5-MoE-A2.7B (h 2048, f 1408, top 4, a shared expert of 5632 behind its gate): the shared output (h) waits
+  // through the routed experts, 4 x 2048 + 4 x (3 x 1408 + 2048) + 2048 = 35,328 a token; the shared expert's own
+  // moment, 3 x 2048 + 3 x 5632 = 23,040, is narrower. 8192 x 35,328 x 2 B = 578,813,952 B; without the shared
+  // output it would be 545,259,520 B.
+  const transformer_config& qwen = find_preset("qwen1.5-moe-a2.7b").config;
+  CHECK(vllm_profile(qwen, 1, t8k).layer.count() == 578'813'952);
+  // tp 2 halves f and fs: 8192 + 4 x (3 x 704 + 2048) + 2048 = 26,880 a token -> 440,401,920 B.
+  CHECK(vllm_profile(qwen, 2, t8k).layer.count() == 440'401'920);
+  // A wide shared expert beside one narrow routed choice: h 1024, f 512, top 1, shared 8 x 512 = 4096. Routed:
+  // 4 x 1024 + (3 x 512 + 1024) + 1024 = 7680; shared: 3 x 1024 + 3 x 4096 = 15,360, which decides:
+  // 8192 x 15,360 x 2 B = 251,658,240 B.
+  transformer_config wide = qwen;
+  wide.hidden = 1024; wide.heads = 8; wide.kv_heads = 8; wide.head_dim = 128;
+  wide.moe.expert_ffn = 512; wide.moe.top_k = 1; wide.moe.shared_experts = 8;
+  CHECK(vllm_profile(wide, 1, t8k).layer.count() == 251'658'240);
+}
+
 TEST_CASE("vLLM's default batch limits by version and GPU", "[vllm]") {
   // V0: 256 sequences, max(max_model_len, 2048) tokens; chunked prefill above 32K: 2048 (512 before 0.6.5).
   CHECK(vllm_default_limits(6'005, false, 1024).max_num_batched_tokens == 2048);

@@ -247,6 +247,14 @@ constexpr vllm_profile_peak vllm_profile(const transformer_config& m, std::int64
   if (m.moe.experts > 0) {  // gate_up cache (2f), activation cache (f), down cache (h) per routed expert
     const std::int64_t f = ceil_div(m.moe.expert_ffn, tp);
     mlp = checked_sum(checked_mul(4, h), checked_mul(m.moe.top_k, checked_sum(checked_mul(3, f), h)));
+    if (m.moe.shared_experts > 0) {
+      // The shared experts run before the routed ones and their output (h, reduce_results=False) stays alive through
+      // fused_experts until the sum (vllm/model_executor/models/qwen2_moe.py Qwen2MoeSparseMoeBlock with
+      // SharedFusedMoE; shared_output first in vLLM <= 0.10). Their own moment, Qwen2MoeMLP.forward: residual,
+      // normed input, gate_up (2 fs/tp, still bound) and the activation (fs/tp) beside down_proj's output.
+      const std::int64_t fs = ceil_div(checked_mul(m.moe.shared_experts, m.moe.expert_ffn), tp);
+      mlp = std::max(checked_sum(mlp, h), checked_sum(checked_mul(3, h), checked_mul(3, fs)));
+    }
   } else {  // SwiGLU: gate_up (2f) + activation (f); GELU: fc1 (f) + activation (f)
     const std::int64_t f = ceil_div(m.ffn, tp);
     mlp = checked_sum(checked_mul(4, h), checked_mul(m.mlp == mlp_kind::swiglu ? 3 : 2, f));
