@@ -241,3 +241,24 @@ TEST_CASE("a rejected number is echoed as given: integers exactly, fractions wit
   a.dropout = 2.0;
   CHECK_THROWS_WITH(zeromem::validate(a, zeromem::find_preset("llama-2-7b").config), Contains("got 2;"));
 }
+
+TEST_CASE("an unknown option is named first, with the option it most likely meant", "[bad-input][cli]") {
+  // A prefix of exactly one option (--seq: --seq-len; --zero: --zero-stage).
+  rejected({"estimate", "--model", "llama-2-7b", "--seq", "4096"}, "unknown option --seq; did you mean --seq-len?");
+  rejected({"estimate", "--model", "llama-2-7b", "--zero", "3"}, "unknown option --zero; did you mean --zero-stage?");
+  // One option begins it at a dash (--recompute-full: --recompute).
+  rejected({"estimate", "--model", "llama-2-7b", "--recompute-full"}, "did you mean --recompute?");
+  // Spelling: one edit (--micro-bach), two (--optimiser), a swap of neighbours as one (--modle), an underscore.
+  rejected({"estimate", "--model", "llama-2-7b", "--micro-bach", "2"}, "did you mean --micro-batch?");
+  rejected({"estimate", "--model", "llama-2-7b", "--optimiser", "adam"}, "did you mean --optimizer?");
+  rejected({"estimate", "--hf_config", "config.json"}, "did you mean --hf-config?");
+  // Before the required option it leaves missing: plan needs --model and --seq-len, and the user typed one wrong.
+  rejected({"plan", "--modle", "llama-2-7b"}, "unknown option --modle; did you mean --model?");
+  // Nothing close: the option alone, no guess (--lr is two edits from many two-letter options).
+  const result far = run({"estimate", "--model", "llama-2-7b", "--lr", "3"});
+  CHECK(far.code == 2);
+  CHECK(far.err == "zeromem: unknown option --lr (see zeromem estimate --help)\n");
+  // A stray value is still CLI11's message, and a negative number is a value, not an option.
+  rejected({"estimate", "--model", "llama-2-7b", "extra"}, "not expected: extra");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "-5"}, "cannot be negative");
+}

@@ -40,10 +40,20 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << version_string << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::string sub;
+    std::string sub, what = e.what();
     for (const command& c : commands)
-      if (app.got_subcommand(c.app)) sub = " " + c.app->get_name();
-    err << "zeromem: " << one_line(e.what()) << " (see zeromem" << sub << " --help)\n";
+      if (app.got_subcommand(c.app)) {
+        sub = " " + c.app->get_name();
+        // An unknown option is named first, whatever else failed (a misspelt --seq-len also leaves --seq-len
+        // missing), with the option it may have meant.
+        for (const std::string& extra : c.app->remaining())
+          if (extra.size() > 1 && extra[0] == '-' && (extra[1] < '0' || extra[1] > '9')) {
+            const std::string meant = nearest_option(*c.app, extra);
+            what = "unknown option " + extra + (meant.empty() ? std::string{} : "; did you mean " + meant + "?");
+            break;
+          }
+      }
+    err << "zeromem: " << one_line(what) << " (see zeromem" << sub << " --help)\n";
     return 2;
   }
   try {

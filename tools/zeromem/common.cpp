@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +101,50 @@ device_choice device_of(const std::string& gpu, const std::string& gpu_memory) {
   const bytes capacity = parse_bytes(gpu_memory, "the GPU memory (--gpu-memory)");
   if (capacity.count() == 0) detail::fail("--gpu-memory must be more than 0 B");
   return {"the GPU", capacity, "--gpu-memory " + gpu_memory};
+}
+
+std::string nearest_option(const CLI::App& app, const std::string& given) {
+  if (given.size() < 3 || given.compare(0, 2, "--") != 0) return {};
+  const std::string word = given.substr(2, given.find('=') == std::string::npos ? std::string::npos : given.find('=') - 2);
+  std::vector<std::string> names;
+  for (const CLI::Option* o : app.get_options())
+    for (const std::string& n : o->get_lnames()) names.push_back(n);
+  std::string begun;
+  int begun_count = 0;
+  for (const std::string& n : names)
+    if (n.size() > word.size() && n.compare(0, word.size(), word) == 0) {
+      begun = n;
+      ++begun_count;
+    }
+  if (begun_count == 1) return "--" + begun;
+  std::string within;  // --recompute-full: the option is the word's first part
+  int within_count = 0;
+  for (const std::string& n : names)
+    if (word.size() > n.size() + 1 && word.compare(0, n.size(), n) == 0 && word[n.size()] == '-') {
+      within = n;
+      ++within_count;
+    }
+  if (within_count == 1) return "--" + within;
+  // Edit distance counting a swap of neighbours as one edit (optimal string alignment): --modle is one from --model.
+  const auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i)
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    return d[a.size()][b.size()];
+  };
+  std::string best;
+  std::size_t best_distance = word.size() / 3 + 1;  // within a third of the word
+  for (const std::string& n : names)
+    if (const std::size_t d = distance(word, n); d < best_distance) {
+      best_distance = d;
+      best = n;
+    }
+  return best.empty() ? std::string{} : "--" + best;
 }
 
 std::string one_line(std::string s) {
