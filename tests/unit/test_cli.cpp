@@ -911,3 +911,33 @@ TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused whe
   check_rejected({{"estimate", "--model", "qwen2.5-1.5b", "--optimizer", "sgd", "--amsgrad"},
                   {"estimate", "--model", "qwen2.5-1.5b", "--rmsprop-centered"}});
 }
+
+TEST_CASE("estimate --explain names two changes that fit together where no single one does", "[cli][explain]") {
+  // Qwen2.5-1.5B in pure bf16, s 4096, b 4, on 20 GiB: the loss's fp32 logits (4 x 4096 x 151,936) and the saved
+  // activations are each too much alone; fusing the loss or recomputing alone leaves the other over the card.
+  const std::vector<std::string> job{"estimate", "--model",       "qwen2.5-1.5b", "--precision", "bf16",
+                                     "--seq-len", "4096",         "--micro-batch", "4",          "--gpu-memory", "20GiB"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = job;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const result r = run(with({"--explain"}));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
+  CHECK(r.out.find("  no single change fits\n") != std::string::npos);
+  const std::string marker = "two changes that fit together: --loss fused and --recompute full -> ";
+  const std::size_t at = r.out.find(marker);
+  REQUIRE(at != std::string::npos);
+  // Each alone does not fit; both together do, at the bytes the line prints.
+  CHECK(run_json(with({"--loss", "fused", "--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(with({"--recompute", "full", "--json"}))["verdict"]["fits"] == false);
+  const auto both = run_json(with({"--loss", "fused", "--recompute", "full", "--json"}));
+  CHECK(both["verdict"]["fits"] == true);
+  const std::string printed = r.out.substr(at + marker.size(), r.out.find('\n', at) - at - marker.size());
+  const auto gib = [](const nlohmann::json& v) { return zeromem::format_bytes(zeromem::bytes_of(v.get<std::int64_t>()), zeromem::size_unit::GiB); };
+  CHECK(printed == gib(both["verdict"]["needed_bytes"]) + " (margin " + gib(both["verdict"]["margin_bytes"]) + ")");
+  // Where nothing in two steps fits, it says so and points to plan.
+  const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu", "h100-80gb", "--explain"});
+  CHECK(none.out.find("no single change or pair of changes fits; try `zeromem plan`") != std::string::npos);
+}

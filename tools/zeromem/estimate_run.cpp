@@ -1,5 +1,7 @@
 // `zeromem estimate`: runs the job the flags describe and prints it as text or JSON; --explain.
+#include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <vector>
@@ -30,14 +32,10 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
   if (v.fits()) return;
   struct change {
     std::string what;
-    estimate_inputs in;
+    std::function<void(estimate_inputs&)> edit;
   };
   std::vector<change> changes;
-  const auto with = [&](std::string what, auto&& edit) {
-    estimate_inputs c = in;
-    edit(c);
-    changes.push_back({std::move(what), std::move(c)});
-  };
+  const auto with = [&](std::string what, std::function<void(estimate_inputs&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
   // The update's temporaries: a fused kernel has none; without one (Adafactor, RMSprop, Adagrad) the for-loop has one
   // parameter's worth at a time.
   if (in.job.step.optimizer == optimizer_impl::foreach_kernels && traits_of(in.job.states.optimizer.kind).cuda_fused)
@@ -64,18 +62,33 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
       if (c.job.step.fsdp_world > 0) c.job.step.fsdp_world *= 2;
       if (c.job.states.zero.shard_group > 0) c.job.states.zero.shard_group *= 2;
     });
-  for (const change& c : changes) {
+  // The verdict of the job with some changes made; none where they are not valid together (dp no longer divides).
+  const auto verdict_with = [&](std::initializer_list<const change*> made) -> std::optional<step_verdict> {
+    estimate_inputs c = in;
+    for (const change* m : made) m->edit(c);
     try {
-      const step_verdict cv = verdict_of(step_of(c.in), device.capacity);
-      if (!cv.fits()) continue;
-      out << "  smallest change that fits: " << c.what << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin "
-          << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
-      return;
+      return verdict_of(step_of(c), device.capacity);
     } catch (const std::invalid_argument&) {
-      continue;  // the change is not valid for this job (e.g. dp no longer divides)
+      return std::nullopt;
     }
-  }
-  out << "  no single change fits; try `zeromem plan` for combinations\n";
+  };
+  const auto print_fit = [&](const std::string& label, const step_verdict& cv) {
+    out << "  " << label << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin " << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
+  };
+  for (const change& c : changes)
+    if (const auto cv = verdict_with({&c}); cv && cv->fits()) {
+      print_fit("smallest change that fits: " + c.what, *cv);
+      return;
+    }
+  // Two changes together, the least disruptive pairs first (the list's order).
+  for (std::size_t j = 1; j < changes.size(); ++j)
+    for (std::size_t i = 0; i < j; ++i)
+      if (const auto cv = verdict_with({&changes[i], &changes[j]}); cv && cv->fits()) {
+        out << "  no single change fits\n";
+        print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv);
+        return;
+      }
+  out << "  no single change or pair of changes fits; try `zeromem plan` for combinations\n";
 }
 
 json placement_json(const placement& p) {
