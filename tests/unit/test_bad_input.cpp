@@ -262,3 +262,16 @@ TEST_CASE("an unknown option is named first, with the option it most likely mean
   rejected({"estimate", "--model", "llama-2-7b", "extra"}, "not expected: extra");
   rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "-5"}, "cannot be negative");
 }
+
+TEST_CASE("a catalogued name typed with other case or punctuation, or cut short, gets the name it meant", "[bad-input]") {
+  rejected({"estimate", "--model", "llama2-7b", "--seq-len", "1024"}, "unknown model 'llama2-7b' (did you mean llama-2-7b?); expected one of");
+  rejected({"estimate", "--model", "Qwen2.5_7B", "--seq-len", "1024"}, "(did you mean qwen2.5-7b?)");
+  rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--gpu", "h100"}, "unknown GPU 'h100' (did you mean h100-80gb?)");
+  rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--optimizer", "AdamW"}, "(did you mean adamw?)");
+  rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--optimizer", "adamw8bit"}, "unknown optimizer 'adamw8bit'; expected");
+  // Two names begin with it (a100-40gb, a100-80gb): no guess, the list.
+  const result a100 = run({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--gpu", "a100"});
+  CHECK(a100.err.find("did you mean") == std::string::npos);
+  CHECK(a100.err.find("a100-40gb, a100-80gb") != std::string::npos);
+  CHECK_THROWS_WITH(zeromem::find_preset("LLAMA-3-8B"), Catch::Matchers::Contains("(did you mean llama-3-8b?)"));
+}

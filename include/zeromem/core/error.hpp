@@ -200,6 +200,33 @@ std::string join_names(const Range& items, const char* separator, NameOf name_of
   return out;
 }
 
+// " (did you mean x?)" for a name typed with other case or punctuation (llama2-7b for llama-2-7b), or one that begins
+// exactly one of the catalogue's names (h100 for h100-80gb); empty otherwise.
+template <class Range, class NameOf>
+std::string did_you_mean(const Range& items, NameOf name_of, std::string_view text) {
+  const auto folded = [](std::string_view s, bool drop_punctuation) {
+    std::string out;
+    for (char c : s) {
+      if (drop_punctuation && (c == '-' || c == '_' || c == '.' || c == ' ')) continue;
+      out += c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    }
+    return out;
+  };
+  const std::string loose = folded(text, true), lower = folded(text, false);
+  if (loose.empty()) return {};
+  std::string begun;
+  int begun_count = 0;
+  for (const auto& item : items) {
+    const std::string n(name_of(item));
+    if (folded(n, true) == loose) return " (did you mean " + n + "?)";
+    if (n.size() > lower.size() && folded(n, false).compare(0, lower.size(), lower) == 0) {
+      begun = n;
+      ++begun_count;
+    }
+  }
+  return begun_count == 1 ? " (did you mean " + begun + "?)" : std::string{};
+}
+
 // Tensor parallelism over key/value heads: vLLM's QKVParallelLinear and Megatron-LM's num_query_groups both divide
 // one by the other (replicating heads when tp exceeds them).
 constexpr void require_kv_heads_split(std::int64_t kv_heads, std::int64_t tp) {
@@ -213,7 +240,9 @@ template <class E, std::size_t N>
 E parse_named(std::string_view text, const E (&values)[N], const char* what) {
   for (E v : values)
     if (name(v) == text) return v;
-  fail("unknown " + std::string(what) + " " + quoted(text) + "; expected one of " + join_names(values, ", ", [](E v) { return name(v); }));
+  const auto name_of = [](E v) { return name(v); };
+  fail("unknown " + std::string(what) + " " + quoted(text) + did_you_mean(values, name_of, text) + "; expected one of " +
+       join_names(values, ", ", name_of));
 }
 
 // A positive degree (data-parallel size, GPUs per node, ...): rejects zero and negatives by name.

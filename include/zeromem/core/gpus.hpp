@@ -59,8 +59,9 @@ constexpr const gpu_model& find_gpu(std::string_view name) {
     for (std::size_t i = 0; same && i < name.size(); ++i) same = lower(name[i]) == g.name[i];
     if (same) return g;
   }
-  detail::fail("unknown GPU " + detail::quoted(name) + "; expected one of " +
-               detail::join_names(gpu_models, ", ", [](const gpu_model& g) { return g.name; }) + ", or give the capacity (--gpu-memory 24GiB)");
+  const auto name_of = [](const gpu_model& g) { return g.name; };
+  detail::fail("unknown GPU " + detail::quoted(name) + detail::did_you_mean(gpu_models, name_of, name) + "; expected one of " +
+               detail::join_names(gpu_models, ", ", name_of) + ", or give the capacity (--gpu-memory 24GiB)");
 }
 
 /// One cuBLAS handle's workspace on the card the defaults were measured on (an H100 80GB): a constant, so that a

@@ -868,8 +868,9 @@ constexpr transformer_config preset_config(std::string_view name) {
 inline const model_preset& find_preset(std::string_view name) {
   for (const model_preset& p : model_presets)
     if (p.name == name) return p;
-  detail::fail("unknown model " + detail::quoted(name) + "; expected one of " +
-               detail::join_names(model_presets, ", ", [](const model_preset& p) { return p.name; }));
+  const auto name_of = [](const model_preset& p) { return p.name; };
+  detail::fail("unknown model " + detail::quoted(name) + detail::did_you_mean(model_presets, name_of, name) + "; expected one of " +
+               detail::join_names(model_presets, ", ", name_of));
 }
 
 }  // namespace zeromem

@@ -205,8 +205,9 @@ constexpr std::string_view name(optimizer_kind o) { return traits_of(o).name; }
 inline optimizer_kind parse_optimizer(std::string_view s) {
   for (const optimizer_traits& t : optimizer_table)
     if (t.name == s) return t.kind;
-  detail::fail("unknown optimizer " + detail::quoted(s) + "; expected one of " +
-               detail::join_names(optimizer_table, ", ", [](const optimizer_traits& t) { return t.name; }));
+  const auto name_of = [](const optimizer_traits& t) { return t.name; };
+  detail::fail("unknown optimizer " + detail::quoted(s) + detail::did_you_mean(optimizer_table, name_of, s) + "; expected one of " +
+               detail::join_names(optimizer_table, ", ", name_of));
 }
 
 /// "adam | adamw | ...": the names, for help text.
