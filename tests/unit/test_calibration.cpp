@@ -3,6 +3,8 @@
 // measured torch.cuda.max_memory_allocated(), its verdict the same as what happened on the card.
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -81,11 +83,18 @@ std::vector<std::string> flags_of(const json& c, bool baseline_held, const json&
     a.insert(a.end(), {"--lora-rank", "16", "--lora-targets", "all-linear", "--lora-dropout", "0.05"});
     impl = "foreach";
   }
+  // measure_hf.py: another torch.optim optimizer ("algorithm"), in PyTorch's default implementation; a file that names
+  // it in "optimizer" instead (sgd, adafactor, ...) is read the same way, with foreach false as the for-loop.
+  const bool named_impl = impl == "foreach" || impl == "fused" || impl == "forloop";
+  std::string algorithm = c.contains("algorithm") ? c["algorithm"].get<std::string>() : named_impl ? std::string{} : impl;
   if (c.contains("foreach") && !c["foreach"].get<bool>()) impl = "forloop";
-  if (c.contains("algorithm"))  // measure_hf.py: another torch.optim optimizer, in PyTorch's default implementation
-    a.insert(a.end(), {"--optimizer", c["algorithm"].get<std::string>()});
-  else
+  for (char& ch : algorithm) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));  // torch.optim's SGD, AdamW
+  if (!algorithm.empty()) {
+    a.insert(a.end(), {"--optimizer", algorithm});
+    if (impl == "forloop") a.insert(a.end(), {"--optimizer-impl", "forloop"});
+  } else {
     a.insert(a.end(), {"--optimizer-impl", impl});
+  }
   if (fsdp && c["mode"] == "ddp")  // fsdp_fake.py: DistributedDataParallel over the same fake group
     a.insert(a.end(), {"--ddp", "--dp", std::to_string(c["world"].get<long long>())});
   else if (fsdp)
@@ -157,6 +166,38 @@ TEST_CASE("calibration: every measured step's peak within 3%, every verdict righ
     if (file == calibration_dir + "h200-training-steps.json") CHECK(checked == 57);  // measured 2026-11-26 (docs/validation.md)
     if (file == calibration_dir + "h100-moe-steps.json") CHECK(checked == 16);       // mixtures of experts, 2026-11-26
   }
+}
+
+TEST_CASE("calibration: a measured case's fields read as the flags a user would pass", "[calibration]") {
+  // The scripts' own shapes (measure_hf.py, peak_anatomy.py, fsdp_fake.py) and a torch.optim optimizer named in the
+  // "optimizer" field, as a later file in the same shape may write it: the same flags as its "algorithm" field.
+  const json base = {{"name", "x"}, {"config", "qwen2.5-1.5b"}, {"precision", "bf16"}, {"attention", "sdpa"}, {"seq", 1024},
+                     {"micro_batch", 1}, {"checkpointing", false}};
+  const auto has = [](const std::vector<std::string>& a, const std::vector<std::string>& seq) {
+    return std::search(a.begin(), a.end(), seq.begin(), seq.end()) != a.end();
+  };
+  json named = base;
+  named["optimizer"] = "SGD";
+  json algorithm = base;
+  algorithm["algorithm"] = "sgd";
+  CHECK(has(flags_of(named, false), {"--optimizer", "sgd"}));
+  CHECK(flags_of(named, false) == flags_of(algorithm, false));
+  json forloop = named;
+  forloop["foreach"] = false;
+  CHECK(has(flags_of(forloop, false), {"--optimizer-impl", "forloop"}));
+  json fused = base;
+  fused["optimizer"] = "fused";
+  CHECK(has(flags_of(fused, false), {"--optimizer-impl", "fused"}));
+  json lora = base;
+  lora["optimizer"] = "lora";
+  CHECK(has(flags_of(lora, false), {"--lora-targets", "q_proj,v_proj"}));
+  CHECK(has(flags_of(lora, false), {"--optimizer-impl", "foreach"}));
+  json amp = base;
+  amp["precision"] = "amp";
+  CHECK(has(flags_of(amp, true), {"--precision", "amp-bf16"}));
+  CHECK(has(flags_of(amp, true), {"--blas-workspaces", "0B"}));
+  // Each runs.
+  for (const json& c : {named, forloop, fused, lora, amp}) CHECK(estimate(flags_of(c, false))["per_gpu"]["peak_bytes"].get<long long>() > 0);
 }
 
 TEST_CASE("calibration: a measuring process's first case holds the two cuBLAS workspaces above its baseline", "[calibration]") {
