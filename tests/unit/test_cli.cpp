@@ -941,3 +941,37 @@ TEST_CASE("estimate --explain names two changes that fit together where no singl
   const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu", "h100-80gb", "--explain"});
   CHECK(none.out.find("no single change or pair of changes fits; try `zeromem plan`") != std::string::npos);
 }
+
+TEST_CASE("estimate --explain suggests ZeRO where every data-parallel rank holds every state whole", "[cli][explain]") {
+  // Llama-2-7B over 8 data-parallel ranks without sharding, mixed bf16 with AdamW: 16 B a parameter on every rank
+  // (6,738,415,616 x 16 = 107.8 GB) is over an A100 80GB before any activation. ZeRO-1 shards the 12 B of fp32 master
+  // weights and moments over the 8 ranks; the suggestion is the command line with --zero-stage 1 added, as estimate
+  // evaluates it (DeepSpeed's default optimizer with it).
+  const std::vector<std::string> job{"estimate", "--model",   "llama-2-7b", "--seq-len", "4096", "--dp",
+                                     "8",        "--recompute", "full",     "--gpu",     "a100-80gb"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = job;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const result r = run(with({"--explain"}));
+  REQUIRE(r.code == 0);
+  const std::string marker = "smallest change that fits: --zero-stage 1 -> ";
+  const std::size_t at = r.out.find(marker);
+  REQUIRE(at != std::string::npos);
+  const auto zero1 = run_json(with({"--zero-stage", "1", "--json"}));
+  CHECK(zero1["verdict"]["fits"] == true);
+  const auto gib = [](const nlohmann::json& v) { return zeromem::format_bytes(zeromem::bytes_of(v.get<std::int64_t>()), zeromem::size_unit::GiB); };
+  CHECK(r.out.substr(at + marker.size(), r.out.find('\n', at) - at - marker.size()) ==
+        gib(zero1["verdict"]["needed_bytes"]) + " (margin " + gib(zero1["verdict"]["margin_bytes"]) + ")");
+  // Under FSDP2 or DDP the fix is not DeepSpeed's flag: no --zero-stage is suggested there.
+  for (const char* framework : {"--ddp", "--fsdp"}) {
+    std::vector<std::string> other = with({framework});
+    if (std::string(framework) == "--fsdp") other.push_back("NO_SHARD");
+    other.push_back("--explain");
+    const result o = run(other);
+    INFO(o.err);
+    REQUIRE(o.code == 0);
+    CHECK(o.out.find("--zero-stage") == std::string::npos);
+  }
+}

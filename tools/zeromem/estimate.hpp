@@ -89,8 +89,9 @@ int run_forward_only(const estimate_args& a, std::ostream& out);
 /// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
                     const stage_activations* act, const step_estimate* step, const device_choice& device);
-/// --explain: the terms of the peak, the verdict, and the smallest single change that makes the job fit.
-void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
-                      const device_choice& device);
+/// --explain: the terms of the peak, the verdict, and the smallest change (or pair of changes) to the command line `a`
+/// that makes the job fit.
+void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
+                      const step_estimate* step, const device_choice& device);
 
 }  // namespace zeromem::cli

@@ -13,9 +13,9 @@ namespace {
 
 step_estimate step_of(const estimate_inputs& in) { return estimate_step(in.job); }
 
-// The smallest change that makes the step fit, tried from the least disruptive: each evaluates the whole job
-// with one field changed, never a rebuilt subset of it.
-void explain_step(std::ostream& out, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
+// The smallest change that makes the step fit, tried from the least disruptive: each is the command line with its
+// flags added, evaluated as `estimate` evaluates any command line (to_inputs), so what it prints is what those flags give.
+void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
   out << "\nExplain\n  the peak (" << name(e.peak_phase) << ") by term:\n";
   e.phase(e.peak_phase).for_each([&](const char* term, bytes b) {
     if (b.count() != 0)
@@ -32,43 +32,47 @@ void explain_step(std::ostream& out, const estimate_inputs& in, const step_estim
   if (v.fits()) return;
   struct change {
     std::string what;
-    std::function<void(estimate_inputs&)> edit;
+    std::function<void(estimate_args&)> edit;
   };
   std::vector<change> changes;
-  const auto with = [&](std::string what, std::function<void(estimate_inputs&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
+  const auto with = [&](std::string what, std::function<void(estimate_args&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
   // The update's temporaries: a fused kernel has none; without one (Adafactor, RMSprop, Adagrad) the for-loop has one
   // parameter's worth at a time.
   if (in.job.step.optimizer == optimizer_impl::foreach_kernels && traits_of(in.job.states.optimizer.kind).cuda_fused)
-    with("--optimizer-impl fused", [](estimate_inputs& c) { c.job.step.optimizer = optimizer_impl::fused; });
+    with("--optimizer-impl fused", [](estimate_args& c) { c.optimizer_impl = "fused"; });
   else if (in.job.step.optimizer == optimizer_impl::foreach_kernels)
-    with("--optimizer-impl forloop", [](estimate_inputs& c) { c.job.step.optimizer = optimizer_impl::forloop; });
-  if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_inputs& c) { c.job.step.loss = loss_impl::fused; });
+    with("--optimizer-impl forloop", [](estimate_args& c) { c.optimizer_impl = "forloop"; });
+  if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_args& c) { c.loss = "fused"; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
-    with("--gradient-as-bucket-view", [](estimate_inputs& c) { c.job.step.gradient_as_bucket_view = true; });
+    with("--gradient-as-bucket-view", [](estimate_args& c) { c.gradient_as_bucket_view = true; });
   if (in.job.activations.recomputation == recompute::none)
-    with("--recompute selective", [](estimate_inputs& c) { c.job.activations.recomputation = recompute::selective; });
-  if (in.job.activations.recomputation != recompute::full) with("--recompute full", [](estimate_inputs& c) { c.job.activations.recomputation = recompute::full; });
+    with("--recompute selective", [](estimate_args& c) { c.recompute_name = "selective"; });
+  if (in.job.activations.recomputation != recompute::full) with("--recompute full", [](estimate_args& c) { c.recompute_name = "full"; });
   if (in.job.states.adapt.lora_enabled() && !in.job.states.adapt.paged_optimizer && in.job.states.zero.optimizer.device == offload_device::none)
-    with("--paged-optimizer", [](estimate_inputs& c) { c.job.states.adapt.paged_optimizer = true; });
+    with("--paged-optimizer", [](estimate_args& c) { c.paged_optimizer = true; });
   if (in.job.states.adapt.lora_enabled() && in.job.states.adapt.quantize == quantization::none)
-    with("--quantize nf4 (QLoRA)", [](estimate_inputs& c) { c.job.states.adapt.quantize = quantization::nf4; });
+    with("--quantize nf4 (QLoRA)", [](estimate_args& c) { c.quantize = "nf4"; });
   if (in.job.activations.micro_batch > 1)
-    with("--micro-batch " + std::to_string(in.job.activations.micro_batch / 2), [](estimate_inputs& c) { c.job.activations.micro_batch /= 2; });
+    with("--micro-batch " + std::to_string(in.job.activations.micro_batch / 2), [](estimate_args& c) { c.micro_batch /= 2; });
+  // Data-parallel ranks that each hold every state whole, under DeepSpeed or without a sharding framework: ZeRO shards
+  // them (stage 1 the optimizer states, 2 the gradients too, 3 the weights too), with DeepSpeed's default optimizer.
+  if (a.fsdp.empty() && !a.ddp && in.job.states.dp > 1)
+    for (int stage = in.job.states.zero.stage + 1; stage <= 3; ++stage)
+      with("--zero-stage " + std::to_string(stage), [stage](estimate_args& c) { c.zero_stage = stage; });
   // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
   const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
   if (sharded_over_dp && in.job.states.dp <= detail::i64_max / 2)
-    with("--dp " + std::to_string(in.job.states.dp * 2) + " (twice the GPUs)", [](estimate_inputs& c) {
-      c.job.states.dp *= 2;
-      if (c.job.step.fsdp_world > 0) c.job.step.fsdp_world *= 2;
-      if (c.job.states.zero.shard_group > 0) c.job.states.zero.shard_group *= 2;
+    with("--dp " + std::to_string(in.job.states.dp * 2) + " (twice the GPUs)", [](estimate_args& c) {
+      c.dp *= 2;
+      if (c.shard_group > 0) c.shard_group *= 2;
     });
-  // The verdict of the job with some changes made; none where they are not valid together (dp no longer divides).
+  // The verdict of the command line with some changes made; none where they are not valid together.
   const auto verdict_with = [&](std::initializer_list<const change*> made) -> std::optional<step_verdict> {
-    estimate_inputs c = in;
+    estimate_args c = a;
     for (const change* m : made) m->edit(c);
     try {
-      return verdict_of(step_of(c), device.capacity);
-    } catch (const std::invalid_argument&) {
+      return verdict_of(step_of(to_inputs(c)), device.capacity);
+    } catch (const std::exception&) {  // invalid_argument (dp no longer divides, ...) or overflow_error
       return std::nullopt;
     }
   };
@@ -226,9 +230,9 @@ std::string states_svg(const model_state_estimate& e, bytes capacity) {
 
 }  // namespace
 
-void explain_estimate(std::ostream& out, const estimate_inputs& in, const model_state_estimate& e, const step_estimate* step,
-                      const device_choice& device) {
-  if (step != nullptr) return explain_step(out, in, *step, device);
+void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
+                      const step_estimate* step, const device_choice& device) {
+  if (step != nullptr) return explain_step(out, a, in, *step, device);
   const job_breakdown job = states_job(e);
   out << "\nExplain\n  dominant terms per GPU:\n";
   print_dominant(out, job);
@@ -260,7 +264,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   if (!a.svg.empty()) write_file(a.svg, step_ptr != nullptr ? step_svg(step, capacity) : states_svg(e, capacity));
   if (!a.json) {
     print_estimate(out, a, in, e, act_ptr, step_ptr, device);
-    if (a.explain) explain_estimate(out, in, e, step_ptr, device);
+    if (a.explain) explain_estimate(out, a, in, e, step_ptr, device);
     return 0;
   }
   json j = estimate_json(in, e, act_ptr, step_ptr);
@@ -273,7 +277,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
   }
   if (a.explain) {
     std::ostringstream text;
-    explain_estimate(text, in, e, step_ptr, device);
+    explain_estimate(text, a, in, e, step_ptr, device);
     j["explain"] = text.str().substr(1);  // the same lines --explain prints, without the leading blank line
   }
   out << j.dump(2) << "\n";
