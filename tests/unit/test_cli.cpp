@@ -23,6 +23,20 @@ using result = zeromem::test::cli_result;
 using zeromem::test::run_cli;
 result run(const std::vector<std::string>& args) { return run_cli(args); }
 nlohmann::json run_json(const std::vector<std::string>& args) { return zeromem::test::run_cli_json(args); }
+// `job` with `extra` appended.
+std::vector<std::string> plus(std::vector<std::string> job, const std::vector<std::string>& extra) {
+  job.insert(job.end(), extra.begin(), extra.end());
+  return job;
+}
+// --explain's "MARKER X GiB (margin M GiB)" line holds what estimate gives for the job with the change made (`fixed`).
+void check_explained_fit(const std::string& out, const std::string& marker, const nlohmann::json& fixed) {
+  const std::size_t at = out.find(marker);
+  REQUIRE(at != std::string::npos);
+  const auto gib = [](const nlohmann::json& v) { return zeromem::format_bytes(zeromem::bytes_of(v.get<std::int64_t>()), zeromem::size_unit::GiB); };
+  CHECK(fixed["verdict"]["fits"] == true);
+  CHECK(out.substr(at + marker.size(), out.find('\n', at) - at - marker.size()) ==
+        gib(fixed["verdict"]["needed_bytes"]) + " (margin " + gib(fixed["verdict"]["margin_bytes"]) + ")");
+}
 // The CLI refuses args with exit 2 and one line on stderr that contains words.
 void fails_with(const std::vector<std::string>& args, const std::string& words) {
   const result r = run_cli(args);
@@ -917,26 +931,15 @@ TEST_CASE("estimate --explain names two changes that fit together where no singl
   // activations are each too much alone; fusing the loss or recomputing alone leaves the other over the card.
   const std::vector<std::string> job{"estimate", "--model",       "qwen2.5-1.5b", "--precision", "bf16",
                                      "--seq-len", "4096",         "--micro-batch", "4",          "--gpu-memory", "20GiB"};
-  const auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = job;
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  };
-  const result r = run(with({"--explain"}));
+  const result r = run(plus(job, {"--explain"}));
   REQUIRE(r.code == 0);
   CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
   CHECK(r.out.find("  no single change fits\n") != std::string::npos);
-  const std::string marker = "two changes that fit together: --loss fused and --recompute full -> ";
-  const std::size_t at = r.out.find(marker);
-  REQUIRE(at != std::string::npos);
   // Each alone does not fit; both together do, at the bytes the line prints.
-  CHECK(run_json(with({"--loss", "fused", "--json"}))["verdict"]["fits"] == false);
-  CHECK(run_json(with({"--recompute", "full", "--json"}))["verdict"]["fits"] == false);
-  const auto both = run_json(with({"--loss", "fused", "--recompute", "full", "--json"}));
-  CHECK(both["verdict"]["fits"] == true);
-  const std::string printed = r.out.substr(at + marker.size(), r.out.find('\n', at) - at - marker.size());
-  const auto gib = [](const nlohmann::json& v) { return zeromem::format_bytes(zeromem::bytes_of(v.get<std::int64_t>()), zeromem::size_unit::GiB); };
-  CHECK(printed == gib(both["verdict"]["needed_bytes"]) + " (margin " + gib(both["verdict"]["margin_bytes"]) + ")");
+  CHECK(run_json(plus(job, {"--loss", "fused", "--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(job, {"--recompute", "full", "--json"}))["verdict"]["fits"] == false);
+  check_explained_fit(r.out, "two changes that fit together: --loss fused and --recompute full -> ",
+                      run_json(plus(job, {"--loss", "fused", "--recompute", "full", "--json"})));
   // Where nothing in two steps fits, it says so and points to plan.
   const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu", "h100-80gb", "--explain"});
   CHECK(none.out.find("no single change or pair of changes fits; try `zeromem plan`") != std::string::npos);
@@ -949,27 +952,12 @@ TEST_CASE("estimate --explain suggests ZeRO where every data-parallel rank holds
   // evaluates it (DeepSpeed's default optimizer with it).
   const std::vector<std::string> job{"estimate", "--model",   "llama-2-7b", "--seq-len", "4096", "--dp",
                                      "8",        "--recompute", "full",     "--gpu",     "a100-80gb"};
-  const auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = job;
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  };
-  const result r = run(with({"--explain"}));
+  const result r = run(plus(job, {"--explain"}));
   REQUIRE(r.code == 0);
-  const std::string marker = "smallest change that fits: --zero-stage 1 -> ";
-  const std::size_t at = r.out.find(marker);
-  REQUIRE(at != std::string::npos);
-  const auto zero1 = run_json(with({"--zero-stage", "1", "--json"}));
-  CHECK(zero1["verdict"]["fits"] == true);
-  const auto gib = [](const nlohmann::json& v) { return zeromem::format_bytes(zeromem::bytes_of(v.get<std::int64_t>()), zeromem::size_unit::GiB); };
-  CHECK(r.out.substr(at + marker.size(), r.out.find('\n', at) - at - marker.size()) ==
-        gib(zero1["verdict"]["needed_bytes"]) + " (margin " + gib(zero1["verdict"]["margin_bytes"]) + ")");
+  check_explained_fit(r.out, "smallest change that fits: --zero-stage 1 -> ", run_json(plus(job, {"--zero-stage", "1", "--json"})));
   // Under FSDP2 or DDP the fix is not DeepSpeed's flag: no --zero-stage is suggested there.
-  for (const char* framework : {"--ddp", "--fsdp"}) {
-    std::vector<std::string> other = with({framework});
-    if (std::string(framework) == "--fsdp") other.push_back("NO_SHARD");
-    other.push_back("--explain");
-    const result o = run(other);
+  for (const std::vector<std::string>& framework : {std::vector<std::string>{"--ddp"}, std::vector<std::string>{"--fsdp", "NO_SHARD"}}) {
+    const result o = run(plus(plus(job, framework), {"--explain"}));
     INFO(o.err);
     REQUIRE(o.code == 0);
     CHECK(o.out.find("--zero-stage") == std::string::npos);
