@@ -109,14 +109,7 @@ std::string nearest_option(const CLI::App& app, const std::string& given) {
   std::vector<std::string> names;
   for (const CLI::Option* o : app.get_options())
     for (const std::string& n : o->get_lnames()) names.push_back(n);
-  std::string begun;
-  int begun_count = 0;
-  for (const std::string& n : names)
-    if (n.size() > word.size() && n.compare(0, word.size(), word) == 0) {
-      begun = n;
-      ++begun_count;
-    }
-  if (begun_count == 1) return "--" + begun;
+  if (std::string meant = detail::meant_name(names, [](const std::string& n) { return n; }, word); !meant.empty()) return "--" + meant;
   std::string within;  // --recompute-full: the option is the word's first part
   int within_count = 0;
   for (const std::string& n : names)

@@ -121,9 +121,10 @@ inline bytes blas_workspaces_arg(const std::string& given, const std::string& gp
 // ---- output -------------------------------------------------------------------------------------------
 /// One line of text: CLI11 and exceptions may carry newlines; bounded so one error is one short line.
 std::string one_line(std::string s);
-/// The option of `app` an unknown `--name` most likely meant: the one it begins (--seq for --seq-len) where only one
-/// does, the one that begins it (--recompute for --recompute-full) where only one does, else the nearest by edit distance (a swap of neighbours one edit) below a third of its length plus one;
-/// empty when none is that close.
+/// The option of `app` an unknown `--name` most likely meant: detail::meant_name's (other case or punctuation, or
+/// the one option it begins: --seq for --seq-len), else the one option that begins it (--recompute for
+/// --recompute-full), else the nearest by edit distance (a swap of neighbours one edit) below a third of its length
+/// plus one; empty when none is that close.
 std::string nearest_option(const CLI::App& app, const std::string& given);
 /// "  label   exact B   GB   GiB" with fixed columns; `table_head` names them.
 std::string bytes_row(const std::string& label, bytes b);

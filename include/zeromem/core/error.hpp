@@ -200,10 +200,10 @@ std::string join_names(const Range& items, const char* separator, NameOf name_of
   return out;
 }
 
-// " (did you mean x?)" for a name typed with other case or punctuation (llama2-7b for llama-2-7b), or one that begins
-// exactly one of the catalogue's names (h100 for h100-80gb); empty otherwise.
+// The catalogue's name a typed one most likely meant: the same name in other case or punctuation (llama2-7b for
+// llama-2-7b), else the one name it begins (h100 for h100-80gb); empty otherwise.
 template <class Range, class NameOf>
-std::string did_you_mean(const Range& items, NameOf name_of, std::string_view text) {
+std::string meant_name(const Range& items, NameOf name_of, std::string_view text) {
   const auto folded = [](std::string_view s, bool drop_punctuation) {
     std::string out;
     for (char c : s) {
@@ -218,13 +218,20 @@ std::string did_you_mean(const Range& items, NameOf name_of, std::string_view te
   int begun_count = 0;
   for (const auto& item : items) {
     const std::string n(name_of(item));
-    if (folded(n, true) == loose) return " (did you mean " + n + "?)";
+    if (folded(n, true) == loose) return n;
     if (n.size() > lower.size() && folded(n, false).compare(0, lower.size(), lower) == 0) {
       begun = n;
       ++begun_count;
     }
   }
-  return begun_count == 1 ? " (did you mean " + begun + "?)" : std::string{};
+  return begun_count == 1 ? begun : std::string{};
+}
+
+// " (did you mean x?)" with meant_name's x; empty where there is none.
+template <class Range, class NameOf>
+std::string did_you_mean(const Range& items, NameOf name_of, std::string_view text) {
+  const std::string meant = meant_name(items, name_of, text);
+  return meant.empty() ? std::string{} : " (did you mean " + meant + "?)";
 }
 
 // Tensor parallelism over key/value heads: vLLM's QKVParallelLinear and Megatron-LM's num_query_groups both divide
