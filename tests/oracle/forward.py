@@ -47,6 +47,11 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
+# A training forward's DynamicCache as transformers 5 fills it (copies of K and V; the H200's OLMo-1B eager step at b = 2,
+# where K and V have every head, reads it exactly), or as 4.x did (the tensors themselves), which zeromem's forward-only
+# peaks still follow: run_forward_oracle.py sets False.
+CACHE_COPIES = True
+
 # The norm, rotate_half and repeat_kv are transformers' as blocks.py writes them for the autograd oracle: the same ops
 # in the same frames.
 RMSNorm = blocks.LlamaRMSNorm
@@ -115,8 +120,11 @@ class Attention(torch.nn.Module):
 
     def attend(self, query_states, key_states, value_states, mask, cache, input_shape):
         """The attention forward's tail, the caller's q, k and v alive throughout as in transformers' frame."""
-        if cache is not None:  # DynamicCache.update on its first call keeps the tensors themselves
-            cache.append((key_states, value_states))
+        if cache is not None:
+            if CACHE_COPIES:  # transformers 5 DynamicLayer.update: torch.cat onto the empty tensors of lazy_initialization
+                empty = key_states.new_empty(0)  # copies K and V, and attention reads the copies (blocks.py's cache likewise)
+                key_states, value_states = torch.cat([empty, key_states], dim=-2), torch.cat([empty, value_states], dim=-2)
+            cache.append((key_states, value_states))  # transformers 4.x's first update kept the tensors themselves
         attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
                                                     self.heads // self.kv, self.softcap)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
