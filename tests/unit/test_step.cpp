@@ -1137,3 +1137,64 @@ TEST_CASE("step: frozen experts differentiated under LoRA make no weight gradien
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.flowing == bytes_of(134'217'728 + 2'818'572'288LL));
 }
+
+TEST_CASE("step: accumulating, the down projection's new gradient stands at its own node", "[step][accumulation]") {
+  // Llama-2-7B's layers with a 1000-token vocabulary (so that lm_head's moment is small), bf16, s 512, b 1, full
+  // recompute, gradients kept (zero_grad(set_to_none=False), as in every micro-batch after the first). Parameters:
+  // 6,738,415,616 - 2 x 31,000 x 4096 = 6,484,463,616; their bf16 gradients 12,968,927,232 B are there throughout.
+  // The last layer's down_proj differentiated makes its weight's gradient, 4096 x 11008 x 2 = 90,177,536 B, before its
+  // AccumulateGrad adds it in and frees it; with 512 tokens beside 4096 hidden this tops the gated product's moment
+  // (3 x 512 x 11008 x 2 made, one of them freed), where down's gradient is already gone.
+  transformer_config m = llama2();
+  m.vocab = 1000;
+  step_config s{};
+  s.keep_gradients = true;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(512, 1, recompute::full), s);
+  CHECK(e.backward.gradients == bytes_of(12'968'927'232LL + 90'177'536));
+  // dL/d(layer output) 512 x 4096 x 2 and down's input gradient 512 x 11008 x 2.
+  CHECK(e.backward.flowing == bytes_of(4'194'304 + 11'272'192));
+}
+
+TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
+  // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
+  // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six
+  // fp32 copies of its input, 6 x 4 x 131,072 = 3,145,728 B, against the loss's 12 B a logit (3 x 4 x 256 x 500 =
+  // 1,536,000) and lm_head's moment. Gradients there: lm_head's (tied: the shared weight's, 500 x 512 x 2) and the final
+  // norm's weight's (512 x 2).
+  transformer_config m{};
+  m.hidden = 512;
+  m.layers = 4;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.ffn = 512;
+  m.vocab = 500;
+  m.tied_embeddings = true;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(64, 4), step_config{});
+  CHECK(e.backward.gradients == bytes_of(512'000 + 1'024));
+  CHECK(e.backward.flowing == bytes_of(3'145'728));
+  CHECK(e.backward.loss == bytes{});
+  // Every saved tensor but the output layer's: the final norm's fp32 input 4 x 131,072, its normalised output 2 x
+  // 131,072 and rstd 4 x 256, and lm_head's input 2 x 131,072.
+  CHECK(e.backward.activations == e.forward.activations - bytes_of(524'288 + 262'144 + 1'024 + 262'144));
+}
+
+TEST_CASE("step: layer 0's input norm differentiated tops the end of backward where tokens are few", "[step]") {
+  // Hidden 512, 1 layer, 8 heads (4 KV), ffn 4096, vocabulary 500 (untied), bf16, SDPA, s 32, b 2, full recompute.
+  // Parameters: embedding and lm_head 2 x 256,000, q and o 2 x 262,144, k and v 2 x 131,072, the MLP 3 x 2,097,152,
+  // three norms 3 x 512: 7,591,424, their bf16 gradients 15,182,848 B. At the input norm's pow node every gradient
+  // but the embedding's (512,000 B) is there, with dL/d(residual) 64 x 512 x 2 and the norm's six fp32 copies of its
+  // input 6 x 4 x 64 x 512; the end of backward would hold the embedding's gradient instead of the copies.
+  transformer_config m{};
+  m.hidden = 512;
+  m.layers = 1;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.ffn = 4096;
+  m.vocab = 500;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(32, 2, recompute::full), step_config{});
+  CHECK(e.backward.gradients == bytes_of(15'182'848 - 512'000));
+  CHECK(e.backward.flowing == bytes_of(65'536 + 786'432));
+  // The token ids 8 x 64, the rotary tables 2 x 2 x 32 x 64, the checkpointed call's position ids 8 x 32 and its input
+  // 64 x 512 x 2, held to the layer's end.
+  CHECK(e.backward.activations == bytes_of(512 + 8'192 + 256 + 65'536));
+}

@@ -511,6 +511,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The terms of the walk inside a layer (2b-2f) are computed only where a layer is walked (mlp_walk); elsewhere 0.
   const bytes mlp_grads = mlp_walk ? new_grads(counts.mlp + elements_of(counts.norms.count() / 2)) : bytes{};
   const bytes mlp_linear_grads = mlp_walk ? new_grads(counts.mlp) : bytes{};
+  // Accumulating without FSDP2, the one weight gradient a node makes stands beside what the node made until its
+  // AccumulateGrad, ready next, adds it in (accumulate_grad.h); every earlier one is gone: `made_here` at the node's
+  // own moment, 0 (new_grads) at the later ones. Elsewhere gradients stay, and the two agree.
+  const bool adding_in = accumulating && !fsdp;
+  const auto made_here = [&](elements n) ZEROMEM_ALWAYS_INLINE { return adding_in ? share(n) : new_grads(n); };
   const bytes norm_backward = mlp_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
   // (2c) Earlier in the same walk, a gated MLP's product act(gate) * up differentiated (MulBackward0): down_proj's
   // node has run (its weight's gradient appeared, its saved input, the product, freed), and the product's gradient
@@ -521,18 +526,24 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool gated_walk = mlp_walk && ((m.mlp == mlp_kind::swiglu && !m.fused_gate_up) ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
-  const bytes down_grad = mlp_walk ? new_grads(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0))) : bytes{};
+  const elements down_params = mlp_walk ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0)) : elements{};
+  const bytes down_grad = mlp_walk ? new_grads(down_params) : bytes{};
   // (2c') Before it, the MLP's second linear differentiated (fc2's AddmmBackward0): the whole layer alive (recomputed,
   // under full recompute), fc2's weight and bias gradients made beside the input gradient it makes (c sb ffn) and
   // dL/d(layer output). It is a non-gated MLP's highest moment (GELU, ReLU: the activation's backward after it holds
-  // as much, less fc2's saved input); a product's moment (2c) is higher, so it is read for non-gated MLPs only.
-  const bool down_walk = mlp_walk && m.mlp != mlp_kind::swiglu && !m.post_residual_norms;  // OPT-350M: its last norm went first
+  // as much, less fc2's saved input); a product's moment (2c) is higher, so it is read for non-gated MLPs only, and
+  // for gated ones when accumulating: there down's weight gradient is gone by the product's moment, and this one
+  // stands higher where the layer's tokens are fewer than its hidden size (the CPU step oracle's random shapes).
+  const bool down_walk = mlp_walk && (m.mlp != mlp_kind::swiglu || adding_in) && !m.post_residual_norms;  // OPT-350M: its last norm went first
   // (2d) The MLP's last node, its first linear differentiated (fc1; SwiGLU's gate_proj, made before up_proj): every
   // MLP weight gradient has appeared and the MLP's hidden tensors are freed; the linear's input (the norm's output)
   // and the norm's saved tensors are alive beside the attention half, with the gradient of the linear's output
   // (c sb ffn), the input gradient it makes (c sbh) and, for SwiGLU, up_proj's input gradient waiting to be summed
   // with it (c sbh), beside the residual's gradient.
   const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
+  const bytes first_linear_made = mlp_walk && adding_in ? made_here(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)))
+                                                        : mlp_linear_grads;
+  const bytes mlp_norm_made = mlp_walk && adding_in ? made_here(elements_of(counts.norms.count() / 2)) : mlp_grads;
   const bytes first_linear_flowing = mlp_walk ? hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product : bytes{};
   // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
   // the MLP: its saved tensors belong to the attention half.
@@ -620,7 +631,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       if (experts_trained) moe_made += new_grads(elements_of(m.hidden));
     }
   }
-  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, after };
+  // (2h) The layer's last node, the norm in front of attention (input_layernorm) differentiated at pow's node as the
+  // MLP's is at (2b): every gradient of the layer has appeared and its saved tensors are gone but that norm's fp32
+  // input, among the six copies, with the residual's gradient waiting beside them. Layer 0's tops the end's moment
+  // where the embedding's gradient is small beside 22 sbh 16-bit values (few tokens; the CPU step oracle's random
+  // shapes). OLMo-2 has no norm there.
+  const bool attention_norm_walk = mlp_norm_walk && !m.post_norms;
+  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_norm, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
     bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
@@ -647,7 +664,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                          half_walked ? attention_half(w) : bytes{},
                          &w};
   };
-  const auto layer_moment = [&](const layer_context& l, layer_part part) ZEROMEM_ALWAYS_INLINE {
+  // Layer 0's RoPE nodes free the rotary tables (one micro-batch's, without recompute), before its input norm's.
+  const bytes tables_freed = a.recomputation == recompute::none && stage.microbatches_in_flight == 1 ? stage.rotary_tables : bytes{};
+  const auto layer_moment = [&](const layer_context& l, layer_part part, bool bottom) ZEROMEM_ALWAYS_INLINE {
     const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
     const layer_activations& w = *l.whole;
     if (part == layer_part::before) {
@@ -682,15 +701,25 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + moe_made, below + layer_saved - moe_gone, bytes{}, hidden_grad + moe_flowing, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
-    if (part == layer_part::mlp_down)
-      return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed, hidden_grad + product, bytes{}, gathered,
+    if (part == layer_part::mlp_down) {
+      const bytes made = made_here(down_params), gone = attention_branch_norm(w);  // OLMo-2's norm over the MLP went first
+      // Where the branch's output is scaled (Granite's residual_multiplier) or normalised (OLMo-2's and Gemma-2's norm
+      // over the MLP's output) before the residual add, down's incoming gradient is a tensor of its own beside the
+      // residual's.
+      const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms;
+      const bytes flowing = hidden_grad * (own_gradient ? 2 : 1) + product;
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, flowing, bytes{}, gathered,
+                          l.communication, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + made, below + layer_saved - gone, bytes{}, flowing, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
+    }
     if (part == layer_part::mlp_first_linear) {
       const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_linear_grads, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
+        return step_terms{resting, kept + first_linear_made, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
                           gathered, l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + mlp_linear_grads, below + layer_saved - w.total() + alive, bytes{}, first_linear_flowing, bytes{},
+      return step_terms{resting, kept + first_linear_made, below + layer_saved - w.total() + alive, bytes{}, first_linear_flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_norm) {  // the layer's other micro-batches in flight (pipeline) keep all of theirs
@@ -698,9 +727,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // input is among the six copies.
       const bytes half = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{});
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + mlp_grads, below + layer_saved, half - checkpoint_in_layer, hidden_grad + norm_backward, bytes{},
+        return step_terms{resting, kept + mlp_norm_made, below + layer_saved, half - checkpoint_in_layer, hidden_grad + norm_backward, bytes{},
                           gathered, l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + mlp_grads, below + layer_saved - w.total() + half, bytes{}, hidden_grad + norm_backward, bytes{},
+      return step_terms{resting, kept + mlp_norm_made, below + layer_saved - w.total() + half, bytes{}, hidden_grad + norm_backward, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::attention_core) {
@@ -713,6 +742,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
+    if (part == layer_part::attention_norm)  // under full recompute the checkpoint's input stays to the layer's end
+      return step_terms{resting, kept + (adding_in ? mlp_norm_made : l.appeared),
+                        below - (bottom ? tables_freed : bytes{}) + (a.recomputation == recompute::full ? layer_saved : bytes{}), bytes{}, hidden_grad + norm_backward,
+                        bytes{}, gathered, l.communication, bytes{}, bytes{}, bytes{}};
     // FSDP2 reshards the layer before it reduce-scatters its gradients (_fsdp_param_group.py post_backward:
     // "post_backward_reshard", then "post_backward_reduce"): its unsharded parameters are gone by then, and so is the
     // previous layer's reduce-scatter input (`self.comm_ctx.reduce_scatter_state = None` before foreach_reduce
@@ -760,10 +793,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                       fsdp ? root_unsharded : bytes{},
                       comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
+  // (1c) Then the final RMSNorm differentiated at pow's node, as a layer's norm is at (2b): lm_head's input and the
+  // norm's saved tensors are gone but its fp32 input, which is among the six fp32 copies of the norm's input; its
+  // weight's gradient and lm_head's have appeared; no residual gradient waits (nothing else reads the last hidden
+  // state). It tops the loss's moment where the vocabulary is small beside the hidden size (the CPU step oracle's
+  // random shapes, exact). Read where the layers' norm is (mlp_norm_walk) and the loss is transformers'.
+  const bool final_norm_walk = mlp_norm_walk && p.pp == 1 && s.loss == loss_impl::hf;
+  const auto final_norm_moment = [&] {
+    return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_grads, saved - stage.output_layer, bytes{}, norm_backward, bytes{},
+                      gathered_start, comm, bytes{}, bytes{}, bytes{}};
+  };
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
-  enum class moment_kind { loss, head, layer, vision_start, vision_end, end };
+  enum class moment_kind { loss, head, final_norm, layer, vision_start, vision_end, end };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
@@ -773,6 +816,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     backward_total += head_made - loss_backward;
     highest = moment_kind::head;
   }
+  if (final_norm_walk) {
+    if (const bytes total = final_norm_moment().total(); total > backward_total) {
+      backward_total = total;
+      highest = moment_kind::final_norm;
+    }
+  }
   // The parts of a layer walked, one bit each in layer_part's order (the order they are considered in), chosen once:
   // testing every part's condition for every layer considered cost more than the moments themselves.
   const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
@@ -780,12 +829,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                 (moe_walk ? bit(layer_part::moe_experts) : 0u) |
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (gated_walk ? bit(layer_part::mlp_product) : 0u) |
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
-                                (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u);
+                                (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u) |
+                                (attention_norm_walk ? bit(layer_part::attention_norm) : 0u);
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     const layer_context layer = layer_at(i);
     for (unsigned rest = walked_parts; rest != 0; rest &= rest - 1) {
       const auto part = static_cast<layer_part>(detail::log2_of_power_of_two(static_cast<std::int64_t>(rest & (0u - rest))));
-      if (const bytes total = layer_moment(layer, part).total(); total > backward_total) {
+      if (const bytes total = layer_moment(layer, part, i == 0).total(); total > backward_total) {
         backward_total = total;
         highest = moment_kind::layer;
         highest_layer = i;
@@ -892,10 +942,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   step_estimate out{forward(),
                     highest == moment_kind::loss           ? loss_moment()
                     : highest == moment_kind::head         ? head_moment()
+                    : highest == moment_kind::final_norm   ? final_norm_moment()
                     : highest == moment_kind::end          ? end_moment()
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
-                                                           : layer_moment(layer_at(highest_layer), highest_part),
+                                                           : layer_moment(layer_at(highest_layer), highest_part, highest_layer == 0),
                     optimizer_step(),
                     peak,
                     peak_phase,

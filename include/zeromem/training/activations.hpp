@@ -718,13 +718,15 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // cos and sin of s x rotary_width each, since position_ids = cache_position.unsqueeze(0) is one row for the batch, cast
   // to the hidden states' dtype: fp32 under autocast; OLMo's stay fp32) are passed to every layer, whose
   // apply_rotary_pos_emb (q * cos, rotate_half(q) * sin) keeps them for backward (mul saves the other operand): alive
-  // from forward to the first layer's backward, once per micro-batch, on every tensor-parallel rank. A model whose layers all skip RoPE (NoPE period 1) keeps none. Gemma-3 passes a global and a
+  // from forward to the first layer's backward, once per micro-batch, on every tensor-parallel rank. A model whose
+  // layers all skip RoPE (NoPE period 1) keeps none, but under full recompute, where each layer's checkpointed call
+  // holds the tables it was passed (below; SmolLM3Model.forward passes them to every layer). Gemma-3 passes a global and a
   // local pair to every layer (modeling_gemma3.py Gemma3TextModel.forward): a stage keeps the pair of each kind of layer
   // it has, and both under recompute, where each layer's checkpointed call holds its arguments.
   // The kinds of layer on the stage: layer 0 slides or not; a full-attention layer is there unless every one slides.
   const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
   bytes rotary_tables{};
-  if (c.impl == implementation::hf && m.positions == position_kind::rope && m.nope_period != 1) {
+  if (c.impl == implementation::hf && m.positions == position_kind::rope && (m.nope_period != 1 || c.recomputation == recompute::full)) {
     const std::int64_t table = c.autocast || m.rope_fp32 ? 4 : a;
     const std::int64_t pairs = m.local_rope && (c.recomputation != recompute::none || (sliding && full)) ? 2 : 1;
     rotary_tables = bytes_of(checked_product(2, table, s, m.rotary_width(), pairs, inflight));
