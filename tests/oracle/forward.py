@@ -47,11 +47,6 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-# A training forward's DynamicCache as transformers 5 fills it (copies of K and V; the H200's OLMo-1B eager step at b = 2,
-# where K and V have every head, reads it exactly), or as 4.x did (the tensors themselves), which zeromem's forward-only
-# peaks still follow: run_forward_oracle.py sets False.
-CACHE_COPIES = True
-
 # The norm, rotate_half and repeat_kv are transformers' as blocks.py writes them for the autograd oracle: the same ops
 # in the same frames.
 RMSNorm = blocks.LlamaRMSNorm
@@ -71,6 +66,16 @@ def apply_rotary_olmo(q, k, cos, sin):
     q_embed = (q * cos) + (rotate_half(q) * sin)
     k_embed = (k * cos) + (rotate_half(k) * sin)
     return q_embed.to(q_type), k_embed.to(k_type)
+
+
+def cache_update(cache, key_states, value_states):
+    """DynamicCache.update for one layer, as transformers 5's DynamicLayer.update runs it: torch.cat onto the empty
+    tensors of lazy_initialization copies K and V, the cache keeps the copies and attention reads them (4.x's first
+    update kept the tensors themselves). The H200's OLMo-1B eager step at b = 2, every head a KV head, reads it exactly."""
+    empty = key_states.new_empty(0)
+    key_states, value_states = torch.cat([empty, key_states], dim=-2), torch.cat([empty, value_states], dim=-2)
+    cache.append((key_states, value_states))
+    return key_states, value_states
 
 
 def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
@@ -116,15 +121,12 @@ class Attention(torch.nn.Module):
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         if self.rope:  # OlmoAttention (modular_olmo.py): fp32 tables, the rotated q and k cast back
             query_states, key_states = (apply_rotary_olmo if self.olmo else apply_rotary)(query_states, key_states, cos, sin)
-        return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
+        if cache is not None:  # past_key_values.update, rebinding key_states and value_states in this frame
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        return self.attend(query_states, key_states, value_states, mask, input_shape)
 
-    def attend(self, query_states, key_states, value_states, mask, cache, input_shape):
+    def attend(self, query_states, key_states, value_states, mask, input_shape):
         """The attention forward's tail, the caller's q, k and v alive throughout as in transformers' frame."""
-        if cache is not None:
-            if CACHE_COPIES:  # transformers 5 DynamicLayer.update: torch.cat onto the empty tensors of lazy_initialization
-                empty = key_states.new_empty(0)  # copies K and V, and attention reads the copies (blocks.py's cache likewise)
-                key_states, value_states = torch.cat([empty, key_states], dim=-2), torch.cat([empty, value_states], dim=-2)
-            cache.append((key_states, value_states))  # transformers 4.x's first update kept the tensors themselves
         attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0 / math.sqrt(self.d),
                                                     self.heads // self.kv, self.softcap)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
@@ -142,7 +144,9 @@ class Attention(torch.nn.Module):
         value_states = value_states.view(hidden_shape).transpose(1, 2)
         if self.rope:
             query_states, key_states = apply_rotary_olmo(query_states, key_states, cos, sin)
-        return self.attend(query_states, key_states, value_states, mask, cache, input_shape)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        return self.attend(query_states, key_states, value_states, mask, input_shape)
 
 
 class MLP(torch.nn.Module):

@@ -2,10 +2,6 @@
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
-The cache (use_cache) is filled as transformers 4.x did, with the tensors themselves, which zeromem's forward-only peaks
-follow. transformers 5 copies K and V into it (DynamicLayer.update: torch.cat), as the training-step oracle runs it; with
-the copies, 7 of this seed's 40 models peak 1.4% ... 6.5% above zeromem (not modelled yet: docs/validation.md).
-
 usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
 """
 import argparse
@@ -15,8 +11,6 @@ import subprocess
 import sys
 
 import forward
-
-forward.CACHE_COPIES = False
 
 def main():
     parser = argparse.ArgumentParser()

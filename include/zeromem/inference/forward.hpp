@@ -167,7 +167,10 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     attention = max_of(attention, checked_sum(after_rope, checked_product(2, Q)));
     attention = max_of(attention, checked_sum(after_rope, Q, H));
   }
-  // With a cache, this layer's k_embed and v stay alive (the cache holds them) after attention returns.
+  // With a cache, this layer's K and V stay alive after attention returns: transformers 5's DynamicLayer.update copies
+  // them (torch.cat) and hands attention the copies, the originals freed on rebinding; the moment of both pairs,
+  // qkv + 2K, never tops o_proj's above (K <= Q), and the copies' contiguous layout only spares matmul a fold copy of
+  // K and V at moments o_proj's also tops where heads x d <= hidden (the forward oracle, exact either way).
   const std::int64_t cached = f.use_cache ? checked_product(2, K) : 0;
   if (m.post_norms) {
     // Olmo2DecoderLayer: post_attention_layernorm over the attention output, the residual sum R1; the MLP reads R1
