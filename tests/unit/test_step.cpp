@@ -1155,19 +1155,27 @@ TEST_CASE("step: accumulating, the down projection's new gradient stands at its 
   CHECK(e.backward.flowing == bytes_of(4'194'304 + 11'272'192));
 }
 
+namespace {
+// A small Llama-family model (the step oracle's few-token shapes): hidden 512, 8 heads, 4 KV heads, vocabulary 500.
+transformer_config small_llama(std::int64_t layers, std::int64_t ffn) {
+  transformer_config m{};
+  m.hidden = 512;
+  m.layers = layers;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.ffn = ffn;
+  m.vocab = 500;
+  return m;
+}
+}  // namespace
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six
   // fp32 copies of its input, 6 x 4 x 131,072 = 3,145,728 B, against the loss's 12 B a logit (3 x 4 x 256 x 500 =
   // 1,536,000) and lm_head's moment. Gradients there: lm_head's (tied: the shared weight's, 500 x 512 x 2) and the final
   // norm's weight's (512 x 2).
-  transformer_config m{};
-  m.hidden = 512;
-  m.layers = 4;
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.ffn = 512;
-  m.vocab = 500;
+  transformer_config m = small_llama(4, 512);
   m.tied_embeddings = true;
   const step_estimate e = estimate_step(m, pure_bf16(), sdpa(64, 4), step_config{});
   CHECK(e.backward.gradients == bytes_of(512'000 + 1'024));
@@ -1184,14 +1192,7 @@ TEST_CASE("step: layer 0's input norm differentiated tops the end of backward wh
   // three norms 3 x 512: 7,591,424, their bf16 gradients 15,182,848 B. At the input norm's pow node every gradient
   // but the embedding's (512,000 B) is there, with dL/d(residual) 64 x 512 x 2 and the norm's six fp32 copies of its
   // input 6 x 4 x 64 x 512; the end of backward would hold the embedding's gradient instead of the copies.
-  transformer_config m{};
-  m.hidden = 512;
-  m.layers = 1;
-  m.heads = 8;
-  m.kv_heads = 4;
-  m.ffn = 4096;
-  m.vocab = 500;
-  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(32, 2, recompute::full), step_config{});
+  const step_estimate e = estimate_step(small_llama(1, 4096), pure_bf16(), sdpa(32, 2, recompute::full), step_config{});
   CHECK(e.backward.gradients == bytes_of(15'182'848 - 512'000));
   CHECK(e.backward.flowing == bytes_of(65'536 + 786'432));
   // The token ids 8 x 64, the rotary tables 2 x 2 x 32 x 64, the checkpointed call's position ids 8 x 32 and its input
