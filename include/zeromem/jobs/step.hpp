@@ -543,7 +543,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
   const bytes first_linear_made = mlp_walk && adding_in ? made_here(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)))
                                                         : mlp_linear_grads;
-  const bytes mlp_norm_made = mlp_walk && adding_in ? made_here(elements_of(counts.norms.count() / 2)) : mlp_grads;
+  // The norm's weight gradient is made at its weight multiply's node, before pow's: added in by then when accumulating.
+  const bytes mlp_norm_made = adding_in ? bytes{} : mlp_grads;
   const bytes first_linear_flowing = mlp_walk ? hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product : bytes{};
   // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
   // the MLP: its saved tensors belong to the attention half.
@@ -799,9 +800,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // state). It tops the loss's moment where the vocabulary is small beside the hidden size (the CPU step oracle's
   // random shapes, exact). Read where the layers' norm is (mlp_norm_walk) and the loss is transformers'.
   const bool final_norm_walk = mlp_norm_walk && p.pp == 1 && s.loss == loss_impl::hf;
+  // Accumulating without FSDP2, lm_head's and the norm's new gradients are added in by then (a tied head's waits).
   const auto final_norm_moment = [&] {
-    return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_grads, saved - stage.output_layer, bytes{}, norm_backward, bytes{},
-                      gathered_start, comm, bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, adding_in ? grads_all + tied_gradient : (accumulating ? grads_all : bytes{}) + head_grads,
+                      saved - stage.output_layer, bytes{}, norm_backward, bytes{}, gathered_start, comm, bytes{}, bytes{}, bytes{}};
   };
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
