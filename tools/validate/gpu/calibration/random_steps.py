@@ -1,0 +1,231 @@
+"""Random real training steps: published configs of fifteen families with their shapes redrawn, run as measure_hf.py
+runs its cases (one GPU, random weights, phases of one optimizer step), so that the step model meets shapes and
+combinations nobody picked.  Two stages, so that zeromem's predictions exist before anything is measured:
+
+  python3 random_steps.py draw --count N --seed S [--zeromem BIN] CASES.json   # no torch: the cases, their configs
+  python3 random_steps.py measure CASES.json OUT.json [--deadline SECONDS]
+
+With --zeromem, each draw is predicted first (as tests/unit/test_calibration.cpp asks, on an H200) and its phases
+written beside it; a draw zeromem refuses is kept under "refused" with its message and not measured.
+`measure` runs the cases in order until the deadline (seconds since it started; a case is not begun after it), writing
+OUT.json in measure_hf.py's shape ({info, cases}) after each, every case carrying its config so that to_calibration.py
+and the calibration test can read it (`configs/<config>/config.json`).  PYTORCH_CUDA_ALLOC_CONF is recorded per case.
+"""
+import json
+import os
+import random
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = os.path.join(HERE, "..", "..", "..", "..", "tests", "data", "calibration", "configs")
+
+# family: the calibration config its draws start from (a published config.json)
+BASES = {"llama": "llama-2-7b", "qwen2": "qwen2.5-1.5b", "qwen3": "qwen3-8b", "mistral": "mistral-7b", "gemma": "gemma-2b",
+         "gemma2": "gemma-2-2b", "gemma3_text": "gemma-3-1b", "olmo": "olmo-1b-hf", "olmo2": "olmo-2-0425-1b",
+         "phi3": "phi-3-mini-4k", "phi": "phi-2", "gpt_neox": "pythia-1b", "stablelm": "stablelm-2-1.6b", "opt": "opt-350m",
+         "gpt2": "gpt2", "mixtral": "mixtral-8x7b-2layers", "qwen3_moe": "qwen3-moe-2layers-vocab1024",
+         "olmoe": "olmoe-1b-7b-2layers", "qwen2_moe": "qwen1.5-moe-2layers-vocab1024"}
+MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe")
+OPTIMIZERS = ["adamw"] * 6 + ["adam", "sgd", "sgd-momentum", "rmsprop", "adagrad", "nadam", "adamax", "adafactor"]
+
+
+def load(name):
+    with open(os.path.join(CONFIGS, name, "config.json")) as f:
+        return json.load(f)
+
+
+def rough_bytes(f, cfg):
+    """An upper guess of the step (bf16 weights + fp32 AdamW states and gradients, the logits' fp32 copies, eager
+    scores), only to keep draws on the card; zeromem's estimate is what gets compared."""
+    h, L, V, n = cfg["h"], cfg["layers"], cfg["vocab"], cfg["heads"]
+    experts = cfg.get("experts", 1)
+    params = L * (4 * h * h + 3 * h * cfg["ffn"] * experts) + 2 * V * h
+    tokens = cfg["s"] * cfg["b"]
+    eager = cfg["attn"] == "eager"
+    acts = L * tokens * h * 40 + (L * cfg["b"] * n * cfg["s"] ** 2 * 8 if eager else 0) + tokens * V * 16
+    return params * (18 if f != "amp" else 20) + acts
+
+
+def draw_one(rng, index, seed):
+    family = rng.choice(list(BASES))
+    c = load(BASES[family])
+    moe = family in MOE
+    d = rng.choice([64, 128]) if family not in ("gemma", "gemma2", "gemma3_text") else rng.choice([64, 128, 256])
+    heads = rng.choice([2, 4, 8, 12, 16, 32])
+    kv = rng.choice([k for k in (1, 2, 4, 8, heads) if heads % k == 0]) if family != "stablelm" else heads  # zeromem refuses GQA there
+    independent_head_dim = family in ("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text")
+    h = rng.choice([512, 768, 1024, 1536, 2048, 3072]) if independent_head_dim else heads * d
+    ffn = rng.choice([h, 2 * h, 3 * h, 4 * h, 8 * h // 3 // 64 * 64 or h])
+    if moe:
+        ffn = rng.choice([256, 512, 768, 1024, 1408])
+    shape = {"h": h, "heads": heads, "layers": rng.choice([1, 2, 3, 4, 6]), "ffn": ffn,
+             "vocab": rng.choice([1024, 8192, 32000, 50304, 128256]), "s": rng.choice([128, 256, 512, 1024, 2048, 4096]),
+             "b": rng.choice([1, 2, 4, 8]), "attn": "eager" if rng.random() < 0.2 else "sdpa"}
+    if family in ("gpt2",):
+        shape["s"] = min(shape["s"], 1024)
+    if family in ("opt", "phi", "gpt_neox"):
+        shape["s"] = min(shape["s"], 2048)
+    precision = "amp" if (rng.random() < 0.15 and not moe) else "bf16"
+    ckpt = rng.random() < 0.35
+    accum = rng.choice([2, 3]) if rng.random() < 0.15 else 1
+    algorithm = rng.choice(OPTIMIZERS)
+    if moe:
+        shape["experts"] = rng.choice([4, 8, 16, 32, 64])
+        shape["top_k"] = rng.choice([k for k in (1, 2, 4, 8) if k <= shape["experts"]])
+    if rough_bytes(precision, shape) > 110e9:
+        return None
+    s, L, V = shape["s"], shape["layers"], shape["vocab"]
+    c.update({"vocab_size": V, "num_hidden_layers": L, "use_cache": rng.random() < 0.5})
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if isinstance(c.get(key), int) and c[key] >= V:
+            c[key] = 1 if key != "pad_token_id" else 0
+    for key in ("layer_types", "max_window_layers", "torch_dtype", "_name_or_path", "transformers_version"):
+        c.pop(key, None)
+    if family == "gpt2":
+        c.update({"n_embd": h, "n_head": heads, "n_layer": L, "n_inner": ffn, "n_positions": 1024, "n_ctx": 1024})
+        c.pop("num_hidden_layers")
+    else:
+        c.update({"hidden_size": h, "num_attention_heads": heads, "intermediate_size": ffn})
+        if family not in ("gpt_neox", "opt"):
+            c["num_key_value_heads"] = kv
+        if independent_head_dim:
+            c["head_dim"] = d
+        if "max_position_embeddings" in c and family not in ("opt", "phi", "gpt_neox"):
+            c["max_position_embeddings"] = max(c["max_position_embeddings"], s)
+    if family == "opt":
+        c.update({"ffn_dim": ffn, "word_embed_proj_dim": rng.choice([h, 512]), "do_layer_norm_before": rng.random() < 0.5})
+        c.pop("intermediate_size")
+    if family in ("gemma", "gemma2", "gemma3_text"):
+        c["query_pre_attn_scalar"] = d
+    if family in ("gemma2", "gemma3_text", "mistral", "phi3"):
+        c["sliding_window"] = rng.choice([128, 512, 4096])
+    if family == "phi":
+        c["partial_rotary_factor"] = rng.choice([0.25, 0.4, 0.5])
+    if family == "gpt_neox":
+        c["rotary_pct"] = rng.choice([0.25, 0.5, 1.0])
+    if family in ("llama", "qwen2", "qwen3", "mistral", "olmo2", "phi3", "stablelm") and rng.random() < 0.3:
+        c["tie_word_embeddings"] = True
+    if moe:
+        experts = "num_local_experts" if family == "mixtral" else "num_experts"
+        c.update({experts: shape["experts"], "num_experts_per_tok": shape["top_k"]})
+        if family in ("qwen3_moe", "qwen2_moe"):
+            c["moe_intermediate_size"] = ffn
+        if family == "qwen2_moe":
+            c["shared_expert_intermediate_size"] = rng.choice([ffn, 4 * ffn])
+        if family in ("qwen3_moe", "olmoe", "qwen2_moe"):
+            c["norm_topk_prob"] = rng.random() < 0.5
+    config = f"random-{seed}-{index:03d}-{family}"
+    name = (f"{config}-{precision}-{shape['attn']}-s{s}-b{shape['b']}" + ("-ckpt" if ckpt else "") +
+            (f"-accum{accum}" if accum > 1 else "") + (f"-{algorithm}" if algorithm != "adamw" else ""))
+    case = {"name": name, "config": config, "precision": precision, "attention": shape["attn"], "seq": s,
+            "micro_batch": shape["b"], "checkpointing": ckpt}
+    if accum > 1:
+        case["accumulation_steps"] = accum
+    if algorithm != "adamw":
+        case["algorithm"] = algorithm
+    return case, c
+
+
+def draw(count, seed):
+    rng = random.Random(seed)
+    drawn = []
+    while len(drawn) < count:
+        one = draw_one(rng, len(drawn), seed)
+        if one:
+            case, config = one
+            drawn.append(dict(case, config_json=config))
+    return drawn
+
+
+H200 = ["--gpu-memory", "150109880320B", "--cuda-context", "650969088B"]  # h200-training-steps.json's measured_on
+
+
+def predict(binary, case, first):
+    """zeromem's phases for one case, with the flags test_calibration.cpp's flags_of passes; None and the message if refused."""
+    import subprocess
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(case["config_json"], f)
+    args = [binary, "estimate", "--hf-config", f.name, "--seq-len", str(case["seq"]), "--micro-batch", str(case["micro_batch"]),
+            "--precision", "amp-bf16" if case["precision"] == "amp" else case["precision"], "--attention", case["attention"],
+            "--implementation", "hf", "--json"] + H200
+    if case["checkpointing"]:
+        args += ["--recompute", "full"]
+    args += ["--optimizer", case["algorithm"]] if "algorithm" in case else ["--optimizer-impl", "foreach"]
+    if case.get("accumulation_steps", 1) > 1:
+        args += ["--grad-accum-steps", str(case["accumulation_steps"])]
+    if not first:
+        args += ["--blas-workspaces", "0B"]
+    run = subprocess.run(args, capture_output=True, text=True)
+    os.unlink(f.name)
+    if run.returncode != 0:
+        return None, run.stderr.strip()
+    j = json.loads(run.stdout)
+    return {"peak": j["per_gpu"]["peak_bytes"], "peak_phase": j["per_gpu"]["peak_phase"], "fits": j["verdict"]["fits"],
+            **{p: j["phases"][p]["peak_bytes"] for p in ("forward", "backward", "optimizer_step")}}, None
+
+
+def measure(cases_file, out_file, deadline):
+    sys.path.insert(0, HERE)
+    import measure_hf
+    import torch
+    import transformers
+    import tempfile
+    with open(cases_file) as f:
+        cases = json.load(f)["cases"]
+    configs = tempfile.mkdtemp()
+    for c in cases:
+        os.makedirs(os.path.join(configs, c["config"]), exist_ok=True)
+        with open(os.path.join(configs, c["config"], "config.json"), "w") as f:
+            json.dump(c["config_json"], f)
+    measure_hf.config_path = lambda name: os.path.join(configs, name)
+    info = dict(torch=torch.__version__, transformers=transformers.__version__, device=torch.cuda.get_device_name(0),
+                total=torch.cuda.mem_get_info()[1])
+    x = torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+    info["context_used"] = torch.cuda.mem_get_info()[1] - torch.cuda.mem_get_info()[0]
+    del x
+    alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    start, results = time.time(), dict(info=info, cases=[])
+    for c in cases:
+        if time.time() - start > deadline:
+            print(f"deadline: {len(results['cases'])} of {len(cases)} cases measured", flush=True)
+            break
+        rec = measure_hf.one_case((c["name"], c["config"], c["precision"], c["attention"], c["seq"], c["micro_batch"],
+                                   c["checkpointing"], c.get("accumulation_steps", 1), c.get("algorithm", "adamw")))
+        rec["config_json"] = c["config_json"]
+        if alloc_conf:
+            rec["alloc_conf"] = alloc_conf
+        print(json.dumps({k: v for k, v in rec.items() if k != "config_json"}), flush=True)
+        results["cases"].append(rec)
+        with open(out_file, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "draw":
+        count, seed = int(sys.argv[sys.argv.index("--count") + 1]), int(sys.argv[sys.argv.index("--seed") + 1])
+        cases, refused = draw(count, seed), []
+        if "--zeromem" in sys.argv:
+            binary, kept = sys.argv[sys.argv.index("--zeromem") + 1], []
+            for c in cases:
+                prediction, message = predict(binary, c, first=not kept)
+                if prediction:
+                    kept.append(dict(c, zeromem=prediction))
+                else:
+                    refused.append(dict(c, refused=message))
+            cases = kept
+        with open(sys.argv[-1], "w") as f:
+            json.dump({"seed": seed, "cases": cases, "refused": refused}, f, indent=1)
+            f.write("\n")
+        return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "measure":
+        deadline = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else float("inf")
+        measure(sys.argv[2], sys.argv[3], deadline)
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/bin/sh
+# One device session's measurements, in the time one call allows (tools/validate/gpu, docs/validation.md):
+# the prepared cases of measure_hf.py given as arguments (each group one process, a process's first case as predicted),
+# then the drawn random steps under the default allocator and again under expandable segments, each to a deadline.
+# usage: OUT=DIR sh run_session.sh CASES.json DEFAULT_S EXPANDABLE_S "GROUP1 CASES" "GROUP2 CASES" ...
+set -u
+here=$(dirname "$0"); cases=$1; default_s=$2; expandable_s=$3; shift 3
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.csv" 2>&1
+python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__)" > "$OUT/versions.txt" 2>&1
+n=0
+for group in "$@"; do
+  n=$((n + 1)); mkdir -p "$OUT/prepared$n"
+  OUT="$OUT/prepared$n" timeout 150 python3 "$here/measure_hf.py" $group > "$OUT/prepared$n.log" 2>&1
+done
+timeout $((default_s + 90)) python3 "$here/random_steps.py" measure "$cases" "$OUT/random_default.json" --deadline "$default_s" \
+  > "$OUT/random_default.log" 2>&1
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout $((expandable_s + 90)) python3 "$here/random_steps.py" measure "$cases" \
+  "$OUT/random_expandable.json" --deadline "$expandable_s" > "$OUT/random_expandable.log" 2>&1
+echo done
