@@ -221,6 +221,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   st.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, training_blas_handles, st.blas_workspaces);
+  if (!a.gpu.empty()) st.multiprocessors = find_gpu(a.gpu).multiprocessors;
   st.reserve_fraction = a.reserve_fraction;
   st.ddp = a.ddp;
   st.gradient_as_bucket_view = a.gradient_as_bucket_view;

@@ -73,6 +73,7 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   r.model = model_of(a.model);
   r.gpu_capacity = device.capacity;
   r.step.blas_workspaces = blas_workspaces_arg("", a.gpu, training_blas_handles, r.step.blas_workspaces);
+  if (!a.gpu.empty()) r.step.multiprocessors = find_gpu(a.gpu).multiprocessors;
   r.gpus_per_node = a.gpus;
   r.nodes = a.nodes;
   if (!a.host_memory.empty()) {

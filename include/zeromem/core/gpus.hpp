@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "zeromem/core/cuda_reduce.hpp"
 #include "zeromem/core/error.hpp"
 #include "zeromem/core/units.hpp"
 
@@ -16,16 +17,19 @@ struct gpu_model {
   bytes capacity;
   std::string_view source;
   int compute_capability_major;  // sm80 -> 8, sm89 -> 8, sm90 -> 9 (NVIDIA's CUDA GPUs table)
+  // Multiprocessors (NVIDIA's A100 and H100 whitepapers, L40S datasheet) and resident threads per multiprocessor
+  // (CUDA C++ Programming Guide, technical specifications: 2048 on 8.0 and 9.0, 1536 on 8.9).
+  cuda_multiprocessors multiprocessors;
 };
 
 // clang-format off
 inline constexpr std::array<gpu_model, 6> gpu_models{{
-    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB, not read to the byte (docs/references.md §6); pass --gpu-memory with your total_memory", 8},
-    {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)", 8},
-    {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)", 8},
-    {"h100-80gb", bytes_of_checked(85'017'493'504),     "measured: cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)", 9},
-    {"h200",      bytes_from(139.0L, size_unit::GiB),  "approximate: about 139 GiB as PyTorch reports an H200 (141 GB nominal), not read to the byte (docs/references.md §6)", 9},
-    {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (docs/references.md §4, §6)", 8},
+    {"a100-40gb", bytes_from(40.0L, size_unit::GiB),   "nominal 40 GiB, not read to the byte (docs/references.md §6); pass --gpu-memory with your total_memory", 8, {108, 2048}},
+    {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)", 8, {108, 2048}},
+    {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)", 8, {108, 2048}},
+    {"h100-80gb", bytes_of_checked(85'017'493'504),     "measured: cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)", 9, {132, 2048}},
+    {"h200",      bytes_from(139.0L, size_unit::GiB),  "approximate: about 139 GiB as PyTorch reports an H200 (141 GB nominal), not read to the byte (docs/references.md §6)", 9, {132, 2048}},
+    {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (docs/references.md §4, §6)", 8, {142, 1536}},
 }};
 // clang-format on
 

@@ -272,6 +272,7 @@ inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
   j.gpu_capacity = find_gpu(s.gpu).capacity;
   // cuBLAS workspaces of the GPU's architecture, per training process (gpu_group::blas_handles).
   j.step.blas_workspaces = blas_workspaces_of(find_gpu(s.gpu), training_blas_handles);
+  j.step.multiprocessors = find_gpu(s.gpu).multiprocessors;
   j.host_capacity = s.host_memory;
   j.host_threshold = s.ray_threshold;
   j.mean_tokens = s.mean_tokens;

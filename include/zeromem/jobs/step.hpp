@@ -36,6 +36,7 @@
 #include "zeromem/inference/forward.hpp"
 #include "zeromem/core/dtype.hpp"
 #include "zeromem/core/error.hpp"
+#include "zeromem/core/cuda_reduce.hpp"
 #include "zeromem/core/gpus.hpp"
 #include "zeromem/jobs/job.hpp"
 #include "zeromem/model/model.hpp"
@@ -97,6 +98,9 @@ struct step_config {
   /// cuBLAS workspaces inside PyTorch's allocator, alive from the first step on: an H100's two by default (the card
   /// cuda_context was measured on); blas_workspaces_of(find_gpu(...), training_blas_handles) for another.
   bytes blas_workspaces = h100_blas_workspace * training_blas_handles;
+  /// The card's multiprocessors, which set the CUDA reduction kernel's staging buffer (cuda_sum_staging_bytes): an
+  /// H100's by default, find_gpu(...).multiprocessors for another.
+  cuda_multiprocessors multiprocessors{};
   /// The caching allocator's reserved bytes above the allocated peak, as a fraction of that peak (fragmentation,
   /// separate pools for communication streams). zeromem does not model it: measure
   /// torch.cuda.max_memory_reserved() / max_memory_allocated() - 1 on your job and pass it. Default 0.
@@ -545,7 +549,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                                         : mlp_linear_grads;
   // The norm's weight gradient is made at its weight multiply's node, before pow's: added in by then when accumulating.
   const bytes mlp_norm_made = adding_in ? bytes{} : mlp_grads;
-  const bytes first_linear_flowing = mlp_walk ? hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product : bytes{};
+  // On CUDA a linear's bias gradient, the sum of its incoming [sb, n] gradient over the tokens (autograd's
+  // validate_outputs, after the node made its input's and weight's gradients), may stage its partial sums in a buffer of
+  // its own (core/cuda_reduce.hpp): fc1's (n = ffn) at (2d), fc2's (n = h) at (2c'). Measured on an H200 (OPT, ffn
+  // 5440, 4096 tokens: 139,264,000 B beside fc1's gradients).
+  const auto bias_staging = [&](std::int64_t n) ZEROMEM_ALWAYS_INLINE {
+    return mlp_walk && m.mlp_bias && a.device == device_kind::cuda ? bytes_of(cuda_sum_staging_bytes(n, sb, s.multiprocessors)) : bytes{};
+  };
+  const bytes down_staging = down_walk ? bias_staging(m.hidden) : bytes{};
+  const bytes first_linear_flowing = mlp_walk ? hidden_grad * (m.mlp == mlp_kind::swiglu ? 3 : 2) + product + bias_staging(m.ffn) : bytes{};
   // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
   // the MLP: its saved tensors belong to the attention half.
   const auto attention_branch_norm = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
@@ -563,7 +575,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // differentiated at softmax's node: o_proj's weight gradient has appeared and its saved input is freed, P @ V's node
   // has run (the 16-bit probabilities and V it kept are freed, V's gradient, sb x heads x d, waits for the projection),
   // and _softmax_backward_data makes its fp32 gradient beside the fp32 output it kept and the fp32 gradient .to(c)'s
-  // backward made: three fp32 s x s tensors per head. Under full recompute, or where the scores are large beside the
+  // backward made: three fp32 s x s tensors per head, four on CUDA (its grad * output). Under full recompute, or where the scores are large beside the
   // layer's weights, this is the layer's highest moment (the training-step oracle). Read for Llama-family eager
   // attention without soft-capping (Gemma-2's tanh keeps more) or dropout.
   // LayerNorm layers likewise, in sequence (StarCoder2, StableLM, GPT-NeoX) or in parallel (GPT-NeoX, Phi: the MLP
@@ -579,7 +591,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   bytes probabilities{}, softmax_gradients{}, value_grad{}, o_proj_grad{};
   if (attention_core_walk) {
     probabilities = elements_of(score_values) * size_of(compute);
-    softmax_gradients = elements_of(checked_product(2, score_values)) * size_of(dtype::fp32);
+    // On CUDA, softmax_backward_cuda_out first forms grad * output (aten/src/ATen/native/cuda/SoftMax.cu: `Tensor tmp =
+    // grad * output`), a third fp32 s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
+    softmax_gradients = elements_of(checked_product(a.device == device_kind::cuda ? 3 : 2, score_values)) * size_of(dtype::fp32);
     value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
     o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
   }
@@ -708,7 +722,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // over the MLP's output) before the residual add, down's incoming gradient is a tensor of its own beside the
       // residual's.
       const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms;
-      const bytes flowing = hidden_grad * (own_gradient ? 2 : 1) + product;
+      const bytes flowing = hidden_grad * (own_gradient ? 2 : 1) + product + down_staging;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
