@@ -4,6 +4,7 @@ combinations nobody picked.  Two stages, so that zeromem's predictions exist bef
 
   python3 random_steps.py draw --count N --seed S [--zeromem BIN] CASES.json   # no torch: the cases, their configs
   python3 random_steps.py measure CASES.json OUT.json [--deadline SECONDS]
+  python3 random_steps.py misses CASES.json OUT.json PERCENT [COUNT]   # the measured cases furthest from their prediction
 
 With --zeromem, each draw is predicted first (as tests/unit/test_calibration.cpp asks, on an H200) and its phases
 written beside it; a draw zeromem refuses is kept under "refused" with its message and not measured.
@@ -55,12 +56,12 @@ def draw_one(rng, index, seed):
     heads = rng.choice([2, 4, 8, 12, 16, 32])
     kv = rng.choice([k for k in (1, 2, 4, 8, heads) if heads % k == 0]) if family != "stablelm" else heads  # zeromem refuses GQA there
     independent_head_dim = family in ("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text")
-    h = rng.choice([512, 768, 1024, 1536, 2048, 3072]) if independent_head_dim else heads * d
+    h = rng.choice([512, 768, 1024, 1536, 2048, 3072, 4096]) if independent_head_dim else heads * d
     ffn = rng.choice([h, 2 * h, 3 * h, 4 * h, 8 * h // 3 // 64 * 64 or h])
     if moe:
         ffn = rng.choice([256, 512, 768, 1024, 1408])
-    shape = {"h": h, "heads": heads, "layers": rng.choice([1, 2, 3, 4, 6]), "ffn": ffn,
-             "vocab": rng.choice([1024, 8192, 32000, 50304, 128256]), "s": rng.choice([128, 256, 512, 1024, 2048, 4096]),
+    shape = {"h": h, "heads": heads, "layers": rng.choice([1, 2, 3, 4, 6, 8]), "ffn": ffn,
+             "vocab": rng.choice([1024, 8192, 32000, 50304, 128256, 151936]), "s": rng.choice([128, 256, 512, 1024, 2048, 4096]),
              "b": rng.choice([1, 2, 4, 8]), "attn": "eager" if rng.random() < 0.2 else "sdpa"}
     if family in ("gpt2",):
         shape["s"] = min(shape["s"], 1024)
@@ -101,7 +102,7 @@ def draw_one(rng, index, seed):
     if family in ("gemma2", "gemma3_text", "mistral", "phi3"):
         c["sliding_window"] = rng.choice([128, 512, 4096])
     if family == "phi":
-        c["partial_rotary_factor"] = rng.choice([0.25, 0.4, 0.5])
+        c["partial_rotary_factor"] = rng.choice([0.25, 0.5])  # 0.4 of a 64- or 128-wide head is no whole dimension
     if family == "gpt_neox":
         c["rotary_pct"] = rng.choice([0.25, 0.5, 1.0])
     if family in ("llama", "qwen2", "qwen3", "mistral", "olmo2", "phi3", "stablelm") and rng.random() < 0.3:
@@ -222,6 +223,13 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "measure":
         deadline = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else float("inf")
         measure(sys.argv[2], sys.argv[3], deadline)
+        return 0
+    if len(sys.argv) >= 5 and sys.argv[1] == "misses":  # names, for step_anatomy.py, of the worst predicted peaks
+        predicted = {c["name"]: c["zeromem"]["peak"] for c in json.load(open(sys.argv[2]))["cases"]}
+        errors = [(abs(predicted[r["name"]] / r["peak"] - 1), r["name"]) for r in json.load(open(sys.argv[3]))["cases"]
+                  if r.get("peak") and not r.get("oom") and r["name"] in predicted and r.get("base_bytes", 0) > 0]
+        worst = sorted((e for e in errors if e[0] * 100 > float(sys.argv[4])), reverse=True)
+        print(" ".join(n for _, n in worst[:int(sys.argv[5]) if len(sys.argv) > 5 else 8]))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

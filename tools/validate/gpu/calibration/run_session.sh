@@ -1,7 +1,9 @@
 #!/bin/sh
 # One device session's measurements, in the time one call allows (tools/validate/gpu, docs/validation.md):
 # the prepared cases of measure_hf.py given as arguments (each group one process, a process's first case as predicted),
-# then the drawn random steps under the default allocator and again under expandable segments, each to a deadline.
+# then the drawn random steps under the default allocator to a deadline, what is alive at the peaks of the (at most
+# eight) furthest from their prediction by more than 3% (step_anatomy.py), and the draws again under expandable
+# segments (EXPANDABLE_S 0: not).
 # usage: OUT=DIR sh run_session.sh CASES.json DEFAULT_S EXPANDABLE_S "GROUP1 CASES" "GROUP2 CASES" ...
 set -u
 here=$(dirname "$0"); cases=$1; default_s=$2; expandable_s=$3; shift 3
@@ -11,9 +13,12 @@ n=0
 for group in "$@"; do
   n=$((n + 1)); mkdir -p "$OUT/prepared$n"
   OUT="$OUT/prepared$n" timeout 150 python3 "$here/measure_hf.py" $group > "$OUT/prepared$n.log" 2>&1
+  mv "$OUT/prepared$n/hf_measured.json" "$OUT/prepared$n.json" && rmdir "$OUT/prepared$n"  # what comes back: files, not folders
 done
 timeout $((default_s + 90)) python3 "$here/random_steps.py" measure "$cases" "$OUT/random_default.json" --deadline "$default_s" \
   > "$OUT/random_default.log" 2>&1
-PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout $((expandable_s + 90)) python3 "$here/random_steps.py" measure "$cases" \
+misses=$(python3 "$here/random_steps.py" misses "$cases" "$OUT/random_default.json" 3 8)
+[ -n "$misses" ] && timeout 150 python3 "$here/step_anatomy.py" "$cases" "$OUT/anatomy.json" $misses > "$OUT/anatomy.log" 2>&1
+[ "$expandable_s" -gt 0 ] && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout $((expandable_s + 90)) python3 "$here/random_steps.py" measure "$cases" \
   "$OUT/random_expandable.json" --deadline "$expandable_s" > "$OUT/random_expandable.log" 2>&1
 echo done
