@@ -935,6 +935,22 @@ TEST_CASE("autocast: the forward's KV cache holds fp32 K and V beside attention'
   CHECK(forward_kv_cache_bytes(pythia, c).count() == 0);
 }
 
+TEST_CASE("autocast: gelu_new's pow runs in fp32, and three of the five tensors it keeps are fp32", "[activations][amp]") {
+  // GPT-2 (gelu_new written as tensor ops), s = 1024, b = 8: sb f = 8192 x 3072 per layer. In bf16 five 2-byte tensors
+  // a hidden element (x for pow, tanh's output, 1 + tanh, 0.5 x, the output c_proj keeps). Under autocast torch.pow is
+  // on the fp32 list (autocast_mode.cpp), so pow keeps its fp32 cast of x and the sum, tanh and 1 + tanh are fp32:
+  // 4 + 4 + 4 + 2 + 2 (c_proj keeps its own 16-bit cast of the fp32 output) = 16 B against 10, 6 sb f more a layer.
+  // Measured on an H200 (h200-random-steps-20261128.json, GPT-2 with n_embd 256 and n_inner 1024 under AMP at s 1024, b 8):
+  // the forward's saved tensors 303,812,608 B above the bf16 count before, 6 layers x 6 x 8192 x 1024 = 301,989,888 B.
+  const transformer_config gpt2 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json");
+  REQUIRE(gpt2.gelu_tensor_ops);
+  activation_config c = hf_sdpa(1024);
+  c.micro_batch = 8;
+  const bytes bf16 = layer_activation_bytes(gpt2, c).mlp_hidden;
+  c.autocast = true;
+  CHECK((layer_activation_bytes(gpt2, c).mlp_hidden - bf16).count() == 6LL * 8192 * 3072);
+}
+
 TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the routing weights", "[activations][moe]") {
   // Mixtral-8x7B (hidden 4096, expert intermediate 14336, top-2 of 8), s = 4096, b = 4: sb = 16,384. Each token passes two
   // experts. transformers 5's grouped_mm_experts_forward (integrations/moe.py, the default): SwiGLU's four tensors

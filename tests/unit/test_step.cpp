@@ -136,13 +136,20 @@ TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default
   // elements; the for-loop's highest moment is q_proj's (16,777,216) beside the embedding's `update`, still named
   // until reassigned: (16,777,216 + 131,072,000) x 2 B = 295,698,432 B; foreach builds one per matrix at once: 6,738,415,616 x 2 = 13,476,831,232 B
   // (the vectors' grad * grad and clones are the same size as the vectors, counted once).
+  // On CUDA the column norm torch.norm(grad, dim=-2) stages its partial sums (Reduce.cuh): for layer 0's q_proj, 4096
+  // columns over 4096 rows, vec 4, a 32 x 4 block, 32 blocks of outputs, 1024 values a thread, min(ceil(2112 / 32) = 66,
+  // 1024 / 16 = 64) = 64 blocks an output: 4 x 4096 x 64 x 128 + 4 x 32 = 134,217,856 B, beside the embedding's update
+  // (131,072,000 x 2 B): 396,361,856 B, above var_estimate's moment.
   training_states t = pure_bf16();
   t.optimizer.kind = optimizer_kind::adafactor;
   step_config s{};
   s.optimizer = pytorch_default_impl(optimizer_kind::adafactor);
   CHECK(s.optimizer == optimizer_impl::forloop);
   CHECK(pytorch_default_impl(optimizer_kind::adamw) == optimizer_impl::foreach_kernels);
-  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(295'698'432));
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(396'361'856));
+  activation_config on_cpu = sdpa(1024, 1);
+  on_cpu.device = device_kind::cpu;
+  CHECK(estimate_step(llama2(), t, on_cpu, s).optimizer_step.optimizer_temporaries == bytes_of(295'698'432));
   s.optimizer = optimizer_impl::foreach_kernels;
   CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(13'476'831'232));
   s.optimizer = optimizer_impl::fused;
@@ -333,7 +340,7 @@ TEST_CASE("step: coupled weight decay's decayed gradients, by optimizer and impl
                       {optimizer_kind::adamax, 13'476'831'232LL, 2 * 262'144'000LL, false},
                       {optimizer_kind::adadelta, 3 * 13'476'831'232LL, 786'440'192LL, false},
                       {optimizer_kind::asgd, 13'476'831'232LL, 262'144'000LL, false},
-                      {optimizer_kind::adafactor, 13'476'831'232LL, 295'698'432LL, false}};
+                      {optimizer_kind::adafactor, 13'476'831'232LL, 396'361'856LL, false}};  // its column norm's staging (above)
   for (const row& r : rows) {
     INFO(name(r.kind));
     t.optimizer.kind = r.kind;
@@ -818,9 +825,13 @@ TEST_CASE("step: eager attention's core differentiated, three fp32 s x s tensors
   // checkpoint): lm_head's and the final norm's gradients (1000 x 1024 + 1024), the three layers' above (4 x 1024^2 +
   // 3 x 1024 x 16384 + 2 x 1024 each), and of this layer every MLP weight's, the post-attention norm's and o_proj's
   // (3 x 1024 x 16384 + 1024 + 1024^2), at 2 B.
+  // On CUDA softmax_backward_cuda_out first forms grad * output (SoftMax.cu), a fourth fp32 s x s tensor: 4A B more
+  // (an H200's Llama step, eager, at 2048 tokens: exact with it, −6.9% without).
   const transformer_config m = wide_mlp();
   activation_config a = sdpa(4096, 1, recompute::full);
   a.attention = attention_kind::eager;
+  CHECK(estimate_step(m, pure_bf16(), a, step_config{}).backward.flowing.count() == 1'090'519'040 + 536'870'912);
+  a.device = device_kind::cpu;  // what the CPU step oracle measures
   const step_estimate e = estimate_step(m, pure_bf16(), a, step_config{});
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.flowing.count() == 1'090'519'040);
@@ -848,13 +859,23 @@ TEST_CASE("step: a non-gated MLP's second linear differentiated beside the recom
   // 1024 x 16384 + 16384, fc2 16384 x 1024 + 1024 and two norms (4 x 1024): 37,774,336 each, and this layer's fc2
   // (16,778,240), at 2 B. The same in sequence (StarCoder2's, GPT-NeoX's use_parallel_residual false).
   // (The family step oracle measures both layouts within 0.02%.)
+  // On CUDA fc1's bias gradient, the sum of its [1024, 16384] incoming gradient over the tokens, stages its partial sums
+  // (Reduce.cuh: vec 4, a 32 x 4 block, 128 blocks of outputs, 256 values a thread, min(ceil(2112 / 128) = 17, 16) = 16
+  // blocks an output): 4 x 16384 x 16 x 128 + 4 x 128 = 134,218,240 B beside fc1's node's H, H and F: fc1's moment tops
+  // fc2's there (fc2's own sum, 1024 outputs, stages 8,388,640 B).
+  activation_config cpu = sdpa(1024, 1, recompute::full);
+  cpu.device = device_kind::cpu;
   for (const bool parallel : {true, false}) {
     transformer_config m = neox_like(16384);
     m.parallel_residual = parallel;
-    const step_estimate e = estimate_step(m, pure_bf16(), sdpa(1024, 1, recompute::full), step_config{});
+    const step_estimate cuda = estimate_step(m, pure_bf16(), sdpa(1024, 1, recompute::full), step_config{});
+    CHECK(cuda.backward.flowing.count() == 2 * 2'097'152 + 33'554'432 + 134'218'240);
+    const step_estimate e = estimate_step(m, pure_bf16(), cpu, step_config{});
     CHECK(e.backward.flowing.count() == 2'097'152 + 33'554'432);
     CHECK(e.backward.gradients.count() == 2 * (1'026'048 + 3 * 37'774'336LL + 16'778'240));
-    CHECK(e.backward.recomputed == layer_activation_bytes(m, sdpa(1024, 1)).total() - bytes_of(2'097'152));
+    activation_config whole = sdpa(1024, 1);
+    whole.device = device_kind::cpu;
+    CHECK(e.backward.recomputed == layer_activation_bytes(m, whole).total() - bytes_of(2'097'152));
   }
 }
 
@@ -885,6 +906,8 @@ TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and beh
   activation_config a = sdpa(4096, 1, recompute::full);
   a.attention = attention_kind::eager;
   const transformer_config neox = neox_like(4096);
+  CHECK(estimate_step(neox, pure_bf16(), a, step_config{}).backward.flowing.count() == 1'090'519'040 + 536'870'912);  // CUDA's grad * output
+  a.device = device_kind::cpu;  // the CPU step oracle's
   const step_estimate e = estimate_step(neox, pure_bf16(), a, step_config{});
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.flowing.count() == 1'090'519'040);
@@ -1198,4 +1221,33 @@ TEST_CASE("step: layer 0's input norm differentiated tops the end of backward wh
   // The token ids 8 x 64, the rotary tables 2 x 2 x 32 x 64, the checkpointed call's position ids 8 x 32 and its input
   // 64 x 512 x 2, held to the layer's end.
   CHECK(e.backward.activations == bytes_of(512 + 8'192 + 256 + 65'536));
+}
+
+TEST_CASE("CUDA's reduction kernel stages a bias gradient's partial sums by the card's multiprocessors", "[step]") {
+  // aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig for a [rows, n] gradient summed over its rows, read by hand and
+  // measured: the staging buffer plus the semaphores an H200's allocator trace held (step_anatomy.py, 2026-11-27).
+  // OPT's fc1 bias, n 5440 over 4096 tokens: vec 4, 1360 outputs a lane's vector, a 32 x 4 block, 43 blocks of outputs,
+  // 1024 values a thread; blocks an output max(min(ceil(132 x 16 / 43) = 50, 1024 / 16 = 64), 4) = 50:
+  // 4 x 5440 x 50 x 128 = 139,264,000 B and 4 x 43 B of semaphores.
+  CHECK(cuda_sum_staging_bytes(5440, 4096) == 139'264'000 + 172);
+  // An RMSNorm weight's product (h 1536, 4096 tokens): 12 blocks of outputs, min(176, 64) = 64 an output.
+  CHECK(cuda_sum_staging_bytes(1536, 4096) == 4LL * 1536 * 64 * 128 + 48);
+  // Adafactor's column norms: down_proj [1536, 4096] (4096 outputs over 1536 rows, 384 values a thread: min(66, 24)
+  // = 24) and a tied [8192, 1536] embedding (2048 values a thread: min(176, 128) = 128); GPT-NeoX's fused qkv bias
+  // (1536 outputs over 2048 tokens: min(176, 32) = 32).
+  CHECK(cuda_sum_staging_bytes(4096, 1536) == 50'331'648 + 128);
+  CHECK(cuda_sum_staging_bytes(1536, 8192) == 100'663'296 + 48);
+  CHECK(cuda_sum_staging_bytes(1536, 2048) == 25'165'824 + 48);
+  // Fewer rows than a block's warps times 16 (64 here): each warp sums its own outputs, nothing staged; under 256
+  // values a thread the blocks do not split an output either.
+  CHECK(cuda_sum_staging_bytes(1536, 63) == 0);
+  CHECK(cuda_sum_staging_bytes(1536, 1020) == 0);
+  // An L40S (142 multiprocessors, 1536 threads each: 12 blocks of 128 each, target 1704) at OPT's shape: 43 blocks of
+  // outputs, ceil(1704 / 43) = 40 an output.
+  CHECK(cuda_sum_staging_bytes(5440, 4096, find_gpu("l40s").multiprocessors) == 4LL * 5440 * 40 * 128 + 172);
+  // An odd width vectorises by 1: 5441 outputs, a 32 x 16 block (512 threads), 171 blocks of outputs; 4096 rows / 16 =
+  // 256 values a thread; min(ceil(528 / 171) = 4, 16) = 4 an output: 4 x 5441 x 4 x 32 + 4 x 171.
+  CHECK(cuda_sum_staging_bytes(5441, 4096) == 4LL * 5441 * 4 * 32 + 684);
+  CHECK_THROWS_WITH(cuda_sum_staging_bytes(0, 4096), Catch::Contains("at least one output"));
+  CHECK_THROWS_WITH(cuda_sum_staging_bytes(16, 16, cuda_multiprocessors{0, 2048}), Catch::Contains("multiProcessorCount"));
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "zeromem/core/cuda_reduce.hpp"
 #include "zeromem/core/error.hpp"
 #include "zeromem/core/units.hpp"
 
@@ -570,23 +571,21 @@ constexpr elements largest_layer_module(const transformer_config& m) {
 /// 1 rank: whole). For consecutive tensors p, c: max(current x c + carried x p,
 /// early x c + early_carried x p) (optimizer_traits::forloop_carried: a local name of the last iteration alive until
 /// reassigned). Frozen embeddings (and a frozen output layer) are not the optimizer's and are skipped.
-constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks,
-                                               std::int64_t current, std::int64_t carried, std::int64_t early_carried, std::int64_t early) {
-  using detail::checked_add, detail::checked_mul;
-  std::int64_t previous = 0, peak = 0;
-  const auto visit = [&](std::int64_t n, std::int64_t first_dimension) {
-    if (ranks > 1) n = checked_mul(detail::ceil_div(first_dimension, ranks), n / first_dimension);  // a padded dim-0 chunk
-    const std::int64_t late = checked_add(checked_mul(current, n), checked_mul(carried, previous));
-    const std::int64_t first = checked_add(checked_mul(early, n), checked_mul(early_carried, previous));
-    peak = detail::max_of(peak, detail::max_of(late, first));
-    previous = n;
+namespace detail {
+/// model.parameters() as a for-loop optimizer steps them (forloop_moment_elements): f(local elements, the module, a
+/// weight?) for each tensor, a repeated module twice, the layer's modules in two passes where there are two layers.
+template <class F>
+constexpr void for_each_stepped_tensor(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks, F&& f) {
+  const auto visit = [&](std::int64_t n, std::int64_t first_dimension, const module_shape& s, bool weight) {
+    if (ranks > 1) n = checked_mul(ceil_div(first_dimension, ranks), n / first_dimension);  // a padded dim-0 chunk
+    f(n, s, weight);
   };
   // A module repeated count times (a layer's norms, experts) is consecutive tensors of one size: two repeats hold
   // every pair it makes.
   const auto module = [&](const module_shape& s) {
     for (std::int64_t r = 0; r < (s.count < 2 ? s.count : 2); ++r) {
-      visit(s.weight_elements(), s.first_dimension());
-      if (s.bias > 0) visit(s.bias, s.bias);
+      visit(s.weight_elements(), s.first_dimension(), s, true);
+      if (s.bias > 0) visit(s.bias, s.bias, s, false);
     }
   };
   // Two passes over the layer's modules: the second sees the step from one layer's last tensor to the next's first.
@@ -604,6 +603,37 @@ constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool
       }
     });
   }
+}
+}  // namespace detail
+
+constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks,
+                                               std::int64_t current, std::int64_t carried, std::int64_t early_carried, std::int64_t early) {
+  using detail::checked_add, detail::checked_mul;
+  std::int64_t previous = 0, peak = 0;
+  detail::for_each_stepped_tensor(m, embeddings_train, head_trains, ranks, [&](std::int64_t n, const module_shape&, bool) {
+    const std::int64_t late = checked_add(checked_mul(current, n), checked_mul(carried, previous));
+    const std::int64_t first = checked_add(checked_mul(early, n), checked_mul(early_carried, previous));
+    peak = detail::max_of(peak, detail::max_of(late, first));
+    previous = n;
+  });
+  return peak;
+}
+
+/// Adafactor's column statistic of a matrix, torch.norm(grad, dim=-2) (torch/optim/_adafactor.py
+/// _single_tensor_adafactor), sums its rows on CUDA's reduction kernel, whose staging buffer (cuda_sum_staging_bytes:
+/// the matrix's columns as outputs, its local rows as inputs) stands beside the previous parameter's `update`, which
+/// its local name holds until reassigned (carried_bytes per element of that parameter): the highest such moment over
+/// the parameters in order, in bytes. 3D expert weights (a middle-dimension reduction) are not read.
+constexpr std::int64_t adafactor_norm_staging_bytes(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks,
+                                                    std::int64_t carried_bytes, const cuda_multiprocessors& sm) {
+  std::int64_t previous = 0, peak = 0;
+  detail::for_each_stepped_tensor(m, embeddings_train, head_trains, ranks, [&](std::int64_t n, const module_shape& s, bool weight) {
+    if (weight && s.matrix && s.prefix == 1) {
+      const std::int64_t columns = s.last, rows = n / columns;
+      peak = detail::max_of(peak, detail::checked_add(detail::checked_mul(carried_bytes, previous), cuda_sum_staging_bytes(columns, rows, sm)));
+    }
+    previous = n;
+  });
   return peak;
 }
 
