@@ -582,7 +582,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // branch, made after attention, is differentiated first); a fused qkv output (GPT-NeoX) is freed with V only where
   // RoPE has made Q and K new tensors. One norm shared by both branches (Phi) is differentiated after attention: its
   // weights' gradients are not there yet and the MLP branch's gradient of its output waits beside it.
-  const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.post_residual_norms && !m.sandwich_norms)) &&
+  // Norms after the residual adds (OPT-350M) are differentiated before the branch they follow.
+  const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.sandwich_norms)) &&
                            (!m.fused_qkv || (m.positions == position_kind::rope && m.nope_period == 0));
   const bool attention_core_walk = mlp_walk && core_layout && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
                                    m.attention_softcap == 0.0 && a.dropout == 0.0;
@@ -748,7 +749,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::attention_core) {
-      const bytes alive = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value;
+      // The residual dropout after o_proj was differentiated before it, and a norm after the attention's residual add
+      // (OPT-350M's self_attn_layer_norm) before that: their saved tensors are gone (an H200's OPT step, eager).
+      const bytes alive = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value -
+                          w.attention_residual_mask - (m.post_residual_norms ? w.attention_norm : bytes{});
       const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + value_grad + softmax_gradients;
       const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) + o_proj_grad;
       if (a.recomputation == recompute::full)
