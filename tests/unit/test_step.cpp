@@ -1238,6 +1238,10 @@ TEST_CASE("CUDA's reduction kernel stages a bias gradient's partial sums by the 
   CHECK(cuda_sum_staging_bytes(4096, 1536) == 50'331'648 + 128);
   CHECK(cuda_sum_staging_bytes(1536, 8192) == 100'663'296 + 48);
   CHECK(cuda_sum_staging_bytes(1536, 2048) == 25'165'824 + 48);
+  // A 3D expert weight reduces its middle dimension, the same launch over E x C outputs: Mixtral-shaped experts (4 of
+  // h 2048, f 1408), gate_up_proj [4, 2816, 2048]: 8192 outputs over 2816 rows, 64 blocks of outputs, 704 values a
+  // thread, min(ceil(2112 / 64) = 33, 44) = 33 blocks an output, as the H200's trace held (138,412,288 B).
+  CHECK(cuda_sum_staging_bytes(4 * 2048, 2816) == 138'412'032 + 256);
   // Fewer rows than a block's warps times 16 (64 here): each warp sums its own outputs, nothing staged; under 256
   // values a thread the blocks do not split an output either.
   CHECK(cuda_sum_staging_bytes(1536, 63) == 0);

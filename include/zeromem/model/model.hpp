@@ -623,14 +623,17 @@ constexpr std::int64_t forloop_moment_elements(const transformer_config& m, bool
 /// _single_tensor_adafactor), sums its rows on CUDA's reduction kernel, whose staging buffer (cuda_sum_staging_bytes:
 /// the matrix's columns as outputs, its local rows as inputs) stands beside the previous parameter's `update`, which
 /// its local name holds until reassigned (carried_bytes per element of that parameter): the highest such moment over
-/// the parameters in order, in bytes. 3D expert weights (a middle-dimension reduction) are not read.
+/// the parameters in order, in bytes. A 3D expert weight [E, R, C] reduces its middle dimension: the reduced dimension
+/// comes first in the kernel's iterator, so it is the same launch over E x C outputs of R inputs (its local E under FSDP2).
 constexpr std::int64_t adafactor_norm_staging_bytes(const transformer_config& m, bool embeddings_train, bool head_trains, std::int64_t ranks,
                                                     std::int64_t carried_bytes, const cuda_multiprocessors& sm) {
   std::int64_t previous = 0, peak = 0;
   detail::for_each_stepped_tensor(m, embeddings_train, head_trains, ranks, [&](std::int64_t n, const module_shape& s, bool weight) {
-    if (weight && s.matrix && s.prefix == 1) {
-      const std::int64_t columns = s.last, rows = n / columns;
-      peak = detail::max_of(peak, detail::checked_add(detail::checked_mul(carried_bytes, previous), cuda_sum_staging_bytes(columns, rows, sm)));
+    if (weight && s.matrix) {
+      const std::int64_t columns = s.last;
+      const std::int64_t reduced = s.prefix == 1 ? n / columns : s.rows / s.prefix;  // a 2D shard's local rows; an expert's R
+      const std::int64_t outputs = n / reduced;                                          // C, or the local E x C
+      peak = detail::max_of(peak, detail::checked_add(detail::checked_mul(carried_bytes, previous), cuda_sum_staging_bytes(outputs, reduced, sm)));
     }
     previous = n;
   });

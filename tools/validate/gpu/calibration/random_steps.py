@@ -57,6 +57,8 @@ def draw_one(rng, index, seed):
     kv = rng.choice([k for k in (1, 2, 4, 8, heads) if heads % k == 0]) if family != "stablelm" else heads  # zeromem refuses GQA there
     independent_head_dim = family in ("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text")
     h = rng.choice([512, 768, 1024, 1536, 2048, 3072, 4096]) if independent_head_dim else heads * d
+    if family in ("gemma2", "gemma3_text") and h % heads:  # their configs require a hidden size their heads divide
+        h = heads * d
     ffn = rng.choice([h, 2 * h, 3 * h, 4 * h, 8 * h // 3 // 64 * 64 or h])
     if moe:
         ffn = rng.choice([256, 512, 768, 1024, 1408])
