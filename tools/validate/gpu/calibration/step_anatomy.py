@@ -5,7 +5,6 @@ ATen op (C++ frames) and the Python frame that allocated them, and the events ar
 Cases are random_steps.py's (by name from CASES.json) or measure_hf.py's (by name).
 usage: python3 step_anatomy.py CASES.json OUT.json NAME [NAME ...]"""
 import collections
-import gc
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure_hf  # noqa: E402
-from peak_anatomy import frame_of, node_of  # noqa: E402
+from peak_anatomy import finished, frame_of, node_of, record_failure  # noqa: E402
 
 MARK = 7 * 2**20 + 512 * 3  # a marker's size, one no tensor of these models has
 
@@ -75,10 +74,7 @@ def run(case, configs):
         ids = torch.randint(0, cfg.vocab_size, (b, s), device="cuda")
 
         def loss_fn():
-            if precision == "amp":
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    return model(input_ids=ids, labels=ids).loss
-            return model(input_ids=ids, labels=ids).loss
+            return measure_hf.loss_of(model, ids, precision)
 
         for _ in range(accum):
             loss_fn().backward()
@@ -94,12 +90,9 @@ def run(case, configs):
         opt.zero_grad(set_to_none=True)
         rec["phases"] = phases_of(snap["device_traces"][0])
     except Exception as e:  # recorded, and the run goes on
-        torch.cuda.memory._record_memory_history(enabled=None)
-        rec["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
-    rec["seconds"] = round(time.time() - t0, 1)
+        record_failure(rec, e)
     del model, opt
-    gc.collect(); torch.cuda.empty_cache()
-    return rec
+    return finished(rec, t0)
 
 
 original = measure_hf.config_path
