@@ -575,9 +575,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // differentiated at softmax's node: o_proj's weight gradient has appeared and its saved input is freed, P @ V's node
   // has run (the 16-bit probabilities and V it kept are freed, V's gradient, sb x heads x d, waits for the projection),
   // and _softmax_backward_data makes its fp32 gradient beside the fp32 output it kept and the fp32 gradient .to(c)'s
-  // backward made: three fp32 s x s tensors per head, four on CUDA (its grad * output). Under full recompute, or where the scores are large beside the
-  // layer's weights, this is the layer's highest moment (the training-step oracle). Read for Llama-family eager
-  // attention without soft-capping (Gemma-2's tanh keeps more) or dropout.
+  // backward made: three fp32 s x s tensors per head, four on CUDA (its grad * output). Under full recompute, or where
+  // the scores are large beside the layer's weights, this is the layer's highest moment (the training-step oracle).
+  // Read for Llama-family eager attention without soft-capping (Gemma-2's tanh keeps more) or dropout.
   // LayerNorm layers likewise, in sequence (StarCoder2, StableLM, GPT-NeoX) or in parallel (GPT-NeoX, Phi: the MLP
   // branch, made after attention, is differentiated first); a fused qkv output (GPT-NeoX) is freed with V only where
   // RoPE has made Q and K new tensors. One norm shared by both branches (Phi) is differentiated after attention: its
