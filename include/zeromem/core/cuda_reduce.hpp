@@ -18,7 +18,6 @@ struct cuda_multiprocessors {
 };
 
 namespace detail {
-constexpr std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 constexpr std::int64_t last_pow2(std::int64_t n) {  // floor(log2(n)) as a power of two, at least 1 (Reduce.cuh last_pow2)
   std::int64_t p = 1;
   while (p * 2 <= n) p *= 2;
@@ -50,14 +49,14 @@ constexpr std::int64_t cuda_sum_staging_bytes(std::int64_t outputs, std::int64_t
   block_width = std::min(dim0_pow2, max_threads / block_height);
   const std::int64_t step_output = block_width;  // the outputs across a warp's lanes
   if (inputs < std::min<std::int64_t>(block_height * 16, 256)) return 0;  // each warp its own outputs: no global reduce
-  const std::int64_t values_per_thread = detail::div_up(inputs, block_height);
-  const std::int64_t target_grid = sm.count * (sm.threads_per_count / (block_width * block_height));
-  const std::int64_t grid = detail::div_up(outputs / vec, step_output);
+  const std::int64_t values_per_thread = detail::ceil_div(inputs, block_height);
+  const std::int64_t target_grid = detail::checked_product(sm.count, sm.threads_per_count / (block_width * block_height));
+  const std::int64_t grid = detail::ceil_div(outputs / vec, step_output);
   if (values_per_thread < 256 || grid > target_grid) return 0;
-  const std::int64_t ctas = std::max(std::min(detail::div_up(target_grid, grid), detail::div_up(values_per_thread, 16)),
-                                     detail::div_up(values_per_thread, 256));
+  const std::int64_t ctas = std::max(std::min(detail::ceil_div(target_grid, grid), detail::ceil_div(values_per_thread, 16)),
+                                     detail::ceil_div(values_per_thread, 256));
   if (ctas <= 1) return 0;
-  return 4 * outputs * ctas * block_width * vec + 4 * grid;
+  return detail::checked_sum(detail::checked_product(4, outputs, ctas, block_width, vec), detail::checked_product(4, grid));
 }
 
 }  // namespace zeromem
