@@ -622,6 +622,40 @@ TEST_CASE("step: autocast keeps fp32 residuals, a cast per linear and the 16-bit
   CHECK(layer_activation_bytes(llama2(), a).layer_input == bytes_of(16'777'216));
 }
 
+TEST_CASE("step: under autocast and full recompute the forward holds autocast's cache of every layer's casts", "[step][amp]") {
+  // autocast caches the bf16 cast of each fp32 weight that requires grad until the outermost region exits, after the
+  // loss (aten/src/ATen/autocast_mode.cpp cached_cast, torch/amp/autocast_mode.py __exit__). Llama-2-7B: 32 layers of
+  // 202,375,168 linear parameters (202,383,360 less two 4096-wide norms), 2 B each: 12,952,010,752 B.
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  activation_config a = sdpa(1024, 1, recompute::full);
+  a.autocast = true;
+  const step_estimate e = estimate_step(llama2(), amp, a, step_config{});
+  CHECK(e.forward.autocast_cache == bytes_of(12'952'010'752));
+  CHECK(e.backward.autocast_cache == bytes_of(0));  // cleared before backward: the recomputed layer keeps its own casts
+  CHECK(e.forward.total() - e.forward.autocast_cache ==
+        e.forward.resting + e.forward.gradients + e.forward.activations + e.forward.loss + e.forward.blas_workspaces);
+  // Without recompute autograd saves the same casts (layer_activations::autocast_weights): nothing more is held.
+  activation_config kept = a;
+  kept.recomputation = recompute::none;
+  CHECK(estimate_step(llama2(), amp, kept, step_config{}).forward.autocast_cache == bytes_of(0));
+  // bf16 weights are not cast.
+  activation_config bf16 = sdpa(1024, 1, recompute::full);
+  CHECK(estimate_step(llama2(), pure_bf16(), bf16, step_config{}).forward.autocast_cache == bytes_of(0));
+  // FSDP2 gathers 16-bit parameters: nothing for autocast to cast.
+  training_states sharded = amp;
+  sharded.dp = 8;
+  step_config fsdp{};
+  fsdp.fsdp_world = 8;
+  CHECK(estimate_step(llama2(), sharded, a, fsdp).forward.autocast_cache == bytes_of(0));
+  // LoRA: the frozen base weights are cast at each use and not cached; the fp32 adapters are. Rank 16 on q and v:
+  // (4096 x 16 + 16 x 4096) x 2 = 262,144 parameters a layer, x 32 layers x 2 B = 16,777,216 B.
+  training_states lora = amp;
+  lora.adapt.lora.rank = 16;
+  lora.adapt.lora.targets = parse_lora_targets("q_proj,v_proj");
+  CHECK(estimate_step(llama2(), lora, a, step_config{}).forward.autocast_cache == bytes_of(16'777'216));
+}
+
 TEST_CASE("step: GPT-2's gelu_new keeps five f-sized tensors and a model-dtype softmax", "[step]") {
   // gelu_new as tensor ops: fc1 output, tanh output, 0.5 x, 1 + tanh and the GELU output: 5 x 2 x s b f.
   transformer_config m = find_preset("gpt3-175b").config;
