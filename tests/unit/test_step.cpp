@@ -929,6 +929,55 @@ TEST_CASE("step: GELU written as tensor ops ends with a product, differentiated 
   }
 }
 
+TEST_CASE("step: under autocast the walk holds fp32 residual gradients, gelu_new's fp32 product and the weight casts", "[step][recompute][amp]") {
+  // The same layers under autocast (fp32 weights), on the CPU (no bias staging). The residual stream is fp32, so its
+  // gradient is 4 x 1024 x 1024 = 4,194,304 B. gelu_new's product is fp32 (pow runs in fp32): its MulBackward0 holds the
+  // fp32 gradient fc2's cast hands back and makes two fp32 gradients, the one of 0.5 x cast to 16 bits beside them:
+  // (4 + 4 + 4 + 2) x 1024 x 16384 = 234,881,024 B. Gradients fp32: 4 x (1,026,048 + 3 x 37,774,336 + 16,778,240). The
+  // layer recomputed but its fp32 checkpoint (4,194,304), fc2's saved 16-bit cast of the product (33,554,432) and fc2's
+  // 16-bit weight cast, freed with its node: 2 x (16384 x 1024 + 1024) = 33,556,480 B.
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  activation_config a = sdpa(1024, 1, recompute::full);
+  a.autocast = true;
+  a.device = device_kind::cpu;
+  transformer_config m = neox_like(16384);
+  m.gelu_tensor_ops = true;
+  const step_estimate e = estimate_step(m, amp, a, step_config{});
+  CHECK(e.backward.flowing.count() == 4'194'304 + 234'881'024);
+  CHECK(e.backward.gradients.count() == 4 * (1'026'048 + 3 * 37'774'336LL + 16'778'240));
+  activation_config whole = a;
+  whole.recomputation = recompute::none;
+  CHECK(e.backward.recomputed == layer_activation_bytes(m, whole).total() - bytes_of(4'194'304 + 33'554'432 + 33'556'480));
+  // gelu_fast has no pow: its product stays 16-bit, and its node (the residual's 4,194,304 B and 3 x 33,554,432 B, the
+  // product and fc2's cast gone) ties fc2's (4,194,304 + 33,554,432 B flowing, the whole layer alive).
+  m.gelu_tensor_ops = false;
+  m.gelu_fast_ops = true;
+  CHECK(estimate_step(m, amp, a, step_config{}).backward.flowing.count() == 4'194'304 + 33'554'432);
+}
+
+TEST_CASE("step: under autocast eager attention's core differentiated keeps the attention's weight casts but o_proj's", "[step][recompute][amp]") {
+  // wide_mlp's layers under autocast, 4096 tokens, eager, on the CPU: sbh = 4,194,304, A = 8 x 4096^2 = 134,217,728.
+  // At softmax's node the fp32 residual gradient (4 sbh), V's 16-bit one (2 sbh) and softmax's two fp32 gradients (8A):
+  // 1,098,907,648 B. The layer recomputed holds the input norm's fp32 input and normalised tensor and its rstd
+  // (8 sbh + 4 sb), the three 16-bit casts of its output q, k and v read (6 sbh), the 16-bit q and k QK^T keeps (4 sbh),
+  // softmax's fp32 output (4A; P's 16-bit cast went with P @ V's node), and q, k and v's 16-bit weight casts
+  // (3 x 2 x 1024^2; o_proj's went with its node), the fp32 checkpoint, which the norm keeps itself, counted once
+  // (- 4 sbh): 14 x 4,194,304 + 16,384 + 536,870,912 + 6,291,456 = 601,899,008 B. Gradients at layer 0 in fp32:
+  // 4 x (1000 x 1024 + 1024 + 3 x 54,528,000 + 3 x 1024 x 16384 + 1024 + 1024^2).
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  activation_config a = sdpa(4096, 1, recompute::full);
+  a.attention = attention_kind::eager;
+  a.autocast = true;
+  a.device = device_kind::cpu;
+  const step_estimate e = estimate_step(wide_mlp(), amp, a, step_config{});
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing.count() == 1'098'907'648);
+  CHECK(e.backward.recomputed.count() == 601'899'008);
+  CHECK(e.backward.gradients.count() == 4 * (1000LL * 1024 + 1024 + 3 * 54'528'000LL + 3LL * 1024 * 16384 + 1024 + 1024 * 1024));
+}
+
 TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and behind one shared norm", "[step][recompute]") {
   // 4096 tokens, eager, full recompute, ffn 4096: A = 8 x 4096^2 = 134,217,728 scores. At softmax's node the residual's
   // gradient and V's (2 x 4096 x 1024 = 8,388,608 B each) wait beside the fp32 gradients (8A B): 1,090,519,040 B. The

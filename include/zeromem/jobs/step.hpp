@@ -261,7 +261,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const stage_activations stage = detail::first_stage_activations_unchecked(m, a, p, t.adapt);
   const std::int64_t L = stage.layers_on_stage;
   const std::int64_t s_local = detail::quotient(a.seq_len, a.cp), sb = checked_product(s_local, a.micro_batch);
-  const bytes hidden_grad = elements_of(checked_product(sb, m.hidden)) * size_of(compute);  // dL/d(hidden states), c sbh
+  // dL/d(hidden states), c sbh. Under autocast the residual stream is fp32 (autocast leaves add off its lists), so its
+  // gradient is too; a 16-bit branch output gets its own cast of it (the engine's validate_outputs). Measured on an
+  // H200: AMP steps whose layer walk sets the peak, Gemma under recompute −2.9% → −0.6% with it.
+  const bytes hidden_grad = elements_of(checked_product(sb, m.hidden)) * size_of(a.autocast ? dtype::fp32 : compute);
 
   // Activations: what every layer saves (a checkpoint under full recompute), and one layer computed whole.
   const bytes saved = stage.total - stage.logits;            // the log-softmax is the loss term's
@@ -523,10 +526,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // input waiting to be summed, mean's expanded gradient and those three: six fp32 copies of the norm's input. Where
   // a layer's weights are large beside its tokens this is the layer's highest moment (the training-step oracle); read
   // for RMSNorm layers in sequence.
-  // The walk inside a layer (2b-2e) is read for transformers' layers with a dense MLP and every layer weight trained,
-  // without autocast, tensor parallelism or selective recompute; elsewhere it keeps its two moments. The attention
-  // core's backward is not walked (eager's s x s gradients: docs/validation.md).
-  const bool mlp_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts == 0 && a.tp == 1 &&
+  // The walk inside a layer (2b-2h) is read for transformers' layers with a dense MLP and every layer weight trained,
+  // without tensor parallelism or selective recompute; elsewhere it keeps its two moments. Under autocast the same
+  // nodes run on the tensors layer_activations keeps then (fp32 norms, 16-bit casts), with fp32 weight and residual
+  // gradients, each linear's weight cast alive until its node has run, and gelu_new's fp32 product: an H200's AMP steps,
+  // walked, went from −39.4% … −4.6% (five of 57) to within 2% (docs/validation.md).
+  const bool mlp_walk = a.impl == implementation::hf && m.moe.experts == 0 && a.tp == 1 &&
                         a.recomputation != recompute::selective && split.layer_trainable == counts.layer;
   const bool mlp_norm_walk = mlp_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual;
   const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
@@ -550,6 +555,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool gated_walk = mlp_walk && ((m.mlp == mlp_kind::swiglu && !m.fused_gate_up) ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
+  // Under autocast gelu_new's product is fp32 (its 1 + tanh is: pow runs in fp32), so its MulBackward0 holds the fp32
+  // gradient fc2's cast hands back (ToCopyBackward) and makes two fp32 gradients, the one of 0.5 x then cast to x's 16
+  // bits in validate_outputs beside them: 4 + 4 + 4 + c bytes an element against 3c (an H200's Phi-2 step under AMP:
+  // the two fp32 gradients and the cast at its backward peak).
+  const bool gelu_fp32_product = gated_walk && a.autocast && m.mlp == mlp_kind::gelu && m.gelu_tensor_ops && !m.gelu_fast_ops;
+  const bytes product_flowing =
+      gelu_fp32_product ? elements_of(checked_product(sb, m.ffn)) * (size_of(dtype::fp32) * 3 + size_of(compute)) : product * 3;
   const elements down_params = mlp_walk ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0)) : elements{};
   const bytes down_grad = mlp_walk ? new_grads(down_params) : bytes{};
   // (2c') Before it, the MLP's second linear differentiated (fc2's AddmmBackward0): the whole layer alive (recomputed,
@@ -583,9 +595,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto attention_branch_norm = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
     return bytes_of(m.sandwich_norms || m.post_norms ? w.branch_norms.count() / 2 : 0);
   };
+  // Under autocast each linear's 16-bit weight cast is saved by its matmul until that linear's node has run
+  // (layer_activations::autocast_weights): the attention's stay through the MLP's nodes, down's goes with its node and
+  // the first linear's is in use at its own.
+  const bytes mlp_casts = mlp_walk && a.autocast ? counts.mlp * size_of(compute) : bytes{};
+  const bytes down_cast = mlp_walk && a.autocast ? down_params * size_of(compute) : bytes{};
+  const bytes first_linear_cast =
+      mlp_walk && a.autocast ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)) * size_of(compute) : bytes{};
   const auto attention_half = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
     return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
-           w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + attention_branch_norm(w);
+           w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + attention_branch_norm(w) +
+           (a.autocast ? w.autocast_weights - mlp_casts : bytes{});
   };
   // (2e) Gemma-2's and OLMo-2's layers end with a norm over the MLP's output (post_feedforward_layernorm), the layer's
   // first node differentiated: the whole layer alive but that norm's saved tensors, which its RMSNorm backward holds
@@ -609,14 +629,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                    m.attention_softcap == 0.0 && a.dropout == 0.0;
   // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
   const std::int64_t score_values = attention_core_walk ? checked_product(m.heads, s_local, s_local, a.micro_batch) : 0;
-  bytes probabilities{}, softmax_gradients{}, value_grad{}, o_proj_grad{};
+  bytes probabilities{}, softmax_gradients{}, value_grad{}, o_proj_grad{}, o_proj_cast{};
   if (attention_core_walk) {
     probabilities = elements_of(score_values) * size_of(compute);
     // On CUDA, softmax_backward_cuda_out first forms grad * output (aten/src/ATen/native/cuda/SoftMax.cu: `Tensor tmp =
     // grad * output`), a third fp32 s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
     softmax_gradients = elements_of(checked_product(a.device == device_kind::cuda ? 3 : 2, score_values)) * size_of(dtype::fp32);
     value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
-    o_proj_grad = new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
+    const elements o_proj_params = elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0));
+    o_proj_grad = new_grads(o_proj_params);
+    if (a.autocast) o_proj_cast = o_proj_params * size_of(compute);  // freed with o_proj's node
   }
   // (2g) A mixture of experts' backward as transformers 5 runs it (integrations/moe.py grouped_mm_experts_forward:
   // out = grouped_mm(act(gate) * up, down) * w, reordered and summed over the k choices, then cast back). Its nodes,
@@ -723,11 +745,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_product) {
       // Gemma-2's and OLMo-2's norm over the MLP's output was differentiated first: its saved tensors are gone.
-      const bytes gone = product + attention_branch_norm(w);
+      const bytes gone = product + attention_branch_norm(w) + down_cast;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product * 3, bytes{}, gathered,
+        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product_flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product * 3, bytes{}, gathered,
+      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product_flowing, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::moe_experts) {
@@ -751,7 +773,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_first_linear) {
-      const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input;
+      const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input + first_linear_cast;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + first_linear_made, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
                           gathered, l.communication, bytes{}, bytes{}, bytes{}};
@@ -772,7 +794,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // The residual dropout after o_proj was differentiated before it, and a norm after the attention's residual add
       // (OPT-350M's self_attn_layer_norm) before that: their saved tensors are gone (an H200's OPT step, eager).
       const bytes alive = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value -
-                          w.attention_residual_mask - (m.post_residual_norms ? w.attention_norm : bytes{});
+                          w.attention_residual_mask - (m.post_residual_norms ? w.attention_norm : bytes{}) - o_proj_cast;
       const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + value_grad + softmax_gradients;
       const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) + o_proj_grad;
       if (a.recomputation == recompute::full)
