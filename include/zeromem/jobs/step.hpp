@@ -560,8 +560,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // bits in validate_outputs beside them: 4 + 4 + 4 + c bytes an element against 3c (an H200's Phi-2 step under AMP:
   // the two fp32 gradients and the cast at its backward peak).
   const bool gelu_fp32_product = gated_walk && a.autocast && m.mlp == mlp_kind::gelu && m.gelu_tensor_ops && !m.gelu_fast_ops;
-  const bytes product_flowing =
-      gelu_fp32_product ? elements_of(checked_product(sb, m.ffn)) * (size_of(dtype::fp32) * 3 + size_of(compute)) : product * 3;
+  const bytes product_flowing = !gated_walk        ? bytes{}
+                                : gelu_fp32_product ? elements_of(checked_product(sb, m.ffn)) * (size_of(dtype::fp32) * 3 + size_of(compute))
+                                                    : product * 3;
   const elements down_params = mlp_walk ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.hidden : 0)) : elements{};
   const bytes down_grad = mlp_walk ? new_grads(down_params) : bytes{};
   // (2c') Before it, the MLP's second linear differentiated (fc2's AddmmBackward0): the whole layer alive (recomputed,
@@ -598,14 +599,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Under autocast each linear's 16-bit weight cast is saved by its matmul until that linear's node has run
   // (layer_activations::autocast_weights): the attention's stay through the MLP's nodes, down's goes with its node and
   // the first linear's is in use at its own.
-  const bytes mlp_casts = mlp_walk && a.autocast ? counts.mlp * size_of(compute) : bytes{};
-  const bytes down_cast = mlp_walk && a.autocast ? down_params * size_of(compute) : bytes{};
-  const bytes first_linear_cast =
-      mlp_walk && a.autocast ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)) * size_of(compute) : bytes{};
+  // (The last two computed where a moment reads them: this step's arithmetic is timed, docs/performance.md.)
+  const bytes attention_casts = mlp_walk && a.autocast ? layer_whole.autocast_weights - counts.mlp * size_of(compute) : bytes{};
   const auto attention_half = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
     return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
            w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + attention_branch_norm(w) +
-           (a.autocast ? w.autocast_weights - mlp_casts : bytes{});
+           attention_casts;
   };
   // (2e) Gemma-2's and OLMo-2's layers end with a norm over the MLP's output (post_feedforward_layernorm), the layer's
   // first node differentiated: the whole layer alive but that norm's saved tensors, which its RMSNorm backward holds
@@ -745,7 +744,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_product) {
       // Gemma-2's and OLMo-2's norm over the MLP's output was differentiated first: its saved tensors are gone.
-      const bytes gone = product + attention_branch_norm(w) + down_cast;
+      const bytes gone = product + attention_branch_norm(w) + (a.autocast ? down_params * size_of(compute) : bytes{});  // down's cast too
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product_flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
@@ -773,6 +772,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_first_linear) {
+      const bytes first_linear_cast =  // under autocast the first linear's weight cast, in use
+          a.autocast ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)) * size_of(compute) : bytes{};
       const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input + first_linear_cast;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + first_linear_made, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
