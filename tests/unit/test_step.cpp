@@ -50,6 +50,20 @@ TEST_CASE("step: ForCausalLMLoss holds 10 bytes per logit at the end of forward 
   CHECK(estimate_step(qwen, pure_bf16(), sdpa(2048, 4), fused).forward.loss == bytes_of(25'165'824 + 466'747'392));
 }
 
+TEST_CASE("step: under autocast the final norm's fp32 output stays beside the loss", "[step][amp]") {
+  // Qwen2.5-1.5B under autocast, s 2048, b 4: the loss's tensors as in bf16 (the logits are lm_head's 16-bit output),
+  // and the final norm's fp32 output, which lm_head keeps only as a 16-bit cast but the CausalLM forward holds
+  // (outputs.last_hidden_state) until it returns: 4 x 2048 x 4 x 1536 = 50,331,648 B more at the loss's moment.
+  const transformer_config qwen = find_preset("qwen2.5-1.5b").config;
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  activation_config a = sdpa(2048, 4);
+  a.autocast = true;
+  const step_estimate e = estimate_step(qwen, amp, a, step_config{});
+  CHECK(e.forward.loss == bytes_of(12'446'597'120 + 65'568 + 65'536 + 50'331'648));
+  CHECK(e.backward.loss == bytes_of(14'935'916'544));  // gone once the forward has returned
+}
+
 TEST_CASE("step: AdamW's temporaries by implementation", "[step]") {
   // Pure bf16: states in bf16. foreach: one bf16 buffer per parameter, 6,738,415,616 x 2 = 13,476,831,232 B.
   // forloop: sqrt and quotient of one parameter, beside the previous parameter's denom (a local name alive until it
