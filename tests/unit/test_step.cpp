@@ -992,6 +992,24 @@ TEST_CASE("step: under autocast eager attention's core differentiated keeps the 
   CHECK(e.backward.gradients.count() == 4 * (1000LL * 1024 + 1024 + 3 * 54'528'000LL + 3LL * 1024 * 16384 + 1024 + 1024 * 1024));
 }
 
+TEST_CASE("step: a biased attention input linear's node stages its bias gradient's sum on CUDA", "[step][recompute]") {
+  // The H200's GPT-NeoX step (random-20261128-020): hidden 512, 8 heads of 64, ffn 512, 8 layers, vocabulary 1024,
+  // 2048 tokens, bf16, full recompute. At layer 0's fused query_key_value node the bias gradient, the sum of the
+  // [2048, 1536] incoming gradient over the tokens, stages in a 25,165,872 B buffer (the trace's block sizes,
+  // 25,165,824 + 48) after the node has made its input's gradient and freed its saved input; beside it the residual's
+  // gradient and the input gradient (2 x 2048 x 512 each) and the incoming one (2 x 2048 x 1536): 35,651,632 B.
+  // Gradients: lm_head and the final norm (1024 x 512 + 1024) and eight layers of qkv 512 x 1536 + 1536, dense, fc1 and
+  // fc2 512 x 512 + 512 each and four norm vectors of 512: 1,577,984, at 2 B (the input norm's 2,048 B among them).
+  // The layer's recomputed tensors left: the input LayerNorm's mean and rstd (2 x 4 x 2048); its input is the checkpoint.
+  transformer_config m = detail::pythia(512, 8, 8, 1024);
+  m.ffn = 512;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(2048, 1, recompute::full), step_config{});
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing.count() == 35'651'632);
+  CHECK(e.backward.gradients.count() == 2 * (1024LL * 512 + 1024 + 8 * 1'577'984LL));
+  CHECK(e.backward.recomputed.count() == 16'384);
+}
+
 TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and behind one shared norm", "[step][recompute]") {
   // 4096 tokens, eager, full recompute, ffn 4096: A = 8 x 4096^2 = 134,217,728 scores. At softmax's node the residual's
   // gradient and V's (2 x 4096 x 1024 = 8,388,608 B each) wait beside the fp32 gradients (8A B): 1,090,519,040 B. The

@@ -700,7 +700,27 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // where the embedding's gradient is small beside 22 sbh 16-bit values (few tokens; the CPU step oracle's random
   // shapes). OLMo-2 has no norm there.
   const bool attention_norm_walk = mlp_norm_walk && !m.post_norms;
-  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_norm, after };
+  // (2i) The attention's input linear differentiated where it carries a bias, on CUDA: fused qkv's node (GPT-NeoX's
+  // query_key_value), else q_proj's, the last of the three (created first). Its bias gradient's sum over the tokens
+  // stages in a buffer of its own (core/cuda_reduce.hpp) once the node has made its input's gradient and freed what it
+  // kept (an H200's GPT-NeoX trace: its 2 MB input freed by AddmmBackward0::apply before the 25,165,872 B buffer, −7.7%
+  // before). Every gradient of the layer has appeared (the input norm's h-sized ones counted with them); its saved
+  // tensors are gone but the input norm's; beside the residual's gradient wait the linear's incoming gradient (fused:
+  // c sb (heads + 2 kv) d; q_proj: c sb heads d, and k's and v's input gradients summed in the norm output's input
+  // buffer, c sbh) and the input gradient it made (c sbh). Read without autocast (each linear's input its own cast
+  // there); OPT-350M's linears read the residual stream (no norm before them).
+  const bool attention_input_walk =
+      mlp_walk && core_layout && !fsdp && !a.autocast && m.qkv_bias && a.device == device_kind::cuda && !m.post_residual_norms;
+  bytes attention_input_flowing{};
+  elements attention_input_params{};
+  if (attention_input_walk) {
+    const std::int64_t outputs = checked_product(m.fused_qkv ? checked_sum(m.heads, checked_product(2, m.kv_heads)) : m.heads, m.head_size());
+    attention_input_flowing = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2) +
+                              bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors));
+    attention_input_params = elements_of(checked_product(checked_sum(m.hidden, 1), outputs));
+  }
+  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_input, attention_norm,
+                          after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
     bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
@@ -810,6 +830,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
+    if (part == layer_part::attention_input) {  // the input norm's saved tensors, the checkpoint among them under recompute
+      const bytes made = adding_in ? made_here(attention_input_params) : l.appeared;
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + made, below + layer_saved, w.attention_norm - checkpoint_in_layer, hidden_grad + attention_input_flowing,
+                          bytes{}, gathered, l.communication, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + made, below + w.attention_norm, bytes{}, hidden_grad + attention_input_flowing, bytes{}, gathered,
+                        l.communication, bytes{}, bytes{}, bytes{}};
+    }
     if (part == layer_part::attention_norm)  // under full recompute the checkpoint's input stays to the layer's end
       return step_terms{resting, kept + (adding_in ? mlp_norm_made : l.appeared),
                         below - (bottom ? tables_freed : bytes{}) + (a.recomputation == recompute::full ? layer_saved : bytes{}), bytes{}, hidden_grad + norm_backward,
@@ -903,6 +931,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (gated_walk ? bit(layer_part::mlp_product) : 0u) |
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
                                 (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u) |
+                                (attention_input_walk ? bit(layer_part::attention_input) : 0u) |
                                 (attention_norm_walk ? bit(layer_part::attention_norm) : 0u);
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     const layer_context layer = layer_at(i);
