@@ -532,7 +532,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // input waiting to be summed, mean's expanded gradient and those three: six fp32 copies of the norm's input. Where
   // a layer's weights are large beside its tokens this is the layer's highest moment (the training-step oracle); read
   // for RMSNorm layers in sequence.
-  // The walk inside a layer (2b-2h) is read for transformers' layers with a dense MLP and every layer weight trained,
+  // The walk inside a layer (2b-2i) is read for transformers' layers with a dense MLP and every layer weight trained,
   // without tensor parallelism or selective recompute; elsewhere it keeps its two moments. Under autocast the same
   // nodes run on the tensors layer_activations keeps then (fp32 norms, 16-bit casts), with fp32 weight and residual
   // gradients, each linear's weight cast alive until its node has run, and gelu_new's fp32 product: an H200's AMP steps,
@@ -711,16 +711,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // there); OPT-350M's linears read the residual stream (no norm before them).
   const bool attention_input_walk =
       mlp_walk && core_layout && !fsdp && !a.autocast && m.qkv_bias && a.device == device_kind::cuda && !m.post_residual_norms;
-  bytes attention_input_flowing{};
-  elements attention_input_params{};
-  if (attention_input_walk) {
-    const std::int64_t outputs = checked_product(m.fused_qkv ? checked_sum(m.heads, checked_product(2, m.kv_heads)) : m.heads, m.head_size());
-    attention_input_flowing = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2) +
-                              bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors));
-    attention_input_params = elements_of(checked_product(checked_sum(m.hidden, 1), outputs));
-  }
-  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_input, attention_norm,
-                          after };
+  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_norm, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
     bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
@@ -830,14 +821,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
-    if (part == layer_part::attention_input) {  // the input norm's saved tensors, the checkpoint among them under recompute
-      const bytes made = adding_in ? made_here(attention_input_params) : l.appeared;
-      if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + made, below + layer_saved, w.attention_norm - checkpoint_in_layer, hidden_grad + attention_input_flowing,
-                          bytes{}, gathered, l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + made, below + w.attention_norm, bytes{}, hidden_grad + attention_input_flowing, bytes{}, gathered,
-                        l.communication, bytes{}, bytes{}, bytes{}};
-    }
     if (part == layer_part::attention_norm)  // under full recompute the checkpoint's input stays to the layer's end
       return step_terms{resting, kept + (adding_in ? mlp_norm_made : l.appeared),
                         below - (bottom ? tables_freed : bytes{}) + (a.recomputation == recompute::full ? layer_saved : bytes{}), bytes{}, hidden_grad + norm_backward,
@@ -848,6 +831,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // allocates this layer's).
     return step_terms{resting, kept + l.appeared, below, bytes{}, hidden_grad * 2, bytes{}, fsdp ? gathered - layer_unsharded : gathered,
                       fsdp ? comm + reduce_input : l.communication, bytes{}, bytes{}, bytes{}};
+  };
+  // (2i)'s moment, considered apart from the parts every walk tests (it is read on CUDA for biased input linears only).
+  const auto attention_input_moment = [&](const layer_context& l) ZEROMEM_COLD {
+    const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
+    const layer_activations& w = *l.whole;
+    const std::int64_t outputs = checked_product(m.fused_qkv ? checked_sum(m.heads, checked_product(2, m.kv_heads)) : m.heads, m.head_size());
+    const bytes attention_input_flowing = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2) +
+                                          bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors));
+    const bytes made = adding_in ? made_here(elements_of(checked_product(checked_sum(m.hidden, 1), outputs))) : l.appeared;
+    if (a.recomputation == recompute::full)
+      return step_terms{resting, kept + made, below + layer_saved, w.attention_norm - checkpoint_in_layer, hidden_grad + attention_input_flowing,
+                        bytes{}, gathered, l.communication, bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, kept + made, below + w.attention_norm, bytes{}, hidden_grad + attention_input_flowing, bytes{}, gathered,
+                      l.communication, bytes{}, bytes{}, bytes{}};
   };
   // (3) A vision tower's backward (image tokens): the model builds the text embeddings before the image features and
   // scatters these into them (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward: masked_scatter), so autograd, which runs
@@ -907,7 +904,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
-  enum class moment_kind { loss, head, final_norm, layer, vision_start, vision_end, end };
+  enum class moment_kind { loss, head, final_norm, layer, attention_input, vision_start, vision_end, end };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
@@ -931,7 +928,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (gated_walk ? bit(layer_part::mlp_product) : 0u) |
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
                                 (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u) |
-                                (attention_input_walk ? bit(layer_part::attention_input) : 0u) |
                                 (attention_norm_walk ? bit(layer_part::attention_norm) : 0u);
   const auto consider_layer = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     const layer_context layer = layer_at(i);
@@ -948,6 +944,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The layers read, in the order they happen; each a call of one inlined walk, not a copy of it per layer.
   for (const std::int64_t i : {L - 1, fsdp && L > 2 ? L - 2 : -1, fsdp && L > 3 ? std::int64_t{1} : -1, std::int64_t{0}})
     if (i >= 0) consider_layer(i);
+  for (const std::int64_t i : {L - 1, std::int64_t{0}})
+    if (!attention_input_walk) break;
+    else if (const bytes total = attention_input_moment(layer_at(i)).total(); total > backward_total) {
+      backward_total = total;
+      highest = moment_kind::attention_input;
+      highest_layer = i;
+    }
   for (const bool end : {false, true})
     if (!vision_trains) break;
     else if (const bytes total = vision_moment(end).total(); total > backward_total) {
@@ -1056,6 +1059,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::head         ? head_moment()
                     : highest == moment_kind::final_norm   ? final_norm_moment()
                     : highest == moment_kind::end          ? end_moment()
+                    : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer))
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
                                                            : layer_moment(layer_at(highest_layer), highest_part, highest_layer == 0),
