@@ -409,7 +409,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32 + softcap + padded + shifted;  // logits, .float(), log_softmax
     // Under autocast the final norm's output is fp32 and lm_head keeps only its 16-bit cast, but the CausalLM forward
     // holds that output (outputs.last_hidden_state, its local hidden_states) until it returns, after the loss:
-    // 4 sbh more at the loss's moment (an H200's Gemma step under AMP, forward −5.0% → −0.4%; GPT-NeoX −3.1% → −0.8%).
+    // 4 sbh more at the loss's moment (an H200's Gemma step under AMP, forward −5.0% → −0.00%; GPT-NeoX −3.1% → −0.8%).
     // OPT-350M's project_out hands lm_head a 16-bit tensor it keeps itself.
     if (a.autocast && a.impl == implementation::hf && !m.projected_embedding())
       loss_forward += elements_of(checked_product(sb, m.hidden)) * size_of(dtype::fp32);
