@@ -584,8 +584,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (c sb ffn), the input gradient it makes (c sbh) and, for SwiGLU, up_proj's input gradient waiting to be summed
   // with it (c sbh), beside the residual's gradient.
   const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
-  const bytes first_linear_made = mlp_walk && adding_in ? made_here(elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)))
-                                                        : mlp_linear_grads;
+  const auto first_linear_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)); };
+  const bytes first_linear_made = mlp_walk && adding_in ? made_here(first_linear_params()) : mlp_linear_grads;
   // The norm's weight gradient is made at its weight multiply's node, before pow's: added in by then when accumulating.
   const bytes mlp_norm_made = adding_in ? bytes{} : mlp_grads;
   // On CUDA a linear's bias gradient, the sum of its incoming [sb, n] gradient over the tokens (autograd's
@@ -790,7 +790,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_first_linear) {
       const bytes first_linear_cast =  // under autocast the first linear's weight cast, in use
-          a.autocast ? elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)) * size_of(compute) : bytes{};
+          a.autocast ? first_linear_params() * size_of(compute) : bytes{};
       const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input + first_linear_cast;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + first_linear_made, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
