@@ -1324,6 +1324,60 @@ TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vo
   CHECK(e.backward.activations == e.forward.activations - bytes_of(524'288 + 262'144 + 1'024 + 262'144));
 }
 
+TEST_CASE("step: a norm's weight multiply in fp32 differentiated stages the weight's sum on CUDA", "[step][amp]") {
+  // The H200's Qwen3 step under AMP (random-20261127-074): hidden 1536, 2 layers, 2 heads of 64, ffn 3072, vocabulary
+  // 1024 untied, 1024 tokens x 4 (sb h = 6,291,456), gradients kept (a later micro-batch). Its trace's peak is the final
+  // norm's weight * x_normed differentiated: two fp32 products (2 x 25,165,824 B) and the weight's sum over 4096 rows
+  // staged in a 50,331,696 B buffer (Reduce.cuh: 1536 outputs, vec 4, a 32 x 4 block, 12 blocks of outputs, 1024
+  // values a thread, max(min(ceil(2112 / 12) = 176, 64), 4) = 64 blocks an output: 4 x 1536 x 64 x 32 x 4 + 4 x 12),
+  // beside the norm's fp32 input and normalised tensor (2 x 25,165,824), its rstd (4 x 4096) and the fp32 incoming
+  // gradient (25,165,824): 176,177,200 B, where pow's six fp32 copies are 150,994,944.
+  transformer_config m = detail::qwen3(1536, 2, 2, 2, 3072, 1024, false);
+  m.head_dim = 64;
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  activation_config a = sdpa(1024, 4);
+  a.autocast = true;
+  step_config s{};
+  s.keep_gradients = true;
+  const step_estimate e = estimate_step(m, amp, a, s);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing == bytes_of(176'177'200));
+  CHECK(e.backward.loss == bytes{});
+  // In bf16 the multiply's products are 16-bit (2 x 2 sb h), below pow's copies: the final norm's moment holds those.
+  step_config bf16_step{};
+  bf16_step.keep_gradients = true;
+  const step_estimate b = estimate_step(m, pure_bf16(), sdpa(1024, 4), bf16_step);
+  CHECK(b.backward.flowing != bytes_of(176'177'200));
+  CHECK(b.backward.flowing.count() <= 150'994'944 + 2 * 6'291'456);
+  // On the CPU the sum stages nothing: 20 sb h + 4 sb = 125,845,504 B, below pow's 150,994,944.
+  a.device = device_kind::cpu;
+  const step_estimate cpu = estimate_step(m, amp, a, s);
+  CHECK(cpu.backward.flowing.count() < 176'177'200);
+}
+
+TEST_CASE("step: inside a checkpoint the norm's weight multiply has dropped the normalised tensor by the sum", "[step][recompute]") {
+  // Gemma-style RMSNorm (x_normed * (1 + weight), in fp32 in bf16 too): hidden 512, 1 layer, 8 heads of 64 (4 KV), ffn
+  // 512, vocabulary 500 untied, bf16, 4096 tokens x 8 (sb = 32,768, sb h = 16,777,216). The sum of the weight's gradient
+  // over 32,768 rows: 512 outputs, vec 4, a 32 x 4 block, 4 blocks of outputs, 8192 values a thread, max(min(ceil(2112
+  // / 4) = 528, 512), 32) = 512 blocks an output: 4 x 512 x 512 x 32 x 4 + 4 x 4 = 134,217,744 B.
+  transformer_config m = small_llama(1, 512);
+  m.head_dim = 64;
+  m.norm_scale_fp32 = true;
+  CHECK(cuda_sum_staging_bytes(512, 32'768) == 134'217'744);
+  // Without recompute the final norm's node sets the backward: 20 sb h + 4 sb + the buffer = 469,893,136 B, above pow's
+  // 24 sb h = 402,653,184; lm_head's and the final norm's gradients (500 x 512 + 512, x 2 B) are there.
+  const step_estimate whole = estimate_step(m, pure_bf16(), sdpa(4096, 8), step_config{});
+  CHECK(whole.backward.flowing == bytes_of(469'893'136));
+  CHECK(whole.backward.gradients == bytes_of(513'024));
+  // Under full recompute the MLP's norm's node does, after the MLP's gradients (3 x 512 x 512 x 2) and its norm
+  // weight's: the checkpoint's normalised tensor went when the node unpacked it, 16 sb h + 4 sb + the buffer =
+  // 402,784,272 B beside dL/d(residual), 2 sb h.
+  const step_estimate ckpt = estimate_step(m, pure_bf16(), sdpa(4096, 8, recompute::full), step_config{});
+  CHECK(ckpt.backward.flowing == bytes_of(33'554'432 + 402'784'272));
+  CHECK(ckpt.backward.gradients == bytes_of(513'024 + 1'572'864 + 1'024));
+}
+
 TEST_CASE("step: layer 0's input norm differentiated tops the end of backward where tokens are few", "[step]") {
   // Hidden 512, 1 layer, 8 heads (4 KV), ffn 4096, vocabulary 500 (untied), bf16, SDPA, s 32, b 2, full recompute.
   // Parameters: embedding and lm_head 2 x 256,000, q and o 2 x 262,144, k and v 2 x 131,072, the MLP 3 x 2,097,152,

@@ -29,6 +29,7 @@
 //    PyTorch allocates through its caching allocator at their first matmul and keeps (cublas_workspace_bytes).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
@@ -551,7 +552,24 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // own moment, 0 (new_grads) at the later ones. Elsewhere gradients stay, and the two agree.
   const bool adding_in = accumulating && !fsdp;
   const auto made_here = [&](elements n) ZEROMEM_ALWAYS_INLINE { return adding_in ? share(n) : new_grads(n); };
-  const bytes norm_backward = mlp_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
+  // Before pow's node, the norm's weight multiply (weight * x_normed; Gemma's x_normed * (1 + weight)) is differentiated.
+  // Where it multiplies in fp32 (autocast, or a norm that scales in fp32), MulBackward0 makes two fp32 products beside
+  // the norm's fp32 input and normalised tensor, its rstd and the fp32 incoming gradient, and on CUDA the weight's sum
+  // over the tokens (validate_outputs: sum_to) stages in a buffer of its own (core/cuda_reduce.hpp): 20 sbh + 4 sb
+  // bytes and the buffer, above pow's six copies where the buffer passes 4 sbh. Inside a checkpoint the node's saved
+  // tensors are the checkpoint's recomputed ones, which it drops as the node unpacks them (torch/utils/checkpoint.py
+  // _checkpoint_hook unpack_hook): the normalised tensor is gone by the sum (16 sbh + 4 sb). An H200's Qwen3 trace
+  // under AMP, at the final norm: two 25,165,824 B products, then a 50,331,696 B buffer (−1.96% before).
+  const bytes norm_pow_backward = mlp_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
+  const bool norm_multiplies_fp32 = mlp_walk && m.norm == norm_kind::rmsnorm && a.device == device_kind::cuda &&
+                                    (a.autocast || m.norm_scale_fp32 || m.norm_weight_fp32);
+  const auto norm_multiply_backward = [&](bool checkpointed) {
+    return bytes_of(checked_sum(checked_product(checkpointed ? 16 : 20, sb, m.hidden), checked_product(4, sb),
+                                cuda_sum_staging_bytes(m.hidden, sb, s.multiprocessors)));
+  };
+  const bytes norm_backward =
+      norm_multiplies_fp32 ? std::max(norm_pow_backward, norm_multiply_backward(a.recomputation == recompute::full)) : norm_pow_backward;
+  const bytes final_norm_backward = norm_multiplies_fp32 ? std::max(norm_pow_backward, norm_multiply_backward(false)) : norm_pow_backward;
   // (2c) Earlier in the same walk, a gated MLP's product act(gate) * up differentiated (MulBackward0): down_proj's
   // node has run (its weight's gradient appeared, its saved input, the product, freed), and the product's gradient
   // is alive beside the two it makes, of act(gate) and of up: three sb x ffn tensors beside the residual's gradient.
@@ -899,7 +917,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Accumulating without FSDP2, lm_head's and the norm's new gradients are added in by then (a tied head's waits).
   const auto final_norm_moment = [&] {
     return step_terms{resting, adding_in ? grads_all + tied_gradient : (accumulating ? grads_all : bytes{}) + head_grads,
-                      saved - stage.output_layer, bytes{}, norm_backward, bytes{}, gathered_start, comm, bytes{}, bytes{}, bytes{}};
+                      saved - stage.output_layer, bytes{}, final_norm_backward, bytes{}, gathered_start, comm, bytes{}, bytes{}, bytes{}};
   };
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
