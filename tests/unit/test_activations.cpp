@@ -720,6 +720,17 @@ TEST_CASE("under full recompute each checkpointed layer call holds its mask and 
   g.seq_len = 1024;
   g.micro_batch = 2;
   CHECK(first_stage_activations(preset_config("gemma-2-2b"), g).checkpoint_arguments.count() == 8'388'608 + 8'192);
+  // Under SDPA the full-attention layers get no mask; the sliding layers' is built once the sequence reaches the window
+  // (Gemma-2-2B: 4096): and_masks(causal, sliding_window) over the positions only, a (1, 1, s, s) bool tensor expanded
+  // to the batch. Two sequences of 4096: 4096 x 4096 x 1 B + 8 x 4096 = 16,809,984 B; of 4095 tokens, no mask.
+  g.attention = hf_sdpa(4096).attention;
+  g.seq_len = 4096;
+  CHECK(first_stage_activations(preset_config("gemma-2-2b"), g).checkpoint_arguments.count() == 16'777'216 + 32'768);
+  g.seq_len = 4095;
+  CHECK(first_stage_activations(preset_config("gemma-2-2b"), g).checkpoint_arguments.count() == 8 * 4095);
+  // Mistral-7B-v0.1 (every layer slides, window 4096): the same one mask.
+  g.seq_len = 4096;
+  CHECK(first_stage_activations(preset_config("mistral-7b"), g).checkpoint_arguments.count() == 16'777'216 + 32'768);
 }
 
 TEST_CASE("OPT-350M's norms after the residual adds and its projected embedding", "[activations]") {

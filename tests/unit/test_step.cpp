@@ -600,8 +600,8 @@ TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's
   // Layers 3 .. 25's gradient shards, 23 x 77,865,984, and the root's final norm, 2304 x 2.
   CHECK(e.backward.gradients == bytes_of(1'790'917'632 + 4'608));
   // Three checkpoints (layers 0, 1, 2), the token ids 8 x 8192, the rotary tables 2 x 2 x 4096 x 256 and the
-  // checkpointed calls' position ids 8 x 4096.
-  CHECK(e.backward.activations == bytes_of(3 * 37'748'736 + 65'536 + 4'194'304 + 32'768));
+  // checkpointed calls' position ids 8 x 4096 and the sliding layers' boolean mask, 4096 x 4096.
+  CHECK(e.backward.activations == bytes_of(3 * 37'748'736 + 65'536 + 4'194'304 + 32'768 + 16'777'216));
   // The sliding layer recomputed whole but its post-feedforward norm. A full-attention layer keeps four norms, less
   // that one (GemmaRMSNorm: fp32 input and normalised tensor 2 x 4 x 8192 x 2304, rstd 4 x 8192, 1 + weight 4 x 2304:
   // 151,036,928 each), the norms' bf16 outputs read by q, k, v and by the MLP (37,748,736 each), q (2 x 8192 x 2048),
