@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "catch.hpp"
+#include "zeromem/model/hf_config.hpp"
 #include "zeromem/zeromem.hpp"
 
 using namespace zeromem;
@@ -1306,6 +1307,33 @@ transformer_config small_llama(std::int64_t layers, std::int64_t ffn) {
   return m;
 }
 }  // namespace
+
+TEST_CASE("step: SDPA's kernel differentiated in a LayerNorm layer holds dq, dk, dv and cuDNN's workspace", "[step][recompute]") {
+  // The H200's StableLM step (random-20261129-040): hidden 768, 1 layer, 12 heads of 64, SwiGLU ffn 768, vocabulary
+  // 1024 tied, 256 tokens x 2 (sb h = 393,216), bf16, SDPA, full recompute. Its trace's peak is the cuDNN kernel's
+  // node: dq, dk, dv (3 x 786,432 B) and a 1,597,696 B workspace, beside dL/d(attention output) (786,432 B) and
+  // dL/d(residual) (786,432 B). zeromem's workspace is the fp32 dq accumulator 4 x 512 x 768 = 1,572,864 and the fp32
+  // row sums 4 x 2 x 12 x 256 = 24,576 (the trace's 256 B more are not explained): 786,432 x 5 + 1,597,440 =
+  // 5,529,600 B flowing.
+  const transformer_config m = parse_hf_config(R"({"model_type": "stablelm", "hidden_size": 768, "intermediate_size": 768,
+      "num_attention_heads": 12, "num_key_value_heads": 12, "num_hidden_layers": 1, "vocab_size": 1024, "hidden_act": "silu",
+      "layer_norm_eps": 1e-05, "max_position_embeddings": 4096, "partial_rotary_factor": 0.25, "qk_layernorm": false,
+      "rope_theta": 10000, "tie_word_embeddings": true, "use_parallel_residual": false, "use_qkv_bias": true,
+      "hidden_dropout": 0.0, "attention_dropout": 0.0})");
+  activation_config a = sdpa(256, 2, recompute::full);
+  a.device = device_kind::cuda;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), a, s);  // (AdamW's step above it; the trace's ran SGD)
+  CHECK(e.backward.flowing == bytes_of(5'529'600));
+  // Made by then: the MLP's three 768 x 768 weights, its norm's weight and bias, o_proj's 768 x 768, the final norm's
+  // two vectors and lm_head's (the tied embedding's) 1024 x 768: 3,148,800 at 2 B.
+  CHECK(e.backward.gradients == bytes_of(6'297'600));
+  // In RMSNorm layers the norms' moments stand above it: a Llama-style layer of the same shape peaks elsewhere.
+  transformer_config rms = m;
+  rms.norm = norm_kind::rmsnorm;
+  CHECK(estimate_step(rms, pure_bf16(), a, s).backward.flowing != bytes_of(5'529'600));
+}
 
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After

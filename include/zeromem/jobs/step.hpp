@@ -729,13 +729,25 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // there); OPT-350M's linears read the residual stream (no norm before them).
   const bool attention_input_walk =
       mlp_walk && core_layout && !fsdp && !a.autocast && m.qkv_bias && a.device == device_kind::cuda && !m.post_residual_norms;
+  // (2j) SDPA's kernel differentiated (cuDNN's on an H100 or H200: torch 2.11 puts cudnn_attention first in the SDPA
+  // priority on compute capability 9.x and 10.x, sdp_utils.cpp check_prefer_cudnn_attention): o_proj's node has run,
+  // its weight's gradient made, its input gone only where it was a copy of the kernel's output; the kernel's node
+  // makes dq, dk and dv beside dL/d(its output) (c sb heads d) and a workspace, while q, k, v, the output and the row
+  // log-sum-exp it kept are alive. The workspace is cuDNN's (get_workspace_size, not in PyTorch's source): an H200's
+  // StableLM trace held 1,597,696 B at 512 tokens of 12 heads of 64, the fp32 dq accumulator 4 sb heads d and the fp32
+  // row sums 4 b heads s (256 B more not explained) (−4.4% before). Below the norms' moments in RMSNorm layers (their
+  // six fp32 copies), it is read for LayerNorm layers (GPT-NeoX, StableLM, Phi, StarCoder2), 16-bit, without autocast,
+  // dropout or FSDP2, with as many key heads as query heads.
+  const bool attention_kernel_walk = mlp_walk && core_layout && m.norm == norm_kind::layernorm && a.attention == attention_kind::flash &&
+                                     a.device == device_kind::cuda && !a.autocast && !fsdp && a.dropout == 0.0 && !m.post_residual_norms &&
+                                     (compute == dtype::bf16 || compute == dtype::fp16) && m.kv_heads == m.heads;
   enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_norm, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
     bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
     const layer_activations* whole;
   };
-  const bool half_walked = first_linear_walk || mlp_norm_walk || attention_core_walk;
+  const bool half_walked = first_linear_walk || mlp_norm_walk || attention_core_walk || attention_kernel_walk;
   const auto layer_at = [&](std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     const bool full = F > 0 && (i + 1) % N == 0;
     const std::int64_t above = L - 1 - i, full_below = F > 0 ? i / N : 0;
@@ -864,6 +876,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, kept + made, below + w.attention_norm, bytes{}, hidden_grad + attention_input_flowing, bytes{}, gathered,
                       l.communication, bytes{}, bytes{}, bytes{}};
   };
+  // (2j)'s moment, considered apart as (2i)'s is.
+  const auto attention_kernel_moment = [&](const layer_context& l) ZEROMEM_COLD {
+    const layer_activations& w = *l.whole;
+    const std::int64_t query_values = checked_product(sb, m.heads, m.head_size());
+    const bytes alive = l.attention_half - (w.attention_kernel_output.count() > 0 ? w.attention_output : bytes{}) - w.attention_residual_mask;
+    const bytes workspace = bytes_of(checked_sum(checked_product(4, query_values), checked_product(4, a.micro_batch, m.heads, s_local)));
+    const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + elements_of(checked_product(4, query_values)) * size_of(compute) + workspace;
+    const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) +
+                       new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
+    if (a.recomputation == recompute::full)
+      return step_terms{resting, l.kept + made, l.below + l.saved, alive - checkpoint_in_layer, flowing, bytes{}, l.gathered, l.communication,
+                        bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, l.kept + made, l.below + l.saved - w.total() + alive, bytes{}, flowing, bytes{}, l.gathered, l.communication,
+                      bytes{}, bytes{}, bytes{}};
+  };
   // (3) A vision tower's backward (image tokens): the model builds the text embeddings before the image features and
   // scatters these into them (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward: masked_scatter), so autograd, which runs
   // the later-created nodes first, differentiates the tower before the embedding: dL/d(embedding output) waits beside
@@ -922,7 +949,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
-  enum class moment_kind { loss, head, final_norm, layer, attention_input, vision_start, vision_end, end };
+  enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, end };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
@@ -967,6 +994,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     else if (const bytes total = attention_input_moment(layer_at(i)).total(); total > backward_total) {
       backward_total = total;
       highest = moment_kind::attention_input;
+      highest_layer = i;
+    }
+  for (const std::int64_t i : {L - 1, std::int64_t{0}})
+    if (!attention_kernel_walk) break;
+    else if (const bytes total = attention_kernel_moment(layer_at(i)).total(); total > backward_total) {
+      backward_total = total;
+      highest = moment_kind::attention_kernel;
       highest_layer = i;
     }
   for (const bool end : {false, true})
@@ -1078,6 +1112,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::final_norm   ? final_norm_moment()
                     : highest == moment_kind::end          ? end_moment()
                     : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer))
+                    : highest == moment_kind::attention_kernel ? attention_kernel_moment(layer_at(highest_layer))
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
                                                            : layer_moment(layer_at(highest_layer), highest_part, highest_layer == 0),
