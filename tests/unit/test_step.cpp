@@ -1335,6 +1335,23 @@ TEST_CASE("step: SDPA's kernel differentiated in a LayerNorm layer holds dq, dk,
   CHECK(estimate_step(rms, pure_bf16(), a, s).backward.flowing != bytes_of(5'529'600));
 }
 
+TEST_CASE("step: a fused gate_up projection's product differentiated as the unfused one's", "[step][recompute]") {
+  // Phi-3's MLP (modeling_phi3.py Phi3MLP: gate_up_proj, chunk, up * act(gate), down_proj) keeps what gate_proj and
+  // up_proj do, its two halves views of one [sb, 2 ffn] output. At act(gate) * up's MulBackward0, down's node has run:
+  // the product's gradient and the two it makes, 3 x 2 x 4096 x 2048 = 50,331,648 B, beside dL/d(residual) 2 x 4096 x
+  // 512 = 4,194,304. Hidden 512, 1 layer, 8 heads (4 KV), ffn 2048, vocabulary 500, bf16, SDPA, 4096 tokens, full
+  // recompute; gradients there: lm_head's and the final norm's (500 x 512 + 512) and down_proj's (512 x 2048), at 2 B.
+  transformer_config m = small_llama(1, 2048);
+  m.fused_gate_up = true;
+  const step_estimate fused = estimate_step(m, pure_bf16(), sdpa(4096, 1, recompute::full), step_config{});
+  CHECK(fused.backward.flowing == bytes_of(4'194'304 + 50'331'648));
+  CHECK(fused.backward.gradients == bytes_of(2 * (256'000 + 512 + 1'048'576)));
+  m.fused_gate_up = false;
+  const step_estimate unfused = estimate_step(m, pure_bf16(), sdpa(4096, 1, recompute::full), step_config{});
+  CHECK(unfused.backward.flowing == fused.backward.flowing);
+  CHECK(unfused.backward.recomputed == fused.backward.recomputed);
+}
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six
