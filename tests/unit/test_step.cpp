@@ -1352,6 +1352,20 @@ TEST_CASE("step: a fused gate_up projection's product differentiated as the unfu
   CHECK(unfused.backward.recomputed == fused.backward.recomputed);
 }
 
+TEST_CASE("step: the norms of a mixture-of-experts layer differentiated as a dense layer's", "[step][moe]") {
+  // The H200's Mixtral step (random-20261130-019): hidden 2048, 2 layers, 16 heads of 128 (4 KV), 4 experts of 1408
+  // (top 1), vocabulary 1024 untied, 128 tokens x 2 (sb h = 524,288), bf16, SDPA. Its trace's backward peaks at layer
+  // 0's input norm differentiated, pow's node: its six fp32 copies 6 x 4 x 524,288 = 12,582,912 B beside dL/d(residual)
+  // 2 x 524,288, every gradient there but the embedding's. Parameters: embedding and lm_head 2 x 1024 x 2048, per layer
+  // q and o 2 x 2048^2, k and v 2 x 512 x 2048, experts 4 x 3 x 2048 x 1408, router 4 x 2048, two norms 2 x 2048,
+  // and the final norm 2048: 94,398,464; less the embedding's 2,097,152, at 2 B.
+  transformer_config m = detail::mixtral(2048, 2, 16, 4, 1408, 4, 1, 1024);
+  m.tied_embeddings = false;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(128, 2), step_config{});
+  CHECK(e.backward.flowing == bytes_of(1'048'576 + 12'582'912));
+  CHECK(e.backward.gradients == bytes_of(2 * (94'398'464LL - 2'097'152)));
+}
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six

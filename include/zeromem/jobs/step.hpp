@@ -538,14 +538,19 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // nodes run on the tensors layer_activations keeps then (fp32 norms, 16-bit casts), with fp32 weight and residual
   // gradients, each linear's weight cast alive until its node has run, and gelu_new's fp32 product: an H200's AMP steps,
   // walked, went from −39.4% … −4.6% (five of 57) to within 2% (docs/validation.md).
-  const bool mlp_walk = a.impl == implementation::hf && m.moe.experts == 0 && a.tp == 1 &&
-                        a.recomputation != recompute::selective && split.layer_trainable == counts.layer;
-  const bool mlp_norm_walk = mlp_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual;
+  // The norms' nodes (2b, 2h, 1c) come after the whole MLP branch or before it, whatever it is: walked in transformers
+  // 5's mixture-of-experts layers too (stacked experts, without autocast), where an H200's Mixtral, Qwen3-MoE and
+  // Qwen2-MoE steps peaked at them (−5.4% … −1.2% before).
+  const bool layer_walk = a.impl == implementation::hf && a.tp == 1 && a.recomputation != recompute::selective &&
+                          split.layer_trainable == counts.layer;
+  const bool mlp_walk = layer_walk && m.moe.experts == 0;
+  const bool norm_walk = layer_walk && (m.moe.experts == 0 || (m.moe.stacked && !a.autocast));
+  const bool mlp_norm_walk = norm_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual;
   const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
     return fsdp ? n * size_of(compute) : accumulating ? bytes{} : share(n);
   };
   // The terms of the walk inside a layer (2b-2f) are computed only where a layer is walked (mlp_walk); elsewhere 0.
-  const bytes mlp_grads = mlp_walk ? new_grads(counts.mlp + elements_of(counts.norms.count() / 2)) : bytes{};
+  const bytes mlp_grads = norm_walk ? new_grads(counts.mlp + elements_of(counts.norms.count() / 2)) : bytes{};
   const bytes mlp_linear_grads = mlp_walk ? new_grads(counts.mlp) : bytes{};
   // Accumulating without FSDP2, the one weight gradient a node makes stands beside what the node made until its
   // AccumulateGrad, ready next, adds it in (accumulate_grad.h); every earlier one is gone: `made_here` at the node's
@@ -560,8 +565,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tensors are the checkpoint's recomputed ones, which it drops as the node unpacks them (torch/utils/checkpoint.py
   // _checkpoint_hook unpack_hook): the normalised tensor is gone by the sum (16 sbh + 4 sb). An H200's Qwen3 trace
   // under AMP, at the final norm: two 25,165,824 B products, then a 50,331,696 B buffer (−1.96% before).
-  const bytes norm_pow_backward = mlp_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
-  const bool norm_multiplies_fp32 = mlp_walk && m.norm == norm_kind::rmsnorm && a.device == device_kind::cuda &&
+  const bytes norm_pow_backward = norm_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
+  const bool norm_multiplies_fp32 = norm_walk && m.norm == norm_kind::rmsnorm && a.device == device_kind::cuda &&
                                     (a.autocast || m.norm_scale_fp32 || m.norm_weight_fp32);
   const auto norm_multiply_backward = [&](bool checkpointed) {
     return bytes_of(checked_sum(checked_product(checkpointed ? 16 : 20, sb, m.hidden), checked_product(4, sb),
