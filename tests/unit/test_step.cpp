@@ -1366,6 +1366,20 @@ TEST_CASE("step: the norms of a mixture-of-experts layer differentiated as a den
   CHECK(e.backward.gradients == bytes_of(2 * (94'398'464LL - 2'097'152)));
 }
 
+TEST_CASE("step: eager attention's core differentiated in a mixture-of-experts layer", "[step][moe]") {
+  // The H200's Mixtral step (random-20261127-089): hidden 2048, 4 layers, 32 heads of 64 (MHA), 8 experts of 1024 (top
+  // 8), vocabulary 50,304 untied, 2048 tokens, bf16, eager, on CUDA. Its backward peaks at the last layer's softmax
+  // node, as a dense layer's (2f): dL/d(residual) and V's gradient (2 x 2048 x 2048 each) beside softmax's three fp32
+  // s x s tensors, 3 x 4 x 32 x 2048^2: 1,627,389,952 B. Made by then: the experts (8 x 3 x 2048 x 1024), the router
+  // (8 x 2048), the MLP's norm, o_proj (2048^2), the final norm and lm_head (50,304 x 2048): 157,569,024 at 2 B.
+  transformer_config m = detail::mixtral(2048, 4, 32, 32, 1024, 8, 8, 50304);
+  activation_config a = sdpa(2048, 1);
+  a.attention = attention_kind::eager;
+  const step_estimate e = estimate_step(m, pure_bf16(), a, step_config{});
+  CHECK(e.backward.flowing == bytes_of(1'627'389'952));
+  CHECK(e.backward.gradients == bytes_of(2 * 157'569'024LL));
+}
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six

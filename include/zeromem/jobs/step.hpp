@@ -654,7 +654,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Norms after the residual adds (OPT-350M) are differentiated before the branch they follow.
   const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.sandwich_norms)) &&
                            (!m.fused_qkv || (m.positions == position_kind::rope && m.nope_period == 0));
-  const bool attention_core_walk = mlp_walk && core_layout && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
+  const bool attention_core_walk = norm_walk && core_layout && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
                                    m.attention_softcap == 0.0 && a.dropout == 0.0;
   // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
   const std::int64_t score_values = attention_core_walk ? checked_product(m.heads, s_local, s_local, a.micro_batch) : 0;
