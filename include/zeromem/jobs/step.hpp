@@ -995,20 +995,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The layers read, in the order they happen; each a call of one inlined walk, not a copy of it per layer.
   for (const std::int64_t i : {L - 1, fsdp && L > 2 ? L - 2 : -1, fsdp && L > 3 ? std::int64_t{1} : -1, std::int64_t{0}})
     if (i >= 0) consider_layer(i);
+  // The moments considered apart (2i, 2j), at layers L - 1 and 0.
+  const auto take_apart = [&](bytes total, moment_kind kind, std::int64_t i) ZEROMEM_ALWAYS_INLINE {
+    if (total > backward_total) {
+      backward_total = total;
+      highest = kind;
+      highest_layer = i;
+    }
+  };
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_input_walk) break;
-    else if (const bytes total = attention_input_moment(layer_at(i)).total(); total > backward_total) {
-      backward_total = total;
-      highest = moment_kind::attention_input;
-      highest_layer = i;
-    }
+    else take_apart(attention_input_moment(layer_at(i)).total(), moment_kind::attention_input, i);
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_kernel_walk) break;
-    else if (const bytes total = attention_kernel_moment(layer_at(i)).total(); total > backward_total) {
-      backward_total = total;
-      highest = moment_kind::attention_kernel;
-      highest_layer = i;
-    }
+    else take_apart(attention_kernel_moment(layer_at(i)).total(), moment_kind::attention_kernel, i);
   for (const bool end : {false, true})
     if (!vision_trains) break;
     else if (const bytes total = vision_moment(end).total(); total > backward_total) {
