@@ -21,8 +21,10 @@ inline constexpr bool always_false = false;
 // then cost a predicted branch each, and the checks' callers stay small in the instruction cache.
 #if defined(__GNUC__) || defined(__clang__)
 #define ZEROMEM_COLD __attribute__((cold))
+#define ZEROMEM_RARELY(x) __builtin_expect(!!(x), 0)
 #else
 #define ZEROMEM_COLD
+#define ZEROMEM_RARELY(x) (x)
 #endif
 
 [[noreturn]] ZEROMEM_COLD inline void fail(const std::string& message) { throw std::invalid_argument("zeromem: " + message); }

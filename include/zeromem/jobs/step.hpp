@@ -338,7 +338,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool experts_train = !t.adapt.lora_enabled();
   const std::int64_t trainable_pad = experts_train ? pad : 0;
   const elements shard = fsdp ? elements_of(detail::ceil_div(checked_sum(t.params.count(), checked_product(L, trainable_pad)), s.fsdp_world)) : elements{};
-  if (fsdp) {
+  if (ZEROMEM_RARELY(fsdp)) {
     const std::int64_t n = s.fsdp_world;
     precision_recipe states_recipe = r;
     states_recipe.fp32_master = false;
@@ -479,7 +479,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // base) are cast afresh at each use and not cached; FSDP2 gathers 16-bit parameters and ZeRO-3 partitions them, and
   // neither is read here. Measured on an H200 (19 AMP steps with recompute: forward −0.4% to −17.4% before).
   bytes autocast_cache{};
-  if (a.autocast && a.recomputation == recompute::full && !fsdp && t.zero.stage < 3) {
+  if (ZEROMEM_RARELY(a.autocast && a.recomputation == recompute::full && !fsdp && t.zero.stage < 3)) {
     if (split.layer_trainable == counts.layer)
       autocast_cache = layer_whole.autocast_weights * (L - F) + full_whole.autocast_weights * F;
     else if (t.adapt.lora_enabled() && r.weights == dtype::fp32)  // fp32 adapters are cast and cached
@@ -695,7 +695,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         m.mlp == mlp_kind::swiglu && a.tp == 1 && a.recomputation != recompute::selective &&
                         (experts_trained || t.adapt.lora_enabled());
   bytes moe_gone{}, moe_flowing{}, moe_made{};
-  if (moe_walk) {
+  if (ZEROMEM_RARELY(moe_walk)) {
     const std::int64_t routed = checked_product(sb, m.moe.top_k);
     const bytes rows_h = elements_of(checked_product(routed, m.hidden)) * size_of(compute);
     const bytes rows_f = elements_of(checked_product(routed, m.moe.expert_ffn)) * size_of(compute);
@@ -906,7 +906,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   vision_activations vision{};
   bool vision_trains = false;
   bytes pixel_values{}, vision_grads_start{}, vision_grads_blocks{}, vision_flowing{}, vision_other{};
-  if (a.image_tokens > 0) {  // text models skip all of it
+  if (ZEROMEM_RARELY(a.image_tokens > 0)) {  // text models skip all of it
     vision = detail::vision_activation_bytes_unchecked(m, a, t.adapt);
     vision_trains = vision.blocks.count() > 0;
     pixel_values = detail::pixel_value_bytes(m.vision, vision.patches) * stage.microbatches_in_flight;
