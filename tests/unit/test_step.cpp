@@ -1380,6 +1380,29 @@ TEST_CASE("step: eager attention's core differentiated in a mixture-of-experts l
   CHECK(e.backward.gradients == bytes_of(2 * 157'569'024LL));
 }
 
+TEST_CASE("step: without recompute the last layer's eager softmax can top the forward's loss", "[step]") {
+  // The H200's Llama step (random-20261127-087): hidden 512, 6 layers, 4 heads of 128 (1 KV head), ffn 512, vocabulary
+  // 1024 tied, 2048 tokens x 4, bf16, eager. A = 4 x 2048^2 x 4 = 67,108,864 scores; sb h = 4,194,304. A layer keeps
+  // 536,936,448 B: its norms 2 x (4 + 2) sb h + 4 sb each, q, k, v (K and V repeated to 4 heads), the norms' outputs,
+  // o_proj's and the MLP's inputs 2 sb h each, softmax's fp32 output and its 16-bit copy 6A, the MLP's four 2 sb ffn.
+  // At the last layer's softmax what comes later is not there yet: the 16-bit copy 2A, o_proj's input, the MLP's norm,
+  // input and hidden tensors (209,747,968 B); what autograd keeps none of is: the masked 16-bit scores 2A and their fp32
+  // copy 4A, the 4 x 1 x 2048 x 2048 additive mask in bf16 (33,554,432), inputs_embeds and the layer's 16-bit input
+  // (2 x 8,388,608). With the token ids 8 x 8192 and the rotary tables 2 x 2 x 2048 x 128:
+  // 6 x 536,936,448 + 65,536 + 1,048,576 - 209,747,968 + 402,653,184 + 33,554,432 + 16,777,216 = 3,465,969,664 B
+  // (the trace's forward peak above the resting states: 3,470,114,816 B).
+  transformer_config m = detail::llama(512, 6, 4, 1, 512, 1024);
+  m.tied_embeddings = true;
+  activation_config a = sdpa(2048, 4);
+  a.attention = attention_kind::eager;
+  const step_estimate e = estimate_step(m, pure_bf16(), a, step_config{});
+  CHECK(e.forward.activations == bytes_of(3'465'969'664LL));
+  CHECK(e.forward.loss == bytes{});
+  // Under full recompute the checkpointed forward's own moment stands instead; without the eager kernel, the loss's.
+  a.attention = attention_kind::flash;
+  CHECK(estimate_step(m, pure_bf16(), a, step_config{}).forward.loss.count() > 0);
+}
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six
