@@ -503,7 +503,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes scores_c = elements_of(checked_product(m.heads, s_local, s_local, a.micro_batch)) * size_of(compute);
     const bytes softmax_fp32 = w.attention_scores - scores_c;  // its output, kept; its input's fp32 copy is as large
     const bytes later = w.total() - w.attention_norm - w.attention_input - w.query - w.key - w.value - softmax_fp32;
-    const std::int64_t masks = N >= 2 && L >= N ? 2 : 1;
+    const std::int64_t masks = (detail::stage_has_sliding_layers(m) ? 1 : 0) + (detail::stage_has_full_attention_layers(m, L) ? 1 : 0);
     const bytes eager_mask = elements_of(checked_product(masks, a.micro_batch, s_local, s_local)) * size_of(compute);
     const bytes embedding_output = m.scaled_embedding ? bytes{} : hidden_grad;
     const bytes layer_input = L > 1 ? hidden_grad : bytes{};  // with one layer, its input is inputs_embeds
@@ -575,7 +575,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
     return fsdp ? n * size_of(compute) : accumulating ? bytes{} : share(n);
   };
-  // The terms of the walk inside a layer (2b-2f) are computed only where a layer is walked (mlp_walk); elsewhere 0.
+  // The terms of the walk inside a layer (2b-2f) are computed only where a layer is walked (mlp_walk, norm_walk);
+  // elsewhere 0.
   const bytes mlp_grads = norm_walk ? new_grads(counts.mlp + elements_of(counts.norms.count() / 2)) : bytes{};
   const bytes mlp_linear_grads = mlp_walk ? new_grads(counts.mlp) : bytes{};
   // Accumulating without FSDP2, the one weight gradient a node makes stands beside what the node made until its
@@ -606,8 +607,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // is alive beside the two it makes, of act(gate) and of up: three sb x ffn tensors beside the residual's gradient.
   // Where the tokens are many beside the hidden size, this is above the layer's moment before its backward. Phi-3's
   // fused gate_up (Phi3MLP: chunk(2) of one output, views) keeps and frees the same bytes (an H200's Phi-3 step at 4096
-  // tokens: backward −4.6% → −0.84%). GELU written as tensor ops (gelu_new's and gelu_fast's 0.5 x * (1 + tanh(...)), transformers activations.py) ends
-  // with the same product: its MulBackward0 makes the gradients of 0.5 x and of (1 + tanh) beside its incoming one.
+  // tokens: backward −4.6% → −0.84%). GELU written as tensor ops (gelu_new's and gelu_fast's 0.5 x * (1 + tanh(...)),
+  // transformers activations.py) ends with the same product: its MulBackward0 makes the gradients of 0.5 x and of
+  // (1 + tanh) beside its incoming one.
   const bool gated_walk = mlp_walk && (m.mlp == mlp_kind::swiglu ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
@@ -680,6 +682,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Norms after the residual adds (OPT-350M) are differentiated before the branch they follow.
   const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.sandwich_norms)) &&
                            (!m.fused_qkv || (m.positions == position_kind::rope && m.nope_period == 0));
+  const auto o_proj_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)); };
   const bool attention_core_walk = norm_walk && core_layout && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
                                    m.attention_softcap == 0.0 && a.dropout == 0.0;
   // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
@@ -691,9 +694,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // grad * output`), a third fp32 s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
     softmax_gradients = elements_of(checked_product(a.device == device_kind::cuda ? 3 : 2, score_values)) * size_of(dtype::fp32);
     value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
-    const elements o_proj_params = elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0));
-    o_proj_grad = new_grads(o_proj_params);
-    if (a.autocast) o_proj_cast = o_proj_params * size_of(compute);  // freed with o_proj's node
+    o_proj_grad = new_grads(o_proj_params());
+    if (a.autocast) o_proj_cast = o_proj_params() * size_of(compute);  // freed with o_proj's node
   }
   // (2g) A mixture of experts' backward as transformers 5 runs it (integrations/moe.py grouped_mm_experts_forward:
   // out = grouped_mm(act(gate) * up, down) * w, reordered and summed over the k choices, then cast back). Its nodes,
@@ -915,8 +917,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes alive = l.attention_half - (w.attention_kernel_output.count() > 0 ? w.attention_output : bytes{}) - w.attention_residual_mask;
     const bytes workspace = bytes_of(checked_sum(checked_product(4, query_values), checked_product(4, a.micro_batch, m.heads, s_local)));
     const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + elements_of(checked_product(4, query_values)) * size_of(compute) + workspace;
-    const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) +
-                       new_grads(elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)));
+    const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) + new_grads(o_proj_params());
     if (a.recomputation == recompute::full)
       return step_terms{resting, l.kept + made, l.below + l.saved, alive - checkpoint_in_layer, flowing, bytes{}, l.gathered, l.communication,
                         bytes{}, bytes{}, bytes{}};

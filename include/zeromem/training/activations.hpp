@@ -669,6 +669,15 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
 }
 
 namespace detail {
+/// The kinds of layer a stage of `layers_on_stage` layers holds (layer 0 slides or not; a full-attention layer is there
+/// unless every one slides): each kind has a mask of its own (transformers' causal_mask_mapping).
+constexpr bool stage_has_sliding_layers(const transformer_config& m) { return !full_attention_layer(m, 0); }
+constexpr bool stage_has_full_attention_layers(const transformer_config& m, std::int64_t layers_on_stage) {
+  return !stage_has_sliding_layers(m) || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
+}
+}  // namespace detail
+
+namespace detail {
 /// LoRA without recompute: the frozen embedding's output does not require grad (PEFT and transformers call
 /// enable_input_require_grads only for gradient checkpointing: modeling_utils.py gradient_checkpointing_enable), so
 /// the first decoder layer keeps only what its adapters make require grad (autograd saves a tensor for a derivative it
@@ -730,8 +739,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // holds the tables it was passed (below; SmolLM3Model.forward passes them to every layer). Gemma-3 passes a global and a
   // local pair to every layer (modeling_gemma3.py Gemma3TextModel.forward): a stage keeps the pair of each kind of layer
   // it has, and both under recompute, where each layer's checkpointed call holds its arguments.
-  // The kinds of layer on the stage: layer 0 slides or not; a full-attention layer is there unless every one slides.
-  const bool sliding = !full_attention_layer(m, 0), full = !sliding || (m.sliding_window_pattern >= 2 && layers_on_stage >= m.sliding_window_pattern);
+  // The kinds of layer on the stage (stage_has_sliding_layers, stage_has_full_attention_layers).
+  const bool sliding = detail::stage_has_sliding_layers(m), full = detail::stage_has_full_attention_layers(m, layers_on_stage);
   bytes rotary_tables{};
   if (c.impl == implementation::hf && m.positions == position_kind::rope && (m.nope_period != 1 || c.recomputation == recompute::full)) {
     const std::int64_t table = c.autocast || m.rope_fp32 ? 4 : a;
