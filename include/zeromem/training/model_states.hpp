@@ -198,7 +198,9 @@ constexpr placement on_host_pinned(bytes b) { return {bytes{}, b, b, bytes{}}; }
 
 /// Model states of rank `rank` (0-based within the shard group), or of the most loaded rank when rank < 0.
 namespace detail {
-constexpr model_state_estimate estimate_model_states_unchecked(const training_states& t, std::int64_t rank) {
+// Inlined where it is called: the step estimate reads only the GPU bytes, and inlined, the host, pinned and NVMe
+// placements nobody reads are never computed (a step estimate 9% faster, docs/performance.md).
+ZEROMEM_ALWAYS_INLINE constexpr model_state_estimate estimate_model_states_unchecked(const training_states& t, std::int64_t rank) {
   const std::int64_t n = shard_group_of(t);
   const zero_config& z = t.zero;
   const precision_recipe r = trainable_recipe(t);
