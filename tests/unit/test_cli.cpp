@@ -185,6 +185,21 @@ TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(run({"--version"}).out == std::string(ZEROMEM_VERSION_STRING) + "\n");
 }
 
+TEST_CASE("help names what a flag excludes in one short line", "[cli][first-contact]") {
+  // --model and --hf-config each exclude every shape flag (--hidden, --layers, ...): the alternative is named, the
+  // shape flags counted (each says it on its own line), rather than fifty names on one line.
+  for (const char* command : {"estimate", "plan", "kv"}) {
+    const std::string help = run({command, "--help"}).out;
+    INFO(command);
+    std::istringstream lines(help);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("Excludes:") != std::string::npos) CHECK(line.size() <= 120);
+    CHECK(help.find("--model TEXT Excludes: --hf-config and ") != std::string::npos);
+    CHECK(help.find("--hf-config TEXT Excludes: --model and ") != std::string::npos);
+    CHECK(help.find("--hidden INT Excludes: --model --hf-config") != std::string::npos);
+  }
+}
+
 TEST_CASE("estimate with a model preset adds parameters and activations", "[cli][model]") {
   // GPT-3, tp 8, sp, pp 8, selective recompute: Korthikanti's 34sbh/t per layer = 106,954,752 B.
   const auto j = run_json({"estimate", "--model", "gpt3-175b", "--seq-len", "2048", "--tp", "8", "--sp", "--pp", "8",

@@ -3,6 +3,7 @@
 // job.cpp, vllm.cpp).
 #include "cli.hpp"
 
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
@@ -11,9 +12,34 @@
 
 namespace zeromem::cli {
 
+namespace {
+// CLI11's help with the long exclusion lists shortened: --model and --hf-config each exclude the dozens of shape
+// flags, which the default formatter printed one by one on every line of both (and --help grew by a page).
+class compact_formatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    constexpr std::size_t long_list = 4;
+    const auto& excluded = opt->get_excludes();  // a set ordered by address: named below by what they are instead
+    if (excluded.size() <= long_list) return CLI::Formatter::make_option_opts(opt);
+    // The default text without the list (CLI11 prints " Excludes: --a --b ..." last); then the alternatives named (the
+    // options that exclude as many themselves, such as --hf-config for --model) and the others counted.
+    std::string text = CLI::Formatter::make_option_opts(opt);
+    text.erase(text.rfind(" " + get_label("Excludes") + ":"));
+    std::string alternatives;
+    std::size_t others = 0;
+    for (const CLI::Option* o : excluded)
+      if (o->get_excludes().size() > long_list) alternatives += " " + o->get_name();
+      else ++others;
+    return text + " " + get_label("Excludes") + ":" + alternatives + (alternatives.empty() ? " " : " and ") +
+           std::to_string(others) + " flags that name it on their own lines";
+  }
+};
+}  // namespace
+
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{"zeromem: bytes per GPU, host and NVMe of LLM jobs, before launch. `zeromem COMMAND --help` lists a command's flags.",
                "zeromem"};
+  app.formatter(std::make_shared<compact_formatter>());  // before the subcommands, which take their parent's
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(version_string));
   const std::vector<command> commands{add_estimate_command(app), add_kv_command(app), add_scenario_command(app), add_plan_command(app),
