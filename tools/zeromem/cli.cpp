@@ -3,6 +3,7 @@
 // job.cpp, vllm.cpp).
 #include "cli.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <ostream>
 #include <sstream>
@@ -32,6 +33,32 @@ class compact_formatter : public CLI::Formatter {
       else ++others;
     return text + " " + get_label("Excludes") + ":" + alternatives + (alternatives.empty() ? " " : " and ") +
            std::to_string(others) + " flags that name it on their own lines";
+  }
+  // Descriptions wrapped at word boundaries to 90 columns; CLI11 indents each continuation line under the first.
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    constexpr std::size_t width = 90;
+    const std::string text = CLI::Formatter::make_option_desc(opt);
+    std::string out;
+    std::size_t line = 0;  // characters on the current output line
+    for (std::size_t i = 0; i < text.size();) {
+      const std::size_t end = std::min(text.find_first_of(" \n", i), text.size());
+      const std::string word = text.substr(i, end - i);
+      if (line > 0 && line + 1 + word.size() > width) {
+        out += '\n';
+        line = 0;
+      } else if (line > 0) {
+        out += ' ';
+        ++line;
+      }
+      out += word;
+      line += word.size();
+      if (end < text.size() && text[end] == '\n') {
+        out += '\n';
+        line = 0;
+      }
+      i = end + 1;
+    }
+    return out;
   }
 };
 }  // namespace
