@@ -14,25 +14,29 @@
 namespace zeromem::cli {
 
 namespace {
-// CLI11's help with the long exclusion lists shortened: --model and --hf-config each exclude the dozens of shape
-// flags, which the default formatter printed one by one on every line of both (and --help grew by a page).
+// CLI11's help, with what a flag excludes in a stable order and shortened where long (--model and --hf-config each
+// exclude the dozens of shape flags, which the default formatter printed one by one on both lines).
 class compact_formatter : public CLI::Formatter {
  public:
   std::string make_option_opts(const CLI::Option* opt) const override {
-    constexpr std::size_t long_list = 4;
-    const auto& excluded = opt->get_excludes();  // a set ordered by address: named below by what they are instead
-    if (excluded.size() <= long_list) return CLI::Formatter::make_option_opts(opt);
-    // The default text without the list (CLI11 prints " Excludes: --a --b ..." last); then the alternatives named (the
-    // options that exclude as many themselves, such as --hf-config for --model) and the others counted.
+    const auto& excluded = opt->get_excludes();
     std::string text = CLI::Formatter::make_option_opts(opt);
+    if (excluded.empty()) return text;
+    // CLI11 prints " Excludes: --a --b ..." last, in the order of a set of pointers, which differs from run to run:
+    // here in the order of their names, and where the list is long, the alternatives named (the options that exclude
+    // as many themselves, such as --hf-config for --model) and the others counted.
     text.erase(text.rfind(" " + get_label("Excludes") + ":"));
-    std::string alternatives;
+    constexpr std::size_t long_list = 4;
+    std::vector<std::string> named;
     std::size_t others = 0;
     for (const CLI::Option* o : excluded)
-      if (o->get_excludes().size() > long_list) alternatives += " " + o->get_name();
+      if (excluded.size() <= long_list || o->get_excludes().size() > long_list) named.push_back(o->get_name());
       else ++others;
-    return text + " " + get_label("Excludes") + ":" + alternatives + (alternatives.empty() ? " " : " and ") +
-           std::to_string(others) + " flags that name it on their own lines";
+    std::sort(named.begin(), named.end());
+    text += " " + get_label("Excludes") + ":";
+    for (const std::string& n : named) text += " " + n;
+    if (others > 0) text += (named.empty() ? " " : " and ") + std::to_string(others) + " flags that name it on their own lines";
+    return text;
   }
   // Descriptions wrapped at word boundaries to 90 columns; CLI11 indents each continuation line under the first.
   std::string make_option_desc(const CLI::Option* opt) const override {
