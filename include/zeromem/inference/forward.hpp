@@ -86,9 +86,10 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 }
 }  // namespace detail
 
-/// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: dense Llama-family text
-/// layers (RMSNorm or OLMo's LayerNorm, separate q/k/v, SwiGLU, RoPE over whole heads), and no SDPA sliding-window mask
-/// (a sequence as long as the window), which the model does not hold.
+/// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: Llama-family text layers
+/// (RMSNorm or OLMo's LayerNorm, separate q/k/v, SwiGLU, RoPE over whole heads), dense or, with `experts`, transformers
+/// 5's routed experts (alone or beside Qwen2-MoE's gated shared expert), and no SDPA sliding-window mask (a sequence as
+/// long as the window), which the model does not hold.
 constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len, bool experts = false) {
   // transformers 5's routed experts, alone or beside Qwen2-MoE's gated shared expert.
   const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && (m.moe.shared_experts == 0 || m.moe.shared_expert_gate));
@@ -233,12 +234,15 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   detail::require_positive(f.seq_len, "the sequence length");
   detail::require_positive(f.micro_batch, "the micro-batch size");
   // OLMo's OlmoLayerNorm (norm_input_fp32) is the one LayerNorm modelled: it sits where Llama's RMSNorm does.
-  if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len))
-    detail::fail("forward-only peaks are modelled for dense Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
-                 "SwiGLU, RoPE over whole heads); pass such a model or estimate the step instead");
+  // transformers 5's routed experts run the same frames under no_grad as in a checkpointed layer's forward, which
+  // nothing saves either: forward_layer_peak's experts, held there by the H100's and H200's Mixtral, Qwen3-MoE and
+  // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
+  if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
+    detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
+                 "SwiGLU, RoPE over whole heads; dense, or transformers 5's routed experts); pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
-  if (!forward_layer_modelled(m, f.attention, f.seq_len))  // layer 0 slides if any does
+  if (!forward_layer_modelled(m, f.attention, f.seq_len, true))  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
                        f.seq_len, "use a shorter sequence or --attention eager");
   using detail::checked_product, detail::checked_sum, detail::max_of;
