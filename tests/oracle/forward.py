@@ -68,6 +68,17 @@ def apply_rotary_olmo(q, k, cos, sin):
     return q_embed.to(q_type), k_embed.to(k_type)
 
 
+def apply_rotary_cat(q, k, cos, sin):
+    """modeling_phi3.py apply_rotary_pos_emb: the first rotary_dim values of each head rotated (rotary_dim = the tables'
+    width, partial_rotary_factor x head_dim), then torch.cat with the passed part, at any factor (a new tensor)."""
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    return q_embed, k_embed
+
+
 def cache_update(cache, key_states, value_states):
     """DynamicCache.update for one layer, as transformers 5's DynamicLayer.update runs it: torch.cat onto the empty
     tensors of lazy_initialization copies K and V, the cache keeps the copies and attention reads them (4.x's first
@@ -94,15 +105,20 @@ def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False, rope=True, olmo=False):
+    def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False, rope=True, olmo=False,
+                 fused=False):
         super().__init__()
         self.heads, self.kv, self.d, self.softcap, self.olmo2, self.olmo = heads, kv_heads, d, softcap, olmo2, olmo
         self.rope = rope  # SmolLM3Attention: use_rope = config.no_rope_layers[layer_idx]
+        self.fused = fused  # Phi3Attention (modeling_phi3.py): one qkv_proj, q, k and v sliced out of its output
         # Qwen3Attention (transformers modeling_qwen3.py): an RMSNorm over each head's query and key; Olmo2Attention
         # (modeling_olmo2.py): over each token's whole q_proj and k_proj outputs.
-        self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
-        self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
-        self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
+        if fused:
+            self.qkv_proj = torch.nn.Linear(h, (heads + 2 * kv_heads) * d, bias=False)
+        else:
+            self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
+            self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
+            self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
         self.o_proj = torch.nn.Linear(heads * d, h, bias=False)
         self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
         self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
@@ -112,6 +128,8 @@ class Attention(torch.nn.Module):
         hidden_shape = (*input_shape, -1, self.d)
         if self.olmo2:
             return self.forward_olmo2(hidden_states, cos, sin, mask, cache)
+        if self.fused:
+            return self.forward_phi3(hidden_states, cos, sin, mask, cache)
         if self.q_norm is not None:
             query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
             key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
@@ -133,6 +151,22 @@ class Attention(torch.nn.Module):
         attn_output = self.o_proj(attn_output)
         return attn_output, attn_weights
 
+    def forward_phi3(self, hidden_states, cos, sin, mask, cache):  # Phi3Attention.forward
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.d)
+        qkv = self.qkv_proj(hidden_states)
+        query_pos = self.heads * self.d
+        query_states = qkv[..., :query_pos]
+        key_states = qkv[..., query_pos:query_pos + self.kv * self.d]
+        value_states = qkv[..., query_pos + self.kv * self.d:]
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        query_states, key_states = apply_rotary_cat(query_states, key_states, cos, sin)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        return self.attend(query_states, key_states, value_states, mask, input_shape)
+
     def forward_olmo2(self, hidden_states, cos, sin, mask, cache):  # Olmo2Attention.forward
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.d)
@@ -150,21 +184,30 @@ class Attention(torch.nn.Module):
 
 
 class MLP(torch.nn.Module):
-    def __init__(self, h, ffn, gemma=False):
+    def __init__(self, h, ffn, gemma=False, fused=False):
         super().__init__()
-        self.gate_proj = torch.nn.Linear(h, ffn, bias=False)
-        self.up_proj = torch.nn.Linear(h, ffn, bias=False)
+        self.fused = fused  # Phi3MLP (modeling_phi3.py): one gate_up_proj, chunked into gate and up
+        if fused:
+            self.gate_up_proj = torch.nn.Linear(h, 2 * ffn, bias=False)
+        else:
+            self.gate_proj = torch.nn.Linear(h, ffn, bias=False)
+            self.up_proj = torch.nn.Linear(h, ffn, bias=False)
         self.down_proj = torch.nn.Linear(ffn, h, bias=False)
         # GemmaMLP: gelu_pytorch_tanh (activations.py PytorchGELUTanh); LlamaMLP: SiLU.
         self.act_fn = (lambda x: F.gelu(x, approximate="tanh")) if gemma else F.silu
 
     def forward(self, x):
+        if self.fused:  # Phi3MLP.forward
+            up_states = self.gate_up_proj(x)
+            gate, up_states = up_states.chunk(2, dim=-1)
+            up_states = up_states * self.act_fn(gate)
+            return self.down_proj(up_states)
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False, rope=True,
-                 residual_multiplier=None, d=None, olmo=False):
+                 residual_multiplier=None, d=None, olmo=False, fused=False):
         super().__init__()
         # OlmoDecoderLayer (modular_olmo.py): Llama's layer with OlmoLayerNorm as both norms.
         norm = blocks.OlmoLayerNorm if olmo else blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
@@ -172,8 +215,8 @@ class DecoderLayer(torch.nn.Module):
         self.residual_multiplier = residual_multiplier  # GraniteDecoderLayer: residual + hidden_states * residual_multiplier
         # Registered in transformers' order (LlamaDecoderLayer.__init__: self_attn, mlp, then the norms), which is
         # model.parameters()' order and so the for-loop optimizer's.
-        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo)
-        self.mlp = MLP(h, ffn, gemma)
+        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo, fused)
+        self.mlp = MLP(h, ffn, gemma, fused)
         if not olmo2:  # Olmo2DecoderLayer deletes input_layernorm
             self.input_layernorm = norm(h)
         self.post_attention_layernorm = norm(h)
@@ -266,7 +309,7 @@ class CausalLM(torch.nn.Module):
         self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
                                                        cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
                                                        not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d,
-                                                       self.olmo)
+                                                       self.olmo, cfg.get("fused", False))
                                           for i in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
@@ -274,7 +317,9 @@ class CausalLM(torch.nn.Module):
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
         self.norm = blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
-        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.d, 2, dtype=torch.float32) / self.d)))
+        # Phi3RotaryEmbedding with partial_rotary_factor (Phi-4-mini): tables of rotary_dims = factor x head_dim.
+        r = cfg.get("rotary_dims") or self.d
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, r, 2, dtype=torch.float32) / r)))
 
     def rotary(self, x, position_ids):  # LlamaRotaryEmbedding.forward
         inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)

@@ -1,4 +1,4 @@
-"""The forward-only oracle: random Llama-style models (OLMo, OLMo-2 and SmolLM3's NoPE layers among them) run forward under torch.no_grad on the CPU (forward.py,
+"""The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them) run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -52,6 +52,12 @@ def main():
             if rng.random() < 0.5:  # short sequences and a narrow MLP, where the rotation's moment can set a layer's peak
                 cfg.update(seq_len=rng.randint(1, 8), ffn=rng.randint(8, 32), layers=rng.randint(2, 4), vocab=rng.randint(50, 100),
                            output="hidden-states")
+        plain = not (cfg["qk_norm"] or cfg["gemma"] or cfg.get("olmo") or cfg.get("olmo2") or cfg.get("granite") or cfg.get("nope_period"))
+        if plain and rng.random() < 0.4:  # Phi-3: one qkv_proj and one gate_up_proj, RoPE joined by torch.cat
+            cfg["fused"] = True
+            d = cfg.get("head_dim") or cfg["hidden"] // heads
+            if d >= 4 and rng.random() < 0.5:  # Phi-4-mini's partial_rotary_factor: the first r of each head's values
+                cfg["rotary_dims"] = 2 * rng.randint(1, d // 2 - 1)
         cfg["fp32"] = rng.random() < 0.2  # an fp32 model: no upcast copies (Tensor.to returns self)
         measured = forward.measure_forward_model(cfg, forward.torch.float32 if cfg["fp32"] else forward.torch.bfloat16)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
@@ -69,6 +75,10 @@ def main():
             args += ["--scaled-residual", "--scaled-logits"]
         if cfg["qk_norm"]:
             args.append("--qk-norm")
+        if cfg.get("fused"):
+            args += ["--fused-qkv", "--fused-gate-up", "--rope-concat"]
+            if cfg.get("rotary_dims"):
+                args += ["--rotary-dims", str(cfg["rotary_dims"])]
         if cfg["gemma"]:
             args += ["--norm-scale-fp32", "--scaled-embedding"]
         if cfg.get("olmo"):

@@ -209,6 +209,36 @@ TEST_CASE("forward only: transformers 5's routed experts (Mixtral-8x7B), term by
   CHECK(e.weights.count() == 2 * 46'702'792'704LL);
 }
 
+TEST_CASE("forward only: Phi-3's fused projections and torch.cat rotation, term by term", "[forward]") {
+  // Phi-3-mini-4k: h 3072, 32 heads of 96 (MHA), ffn 8192, 32 layers, vocabulary 32,064; bf16, one sequence of 1024
+  // tokens, SDPA, no cache, reference log-probs. H = Q = K = 2 x 1024 x 3072 = 6,291,456 B; F = 2 x 1024 x 8192 =
+  // 16,777,216 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "phi3", "hidden_size": 3072, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064,
+      "max_position_embeddings": 4096, "sliding_window": 2047, "tie_word_embeddings": false})");
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.use_cache = false;
+  f.output = forward_output::log_probs;
+  // Attention (Phi3Attention.forward): the normed input Y and the qkv output (Q + 2K = 18,874,368) stay to the frame's
+  // end, q, k and v views of it; k's rotation beside q_embed: Y + qkv + Q + 3K = 50,331,648 B (q's: Y + qkv + 3Q =
+  // 44,040,192); SDPA's output copied by transpose().contiguous() beside q_embed and k_embed: the same 50,331,648.
+  // The MLP (Phi3MLP.forward): R1 and the normed input (2H) beside gate_up's output 2F, act(gate) F and the product F:
+  // 12,582,912 + 67,108,864 = 79,691,776 B, the layer's highest.
+  CHECK(forward_layer_peak(m, f).count() == 12'582'912 + 4 * 16'777'216);
+  const forward_only_estimate e = estimate_forward_only(m, f, forward_weight_bytes(m, dtype::bf16));
+  // Token ids 8,192 + positions 8,192 + rotary cos and sin 2 x 2 x 1024 x 96 = 393,216 + the embedding output and the
+  // layer input (2H) + the layer.
+  CHECK(e.layers_phase.count() == 8'192 + 8'192 + 393'216 + 12'582'912 + 79'691'776);
+  // The output: 32,833,536 logits x (2 + 4 + 4) B beside the token ids.
+  CHECK(e.output_phase.count() == 328'335'360 + 8'192);
+  CHECK(e.weights.count() == 2 * 3'821'079'552LL);  // Phi-3-mini's parameters in bf16
+  // Phi-4-mini's partial rotation (partial_rotary_factor 0.75: 72 of 96 values) narrows the tables to 2 x 2 x 1024 x 72.
+  transformer_config partial = m;
+  partial.rotary_dims = 72;
+  CHECK(estimate_forward_only(partial, f, bytes{}).layers_phase.count() == 8'192 + 8'192 + 294'912 + 12'582'912 + 79'691'776);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

@@ -93,8 +93,12 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len, bool experts = false) {
   // transformers 5's routed experts, alone or beside Qwen2-MoE's gated shared expert.
   const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && (m.moe.shared_experts == 0 || m.moe.shared_expert_gate));
+  // Phi-3's layout (modeling_phi3.py): one qkv_proj sliced into q, k and v, one gate_up_proj chunked, RoPE over the first
+  // rotary_width() values of each head joined to the rest by torch.cat; else separate projections rotating whole heads.
+  const bool phi3 = m.fused_qkv && !m.qkv_per_head && m.fused_gate_up && m.rope_concat && m.moe.experts == 0;
+  const bool llama = !m.fused_qkv && !m.fused_gate_up && !m.rope_concat && m.rotary_dims == 0;
   return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 &&
-         !m.fused_qkv && m.rotary_dims == 0 && !(attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window);
+         (phi3 || llama) && !(attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window);
 }
 
 /// Bytes decoder layer `layer` of a Llama-family model adds above its input under no_grad, what the model holds
@@ -133,8 +137,25 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     rope = max_of(checked_sum(qkv, checked_product(3 * p, Qe)), checked_sum(qkv, checked_product(p, Qe), checked_product(3 * p, Ke)));
     if (m.rope_fp32 && c < 4) rope = max_of(rope, checked_sum(qkv, checked_product(p + c, checked_sum(Qe, Ke))));
   }
-  const std::int64_t after_rope = qkv;  // Y, q_embed, k_embed, v
-  std::int64_t attention = max_of(rope, qk_norms), probs_kept = 0;
+  std::int64_t after_rope = qkv;  // Y, q_embed, k_embed, v
+  // Phi-3 (Phi3Attention.forward): q, k and v are views of the one qkv_proj output, which the frame's `qkv` keeps to its
+  // end. apply_rotary_pos_emb rotates the first r = rotary_width() values of each head (q_rot * cos, rotate_half's
+  // -x2 and cat, its product with sin, the sum: 3 Qr at most) and joins the rest with torch.cat into a new head-major
+  // q_embed (the sum beside it); then k beside q_embed. q_embed and k_embed stay beside the whole qkv output. With a
+  // cache, DynamicLayer.update copies K and V while k_embed is alive; k_embed goes on rebinding, v stays in qkv.
+  std::int64_t cache_moment = 0;
+  if (m.fused_qkv) {
+    const std::int64_t r = m.rotary_width(), Qr = checked_product(c, sb, m.heads, r), Kr = checked_product(c, sb, m.kv_heads, r);
+    const std::int64_t base = qkv;  // Y and the qkv output (Q + 2K)
+    rope = max_of(max_of(checked_sum(base, checked_product(3, Qr)), checked_sum(base, Qr, Q)),
+                  max_of(checked_sum(base, Q, checked_product(3, Kr)), checked_sum(base, Q, Kr, K)));
+    after_rope = checked_sum(base, Q, K);
+    if (f.use_cache) {
+      cache_moment = checked_sum(after_rope, checked_product(2, K));
+      after_rope = checked_sum(after_rope, K);  // the two copies in place of k_embed
+    }
+  }
+  std::int64_t attention = max_of(max_of(rope, qk_norms), cache_moment), probs_kept = 0;
   if (f.attention == attention_kind::eager) {
     // eager_attention_forward: repeat_kv copies K and V to every head unless one kv head makes it a stride-0 view;
     // matmul folds (batch, heads) into one dimension, copying an operand that cannot be folded as a view (b > 1:
@@ -146,10 +167,16 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     // Without RoPE q (b, heads, s, d) is the transposed view of q_proj's (b, s, heads, d) output: (batch, heads) fold as
     // a view unless b, heads and s all exceed 1; K likewise, and one kv head's stride-0 expansion folds only when b = 1.
     // One head in all (repeat_kv returns K and V themselves, n_rep = 1) folds as a view at any b and s.
-    const std::int64_t fold_q = rotates ? (b > 1 ? Q : 0) : (b > 1 && s > 1 && m.heads > 1 ? Q : 0);
+    // Phi-3's torch.cat makes q_embed and k_embed head-major, which fold as views; K copies only as one kv head's
+    // expansion, V (a view of the token-major qkv output, or the cache's head-major copy) unless it is the one head.
+    const bool one_kv = m.kv_heads == 1 && m.heads > 1;
+    const std::int64_t fold_q = m.fused_qkv ? 0 : rotates ? (b > 1 ? Q : 0) : (b > 1 && s > 1 && m.heads > 1 ? Q : 0);
     const std::int64_t fold_kv =
-        rotates ? (b > 1 && !copies ? Q : 0) : (b > 1 && !copies && m.heads > 1 && (m.kv_heads == 1 || s > 1) ? Q : 0);
-    attention = max_of(attention, checked_sum(base, fold_q, fold_kv, cA));               // QK^T
+        m.fused_qkv ? (b > 1 && !copies && (one_kv || (m.heads > 1 && !f.use_cache)) ? Q : 0)
+        : rotates   ? (b > 1 && !copies ? Q : 0)
+                    : (b > 1 && !copies && m.heads > 1 && (m.kv_heads == 1 || s > 1) ? Q : 0);
+    const std::int64_t fold_k = m.fused_qkv ? (b > 1 && one_kv ? Q : 0) : fold_kv;
+    attention = max_of(attention, checked_sum(base, fold_q, fold_k, cA));                // QK^T
     attention = max_of(attention, checked_sum(base, checked_product(2, cA)));            // scaled, masked
     // In fp32 the cast and .to(c) copy nothing (Tensor.to returns self): the masked scores and the softmax output.
     const bool fp32 = c >= 4;
@@ -206,7 +233,11 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
       moe = max_of(max_of(checked_product(3, shared), checked_sum(shared, H)), checked_sum(H, moe));
     }
   }
-  const std::int64_t mlp = checked_sum(held, H, m.moe.experts > 0 ? moe : max_of(checked_product(3, F), checked_sum(F, H)));
+  // Phi3MLP: gate_up's output (2F, which `gate` keeps to the frame's end), act(gate) and the product (4F), then the
+  // product and down's output beside it (3F + H).
+  const std::int64_t dense = m.fused_gate_up ? max_of(checked_product(4, F), checked_sum(checked_product(3, F), H))
+                                             : max_of(checked_product(3, F), checked_sum(F, H));
+  const std::int64_t mlp = checked_sum(held, H, m.moe.experts > 0 ? moe : dense);
   const std::int64_t end = checked_sum(held, checked_product(m.scaled_residual ? 3 : 2, H));
   const std::int64_t first_sum = m.scaled_residual ? checked_sum(probs_kept, cached, checked_product(3, H)) : 0;  // R1's add
   // Gemma-2's sandwich norms (Gemma2DecoderLayer): post_attention_layernorm over the attention output before the
@@ -255,7 +286,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
   // pairs, global and local.
   const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
-  const std::int64_t rotary = checked_product(2, m.rope_fp32 ? 4 : c, s, m.head_size(), m.local_rope ? 2 : 1);
+  const std::int64_t rotary = checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);
   const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
@@ -283,7 +314,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // (8 s d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.
   // Gemma-3 builds its local pair beside the global one. It sets the peak only where the layers are tiny (a model whose
   // layers skip RoPE).
-  const std::int64_t d = m.head_size(), half_d = detail::ceil_div(d, 2);
+  const std::int64_t d = m.rotary_width(), half_d = detail::ceil_div(d, 2);  // the rotated values of a head (Phi-3's factor)
   const std::int64_t building = checked_sum(checked_product(4, s), checked_product(4, s, half_d), checked_product(12, s, d),
                                             m.rope_fp32 || c >= 4 ? 0 : checked_product(2, c, s, d));
   const std::int64_t tables = checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, s, d) : 0);
