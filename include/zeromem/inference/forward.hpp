@@ -87,9 +87,9 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 }  // namespace detail
 
 /// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: Llama-family text layers
-/// (RMSNorm or OLMo's LayerNorm, separate q/k/v, SwiGLU, RoPE over whole heads), dense or, with `experts`, transformers
-/// 5's routed experts (alone or beside Qwen2-MoE's gated shared expert), and no SDPA sliding-window mask (a sequence as
-/// long as the window), which the model does not hold.
+/// (RMSNorm or OLMo's LayerNorm, SwiGLU; separate q/k/v rotating whole heads, or Phi-3's fused projections), dense or,
+/// with `experts`, transformers 5's routed experts (alone or beside Qwen2-MoE's gated shared expert), and no SDPA
+/// sliding-window mask (a sequence as long as the window), which the model does not hold.
 constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len, bool experts = false) {
   // transformers 5's routed experts, alone or beside Qwen2-MoE's gated shared expert.
   const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && (m.moe.shared_experts == 0 || m.moe.shared_expert_gate));
@@ -269,8 +269,9 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // nothing saves either: forward_layer_peak's experts, held there by the H100's and H200's Mixtral, Qwen3-MoE and
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
-    detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, separate q/k/v, "
-                 "SwiGLU, RoPE over whole heads; dense, or transformers 5's routed experts); pass such a model or estimate the step instead");
+    detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts); pass such a model or "
+                 "estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
   if (!forward_layer_modelled(m, f.attention, f.seq_len, true))  // layer 0 slides if any does
