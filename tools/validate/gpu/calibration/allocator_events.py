@@ -61,7 +61,7 @@ def run(case):
     name, cfg_name, precision, attn, s, b, ckpt, accum, algorithm = case
     rec = {"name": name, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     t0 = time.time()
-    model = opt = None
+    model = opt = loss_fn = None
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -76,16 +76,8 @@ def run(case):
     # What the allocator holds before the case: the segments a replay starts from (empty_cache left those with live blocks).
     rec["initial_segments"] = segments_of(torch.cuda.memory._snapshot())
     try:
-        model, cfg = measure_hf.build(cfg_name, precision, attn)
-        if ckpt:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        opt = measure_hf.make_optimizer(algorithm, model.parameters())
-        ids = torch.randint(0, cfg.vocab_size, (b, s), device="cuda")
+        model, opt, loss_fn = measure_hf.prepare(cfg_name, precision, attn, s, b, ckpt, algorithm)
         mark()  # the model built
-
-        def loss_fn():
-            return measure_hf.loss_of(model, ids, precision)
-
         for _ in range(accum):
             loss_fn().backward()
         opt.step()
@@ -112,7 +104,7 @@ def run(case):
         rec["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
-    del model, opt
+    del model, opt, loss_fn  # loss_fn holds the model too
     gc.collect()
     torch.cuda.empty_cache()
     rec["seconds"] = round(time.time() - t0, 1)

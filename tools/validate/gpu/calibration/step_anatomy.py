@@ -65,17 +65,9 @@ def run(case, configs):
     measure_hf.config_path = lambda n: os.path.join(configs, n) if os.path.isdir(os.path.join(configs, n)) else original(n)
     rec = {"name": name}
     t0 = time.time()
-    model = opt = None
+    model = opt = loss_fn = None
     try:
-        model, cfg = measure_hf.build(cfg_name, precision, attn)
-        if ckpt:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        opt = measure_hf.make_optimizer(algorithm, model.parameters())
-        ids = torch.randint(0, cfg.vocab_size, (b, s), device="cuda")
-
-        def loss_fn():
-            return measure_hf.loss_of(model, ids, precision)
-
+        model, opt, loss_fn = measure_hf.prepare(cfg_name, precision, attn, s, b, ckpt, algorithm)
         for _ in range(accum):
             loss_fn().backward()
         opt.step(); opt.zero_grad(set_to_none=True); torch.cuda.synchronize()
@@ -91,7 +83,7 @@ def run(case, configs):
         rec["phases"] = phases_of(snap["device_traces"][0])
     except Exception as e:  # recorded, and the run goes on
         record_failure(rec, e)
-    del model, opt
+    del model, opt, loss_fn  # loss_fn holds the model too
     return finished(rec, t0)
 
 
