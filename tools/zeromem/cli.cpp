@@ -25,7 +25,9 @@ class compact_formatter : public CLI::Formatter {
     // CLI11 prints " Excludes: --a --b ..." last, in the order of a set of pointers, which differs from run to run:
     // here in the order of their names, and where the list is long, the alternatives named (the options that exclude
     // as many themselves, such as --hf-config for --model) and the others counted.
-    text.erase(text.rfind(" " + get_label("Excludes") + ":"));
+    const std::size_t list = text.rfind(" " + get_label("Excludes") + ":");
+    if (list == std::string::npos) return text;  // an option with its own text (option_text) prints no list
+    text.erase(list);
     constexpr std::size_t long_list = 4;
     std::vector<std::string> named;
     std::size_t others = 0;
