@@ -1038,6 +1038,7 @@ TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and beh
   // core is not walked there, and the layer's moments keep their values.
   transformer_config learned = neox;
   learned.positions = position_kind::learned;
+  learned.rotary_dims = 0;
   learned.max_positions = 4096;
   const step_estimate views = estimate_step(learned, pure_bf16(), a, step_config{});
   CHECK(views.backward.flowing.count() < 1'073'741'824);  // no fp32 s x s gradients (8A B) among them

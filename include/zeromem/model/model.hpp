@@ -804,9 +804,10 @@ constexpr transformer_config qwen25_vl_7b() {
   return m;
 }
 /// Pythia (GPT-NeoX, modeling_gpt_neox.py): fused per-head qkv, LayerNorms, parallel attention and MLP, exact GELU,
-/// biases on every linear, an untied embed_out, 4h MLP.
+/// biases on every linear, an untied embed_out, 4h MLP, RoPE over a quarter of each head (config.json rotary_pct 0.25).
 constexpr transformer_config pythia(std::int64_t h, std::int64_t layers, std::int64_t heads, std::int64_t vocab) {
   transformer_config m = llama(h, layers, heads, heads, 4 * h, vocab);
+  m.rotary_dims = h / heads / 4;
   m.mlp = mlp_kind::gelu;
   m.norm = norm_kind::layernorm;
   m.qkv_bias = m.attention_out_bias = m.mlp_bias = true;
