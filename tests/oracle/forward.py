@@ -266,6 +266,85 @@ class DecoderLayer(torch.nn.Module):
         return hidden_states
 
 
+def apply_rotary_partial(q, k, cos, sin):
+    """modular_gpt_neox.py apply_rotary_pos_emb: the first rotary_dim values of each head of q, then of k, rotated (the
+    tables' width); only then each joined to its passed part by torch.cat (Phi-3's joins q before rotating k)."""
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = (q_rot * cos) + (rotate_half(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_half(k_rot) * sin)
+    q_embed = torch.cat([q_embed, q_pass], dim=-1)
+    k_embed = torch.cat([k_embed, k_pass], dim=-1)
+    return q_embed, k_embed
+
+
+class NeoXAttention(torch.nn.Module):
+    """GPTNeoXAttention.forward (modular_gpt_neox.py): one query_key_value viewed per head as [q | k | v] and chunked,
+    partial RoPE, the cache's copies, eager_attention_forward, dense."""
+
+    def __init__(self, h, heads):
+        super().__init__()
+        self.heads, self.d = heads, h // heads
+        self.query_key_value = torch.nn.Linear(h, 3 * h)
+        self.dense = torch.nn.Linear(h, h)
+
+    def forward(self, hidden_states, cos, sin, mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, 3 * self.d)
+        qkv = self.query_key_value(hidden_states).view(hidden_shape).transpose(1, 2)
+        query_states, key_states, value_states = qkv.chunk(3, dim=-1)
+        query_states, key_states = apply_rotary_partial(query_states, key_states, cos, sin)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, self.d ** -0.5, 1)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.dense(attn_output)
+        return attn_output, attn_weights
+
+
+class NeoXMLP(torch.nn.Module):
+    """GPTNeoXMLP.forward: dense_h_to_4h, act (ACT2FN: "gelu" one kernel, "gelu_new" and "gelu_fast" tensor ops),
+    dense_4h_to_h, each rebinding hidden_states."""
+
+    def __init__(self, h, ffn, act):
+        super().__init__()
+        self.dense_h_to_4h = torch.nn.Linear(h, ffn)
+        self.dense_4h_to_h = torch.nn.Linear(ffn, h)
+        self.act = blocks.gelu_new if act == "gelu_new" else blocks.gelu_fast if act == "gelu_fast" else F.gelu
+
+    def forward(self, hidden_states):
+        hidden_states = self.dense_h_to_4h(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.dense_4h_to_h(hidden_states)
+        return hidden_states
+
+
+class NeoXLayer(torch.nn.Module):
+    """GPTNeoXLayer.forward: attention over input_layernorm's output (an argument, alive until attention returns), then
+    x + attn + mlp(post_attention_layernorm(x)) (use_parallel_residual) or R1 = attn + x, R1 + mlp(ln2(R1)); the
+    attention weights stay bound to the layer's end. Dropout with p = 0 returns its input."""
+
+    def __init__(self, h, heads, ffn, act, parallel):
+        super().__init__()
+        self.parallel = parallel
+        self.input_layernorm = torch.nn.LayerNorm(h)
+        self.post_attention_layernorm = torch.nn.LayerNorm(h)
+        self.attention = NeoXAttention(h, heads)
+        self.mlp = NeoXMLP(h, ffn, act)
+
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+        attn_output, attn_weights = self.attention(self.input_layernorm(hidden_states), cos, sin, mask, cache)
+        if self.parallel:
+            mlp_output = self.mlp(self.post_attention_layernorm(hidden_states))
+            hidden_states = mlp_output + attn_output + hidden_states
+        else:
+            attn_output = attn_output + hidden_states
+            mlp_output = self.mlp(self.post_attention_layernorm(attn_output))
+            hidden_states = mlp_output + attn_output
+        return hidden_states
+
+
 def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
@@ -306,16 +385,23 @@ class CausalLM(torch.nn.Module):
         self.granite = cfg.get("granite", False)  # GraniteModel / GraniteForCausalLM (modular_granite.py): the multipliers
         # SmolLM3Config.no_rope_layers: layer i rotates unless (i + 1) % no_rope_layer_interval == 0.
         nope = cfg.get("nope_period", 0)
-        self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
-                                                       cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
-                                                       not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d,
-                                                       self.olmo, cfg.get("fused", False))
-                                          for i in range(cfg["layers"]))
+        # GPTNeoXForCausalLM (modular_gpt_neox.py): GPTNeoXModel runs LlamaModel's frames with embed_in, GPTNeoXLayer and
+        # final_layer_norm; embed_out. Its rotary tables are rotary_pct of a head wide.
+        self.neox = cfg.get("neox", False)
+        if self.neox:
+            self.layers = torch.nn.ModuleList(NeoXLayer(h, heads, cfg["ffn"], cfg.get("act", "gelu"), cfg.get("parallel", True))
+                                              for _ in range(cfg["layers"]))
+        else:
+            self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
+                                                           cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
+                                                           not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d,
+                                                           self.olmo, cfg.get("fused", False))
+                                              for i in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
-        self.norm = blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
+        self.norm = torch.nn.LayerNorm(h) if self.neox else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         # Phi3RotaryEmbedding with partial_rotary_factor (Phi-4-mini): tables of rotary_dims = factor x head_dim.
         r = cfg.get("rotary_dims") or self.d

@@ -1,4 +1,5 @@
-"""The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them) run forward under torch.no_grad on the CPU (forward.py,
+"""The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them)
+and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -58,6 +59,11 @@ def main():
             d = cfg.get("head_dim") or cfg["hidden"] // heads
             if d >= 4 and rng.random() < 0.5:  # Phi-4-mini's partial_rotary_factor: the first r of each head's values
                 cfg["rotary_dims"] = 2 * rng.randint(1, d // 2 - 1)
+        if rng.random() < 0.25:  # GPT-NeoX: LayerNorms, the per-head [q | k | v] projection, partial RoPE, a GELU MLP
+            cfg = {k: cfg[k] for k in ("hidden", "heads", "seq_len", "micro_batch", "layers", "vocab", "ffn", "use_cache", "seed", "output")}
+            d = cfg["hidden"] // heads
+            cfg.update(neox=True, kv_heads=heads, qk_norm=False, gemma=False, sandwich=False, parallel=rng.random() < 0.7, act=rng.choice(["gelu", "gelu", "gelu_new", "gelu_fast"]),
+                       rotary_dims=2 * rng.randint(1, d // 2))
         cfg["fp32"] = rng.random() < 0.2  # an fp32 model: no upcast copies (Tensor.to returns self)
         measured = forward.measure_forward_model(cfg, forward.torch.float32 if cfg["fp32"] else forward.torch.bfloat16)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
@@ -67,6 +73,11 @@ def main():
                 "--blas-workspaces", "0B"]  # measured on the CPU: no cuBLAS workspace
         if not cfg["use_cache"]:
             args.append("--no-cache")
+        if cfg.get("neox"):  # the CPU's LayerNorm statistics are in the input's dtype
+            args += ["--norm", "layernorm", "--mlp", "gelu", "--fused-qkv", "--qkv-per-head", "--rope-concat", "--rotary-dims",
+                     str(cfg["rotary_dims"]), "--qkv-bias", "--device", "cpu"]
+            args += ["--parallel-residual"] if cfg["parallel"] else []
+            args += {"gelu_new": ["--gelu-new"], "gelu_fast": ["--gelu-fast"]}.get(cfg["act"], [])
         if cfg.get("nope_period"):
             args += ["--nope-period", str(cfg["nope_period"])]
         if cfg.get("head_dim"):

@@ -681,6 +681,14 @@ TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and th
   // transformers 5's routed experts are modelled (test_forward.cpp); transformers 4's nn.Linear experts are not.
   CHECK(zeromem::test::run_cli_json({"estimate", "--model", "mixtral-8x7b", "--forward-only", "--seq-len", "512"})["forward_only"]["peak_bytes"] > 0);
   fails_with({"estimate", "--model", "mixtral-8x7b", "--expert-linears", "--forward-only", "--seq-len", "512"}, "Llama-family");
+  // GPT-NeoX's layer (test_forward.cpp writes out Pythia-1B's 83,886,080 B). --device says where LayerNorm keeps its
+  // statistics (test_forward.cpp: fp32 on CUDA, bf16 on a CPU); the MLP's moment, which sets this layer, holds none.
+  std::vector<std::string> pythia = {"estimate", "--model", "pythia-1b", "--forward-only", "--seq-len", "2048", "--no-cache",
+                                     "--forward-output", "hidden-states"};
+  CHECK(zeromem::test::run_cli_json(pythia)["forward_only"]["layer_peak_bytes"] == 83'886'080);
+  pythia.insert(pythia.end(), {"--device", "cpu"});
+  CHECK(zeromem::test::run_cli_json(pythia)["forward_only"]["layer_peak_bytes"] == 83'886'080);
+  fails_with({"estimate", "--model", "pythia-1b", "--forward-only", "--seq-len", "512", "--device", "tpu"}, "unknown device");
 }
 
 TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the version's semantics", "[cli][vllm]") {

@@ -239,6 +239,41 @@ TEST_CASE("forward only: Phi-3's fused projections and torch.cat rotation, term 
   CHECK(estimate_forward_only(partial, f, bytes{}).layers_phase.count() == 8'192 + 8'192 + 294'912 + 12'582'912 + 79'691'776);
 }
 
+TEST_CASE("forward only: GPT-NeoX's per-head projection, partial rotation and parallel MLP, term by term", "[forward]") {
+  // Pythia-1B: h 2048, 8 heads of 256, ffn 8192, rotary_pct 0.25 (64 of 256 values), parallel branches, exact GELU;
+  // bf16, one sequence of 2048 tokens, no cache. H = Q = K = 2 x 2048 x 2048 = 8,388,608 B; F = 2 x 2048 x 8192 =
+  // 33,554,432 B; the rotated parts R = 2 x 2048 x 8 x 64 = 2,097,152 B.
+  const transformer_config m = preset_config("pythia-1b");
+  forward_only_config f{};
+  f.seq_len = 2048;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // Attention (modular_gpt_neox.py): input_layernorm's output Y and query_key_value's output (3Q) to the frame's end;
+  // apply_rotary_pos_emb joins q's rotated part to its passed part (a new Q) and then k's beside it: Y + 3Q + 2Q + R =
+  // 52,428,800 B; SDPA's output and its transposed copy beside q_embed and k_embed: Y + 5Q + 2Q = 67,108,864 B.
+  // The MLP over post_attention_layernorm(x), beside the attention output: the two H and dense_h_to_4h's and GELU's
+  // outputs (2F): 16,777,216 + 67,108,864 = 83,886,080 B, the layer's highest.
+  CHECK(forward_layer_peak(m, f).count() == 83'886'080);
+  // Eager attention: the scores (2 x 8 x 2048^2 = 67,108,864 B) beside softmax's fp32 copy and output (2 x 134,217,728)
+  // and what the rotation left (Y + 5Q = 50,331,648): 385,875,968 B, above the MLP's 83,886,080 + 67,108,864 (the
+  // probabilities stay bound in the layer's frame).
+  forward_only_config eager = f;
+  eager.attention = attention_kind::eager;
+  CHECK(forward_layer_peak(m, eager).count() == 50'331'648 + 67'108'864 + 268'435'456);
+  // Sequential branches (use_parallel_residual false) and gelu_fast's tensor ops (GPT-NeoX-20B's activation: four
+  // tensors of the MLP width beside its input): R1 and ln2's output beside 5F = 16,777,216 + 167,772,160 B.
+  transformer_config sequential = m;
+  sequential.parallel_residual = false;
+  sequential.gelu_fast_ops = true;
+  CHECK(forward_layer_peak(sequential, f).count() == 16'777'216 + 167'772'160);
+  // The model: token ids 16,384 + positions 16,384 + rotary cos and sin 2 x 2 x 2048 x 64 = 524,288 + the embedding
+  // output and the layer input (2H) + the layer; a LayerNorm's statistics are fp32 on CUDA.
+  const forward_only_estimate e = estimate_forward_only(m, f, bytes{});
+  CHECK(e.layers_phase.count() == 16'384 + 16'384 + 524'288 + 16'777'216 + 83'886'080);
+  CHECK(detail::forward_norm_peak(m, 2, 2048, 2048, device_kind::cuda) == 8'388'608 + 2 * 2048 * 4);
+  CHECK(detail::forward_norm_peak(m, 2, 2048, 2048, device_kind::cpu) == 8'388'608 + 2 * 2048 * 2);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

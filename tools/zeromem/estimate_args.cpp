@@ -204,9 +204,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   c.dropout = a.dropout;
   if (a.dropout_given) in.job.model.attention_dropout = in.job.model.residual_dropout = in.job.model.embedding_dropout = 0.0;
   c.impl = parse_implementation(a.implementation_name);
-  if (a.device_name == "cuda") c.device = device_kind::cuda;
-  else if (a.device_name == "cpu") c.device = device_kind::cpu;
-  else detail::fail("unknown --device " + detail::quoted(a.device_name) + "; expected cuda or cpu");
+  c.device = parse_device(a.device_name);
   c.torch_major = static_cast<int>(a.torch_major);
   in.job.pipeline = with_layout(pipeline_config{1, a.virtual_stages, a.microbatches}, layout_of(a));
   validate(c, in.job.model);

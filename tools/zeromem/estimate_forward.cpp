@@ -17,9 +17,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
       {a.recompute_name != defaults.recompute_name || a.optimizer_name != defaults.optimizer_name || a.optimizer_impl != defaults.optimizer_impl ||
            a.loss != defaults.loss || a.grad_accum_steps != 1 || a.offload_optimizer != defaults.offload_optimizer || a.offload_params != defaults.offload_params,
        "--recompute, --optimizer, --optimizer-impl, --loss, --grad-accum-steps and offload"},
-      {a.implementation_name != defaults.implementation_name || a.dropout != 0.0 || a.device_name != defaults.device_name ||
-           a.torch_major != defaults.torch_major,
-       "--implementation, --dropout, --device and --torch-version"},
+      {a.implementation_name != defaults.implementation_name || a.dropout != 0.0 || a.torch_major != defaults.torch_major,
+       "--implementation, --dropout and --torch-version"},
       {a.gpus_per_node != defaults.gpus_per_node || a.shard_group != 0 || a.hpz != 1 || a.pin_memory || a.fp32_grad_copy ||
            !a.main_grads.empty() || !a.largest_layer.empty() || a.virtual_stages != 1 || a.microbatches != 0 || !a.params.empty(),
        "the model-state and pipeline flags (--gpus-per-node, --shard-group, --hpz, --pin-memory, --fp32-grad-copy, "
@@ -37,6 +36,7 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   f.attention = parse_attention(a.attention_name);
   f.use_cache = !a.no_cache;
   f.output = parse_forward_output(a.forward_output);
+  f.device = parse_device(a.device_name);
   f.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, 1, f.blas_workspaces);  // the forward's thread
   const quantization q = parse_quantization(a.quantize);
   if (a.no_double_quant && q != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");

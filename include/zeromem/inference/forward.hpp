@@ -36,6 +36,9 @@ struct forward_only_config {
   /// The cuBLAS workspace of the one thread that runs the forward (an H100's by default; blas_workspaces_of for
   /// another card). 0 on a CPU.
   bytes blas_workspaces = h100_blas_workspace;
+  /// Where it runs: a LayerNorm's mean and rstd are fp32 on CUDA (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
+  /// acc_type) and in the input's dtype on a CPU (the forward oracle's).
+  device_kind device = device_kind::cuda;
 };
 
 struct forward_only_estimate {
@@ -62,8 +65,13 @@ namespace detail {
 /// eps), x * rsqrt, its cast back and the weight multiply. GemmaRMSNorm (m.norm_scale_fp32): x.float() and x.pow(2)
 /// with the mean (the copy only below fp32), then, once _norm has returned, the fp32 normalised tensor, (1 + weight)
 /// and their product, before the cast.
-constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64_t c, std::int64_t rows, std::int64_t width) {
+constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64_t c, std::int64_t rows, std::int64_t width,
+                                        device_kind device = device_kind::cuda) {
   const std::int64_t values = checked_product(rows, width);
+  // nn.LayerNorm (GPT-NeoX's): native_layer_norm's output beside its mean and rstd, one value a row each (fp32 on
+  // CUDA, the input's dtype on a CPU), which layer_norm drops as it returns.
+  if (m.norm == norm_kind::layernorm && !m.norm_input_fp32)
+    return checked_sum(checked_product(c, values), checked_product(2, rows, device == device_kind::cuda ? 4 : c));
   if (m.norm_input_fp32) {
     // OlmoLayerNorm (modular_olmo.py): x.to(fp32) (a copy below fp32), native_layer_norm's fp32 output beside it with
     // its mean and rstd (4 B a row each), then, the copy gone, the cast back beside the output: max(8v + 8r, 4v + c v).
@@ -97,15 +105,82 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
   // rotary_width() values of each head joined to the rest by torch.cat; else separate projections rotating whole heads.
   const bool phi3 = m.fused_qkv && !m.qkv_per_head && m.fused_gate_up && m.rope_concat && m.moe.experts == 0;
   const bool llama = !m.fused_qkv && !m.fused_gate_up && !m.rope_concat && m.rotary_dims == 0;
+  const bool sliding = attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window;
+  // GPT-NeoX's layer (modular_gpt_neox.py): LayerNorms, the per-head [q | k | v] projection, partial RoPE joined by
+  // torch.cat, a GELU MLP, parallel or sequential branches.
+  const bool neox = m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && m.fused_qkv && m.qkv_per_head &&
+                    m.rope_concat && m.positions == position_kind::rope && !m.shared_layer_norm && !m.post_residual_norms &&
+                    !m.projected_embedding() && m.moe.experts == 0 && m.vision.blocks == 0 && m.nope_period == 0;
+  if (neox) return !sliding;
   return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 &&
-         (phi3 || llama) && !(attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window);
+         (phi3 || llama) && !sliding;
 }
+
+namespace detail {
+/// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP) adds
+/// above its input under no_grad. Sizes as forward_layer_peak's; R = c sb heads r and its k twin over the rotated
+/// r = rotary_width() values of a head.
+constexpr std::int64_t forward_neox_layer_peak(const transformer_config& m, const forward_only_config& f) {
+  const std::int64_t c = dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, d = m.head_size(), r = m.rotary_width();
+  const std::int64_t sb = checked_product(s, b);
+  const std::int64_t H = checked_product(c, sb, m.hidden), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
+  const std::int64_t F = checked_product(c, sb, m.ffn), Qr = checked_product(c, sb, m.heads, r), Kr = checked_product(c, sb, m.kv_heads, r);
+  const std::int64_t norm = forward_norm_peak(m, c, sb, m.hidden, f.device);
+  // input_layernorm's output Y, an argument alive until attention returns; query_key_value's output (Q + 2K), which
+  // the frame's qkv keeps to its end (q, k and v are chunks of it).
+  const std::int64_t qkv = checked_sum(H, Q, checked_product(2, K));
+  // apply_rotary_pos_emb: q_rot * cos, rotate_half and its product with sin, the sum (3 R at most); then k's beside
+  // q's rotated part; then torch.cat joins q's parts (a new Q) and k's (a new K), each rotated part dropped on rebinding.
+  std::int64_t attention = max_of(max_of(checked_sum(qkv, checked_product(3, Qr)), checked_sum(qkv, Qr, checked_product(3, Kr))),
+                                  max_of(checked_sum(qkv, Qr, Kr, Q), checked_sum(qkv, Q, Kr, K)));
+  std::int64_t after_rope = checked_sum(qkv, Q, K);
+  if (f.use_cache) {  // DynamicLayer.update's copies of K and V while k_embed is alive; k_embed goes on rebinding
+    attention = max_of(attention, checked_sum(after_rope, checked_product(2, K)));
+    after_rope = checked_sum(qkv, Q, checked_product(2, K));
+  }
+  std::int64_t probs_kept = 0;
+  // transpose(1, 2).contiguous() copies unless one token or one head leaves it contiguous.
+  const std::int64_t transposed = s > 1 && m.heads > 1 ? checked_product(2, Q) : Q;
+  if (f.attention == attention_kind::eager) {
+    // eager_attention_forward: QK^T (q and k from torch.cat fold as views), its scaled copy, the mask added, softmax
+    // with dtype=float32 (a cast, then its output), .to(c), P @ V (V, a chunk of the per-head qkv output, copied to
+    // fold (batch, heads) unless one sequence, head or token lets it; the cache's copy folds), the transposed copy, dense.
+    const std::int64_t A = checked_product(m.heads, s, s, b), cA = checked_product(c, A);
+    const bool fp32 = c >= 4;
+    const std::int64_t fold_v = !f.use_cache && b > 1 && m.heads > 1 && s > 1 ? Q : 0;
+    attention = max_of(attention, checked_sum(after_rope, checked_product(2, cA)));
+    attention = max_of(attention, checked_sum(after_rope, cA, checked_product(fp32 ? 4 : 8, A)));
+    if (!fp32) attention = max_of(attention, checked_sum(after_rope, checked_product(2, cA), checked_product(4, A)));
+    attention = max_of(attention, checked_sum(after_rope, cA, fold_v, Q));
+    attention = max_of(attention, checked_sum(after_rope, cA, transposed));
+    attention = max_of(attention, checked_sum(after_rope, cA, Q, H));
+    probs_kept = cA;  // returned as attn_weights, bound in the layer's frame to its end
+  } else {
+    // sdpa_attention_forward (as forward_layer_peak's): the output and the fp32 log-sum-exp, the transposed copy, dense.
+    attention = max_of(attention, checked_sum(after_rope, Q, checked_product(4, m.heads, s, b)));
+    attention = max_of(attention, checked_sum(after_rope, transposed));
+    attention = max_of(attention, checked_sum(after_rope, Q, H));
+  }
+  // The attention output (H), the probabilities (eager) and the cache's K and V held; post_attention_layernorm's
+  // output (an argument alive through the MLP); dense_h_to_4h's output and act's (GELU one kernel; gelu_new's tensor
+  // ops hold three more of the MLP's width at once, gelu_fast's four: activations.py), then act's output and
+  // dense_4h_to_h's. Parallel: mlp + attn, then + x (both sums beside the two branches). Sequential: R1 = attn + x
+  // replaces the attention output, then the MLP over ln2(R1), then mlp + R1.
+  const std::int64_t held = checked_sum(H, probs_kept, f.use_cache ? checked_product(2, K) : 0);
+  const std::int64_t act = m.gelu_fast_ops ? checked_product(5, F) : m.gelu_tensor_ops ? checked_product(4, F) : checked_product(2, F);
+  const std::int64_t mlp = checked_sum(held, H, max_of(act, checked_sum(F, H)));
+  const std::int64_t first_sum = m.parallel_residual ? 0 : checked_sum(held, H);
+  const std::int64_t end = checked_sum(held, checked_product(m.parallel_residual ? 3 : 2, H));
+  return max_of(max_of(max_of(norm, attention), max_of(checked_sum(held, norm), mlp)), max_of(first_sum, end));
+}
+}  // namespace detail
 
 /// Bytes decoder layer `layer` of a Llama-family model adds above its input under no_grad, what the model holds
 /// beside it left out. Sizes: H = c sbh, Q = c sb heads d, K = c sb kv d, F = c sb f, A = heads s^2 b (c = compute
 /// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
 constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum, detail::max_of;
+  if (m.norm == norm_kind::layernorm && !m.norm_input_fp32) return bytes_of(detail::forward_neox_layer_peak(m, f));
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
@@ -270,8 +345,8 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
     detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
-                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts); pass such a model or "
-                 "estimate the step instead");
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts) and GPT-NeoX's layers; "
+                 "pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
   if (!forward_layer_modelled(m, f.attention, f.seq_len, true))  // layer 0 slides if any does
@@ -309,7 +384,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
       if (other > e.layer_peak) e.layer_peak = other;
       break;
     }
-  const std::int64_t final_norm = layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden));
+  const std::int64_t final_norm = layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden, f.device));
   // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
   // positions (4 s), freqs = inv_freq @ positions (4 s d/2), emb = cat(freqs, freqs) (4 s d), cos and sin in fp32
   // (8 s d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.

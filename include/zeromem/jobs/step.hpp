@@ -450,6 +450,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     f.compute = compute;
     f.attention = a.attention;
     f.use_cache = false;  // transformers turns the cache off under gradient checkpointing
+    f.device = a.device;
     // The last layer, and with NoPE layers (SmolLM3) the last of the other kind, with fewer checkpoints beside it.
     checkpointed_forward = before_output + forward_layer_peak(m, f, L - 1);
     for (std::int64_t i = L - 2; i >= 0 && m.nope_period > 0; --i)

@@ -874,5 +874,10 @@ inline implementation parse_implementation(std::string_view s) {
   static constexpr implementation all[] = {implementation::paper, implementation::eager, implementation::fused, implementation::hf};
   return detail::parse_named(s, all, "implementation");
 }
+constexpr std::string_view name(device_kind d) { return d == device_kind::cuda ? "cuda" : "cpu"; }
+inline device_kind parse_device(std::string_view s) {
+  static constexpr device_kind all[] = {device_kind::cuda, device_kind::cpu};
+  return detail::parse_named(s, all, "device");
+}
 
 }  // namespace zeromem
