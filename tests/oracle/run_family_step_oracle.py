@@ -11,10 +11,10 @@ The step runs without oneDNN (its bf16 matmuls allocate scratch through the allo
 not) and checkpoints layers as PyTorch 2 does (blocks.checkpoint_early_stop: recomputation stops at the layer's last
 saved tensor; torch 1.13's own checkpoint reruns the layer to its end, GPT-NeoX's backward then reads +1.5 c sbh).
 
-Not modelled, and named per case ("unmodelled") or left out of the list: under full recompute, these families'
-checkpointed-layer forward (their MLP's and eager attention's working tensors, which zeromem models for Llama's frames:
-256 tokens -10% ... -17%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%; gelu_new's and gelu_fast's tensor ops
--14% / -25%).
+GPT-NeoX's layers are forward.NeoXLayer, transformers' frames (modular_gpt_neox.py), whose checkpointed forward zeromem
+models. Not modelled, and named per case ("unmodelled") or left out of the list: under full recompute, Phi's, StarCoder2's
+and StableLM's checkpointed-layer forward (their MLP's and eager attention's working tensors: StarCoder2 at 256 tokens
+-8.9%, Phi -15.9%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%).
 
 usage: python3 run_family_step_oracle.py ZEROMEM_BINARY
 """
@@ -24,6 +24,7 @@ import subprocess
 import sys
 
 import blocks  # first: it caps oneDNN's ISA before torch loads
+import forward
 import run_oracle
 import run_step_oracle
 import torch
@@ -69,20 +70,20 @@ CASES = [
     {"family": "stablelm", "shared": False, "parallel": False, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "qkv_bias": False,
      "seq_len": 512},
     # under full recompute: the non-gated MLP's fc2 differentiated beside the recomputed layer (StarCoder2, GPT-NeoX in
-    # sequence), the attention core (GPT-NeoX in parallel, Phi); the checkpointed layer's forward is not modelled
+    # sequence), the attention core (GPT-NeoX in parallel, Phi); the checkpointed layer's forward (modelled for GPT-NeoX)
     {"family": "starcoder2", "shared": False, "parallel": False, "kv_heads": 2, "rotary": 64, "lm_head_bias": False, "tied": True,
      "seq_len": 256, "recompute": "full", "unmodelled": ["forward"]},
     {"family": "neox", "shared": False, "parallel": False, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
-     "recompute": "full", "unmodelled": ["forward"]},
+     "recompute": "full"},
     {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
-     "recompute": "full", "unmodelled": ["forward"]},
+     "recompute": "full"},
     {"family": "phi", "shared": True, "parallel": True, "kv_heads": 2, "rotary": 32, "lm_head_bias": True, "seq_len": 256,
      "recompute": "full", "unmodelled": ["forward"]},
     # GELU as tensor ops under recompute: its last product, (0.5 x) * (1 + tanh(...)), differentiated
     {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "gelu_new": True,
-     "recompute": "full", "unmodelled": ["forward"]},
+     "recompute": "full"},
     {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "gelu_fast": True,
-     "seq_len": 128, "recompute": "full", "unmodelled": ["forward"]},
+     "seq_len": 128, "recompute": "full"},
 ]
 
 
@@ -95,7 +96,14 @@ class FamilyLM(torch.nn.Module):
         h, vocab = cfg["hidden"], cfg["vocab"]
         self.cfg = cfg
         self.embed = torch.nn.Embedding(vocab, h)
-        self.layers = torch.nn.ModuleList(blocks.neox_block(cfg) for _ in range(cfg["layers"]))
+        # GPT-NeoX's layers in transformers' frames (forward.NeoXLayer: the same ops, so the same saved tensors, with the
+        # lifetimes of modular_gpt_neox.py's names), so that a checkpointed layer's forward is measured as it runs.
+        if cfg["family"] == "neox":
+            act = "gelu_new" if cfg["gelu_new"] else "gelu_fast" if cfg.get("gelu_fast") else "gelu"
+            self.layers = torch.nn.ModuleList(forward.NeoXLayer(h, cfg["heads"], cfg["ffn"], act, cfg["parallel"])
+                                              for _ in range(cfg["layers"]))
+        else:
+            self.layers = torch.nn.ModuleList(blocks.neox_block(cfg) for _ in range(cfg["layers"]))
         self.norm = torch.nn.LayerNorm(h)
         self.head = torch.nn.Linear(h, vocab, bias=cfg["lm_head_bias"])
         inv = 1.0 / (10000 ** (torch.arange(0, cfg["rotary"], 2, dtype=torch.float32) / cfg["rotary"]))
@@ -106,9 +114,7 @@ class FamilyLM(torch.nn.Module):
         x = self.embed(ids)
         # The rotary tables: one row for the batch (position_ids = cache_position.unsqueeze(0)), in the model's dtype.
         position_ids = torch.arange(s).unsqueeze(0)
-        freqs = torch.outer(position_ids[0].float(), self.inv_freq.float())
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(x.dtype)[None, None], emb.sin().to(x.dtype)[None, None]
+        cos, sin = self.rotary(x, position_ids)
         mask = torch.full((b, 1, s, s), float("-inf"), dtype=x.dtype).triu(1)  # eager's additive causal mask
         for layer in self.layers:
             if self.cfg["recompute"] == "full":
@@ -117,12 +123,25 @@ class FamilyLM(torch.nn.Module):
                 call = functools.partial(checkpointed_call, layer, mask=mask, cos=cos, sin=sin, position_ids=position_ids)
                 x = blocks.checkpoint_early_stop(call, x)
             else:
-                x = layer(x, mask, cos, sin)
+                x = call_layer(layer, x, mask, cos, sin)
         return self.head(self.norm(x))
+
+
+    def rotary(self, x, position_ids):
+        """The rotary embedding's own frame (LlamaRotaryEmbedding.forward): its fp32 freqs and emb go as it returns."""
+        freqs = torch.outer(position_ids[0].float(), self.inv_freq.float())
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype)[None, None], emb.sin().to(x.dtype)[None, None]
 
 
 def checkpointed_call(layer, x, mask, cos, sin, position_ids):
     """The layer's call with transformers' keyword arguments (the position row is held, not read)."""
+    return call_layer(layer, x, mask, cos, sin)
+
+
+def call_layer(layer, x, mask, cos, sin):
+    if isinstance(layer, forward.NeoXLayer):
+        return layer(x, cos, sin, mask, None)
     return layer(x, mask, cos, sin)
 
 
@@ -158,6 +177,8 @@ def predict(binary, cfg):
              "--optimizer-impl", "forloop", "--rotary-dims", str(cfg["rotary"])]
     if cfg["family"] == "neox" and not cfg.get("tied"):
         args = [a for a in args if a != "--tied-embeddings"]
+    if cfg["family"] == "neox":  # apply_rotary_pos_emb joins the rotated and passed parts (as --hf-config sets for gpt_neox)
+        args.append("--rope-concat")
     phases = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["phases"]
     resting = phases["forward"]["terms"]["resting_states_bytes"]
     return {k: v["peak_bytes"] - resting for k, v in phases.items()}
