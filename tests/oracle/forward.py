@@ -106,7 +106,7 @@ def eager_attention(query, key, value, mask, scaling, n_rep, softcap=0.0):
 
 class Attention(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, d, qk_norm=False, norm=RMSNorm, softcap=0.0, olmo2=False, rope=True, olmo=False,
-                 fused=False):
+                 fused=False, bias=False):
         super().__init__()
         self.heads, self.kv, self.d, self.softcap, self.olmo2, self.olmo = heads, kv_heads, d, softcap, olmo2, olmo
         self.rope = rope  # SmolLM3Attention: use_rope = config.no_rope_layers[layer_idx]
@@ -116,10 +116,11 @@ class Attention(torch.nn.Module):
         if fused:
             self.qkv_proj = torch.nn.Linear(h, (heads + 2 * kv_heads) * d, bias=False)
         else:
-            self.q_proj = torch.nn.Linear(h, heads * d, bias=False)
-            self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
-            self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=False)
-        self.o_proj = torch.nn.Linear(heads * d, h, bias=False)
+            # StarCoder2's use_bias: q, k, v and o with biases (an addmm's one output, as without)
+            self.q_proj = torch.nn.Linear(h, heads * d, bias=bias)
+            self.k_proj = torch.nn.Linear(h, kv_heads * d, bias=bias)
+            self.v_proj = torch.nn.Linear(h, kv_heads * d, bias=bias)
+        self.o_proj = torch.nn.Linear(heads * d, h, bias=bias)
         self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
         self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
 
@@ -183,6 +184,23 @@ class Attention(torch.nn.Module):
         return self.attend(query_states, key_states, value_states, mask, input_shape)
 
 
+class Starcoder2MLP(torch.nn.Module):
+    """modular_starcoder2.py Starcoder2MLP.forward: c_fc, act (gelu_pytorch_tanh: one kernel; gelu_new: tensor ops),
+    c_proj, residual dropout (p = 0: its input), each rebinding hidden_states."""
+
+    def __init__(self, h, ffn, act):
+        super().__init__()
+        self.c_fc = torch.nn.Linear(h, ffn)
+        self.c_proj = torch.nn.Linear(ffn, h)
+        self.act = blocks.gelu_new if act == "gelu_new" else (lambda x: F.gelu(x, approximate="tanh"))
+
+    def forward(self, hidden_states):
+        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.c_proj(hidden_states)
+        return hidden_states
+
+
 class MLP(torch.nn.Module):
     def __init__(self, h, ffn, gemma=False, fused=False):
         super().__init__()
@@ -207,16 +225,18 @@ class MLP(torch.nn.Module):
 
 class DecoderLayer(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, qk_norm=False, gemma=False, sandwich=False, softcap=0.0, olmo2=False, rope=True,
-                 residual_multiplier=None, d=None, olmo=False, fused=False):
+                 residual_multiplier=None, d=None, olmo=False, fused=False, starcoder2=None):
         super().__init__()
-        # OlmoDecoderLayer (modular_olmo.py): Llama's layer with OlmoLayerNorm as both norms.
-        norm = blocks.OlmoLayerNorm if olmo else blocks.Olmo2RMSNorm if olmo2 else blocks.GemmaRMSNorm if gemma else RMSNorm
+        # OlmoDecoderLayer (modular_olmo.py): Llama's layer with OlmoLayerNorm as both norms. Starcoder2DecoderLayer
+        # (modular_starcoder2.py): Llama's with nn.LayerNorm, biased projections and Starcoder2MLP (starcoder2: its act).
+        norm = (torch.nn.LayerNorm if starcoder2 else blocks.OlmoLayerNorm if olmo else blocks.Olmo2RMSNorm if olmo2
+                else blocks.GemmaRMSNorm if gemma else RMSNorm)
         self.olmo2 = olmo2
         self.residual_multiplier = residual_multiplier  # GraniteDecoderLayer: residual + hidden_states * residual_multiplier
         # Registered in transformers' order (LlamaDecoderLayer.__init__: self_attn, mlp, then the norms), which is
         # model.parameters()' order and so the for-loop optimizer's.
-        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo, fused)
-        self.mlp = MLP(h, ffn, gemma, fused)
+        self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo, fused, bool(starcoder2))
+        self.mlp = Starcoder2MLP(h, ffn, starcoder2) if starcoder2 else MLP(h, ffn, gemma, fused)
         if not olmo2:  # Olmo2DecoderLayer deletes input_layernorm
             self.input_layernorm = norm(h)
         self.post_attention_layernorm = norm(h)
@@ -395,13 +415,13 @@ class CausalLM(torch.nn.Module):
             self.layers = torch.nn.ModuleList(DecoderLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("qk_norm", False), self.gemma,
                                                            cfg.get("sandwich", False), cfg.get("softcap", 0.0), self.olmo2,
                                                            not nope or (i + 1) % nope != 0, 0.22 if self.granite else None, self.d,
-                                                           self.olmo, cfg.get("fused", False))
+                                                           self.olmo, cfg.get("fused", False), cfg.get("starcoder2"))
                                               for i in range(cfg["layers"]))
         self.final_softcap = cfg.get("final_softcap", 0.0)
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
-        self.norm = torch.nn.LayerNorm(h) if self.neox else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
+        self.norm = torch.nn.LayerNorm(h) if self.neox or cfg.get("starcoder2") else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
         # Phi3RotaryEmbedding with partial_rotary_factor (Phi-4-mini): tables of rotary_dims = factor x head_dim.
         r = cfg.get("rotary_dims") or self.d

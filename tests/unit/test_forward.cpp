@@ -274,6 +274,27 @@ TEST_CASE("forward only: GPT-NeoX's per-head projection, partial rotation and pa
   CHECK(detail::forward_norm_peak(m, 2, 2048, 2048, device_kind::cpu) == 8'388'608 + 2 * 2048 * 2);
 }
 
+TEST_CASE("forward only: StarCoder2's LayerNorms and GELU MLP in Llama's frames, term by term", "[forward]") {
+  // StarCoder2-3B: h 3072, 24 heads and 2 kv heads of 128, ffn 12288; bf16, one sequence of 1024 tokens, SDPA, no cache.
+  // H = Q = 2 x 1024 x 3072 = 6,291,456 B; K = 2 x 1024 x 256 = 524,288 B; F = 2 x 1024 x 12288 = 25,165,824 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "starcoder2", "hidden_size": 3072, "num_hidden_layers": 30,
+      "num_attention_heads": 24, "num_key_value_heads": 2, "intermediate_size": 12288, "vocab_size": 49152})");
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // Attention (Llama's frames): q's rotation, its two products and their sum beside Y, q, k and v: 13,631,488 + 3Q =
+  // 32,505,856 B. The MLP (Starcoder2MLP: c_fc, one tanh-GELU kernel, c_proj) beside R1 and the normed input: 2H + 2F =
+  // 12,582,912 + 50,331,648 = 62,914,560 B, the layer's highest.
+  CHECK(forward_layer_peak(m, f).count() == 62'914'560);
+  // gelu_new's tensor ops hold three tensors of the MLP's width beside c_fc's output: 2H + 4F.
+  transformer_config tensor_ops = m;
+  tensor_ops.gelu_tensor_ops = true;
+  CHECK(forward_layer_peak(tensor_ops, f).count() == 12'582'912 + 100'663'296);
+  // Token ids 8,192 + positions 8,192 + rotary cos and sin 2 x 2 x 1024 x 128 = 524,288 + 2H + the layer.
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 8'192 + 8'192 + 524'288 + 12'582'912 + 62'914'560);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

@@ -104,7 +104,7 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
   // Phi-3's layout (modeling_phi3.py): one qkv_proj sliced into q, k and v, one gate_up_proj chunked, RoPE over the first
   // rotary_width() values of each head joined to the rest by torch.cat; else separate projections rotating whole heads.
   const bool phi3 = m.fused_qkv && !m.qkv_per_head && m.fused_gate_up && m.rope_concat && m.moe.experts == 0;
-  const bool llama = !m.fused_qkv && !m.fused_gate_up && !m.rope_concat && m.rotary_dims == 0;
+  const bool llama = !m.fused_qkv && !m.fused_gate_up && !m.rope_concat && (m.rotary_dims == 0 || m.rotary_dims == m.head_size());
   const bool sliding = attention == attention_kind::flash && !full_attention_layer(m, 0) && seq_len >= m.sliding_window;
   // GPT-NeoX's layer (modular_gpt_neox.py): LayerNorms, the per-head [q | k | v] projection, partial RoPE joined by
   // torch.cat, a GELU MLP, parallel or sequential branches.
@@ -112,6 +112,11 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
                     m.rope_concat && m.positions == position_kind::rope && !m.shared_layer_norm && !m.post_residual_norms &&
                     !m.projected_embedding() && m.moe.experts == 0 && m.vision.blocks == 0 && m.nope_period == 0;
   if (neox) return !sliding;
+  // StarCoder2's layer (modular_starcoder2.py): Llama's frames with nn.LayerNorm and a GELU MLP (c_fc, act, c_proj).
+  const bool starcoder2 = llama && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && !m.gelu_fast_ops &&
+                          m.positions == position_kind::rope && !m.parallel_residual && !m.post_residual_norms && !m.qk_norm &&
+                          !m.sandwich_norms && !m.post_norms && !m.scaled_residual && m.nope_period == 0 && m.moe.experts == 0;
+  if (starcoder2) return m.vision.blocks == 0 && !sliding;
   return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 &&
          (phi3 || llama) && !sliding;
 }
@@ -180,12 +185,12 @@ constexpr std::int64_t forward_neox_layer_peak(const transformer_config& m, cons
 /// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
 constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum, detail::max_of;
-  if (m.norm == norm_kind::layernorm && !m.norm_input_fp32) return bytes_of(detail::forward_neox_layer_peak(m, f));
+  if (m.qkv_per_head) return bytes_of(detail::forward_neox_layer_peak(m, f));  // GPT-NeoX's query_key_value
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
   const std::int64_t F = checked_product(c, sb, m.ffn);
-  const std::int64_t norm = detail::forward_norm_peak(m, c, sb, h);
+  const std::int64_t norm = detail::forward_norm_peak(m, c, sb, h, f.device);
   // The normed input Y alive through attention (LlamaDecoderLayer passes input_layernorm's output); OLMo-2's attention
   // reads the layer input itself, which is not counted here.
   const std::int64_t Y = m.post_norms ? 0 : H;
@@ -310,8 +315,12 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   }
   // Phi3MLP: gate_up's output (2F, which `gate` keeps to the frame's end), act(gate) and the product (4F), then the
   // product and down's output beside it (3F + H).
-  const std::int64_t dense = m.fused_gate_up ? max_of(checked_product(4, F), checked_sum(checked_product(3, F), H))
-                                             : max_of(checked_product(3, F), checked_sum(F, H));
+  // Starcoder2MLP: c_fc's output and act's (one GELU kernel; gelu_new's tensor ops hold three more at once), then act's
+  // output and c_proj's.
+  const std::int64_t gelu = m.gelu_tensor_ops ? checked_product(4, F) : checked_product(2, F);
+  const std::int64_t dense = m.mlp == mlp_kind::gelu ? max_of(gelu, checked_sum(F, H))
+                             : m.fused_gate_up       ? max_of(checked_product(4, F), checked_sum(checked_product(3, F), H))
+                                                     : max_of(checked_product(3, F), checked_sum(F, H));
   const std::int64_t mlp = checked_sum(held, H, m.moe.experts > 0 ? moe : dense);
   const std::int64_t end = checked_sum(held, checked_product(m.scaled_residual ? 3 : 2, H));
   const std::int64_t first_sum = m.scaled_residual ? checked_sum(probs_kept, cached, checked_product(3, H)) : 0;  // R1's add
@@ -345,7 +354,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
     detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
-                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts) and GPT-NeoX's layers; "
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-NeoX's and StarCoder2's layers; "
                  "pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
