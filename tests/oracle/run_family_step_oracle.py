@@ -11,10 +11,10 @@ The step runs without oneDNN (its bf16 matmuls allocate scratch through the allo
 not) and checkpoints layers as PyTorch 2 does (blocks.checkpoint_early_stop: recomputation stops at the layer's last
 saved tensor; torch 1.13's own checkpoint reruns the layer to its end, GPT-NeoX's backward then reads +1.5 c sbh).
 
-GPT-NeoX's layers are forward.NeoXLayer, transformers' frames (modular_gpt_neox.py), whose checkpointed forward zeromem
-models. Not modelled, and named per case ("unmodelled") or left out of the list: under full recompute, Phi's, StarCoder2's
-and StableLM's checkpointed-layer forward (their MLP's and eager attention's working tensors: StarCoder2 at 256 tokens
--8.9%, Phi -15.9%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%).
+GPT-NeoX's and StarCoder2's layers are forward.NeoXLayer and forward.DecoderLayer, transformers' frames
+(modular_gpt_neox.py, modular_starcoder2.py), whose checkpointed forward zeromem models. Not modelled, and named per case
+("unmodelled") or left out of the list: under full recompute, Phi's and StableLM's checkpointed-layer forward (their
+MLP's and eager attention's working tensors: Phi at 256 tokens -15.9%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%).
 
 usage: python3 run_family_step_oracle.py ZEROMEM_BINARY
 """
@@ -72,7 +72,7 @@ CASES = [
     # under full recompute: the non-gated MLP's fc2 differentiated beside the recomputed layer (StarCoder2, GPT-NeoX in
     # sequence), the attention core (GPT-NeoX in parallel, Phi); the checkpointed layer's forward (modelled for GPT-NeoX)
     {"family": "starcoder2", "shared": False, "parallel": False, "kv_heads": 2, "rotary": 64, "lm_head_bias": False, "tied": True,
-     "seq_len": 256, "recompute": "full", "unmodelled": ["forward"]},
+     "seq_len": 256, "recompute": "full"},
     {"family": "neox", "shared": False, "parallel": False, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
      "recompute": "full"},
     {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
@@ -101,6 +101,10 @@ class FamilyLM(torch.nn.Module):
         if cfg["family"] == "neox":
             act = "gelu_new" if cfg["gelu_new"] else "gelu_fast" if cfg.get("gelu_fast") else "gelu"
             self.layers = torch.nn.ModuleList(forward.NeoXLayer(h, cfg["heads"], cfg["ffn"], act, cfg["parallel"])
+                                              for _ in range(cfg["layers"]))
+        elif cfg["family"] == "starcoder2":  # Starcoder2DecoderLayer's frames (modular_starcoder2.py)
+            act = "gelu_new" if cfg["gelu_new"] else "gelu_pytorch_tanh"
+            self.layers = torch.nn.ModuleList(forward.DecoderLayer(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], starcoder2=act)
                                               for _ in range(cfg["layers"]))
         else:
             self.layers = torch.nn.ModuleList(blocks.neox_block(cfg) for _ in range(cfg["layers"]))
@@ -140,7 +144,7 @@ def checkpointed_call(layer, x, mask, cos, sin, position_ids):
 
 
 def call_layer(layer, x, mask, cos, sin):
-    if isinstance(layer, forward.NeoXLayer):
+    if isinstance(layer, (forward.NeoXLayer, forward.DecoderLayer)):
         return layer(x, cos, sin, mask, None)
     return layer(x, mask, cos, sin)
 
