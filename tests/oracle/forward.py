@@ -365,6 +365,58 @@ class NeoXLayer(torch.nn.Module):
         return hidden_states
 
 
+class PhiAttention(torch.nn.Module):
+    """PhiAttention.forward (modeling_phi.py): q_proj, k_proj, v_proj with biases; query_rot / query_pass and key_rot /
+    key_pass sliced, both rotated by Llama's apply_rotary_pos_emb and kept by the frame's names, then each joined by
+    torch.cat; the cache's copies; eager_attention_forward with repeat_kv; dense."""
+
+    def __init__(self, h, heads, kv_heads, rotary):
+        super().__init__()
+        self.heads, self.kv, self.d, self.rotary_ndims = heads, kv_heads, h // heads, rotary
+        self.q_proj = torch.nn.Linear(h, heads * self.d)
+        self.k_proj = torch.nn.Linear(h, kv_heads * self.d)
+        self.v_proj = torch.nn.Linear(h, kv_heads * self.d)
+        self.dense = torch.nn.Linear(heads * self.d, h)
+
+    def forward(self, hidden_states, cos, sin, mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.d)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        query_rot, query_pass = query_states[..., :self.rotary_ndims], query_states[..., self.rotary_ndims:]
+        key_rot, key_pass = key_states[..., :self.rotary_ndims], key_states[..., self.rotary_ndims:]
+        query_rot, key_rot = apply_rotary(query_rot, key_rot, cos, sin)
+        query_states = torch.cat((query_rot, query_pass), dim=-1)
+        key_states = torch.cat((key_rot, key_pass), dim=-1)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, self.d ** -0.5, self.heads // self.kv)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.dense(attn_output)
+        return attn_output, attn_weights
+
+
+class PhiLayer(torch.nn.Module):
+    """PhiDecoderLayer.forward: residual = x; hidden_states = input_layernorm(x), bound through both branches;
+    attention, the MLP (PhiMLP: fc1, act, fc2, as GPTNeoXMLP's frame) over the same normed input, then
+    attn + mlp + residual. resid_dropout with p = 0 returns its input."""
+
+    def __init__(self, h, heads, kv_heads, ffn, act, rotary):
+        super().__init__()
+        self.self_attn = PhiAttention(h, heads, kv_heads, rotary)
+        self.mlp = NeoXMLP(h, ffn, act)
+        self.input_layernorm = torch.nn.LayerNorm(h)
+
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        attn_outputs, self_attn_weights = self.self_attn(hidden_states, cos, sin, mask, cache)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        hidden_states = attn_outputs + feed_forward_hidden_states + residual
+        return hidden_states
+
+
 def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
@@ -408,7 +460,11 @@ class CausalLM(torch.nn.Module):
         # GPTNeoXForCausalLM (modular_gpt_neox.py): GPTNeoXModel runs LlamaModel's frames with embed_in, GPTNeoXLayer and
         # final_layer_norm; embed_out. Its rotary tables are rotary_pct of a head wide.
         self.neox = cfg.get("neox", False)
-        if self.neox:
+        self.phi = cfg.get("phi", False)  # PhiForCausalLM: PhiModel (LlamaModel's frames, final_layernorm), lm_head with a bias
+        if self.phi:
+            self.layers = torch.nn.ModuleList(PhiLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("act", "gelu_new"), cfg["rotary_dims"])
+                                              for _ in range(cfg["layers"]))
+        elif self.neox:
             self.layers = torch.nn.ModuleList(NeoXLayer(h, heads, cfg["ffn"], cfg.get("act", "gelu"), cfg.get("parallel", True))
                                               for _ in range(cfg["layers"]))
         else:
@@ -421,8 +477,8 @@ class CausalLM(torch.nn.Module):
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
-        self.norm = torch.nn.LayerNorm(h) if self.neox or cfg.get("starcoder2") else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
-        self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=False)
+        self.norm = torch.nn.LayerNorm(h) if self.neox or self.phi or cfg.get("starcoder2") else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
+        self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=self.phi)
         # Phi3RotaryEmbedding with partial_rotary_factor (Phi-4-mini): tables of rotary_dims = factor x head_dim.
         r = cfg.get("rotary_dims") or self.d
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, r, 2, dtype=torch.float32) / r)))

@@ -1,5 +1,5 @@
 """The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them)
-and StarCoder2 and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
+and StarCoder2, Phi and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -64,6 +64,12 @@ def main():
             d = cfg["hidden"] // heads
             cfg.update(neox=True, kv_heads=heads, qk_norm=False, gemma=False, sandwich=False, parallel=rng.random() < 0.7,
                        act=rng.choice(["gelu", "gelu", "gelu_new", "gelu_fast"]), rotary_dims=2 * rng.randint(1, d // 2))
+        elif rng.random() < 0.25:  # Phi: one LayerNorm for both parallel branches, partial RoPE, a GELU MLP
+            cfg = {k: cfg[k] for k in ("hidden", "heads", "kv_heads", "seq_len", "micro_batch", "layers", "vocab", "ffn", "use_cache", "seed",
+                                       "output")}
+            d = cfg["hidden"] // heads
+            cfg.update(phi=True, qk_norm=False, gemma=False, sandwich=False, act=rng.choice(["gelu_new", "gelu_new", "gelu"]),
+                       rotary_dims=2 * rng.randint(1, d // 2))
         elif plain and not cfg.get("fused") and rng.random() < 0.25:  # StarCoder2: LayerNorms, biases, a GELU MLP
             cfg["starcoder2"] = rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new"])
         cfg["fp32"] = rng.random() < 0.2  # an fp32 model: no upcast copies (Tensor.to returns self)
@@ -78,6 +84,10 @@ def main():
         if cfg.get("starcoder2"):  # the CPU's LayerNorm statistics are in the input's dtype
             args += ["--norm", "layernorm", "--mlp", "gelu", "--qkv-bias", "--device", "cpu"]
             args += ["--gelu-new"] if cfg["starcoder2"] == "gelu_new" else []
+        if cfg.get("phi"):  # the CPU's LayerNorm statistics are in the input's dtype
+            args += ["--norm", "layernorm", "--mlp", "gelu", "--parallel-residual", "--shared-layer-norm", "--rope-concat",
+                     "--rotary-dims", str(cfg["rotary_dims"]), "--qkv-bias", "--lm-head-bias", "--device", "cpu"]
+            args += ["--gelu-new"] if cfg["act"] == "gelu_new" else []
         if cfg.get("neox"):  # the CPU's LayerNorm statistics are in the input's dtype
             args += ["--norm", "layernorm", "--mlp", "gelu", "--fused-qkv", "--qkv-per-head", "--rope-concat", "--rotary-dims",
                      str(cfg["rotary_dims"]), "--qkv-bias", "--device", "cpu"]

@@ -274,6 +274,31 @@ TEST_CASE("forward only: GPT-NeoX's per-head projection, partial rotation and pa
   CHECK(detail::forward_norm_peak(m, 2, 2048, 2048, device_kind::cpu) == 8'388'608 + 2 * 2048 * 2);
 }
 
+TEST_CASE("forward only: Phi's shared norm, kept rotated parts and gelu_new, term by term", "[forward]") {
+  // Phi-2: h 2560, 32 heads of 80 (MHA), ffn 10240, partial_rotary_factor 0.4 (32 of 80 values), gelu_new; bf16, one
+  // sequence of 2048 tokens, SDPA, no cache. H = Q = K = 2 x 2048 x 2560 = 10,485,760 B; F = 2 x 2048 x 10240 =
+  // 41,943,040 B; the rotated parts R = 2 x 2048 x 32 x 32 = 4,194,304 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "phi", "hidden_size": 2560, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "intermediate_size": 10240, "vocab_size": 51200, "partial_rotary_factor": 0.4,
+      "hidden_act": "gelu_new"})");
+  forward_only_config f{};
+  f.seq_len = 2048;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // Attention (PhiAttention.forward): Y and q, k, v (4H) to the frame's end, q's and k's rotated parts (2R, kept by
+  // query_rot and key_rot) and the torch.cat results (2Q): 71,303,168 B; SDPA's output and its transposed copy beside
+  // them: 92,274,688 B. The MLP over Y beside the attention output: fc1's output and gelu_new's three temporaries (4F):
+  // 20,971,520 + 167,772,160 = 188,743,680 B, the layer's highest.
+  CHECK(forward_layer_peak(m, f).count() == 188'743'680);
+  // Exact GELU (one kernel): fc1's and act's outputs beside Y and the attention output, 2H + 2F = 104,857,600 B, still
+  // above the attention frame's 92,274,688 B.
+  transformer_config exact = m;
+  exact.gelu_tensor_ops = false;
+  CHECK(forward_layer_peak(exact, f).count() == 20'971'520 + 83'886'080);
+  // Token ids 16,384 + positions 16,384 + rotary cos and sin 2 x 2 x 2048 x 32 = 262,144 + 2H + the layer.
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 16'384 + 16'384 + 262'144 + 20'971'520 + 188'743'680);
+}
+
 TEST_CASE("forward only: StarCoder2's LayerNorms and GELU MLP in Llama's frames, term by term", "[forward]") {
   // StarCoder2-3B: h 3072, 24 heads and 2 kv heads of 128, ffn 12288; bf16, one sequence of 1024 tokens, SDPA, no cache.
   // H = Q = 2 x 1024 x 3072 = 6,291,456 B; K = 2 x 1024 x 256 = 524,288 B; F = 2 x 1024 x 12288 = 25,165,824 B.

@@ -112,6 +112,12 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
                     m.rope_concat && m.positions == position_kind::rope && !m.shared_layer_norm && !m.post_residual_norms &&
                     !m.projected_embedding() && m.moe.experts == 0 && m.vision.blocks == 0 && m.nope_period == 0;
   if (neox) return !sliding;
+  // Phi's layer (modeling_phi.py): one LayerNorm feeding attention (separate q, k, v, a partial rotation joined by
+  // torch.cat) and a GELU MLP in parallel.
+  const bool phi = m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && !m.fused_qkv && m.rope_concat &&
+                   m.positions == position_kind::rope && m.shared_layer_norm && m.parallel_residual && !m.qk_norm &&
+                   !m.projected_embedding() && m.moe.experts == 0 && m.vision.blocks == 0 && m.nope_period == 0;
+  if (phi) return !sliding;
   // StarCoder2's layer (modular_starcoder2.py): Llama's frames with nn.LayerNorm and a GELU MLP (c_fc, act, c_proj).
   const bool starcoder2 = llama && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && !m.gelu_fast_ops &&
                           m.positions == position_kind::rope && !m.parallel_residual && !m.post_residual_norms && !m.qk_norm &&
@@ -122,42 +128,53 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
 }
 
 namespace detail {
-/// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP) adds
-/// above its input under no_grad. Sizes as forward_layer_peak's; R = c sb heads r and its k twin over the rotated
-/// r = rotary_width() values of a head.
-constexpr std::int64_t forward_neox_layer_peak(const transformer_config& m, const forward_only_config& f) {
+/// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP) or a
+/// Phi layer (modeling_phi.py PhiDecoderLayer, PhiAttention, PhiMLP) adds above its input under no_grad. Sizes as
+/// forward_layer_peak's; R = c sb heads r and its k twin R_k over the rotated r = rotary_width() values of a head.
+constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config& m, const forward_only_config& f) {
   const std::int64_t c = dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, d = m.head_size(), r = m.rotary_width();
   const std::int64_t sb = checked_product(s, b);
   const std::int64_t H = checked_product(c, sb, m.hidden), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
   const std::int64_t F = checked_product(c, sb, m.ffn), Qr = checked_product(c, sb, m.heads, r), Kr = checked_product(c, sb, m.kv_heads, r);
   const std::int64_t norm = forward_norm_peak(m, c, sb, m.hidden, f.device);
-  // input_layernorm's output Y, an argument alive until attention returns; query_key_value's output (Q + 2K), which
-  // the frame's qkv keeps to its end (q, k and v are chunks of it).
+  // The input norm's output Y: GPT-NeoX passes it to attention as an argument, alive until attention returns; Phi binds it
+  // to hidden_states, alive through both branches. The projections' outputs (Q + 2K) stay to the attention frame's end:
+  // GPT-NeoX's qkv (q, k and v chunks of it), Phi's through query_pass and key_pass (views of q and k) and v.
+  const bool phi = !m.qkv_per_head;
   const std::int64_t qkv = checked_sum(H, Q, checked_product(2, K));
-  // apply_rotary_pos_emb: q_rot * cos, rotate_half and its product with sin, the sum (3 R at most); then k's beside
-  // q's rotated part; then torch.cat joins q's parts (a new Q) and k's (a new K), each rotated part dropped on rebinding.
+  // apply_rotary_pos_emb on the rotated parts: q_rot * cos, rotate_half and its product with sin, the sum (3 R at most);
+  // then k's beside q's rotated part; then torch.cat joins q's parts (a new Q) and k's (a new K). GPT-NeoX's rotated
+  // parts are the function's locals, dropped on rebinding; Phi's frame keeps them (query_rot, key_rot) to its end.
+  const std::int64_t kept = phi ? checked_sum(Qr, Kr) : 0;
   std::int64_t attention = max_of(max_of(checked_sum(qkv, checked_product(3, Qr)), checked_sum(qkv, Qr, checked_product(3, Kr))),
-                                  max_of(checked_sum(qkv, Qr, Kr, Q), checked_sum(qkv, Q, Kr, K)));
-  std::int64_t after_rope = checked_sum(qkv, Q, K);
-  if (f.use_cache) {  // DynamicLayer.update's copies of K and V while k_embed is alive; k_embed goes on rebinding
+                                  max_of(checked_sum(qkv, Qr, Kr, Q), checked_sum(qkv, phi ? Qr : 0, Q, Kr, K)));
+  std::int64_t after_rope = checked_sum(qkv, kept, Q, K);
+  if (f.use_cache) {
+    // DynamicLayer.update's copies of K and V while k_embed is alive; then k_embed goes on rebinding, and Phi's v_proj
+    // output with it (GPT-NeoX's V stays a chunk of qkv).
     attention = max_of(attention, checked_sum(after_rope, checked_product(2, K)));
-    after_rope = checked_sum(qkv, Q, checked_product(2, K));
+    after_rope = checked_sum(after_rope, phi ? 0 : K);
   }
   std::int64_t probs_kept = 0;
   // transpose(1, 2).contiguous() copies unless one token or one head leaves it contiguous.
   const std::int64_t transposed = s > 1 && m.heads > 1 ? checked_product(2, Q) : Q;
   if (f.attention == attention_kind::eager) {
-    // eager_attention_forward: QK^T (q and k from torch.cat fold as views), its scaled copy, the mask added, softmax
-    // with dtype=float32 (a cast, then its output), .to(c), P @ V (V, a chunk of the per-head qkv output, copied to
-    // fold (batch, heads) unless one sequence, head or token lets it; the cache's copy folds), the transposed copy, dense.
+    // eager_attention_forward: repeat_kv copies K and V to every head (2Q) unless one kv head makes it a stride-0 view;
+    // QK^T (q and k from torch.cat, or repeat_kv's copies, fold as views; one kv head's expansion copies K for b > 1),
+    // its scaled copy, the mask added, softmax with dtype=float32 (a cast, then its output), .to(c), P @ V (V copied to
+    // fold (batch, heads): a token-major view when b, heads and s exceed 1, one kv head's expansion when b > 1; the
+    // cache's and repeat_kv's copies fold), the transposed copy, the output projection.
     const std::int64_t A = checked_product(m.heads, s, s, b), cA = checked_product(c, A);
-    const bool fp32 = c >= 4;
-    const std::int64_t fold_v = !f.use_cache && b > 1 && m.heads > 1 && s > 1 ? Q : 0;
-    attention = max_of(attention, checked_sum(after_rope, checked_product(2, cA)));
-    attention = max_of(attention, checked_sum(after_rope, cA, checked_product(fp32 ? 4 : 8, A)));
-    if (!fp32) attention = max_of(attention, checked_sum(after_rope, checked_product(2, cA), checked_product(4, A)));
-    attention = max_of(attention, checked_sum(after_rope, cA, fold_v, Q));
-    attention = max_of(attention, checked_sum(after_rope, cA, transposed));
+    const bool fp32 = c >= 4, copies = m.heads > m.kv_heads && m.kv_heads > 1, one_kv = m.kv_heads == 1 && m.heads > 1;
+    const std::int64_t base = checked_sum(after_rope, copies ? checked_product(2, Q) : 0);
+    const std::int64_t fold_k = one_kv && b > 1 ? Q : 0;
+    const std::int64_t fold_v = copies ? 0 : one_kv ? fold_k : !f.use_cache && b > 1 && m.heads > 1 && s > 1 ? Q : 0;
+    attention = max_of(attention, checked_sum(base, fold_k, cA));
+    attention = max_of(attention, checked_sum(base, checked_product(2, cA)));
+    attention = max_of(attention, checked_sum(base, cA, checked_product(fp32 ? 4 : 8, A)));
+    if (!fp32) attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(4, A)));
+    attention = max_of(attention, checked_sum(base, cA, fold_v, Q));
+    attention = max_of(attention, checked_sum(base, cA, transposed));
     attention = max_of(attention, checked_sum(after_rope, cA, Q, H));
     probs_kept = cA;  // returned as attn_weights, bound in the layer's frame to its end
   } else {
@@ -166,17 +183,18 @@ constexpr std::int64_t forward_neox_layer_peak(const transformer_config& m, cons
     attention = max_of(attention, checked_sum(after_rope, transposed));
     attention = max_of(attention, checked_sum(after_rope, Q, H));
   }
-  // The attention output (H), the probabilities (eager) and the cache's K and V held; post_attention_layernorm's
-  // output (an argument alive through the MLP); dense_h_to_4h's output and act's (GELU one kernel; gelu_new's tensor
-  // ops hold three more of the MLP's width at once, gelu_fast's four: activations.py), then act's output and
-  // dense_4h_to_h's. Parallel: mlp + attn, then + x (both sums beside the two branches). Sequential: R1 = attn + x
-  // replaces the attention output, then the MLP over ln2(R1), then mlp + R1.
-  const std::int64_t held = checked_sum(H, probs_kept, f.use_cache ? checked_product(2, K) : 0);
+  // Held after attention: its output (H), the probabilities (eager), the cache's K and V, and Phi's Y. The MLP reads
+  // Phi's Y or post_attention_layernorm's output (an argument alive through it): fc1's output and act's (GELU one kernel;
+  // gelu_new's tensor ops hold three more of the MLP's width at once, gelu_fast's four: activations.py), then act's
+  // output and fc2's. Parallel: attn + mlp, then + x, both sums beside the branches (and Phi's Y, bound until the sum is
+  // assigned). Sequential: R1 = attn + x replaces the attention output, the MLP over ln2(R1), then mlp + R1.
+  const std::int64_t held = checked_sum(phi ? H : 0, H, probs_kept, f.use_cache ? checked_product(2, K) : 0);
   const std::int64_t act = m.gelu_fast_ops ? checked_product(5, F) : m.gelu_tensor_ops ? checked_product(4, F) : checked_product(2, F);
-  const std::int64_t mlp = checked_sum(held, H, max_of(act, checked_sum(F, H)));
+  const std::int64_t mlp = checked_sum(held, phi ? 0 : H, max_of(act, checked_sum(F, H)));
+  const std::int64_t second_norm = phi ? 0 : checked_sum(held, norm);
   const std::int64_t first_sum = m.parallel_residual ? 0 : checked_sum(held, H);
   const std::int64_t end = checked_sum(held, checked_product(m.parallel_residual ? 3 : 2, H));
-  return max_of(max_of(max_of(norm, attention), max_of(checked_sum(held, norm), mlp)), max_of(first_sum, end));
+  return max_of(max_of(max_of(norm, attention), max_of(second_norm, mlp)), max_of(first_sum, end));
 }
 }  // namespace detail
 
@@ -185,7 +203,8 @@ constexpr std::int64_t forward_neox_layer_peak(const transformer_config& m, cons
 /// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
 constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum, detail::max_of;
-  if (m.qkv_per_head) return bytes_of(detail::forward_neox_layer_peak(m, f));  // GPT-NeoX's query_key_value
+  // GPT-NeoX's query_key_value and Phi's shared norm, each with a partial rotation joined by torch.cat.
+  if (m.qkv_per_head || m.shared_layer_norm) return bytes_of(detail::forward_partial_rope_layer_peak(m, f));
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
@@ -354,7 +373,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
     detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
-                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-NeoX's and StarCoder2's layers; "
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-NeoX's, Phi's and StarCoder2's layers; "
                  "pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
