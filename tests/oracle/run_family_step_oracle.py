@@ -11,10 +11,11 @@ The step runs without oneDNN (its bf16 matmuls allocate scratch through the allo
 not) and checkpoints layers as PyTorch 2 does (blocks.checkpoint_early_stop: recomputation stops at the layer's last
 saved tensor; torch 1.13's own checkpoint reruns the layer to its end, GPT-NeoX's backward then reads +1.5 c sbh).
 
-GPT-NeoX's and StarCoder2's layers are forward.NeoXLayer and forward.DecoderLayer, transformers' frames
-(modular_gpt_neox.py, modular_starcoder2.py), whose checkpointed forward zeromem models. Not modelled, and named per case
-("unmodelled") or left out of the list: under full recompute, Phi's and StableLM's checkpointed-layer forward (their
-MLP's and eager attention's working tensors: Phi at 256 tokens -15.9%, StableLM at ffn 8 x hidden -35%, 512 tokens -49%).
+GPT-NeoX's, Phi's and StarCoder2's layers are forward.NeoXLayer, forward.PhiLayer and forward.DecoderLayer,
+transformers' frames (modular_gpt_neox.py, modeling_phi.py, modular_starcoder2.py), whose checkpointed forward zeromem
+models. Not modelled: under full recompute, StableLM's checkpointed-layer forward (its MLP's and eager attention's working
+tensors), which sets the forward phase at ffn 8 x hidden (-35%) or 512 tokens (-49%, when last measured) and is left out
+of the list; its step under recompute here peaks at the loss.
 
 usage: python3 run_family_step_oracle.py ZEROMEM_BINARY
 """
@@ -78,7 +79,7 @@ CASES = [
     {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "seq_len": 256,
      "recompute": "full"},
     {"family": "phi", "shared": True, "parallel": True, "kv_heads": 2, "rotary": 32, "lm_head_bias": True, "seq_len": 256,
-     "recompute": "full", "unmodelled": ["forward"]},
+     "recompute": "full"},
     # GELU as tensor ops under recompute: its last product, (0.5 x) * (1 + tanh(...)), differentiated
     {"family": "neox", "shared": False, "parallel": True, "kv_heads": 4, "rotary": 16, "lm_head_bias": False, "gelu_new": True,
      "recompute": "full"},
@@ -101,6 +102,10 @@ class FamilyLM(torch.nn.Module):
         if cfg["family"] == "neox":
             act = "gelu_new" if cfg["gelu_new"] else "gelu_fast" if cfg.get("gelu_fast") else "gelu"
             self.layers = torch.nn.ModuleList(forward.NeoXLayer(h, cfg["heads"], cfg["ffn"], act, cfg["parallel"])
+                                              for _ in range(cfg["layers"]))
+        elif cfg["family"] == "phi":  # PhiDecoderLayer's frames (modeling_phi.py)
+            act = "gelu_new" if cfg["gelu_new"] else "gelu"
+            self.layers = torch.nn.ModuleList(forward.PhiLayer(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], act, cfg["rotary"])
                                               for _ in range(cfg["layers"]))
         elif cfg["family"] == "starcoder2":  # Starcoder2DecoderLayer's frames (modular_starcoder2.py)
             act = "gelu_new" if cfg["gelu_new"] else "gelu_pytorch_tanh"
@@ -144,7 +149,7 @@ def checkpointed_call(layer, x, mask, cos, sin, position_ids):
 
 
 def call_layer(layer, x, mask, cos, sin):
-    if isinstance(layer, (forward.NeoXLayer, forward.DecoderLayer)):
+    if isinstance(layer, (forward.NeoXLayer, forward.PhiLayer, forward.DecoderLayer)):
         return layer(x, cos, sin, mask, None)
     return layer(x, mask, cos, sin)
 
@@ -181,7 +186,7 @@ def predict(binary, cfg):
              "--optimizer-impl", "forloop", "--rotary-dims", str(cfg["rotary"])]
     if cfg["family"] == "neox" and not cfg.get("tied"):
         args = [a for a in args if a != "--tied-embeddings"]
-    if cfg["family"] == "neox":  # apply_rotary_pos_emb joins the rotated and passed parts (as --hf-config sets for gpt_neox)
+    if cfg["family"] in ("neox", "phi"):  # the rotated and passed parts joined by torch.cat (as --hf-config sets for both)
         args.append("--rope-concat")
     phases = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["phases"]
     resting = phases["forward"]["terms"]["resting_states_bytes"]
