@@ -417,6 +417,118 @@ class PhiLayer(torch.nn.Module):
         return hidden_states
 
 
+def gpt2_eager_attention(query, key, value, mask):
+    """modeling_gpt2.py eager_attention_forward (transformers 5): QK^T, divided by a 0-dim sqrt(d), the additive mask,
+    softmax in the scores' dtype, .type(value.dtype) (itself), P @ V, transpose(1, 2) as a view."""
+    attn_weights = torch.matmul(query, key.transpose(-1, -2))
+    attn_weights = attn_weights / torch.full([], value.size(-1) ** 0.5, dtype=attn_weights.dtype)
+    attn_weights = attn_weights + mask
+    attn_weights = F.softmax(attn_weights, dim=-1)
+    attn_weights = attn_weights.type(value.dtype)
+    attn_output = torch.matmul(attn_weights, value)
+    attn_output = attn_output.transpose(1, 2)
+    return attn_output, attn_weights
+
+
+class GPT2Attention(torch.nn.Module):
+    """GPT2Attention.forward: c_attn's output split into q, k, v views (kept by the three names to the frame's end),
+    the cache's copies, eager attention, reshape(...).contiguous() (a copy of the transposed view), c_proj (Conv1D:
+    addmm, one output, as nn.Linear)."""
+
+    def __init__(self, h, heads):
+        super().__init__()
+        self.h, self.d = h, h // heads
+        self.c_attn = torch.nn.Linear(h, 3 * h)
+        self.c_proj = torch.nn.Linear(h, h)
+
+    def forward(self, hidden_states, mask, cache):
+        query_states, key_states, value_states = self.c_attn(hidden_states).split(self.h, dim=2)
+        shape_kv = (*key_states.shape[:-1], -1, self.d)
+        key_states = key_states.view(shape_kv).transpose(1, 2)
+        value_states = value_states.view(shape_kv).transpose(1, 2)
+        shape_q = (*query_states.shape[:-1], -1, self.d)
+        query_states = query_states.view(shape_q).transpose(1, 2)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        attn_output, attn_weights = gpt2_eager_attention(query_states, key_states, value_states, mask)
+        attn_output = attn_output.reshape(*attn_output.shape[:-2], -1).contiguous()
+        attn_output = self.c_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class GPT2MLP(torch.nn.Module):
+    """GPT2MLP.forward: c_fc, act (ACT2FN[activation_function]), c_proj, dropout (p = 0: its input)."""
+
+    def __init__(self, h, ffn, act):
+        super().__init__()
+        self.c_fc = torch.nn.Linear(h, ffn)
+        self.c_proj = torch.nn.Linear(ffn, h)
+        self.act = {"gelu_new": blocks.gelu_new, "gelu_fast": blocks.gelu_fast, "relu": F.relu, "gelu": F.gelu,
+                    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[act]
+
+    def forward(self, hidden_states):
+        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.c_proj(hidden_states)
+        return hidden_states
+
+
+class GPT2Block(torch.nn.Module):
+    """GPT2Block.forward: residual = x; ln_1; `attn_output, _ = self.attn(...)` (the output and the probabilities bound
+    to the block's end); R1 = attn_output + residual; ln_2; the MLP; residual + mlp."""
+
+    def __init__(self, h, heads, ffn, act):
+        super().__init__()
+        self.ln_1 = torch.nn.LayerNorm(h)
+        self.attn = GPT2Attention(h, heads)
+        self.ln_2 = torch.nn.LayerNorm(h)
+        self.mlp = GPT2MLP(h, ffn, act)
+
+    def forward(self, hidden_states, mask, cache):
+        residual = hidden_states
+        hidden_states = self.ln_1(hidden_states)
+        attn_output, _ = self.attn(hidden_states, mask, cache)
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = self.ln_2(hidden_states)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + feed_forward_hidden_states
+        return hidden_states
+
+
+class GPT2LM(torch.nn.Module):
+    """GPT2LMHeadModel's frames: GPT2Model.forward (wte, the int64 cache_position, wpe over one row of positions,
+    their sum, the additive causal mask, the blocks, ln_f) with inputs_embeds and position_embeds bound to its end;
+    the tied lm_head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden"]
+        self.wte = torch.nn.Embedding(cfg["vocab"], h)
+        self.wpe = torch.nn.Embedding(cfg["max_positions"], h)
+        self.h = torch.nn.ModuleList(GPT2Block(h, cfg["heads"], cfg["ffn"], cfg["act"]) for _ in range(cfg["layers"]))
+        self.ln_f = torch.nn.LayerNorm(h)
+
+    def transformer(self, input_ids, cache):
+        inputs_embeds = self.wte(input_ids)
+        b, s = input_ids.shape
+        cache_position = torch.arange(s)
+        position_ids = cache_position.unsqueeze(0)
+        position_embeds = self.wpe(position_ids)
+        hidden_states = inputs_embeds + position_embeds
+        mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
+        for block in self.h:
+            hidden_states = block(hidden_states, mask, cache)
+        hidden_states = self.ln_f(hidden_states)
+        return hidden_states
+
+    def forward(self, input_ids, cache, output):
+        hidden_states = self.transformer(input_ids, cache)
+        if output == "hidden-states":
+            return hidden_states
+        return F.linear(hidden_states, self.wte.weight)  # lm_head tied to wte
+
+
 def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
@@ -550,10 +662,11 @@ def measure_forward_model(cfg, dtype=torch.bfloat16):
     """Bytes a whole forward adds above the weights and the token ids at its peak (no_grad, eager attention), with
     the caller's log_softmax(logits.float()) for the log-probs output."""
     torch.manual_seed(cfg.get("seed", 0))
-    model = CausalLM(cfg).to(dtype)
+    model = (GPT2LM(cfg) if cfg.get("gpt2") else CausalLM(cfg)).to(dtype)
     # from_pretrained(torch_dtype=...) builds the model in that dtype, but LlamaRotaryEmbedding computes inv_freq as
     # float explicitly, so it stays fp32 (.to(dtype) would have cast it).
-    model.inv_freq = model.inv_freq.float()
+    if not cfg.get("gpt2"):
+        model.inv_freq = model.inv_freq.float()
     ids = torch.randint(0, cfg["vocab"], (cfg["micro_batch"], cfg["seq_len"]))
     cache = [] if cfg["use_cache"] else None
     with torch.no_grad():

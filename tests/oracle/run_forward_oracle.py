@@ -1,5 +1,5 @@
 """The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them)
-and StarCoder2, Phi and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
+and StarCoder2, Phi, GPT-2 and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
@@ -7,9 +7,11 @@ usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
 """
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
+import tempfile
 
 import forward
 
@@ -64,6 +66,10 @@ def main():
             d = cfg["hidden"] // heads
             cfg.update(neox=True, kv_heads=heads, qk_norm=False, gemma=False, sandwich=False, parallel=rng.random() < 0.7,
                        act=rng.choice(["gelu", "gelu", "gelu_new", "gelu_fast"]), rotary_dims=2 * rng.randint(1, d // 2))
+        elif rng.random() < 0.25:  # GPT-2: learned positions, one c_attn, the softmax in the model's dtype, a GELU or ReLU MLP
+            cfg = {k: cfg[k] for k in ("hidden", "heads", "seq_len", "micro_batch", "layers", "vocab", "ffn", "use_cache", "seed", "output")}
+            cfg.update(gpt2=True, kv_heads=heads, qk_norm=False, gemma=False, sandwich=False, max_positions=cfg["seq_len"] + rng.randint(0, 64),
+                       act=rng.choice(["gelu_new", "gelu_new", "gelu", "gelu_pytorch_tanh", "gelu_fast", "relu"]))
         elif rng.random() < 0.25:  # Phi: one LayerNorm for both parallel branches, partial RoPE, a GELU MLP
             cfg = {k: cfg[k] for k in ("hidden", "heads", "kv_heads", "seq_len", "micro_batch", "layers", "vocab", "ffn", "use_cache", "seed",
                                        "output")}
@@ -84,6 +90,15 @@ def main():
         if cfg.get("starcoder2"):  # the CPU's LayerNorm statistics are in the input's dtype
             args += ["--norm", "layernorm", "--mlp", "gelu", "--qkv-bias", "--device", "cpu"]
             args += ["--gelu-new"] if cfg["starcoder2"] == "gelu_new" else []
+        if cfg.get("gpt2"):  # read as a GPT-2 config.json; the CPU's LayerNorm statistics are in the input's dtype
+            config = {"model_type": "gpt2", "n_embd": cfg["hidden"], "n_layer": cfg["layers"], "n_head": cfg["heads"], "n_inner": cfg["ffn"],
+                      "vocab_size": cfg["vocab"], "n_positions": cfg["max_positions"], "activation_function": cfg["act"]}
+            config_path = os.path.join(tempfile.gettempdir(), f"zeromem-forward-oracle-gpt2-{os.getpid()}.json")
+            with open(config_path, "w") as out:
+                json.dump(config, out)
+            shape = {"--hidden", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab"}
+            args = [a for k, a in enumerate(args) if a not in shape and (k == 0 or args[k - 1] not in shape)]
+            args += ["--hf-config", config_path, "--device", "cpu"]
         if cfg.get("phi"):  # the CPU's LayerNorm statistics are in the input's dtype
             args += ["--norm", "layernorm", "--mlp", "gelu", "--parallel-residual", "--shared-layer-norm", "--rope-concat",
                      "--rotary-dims", str(cfg["rotary_dims"]), "--qkv-bias", "--lm-head-bias", "--device", "cpu"]

@@ -274,6 +274,36 @@ TEST_CASE("forward only: GPT-NeoX's per-head projection, partial rotation and pa
   CHECK(detail::forward_norm_peak(m, 2, 2048, 2048, device_kind::cpu) == 8'388'608 + 2 * 2048 * 2);
 }
 
+TEST_CASE("forward only: GPT-2's block, learned positions and train-mode dropout, term by term", "[forward]") {
+  // GPT-2 XL: h 1600, 25 heads of 64, ffn 6400, gelu_new, 1024 positions, GPT2Config's dropouts (0.1 each); bf16, one
+  // sequence of 1024 tokens, no cache. H = Q = 2 x 1024 x 1600 = 3,276,800 B; F = 2 x 1024 x 6400 = 13,107,200 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "gpt2", "n_embd": 1600, "n_layer": 48, "n_head": 25,
+      "vocab_size": 50257, "n_positions": 1024})");
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // SDPA (modeling_gpt2.py GPT2Block): ln_1's Y and c_attn's output (3Q) through attention (16,486,400 B at most: the
+  // kernel's output, its contiguous copy, c_proj's); then the attention output, R1 and ln_2's output beside c_fc's
+  // output and gelu_new's three temporaries: 3H + 4F = 9,830,400 + 52,428,800 = 62,259,200 B, the block's highest.
+  CHECK(forward_layer_peak(m, f).count() == 62'259'200);
+  // The model: token ids 8,192 + positions 8,192 + wpe's one row of positions (2 x 1024 x 1600 = 3,276,800) +
+  // inputs_embeds and the block's input (2H, layer 0 too: their sum is a new tensor) + the block.
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 8'192 + 8'192 + 3'276'800 + 6'553'600 + 62'259'200);
+  // Eager attention (b = 1: q, k and v fold as views): the scores divided by sqrt(d), then masked, then softmax in bf16
+  // (A = 25 x 1024^2 = 26,214,400; two score tensors of 52,428,800 B) beside Y and c_attn's output: 117,964,800 B.
+  f.attention = attention_kind::eager;
+  CHECK(forward_layer_peak(m, f).count() == 13'107'200 + 2 * 52'428'800);
+  // Under model.train() (a checkpointed block's forward in training) attn_dropout's copy of the probabilities and its
+  // 1-byte CUDA mask join them: + 26,214,400 B.
+  f.train_dropout = true;
+  CHECK(forward_layer_peak(m, f).count() == 13'107'200 + 2 * 52'428'800 + 26'214'400);
+  // A sequence longer than the position table is refused, as in training.
+  forward_only_config too_long = f;
+  too_long.seq_len = 1025;
+  CHECK_THROWS_AS(estimate_forward_only(m, too_long, bytes{}), std::invalid_argument);
+}
+
 TEST_CASE("forward only: Phi's shared norm, kept rotated parts and gelu_new, term by term", "[forward]") {
   // Phi-2: h 2560, 32 heads of 80 (MHA), ffn 10240, partial_rotary_factor 0.4 (32 of 80 values), gelu_new; bf16, one
   // sequence of 2048 tokens, SDPA, no cache. H = Q = K = 2 x 2048 x 2560 = 10,485,760 B; F = 2 x 2048 x 10240 =

@@ -39,6 +39,11 @@ struct forward_only_config {
   /// Where it runs: a LayerNorm's mean and rstd are fp32 on CUDA (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
   /// acc_type) and in the input's dtype on a CPU (the forward oracle's).
   device_kind device = device_kind::cuda;
+  /// The model's own dropout runs (model.train(), as a checkpointed layer's forward does in a training step; false for
+  /// inference): each site whose config.json probability is above 0 makes its output beside its input, and for the op's
+  /// span the mask (native_dropout's bool on CUDA, 1 B a value; on a CPU a noise tensor in the input's dtype). Read by
+  /// the layers whose frames model it (dropout_modelled).
+  bool train_dropout = false;
 };
 
 struct forward_only_estimate {
@@ -118,6 +123,13 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
                    m.positions == position_kind::rope && m.shared_layer_norm && m.parallel_residual && !m.qk_norm &&
                    !m.projected_embedding() && m.moe.experts == 0 && m.vision.blocks == 0 && m.nope_period == 0;
   if (phi) return !sliding;
+  // GPT-2's block (modeling_gpt2.py): learned positions, LayerNorms, one c_attn split into [all q | all k | all v], the
+  // eager softmax in the model's dtype, a GELU or ReLU MLP, in sequence.
+  const bool gpt2 = m.positions == position_kind::learned && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.fused_qkv &&
+                    !m.qkv_per_head && !m.eager_softmax_fp32 && (m.mlp == mlp_kind::gelu || m.mlp == mlp_kind::relu) &&
+                    m.kv_heads == m.heads && !m.parallel_residual && !m.post_residual_norms && !m.projected_embedding() &&
+                    m.moe.experts == 0 && m.vision.blocks == 0;
+  if (gpt2) return !sliding;
   // StarCoder2's layer (modular_starcoder2.py): Llama's frames with nn.LayerNorm and a GELU MLP (c_fc, act, c_proj).
   const bool starcoder2 = llama && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && !m.gelu_fast_ops &&
                           m.positions == position_kind::rope && !m.parallel_residual && !m.post_residual_norms && !m.qk_norm &&
@@ -127,7 +139,19 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
          (phi3 || llama) && !sliding;
 }
 
+/// Whether forward_layer_peak follows model m's own dropout under model.train() (forward_only_config::train_dropout):
+/// GPT-2's and Phi's frames do (Phi's residual dropout never sets its layer's peak); the other layers' only where their
+/// config sets none.
+constexpr bool dropout_modelled(const transformer_config& m) {
+  const bool none = m.attention_dropout == 0.0 && m.residual_dropout == 0.0;
+  return none || m.positions == position_kind::learned || (m.shared_layer_norm && !m.qkv_per_head);
+}
+
 namespace detail {
+/// Bytes of a dropout mask's value: native_dropout's bool on CUDA, a noise tensor in the input's dtype on a CPU
+/// (aten/src/ATen/native/Dropout.cpp).
+constexpr std::int64_t dropout_mask_bytes(const forward_only_config& f, std::int64_t c) { return f.device == device_kind::cuda ? 1 : c; }
+
 /// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP) or a
 /// Phi layer (modeling_phi.py PhiDecoderLayer, PhiAttention, PhiMLP) adds above its input under no_grad. Sizes as
 /// forward_layer_peak's; R = c sb heads r and its k twin R_k over the rotated r = rotary_width() values of a head.
@@ -173,6 +197,9 @@ constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config&
     attention = max_of(attention, checked_sum(base, checked_product(2, cA)));
     attention = max_of(attention, checked_sum(base, cA, checked_product(fp32 ? 4 : 8, A)));
     if (!fp32) attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(4, A)));
+    // Phi's attention_dropout under model.train(): the dropped probabilities beside the kept ones and the mask.
+    if (f.train_dropout && phi && m.attention_dropout > 0.0)
+      attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(dropout_mask_bytes(f, c), A)));
     attention = max_of(attention, checked_sum(base, cA, fold_v, Q));
     attention = max_of(attention, checked_sum(base, cA, transposed));
     attention = max_of(attention, checked_sum(after_rope, cA, Q, H));
@@ -194,7 +221,64 @@ constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config&
   const std::int64_t second_norm = phi ? 0 : checked_sum(held, norm);
   const std::int64_t first_sum = m.parallel_residual ? 0 : checked_sum(held, H);
   const std::int64_t end = checked_sum(held, checked_product(m.parallel_residual ? 3 : 2, H));
+  // Phi's resid_dropout under model.train() (on the attention output, then on the MLP's) holds a dropped copy and its
+  // mask beside its input: held + 2H + mask at most, never above the final sums' held + 3H (the mask is at most H).
   return max_of(max_of(max_of(norm, attention), max_of(second_norm, mlp)), max_of(first_sum, end));
+}
+
+/// Bytes a GPT-2 block (modeling_gpt2.py GPT2Block, GPT2Attention, eager_attention_forward, GPT2MLP; transformers 5)
+/// adds above its input under no_grad. Sizes as forward_layer_peak's.
+constexpr std::int64_t forward_gpt2_layer_peak(const transformer_config& m, const forward_only_config& f) {
+  const std::int64_t c = dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, d = m.head_size();
+  const std::int64_t sb = checked_product(s, b);
+  const std::int64_t H = checked_product(c, sb, m.hidden), Q = checked_product(c, sb, m.heads, d), F = checked_product(c, sb, m.ffn);
+  const std::int64_t norm = forward_norm_peak(m, c, sb, m.hidden, f.device);
+  // ln_1's output Y, bound until R1 is assigned; c_attn's output (3Q), split into q, k and v views that keep it to the
+  // attention frame's end; with a cache, DynamicLayer.update's copies of K and V.
+  const std::int64_t cache = f.use_cache ? checked_product(2, Q) : 0;
+  const std::int64_t base = checked_sum(H, checked_product(3, Q), cache);
+  // resid_dropout under model.train() (on c_proj's output in attention and in the MLP): the output, its dropped copy
+  // and the mask at once. SDPA's own attention dropout runs inside the kernel.
+  const std::int64_t mask = dropout_mask_bytes(f, c);
+  const bool resid = f.train_dropout && m.residual_dropout > 0.0;
+  const std::int64_t dropped = checked_sum(checked_product(2, H), checked_product(mask, sb, m.hidden));
+  std::int64_t attention = base, probs_kept = 0;
+  // reshape(...).contiguous() of the transposed output copies unless one token or one head leaves it contiguous.
+  const std::int64_t reshaped = s > 1 && m.heads > 1 ? checked_product(2, Q) : Q;
+  if (f.attention == attention_kind::eager) {
+    // q, k and v are views into c_attn's token-major output: matmul copies each to fold (batch, heads) when b and heads
+    // exceed 1 (the cache's contiguous copies fold as views); QK^T, divided by sqrt(d) and the mask added (2cA at
+    // each), softmax in the model's dtype (its input and output), .type(value.dtype) returning itself, P @ V, the
+    // copy of its transposed view, c_proj.
+    const std::int64_t A = checked_product(m.heads, s, s, b), cA = checked_product(c, A);
+    const std::int64_t fold = b > 1 && m.heads > 1 ? Q : 0, fold_kv = f.use_cache ? 0 : fold;
+    attention = max_of(attention, checked_sum(base, fold, fold_kv, cA));
+    attention = max_of(attention, checked_sum(base, checked_product(2, cA)));
+    // attn_dropout under model.train(): the dropped probabilities beside the softmax's and the mask.
+    if (f.train_dropout && m.attention_dropout > 0.0)
+      attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(mask, A)));
+    attention = max_of(attention, checked_sum(base, cA, fold_kv, Q));
+    attention = max_of(attention, checked_sum(base, cA, reshaped));
+    attention = max_of(attention, checked_sum(base, cA, Q, H));
+    if (resid) attention = max_of(attention, checked_sum(base, cA, dropped));  // resid_dropout on c_proj's output
+    probs_kept = cA;  // `attn_output, _ = self.attn(...)`: bound in the block's frame to its end
+  } else {
+    // sdpa_attention_forward: the output and the fp32 log-sum-exp, its transpose(1, 2).contiguous(), c_proj.
+    attention = max_of(attention, checked_sum(base, Q, checked_product(4, m.heads, s, b)));
+    attention = max_of(attention, checked_sum(base, checked_product(2, Q)));
+    attention = max_of(attention, checked_sum(base, Q, H));
+    if (resid) attention = max_of(attention, checked_sum(base, dropped));
+  }
+  // After attention: its output (bound as attn_output to the block's end), the probabilities, the cache; R1 beside Y,
+  // then Y goes. ln_2's output Y2 (bound until the last sum is assigned); c_fc's output and act's (GELU or ReLU one
+  // kernel; gelu_new's tensor ops hold three more of the MLP's width, gelu_fast's four), then act's and c_proj's; R1 + mlp.
+  const std::int64_t held = checked_sum(H, probs_kept, cache);
+  const std::int64_t first_sum = checked_sum(held, checked_product(2, H));
+  const std::int64_t held_r1 = checked_sum(held, H);
+  const std::int64_t act = m.gelu_fast_ops ? checked_product(5, F) : m.gelu_tensor_ops ? checked_product(4, F) : checked_product(2, F);
+  const std::int64_t mlp = checked_sum(held_r1, H, max_of(max_of(act, checked_sum(F, H)), resid ? dropped : 0));
+  const std::int64_t end = checked_sum(held_r1, checked_product(3, H));
+  return max_of(max_of(max_of(norm, attention), max_of(first_sum, checked_sum(held_r1, norm))), max_of(mlp, end));
 }
 }  // namespace detail
 
@@ -205,6 +289,7 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   using detail::checked_product, detail::checked_sum, detail::max_of;
   // GPT-NeoX's query_key_value and Phi's shared norm, each with a partial rotation joined by torch.cat.
   if (m.qkv_per_head || m.shared_layer_norm) return bytes_of(detail::forward_partial_rope_layer_peak(m, f));
+  if (m.positions == position_kind::learned) return bytes_of(detail::forward_gpt2_layer_peak(m, f));  // GPT-2's block
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
@@ -373,9 +458,12 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
     detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
-                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-NeoX's, Phi's and StarCoder2's layers; "
-                 "pass such a model or estimate the step instead");
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-2's, GPT-NeoX's, Phi's and "
+                 "StarCoder2's layers; pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
+  // A learned position table has one row per position (GPT2Model's wpe(position_ids)), as in training.
+  if (m.positions == position_kind::learned && f.seq_len > m.max_positions - m.position_offset)
+    detail::fail_learned_positions(f.seq_len, m.max_positions - m.position_offset);
   if (f.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 32MiB, or 0B");
   if (!forward_layer_modelled(m, f.attention, f.seq_len, true))  // layer 0 slides if any does
     detail::fail_value("forward-only peaks with SDPA's sliding-window mask (a sequence as long as sliding_window) are not modelled",
@@ -390,17 +478,19 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
   // pairs, global and local.
   const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
-  const std::int64_t rotary = checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);
+  // GPT2Model (learned positions) holds wpe's output for one row of positions (c s h) instead of rotary tables.
+  const bool learned = m.positions == position_kind::learned;
+  const std::int64_t rotary = learned ? checked_product(c, s, m.hidden) : checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);
   const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
   e.weights = weights;
   // Layer i (and, as i = layers, the final norm) runs beside the i layers' cache before it, its input and, past layer 0,
   // the embedding output that LlamaModel's inputs_embeds keeps referenced; GemmaModel scales the embedding output by
-  // sqrt(hidden) into a new tensor, so two from layer 0 on. The last layer, and with NoPE layers also the last layer of
-  // the other kind, whose own peak may be higher with less beside it.
+  // sqrt(hidden) into a new tensor, and GPT2Model adds the position embeddings into one, so two from layer 0 on. The
+  // last layer, and with NoPE layers also the last layer of the other kind, whose own peak may be higher with less beside it.
   const auto layer_moment = [&](std::int64_t i, std::int64_t peak) {
-    return checked_sum(i > 0 || m.scaled_embedding ? checked_product(2, H) : H, checked_product(cache, i), peak);
+    return checked_sum(i > 0 || m.scaled_embedding || learned ? checked_product(2, H) : H, checked_product(cache, i), peak);
   };
   const std::int64_t last = m.layers - 1;
   e.layer_peak = forward_layer_peak(m, f, last);
@@ -421,7 +511,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   const std::int64_t d = m.rotary_width(), half_d = detail::ceil_div(d, 2);  // the rotated values of a head (Phi-3's factor)
   const std::int64_t building = checked_sum(checked_product(4, s), checked_product(4, s, half_d), checked_product(12, s, d),
                                             m.rope_fp32 || c >= 4 ? 0 : checked_product(2, c, s, d));
-  const std::int64_t tables = checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, s, d) : 0);
+  const std::int64_t tables = learned ? 0 : checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, s, d) : 0);
   const std::int64_t layers = checked_sum(rotary, max_of(last_layer, final_norm));
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, max_of(layers, checked_sum(H, tables))));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the

@@ -436,14 +436,19 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // no_grad (forward_layer_peak), beside the checkpoints of the layers so far, before the output layer's tensors exist.
   // Where the MLP is wide beside the vocabulary, or eager attention's s x s scores are large, this is above the loss's
   // moment (the training-step oracle). Read for the layers forward_layer_peak models, in transformers' code with every
-  // layer weight trained, without autocast, dropout, tensor, context or pipeline parallelism, FSDP2 or ZeRO-3 (whose
-  // gathered layer would stand beside it); elsewhere the forward keeps its moment at the loss.
+  // layer weight trained, without autocast, Korthikanti's dropout (--dropout), tensor, context or pipeline parallelism,
+  // FSDP2 or ZeRO-3 (whose gathered layer would stand beside it), and with config.json's dropout only where the layer's
+  // frames follow it (dropout_modelled); elsewhere the forward keeps its moment at the loss.
   // Inside the last layer the output layer's tensors do not exist yet; GemmaModel's inputs_embeds stays referenced
-  // beside its scaled copy (the first checkpoint) until the model returns.
-  const bytes before_output = saved - stage.output_layer + (m.scaled_embedding ? hidden_grad : bytes{});
+  // beside its scaled copy (the first checkpoint) until the model returns, and GPT2Model's inputs_embeds and
+  // position_embeds (one row of positions) beside their sum.
+  const bytes position_rows = m.positions == position_kind::learned ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
+  const bytes before_output = saved - stage.output_layer + (m.scaled_embedding || m.positions == position_kind::learned ? hidden_grad : bytes{}) +
+                              position_rows;
   bytes checkpointed_forward{};
   if (a.recomputation == recompute::full && a.impl == implementation::hf && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
-      p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local, true)) {
+      p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local, true) &&
+      dropout_modelled(m)) {
     forward_only_config f{};
     f.seq_len = s_local;
     f.micro_batch = a.micro_batch;
@@ -451,6 +456,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     f.attention = a.attention;
     f.use_cache = false;  // transformers turns the cache off under gradient checkpointing
     f.device = a.device;
+    f.train_dropout = true;  // model.train(): config.json's dropout runs
     // The last layer, and with NoPE layers (SmolLM3) the last of the other kind, with fewer checkpoints beside it.
     checkpointed_forward = before_output + forward_layer_peak(m, f, L - 1);
     for (std::int64_t i = L - 2; i >= 0 && m.nope_period > 0; --i)
