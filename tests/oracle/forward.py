@@ -184,20 +184,25 @@ class Attention(torch.nn.Module):
         return self.attend(query_states, key_states, value_states, mask, input_shape)
 
 
-class Starcoder2MLP(torch.nn.Module):
-    """modular_starcoder2.py Starcoder2MLP.forward: c_fc, act (gelu_pytorch_tanh: one kernel; gelu_new: tensor ops),
-    c_proj, residual dropout (p = 0: its input), each rebinding hidden_states."""
+ACT2FN = {"gelu": F.gelu, "gelu_new": blocks.gelu_new, "gelu_fast": blocks.gelu_fast, "relu": F.relu,
+          "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}  # transformers activations.py, op for op
+
+
+class TwoLinearMLP(torch.nn.Module):
+    """GPTNeoXMLP, PhiMLP, Starcoder2MLP and GPT2MLP.forward alike: the first linear (dense_h_to_4h, fc1, c_fc), act
+    (ACT2FN[hidden_act]), the second (dense_4h_to_h, fc2, c_proj), each rebinding hidden_states; dropout with p = 0
+    returns its input. Biases throughout (an addmm's one output, as without)."""
 
     def __init__(self, h, ffn, act):
         super().__init__()
-        self.c_fc = torch.nn.Linear(h, ffn)
-        self.c_proj = torch.nn.Linear(ffn, h)
-        self.act = blocks.gelu_new if act == "gelu_new" else (lambda x: F.gelu(x, approximate="tanh"))
+        self.fc1 = torch.nn.Linear(h, ffn)
+        self.fc2 = torch.nn.Linear(ffn, h)
+        self.act = ACT2FN[act]
 
     def forward(self, hidden_states):
-        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.fc1(hidden_states)
         hidden_states = self.act(hidden_states)
-        hidden_states = self.c_proj(hidden_states)
+        hidden_states = self.fc2(hidden_states)
         return hidden_states
 
 
@@ -236,7 +241,7 @@ class DecoderLayer(torch.nn.Module):
         # Registered in transformers' order (LlamaDecoderLayer.__init__: self_attn, mlp, then the norms), which is
         # model.parameters()' order and so the for-loop optimizer's.
         self.self_attn = Attention(h, heads, kv_heads, d or h // heads, qk_norm, norm, softcap, olmo2, rope, olmo, fused, bool(starcoder2))
-        self.mlp = Starcoder2MLP(h, ffn, starcoder2) if starcoder2 else MLP(h, ffn, gemma, fused)
+        self.mlp = TwoLinearMLP(h, ffn, starcoder2) if starcoder2 else MLP(h, ffn, gemma, fused)
         if not olmo2:  # Olmo2DecoderLayer deletes input_layernorm
             self.input_layernorm = norm(h)
         self.post_attention_layernorm = norm(h)
@@ -323,23 +328,6 @@ class NeoXAttention(torch.nn.Module):
         return attn_output, attn_weights
 
 
-class NeoXMLP(torch.nn.Module):
-    """GPTNeoXMLP.forward: dense_h_to_4h, act (ACT2FN: "gelu" one kernel, "gelu_new" and "gelu_fast" tensor ops),
-    dense_4h_to_h, each rebinding hidden_states."""
-
-    def __init__(self, h, ffn, act):
-        super().__init__()
-        self.dense_h_to_4h = torch.nn.Linear(h, ffn)
-        self.dense_4h_to_h = torch.nn.Linear(ffn, h)
-        self.act = blocks.gelu_new if act == "gelu_new" else blocks.gelu_fast if act == "gelu_fast" else F.gelu
-
-    def forward(self, hidden_states):
-        hidden_states = self.dense_h_to_4h(hidden_states)
-        hidden_states = self.act(hidden_states)
-        hidden_states = self.dense_4h_to_h(hidden_states)
-        return hidden_states
-
-
 class NeoXLayer(torch.nn.Module):
     """GPTNeoXLayer.forward: attention over input_layernorm's output (an argument, alive until attention returns), then
     x + attn + mlp(post_attention_layernorm(x)) (use_parallel_residual) or R1 = attn + x, R1 + mlp(ln2(R1)); the
@@ -351,7 +339,7 @@ class NeoXLayer(torch.nn.Module):
         self.input_layernorm = torch.nn.LayerNorm(h)
         self.post_attention_layernorm = torch.nn.LayerNorm(h)
         self.attention = NeoXAttention(h, heads)
-        self.mlp = NeoXMLP(h, ffn, act)
+        self.mlp = TwoLinearMLP(h, ffn, act)
 
     def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
         attn_output, attn_weights = self.attention(self.input_layernorm(hidden_states), cos, sin, mask, cache)
@@ -405,7 +393,7 @@ class PhiLayer(torch.nn.Module):
     def __init__(self, h, heads, kv_heads, ffn, act, rotary):
         super().__init__()
         self.self_attn = PhiAttention(h, heads, kv_heads, rotary)
-        self.mlp = NeoXMLP(h, ffn, act)
+        self.mlp = TwoLinearMLP(h, ffn, act)
         self.input_layernorm = torch.nn.LayerNorm(h)
 
     def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
@@ -456,23 +444,6 @@ class GPT2Attention(torch.nn.Module):
         return attn_output, attn_weights
 
 
-class GPT2MLP(torch.nn.Module):
-    """GPT2MLP.forward: c_fc, act (ACT2FN[activation_function]), c_proj, dropout (p = 0: its input)."""
-
-    def __init__(self, h, ffn, act):
-        super().__init__()
-        self.c_fc = torch.nn.Linear(h, ffn)
-        self.c_proj = torch.nn.Linear(ffn, h)
-        self.act = {"gelu_new": blocks.gelu_new, "gelu_fast": blocks.gelu_fast, "relu": F.relu, "gelu": F.gelu,
-                    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[act]
-
-    def forward(self, hidden_states):
-        hidden_states = self.c_fc(hidden_states)
-        hidden_states = self.act(hidden_states)
-        hidden_states = self.c_proj(hidden_states)
-        return hidden_states
-
-
 class GPT2Block(torch.nn.Module):
     """GPT2Block.forward: residual = x; ln_1; `attn_output, _ = self.attn(...)` (the output and the probabilities bound
     to the block's end); R1 = attn_output + residual; ln_2; the MLP; residual + mlp."""
@@ -482,7 +453,7 @@ class GPT2Block(torch.nn.Module):
         self.ln_1 = torch.nn.LayerNorm(h)
         self.attn = GPT2Attention(h, heads)
         self.ln_2 = torch.nn.LayerNorm(h)
-        self.mlp = GPT2MLP(h, ffn, act)
+        self.mlp = TwoLinearMLP(h, ffn, act)
 
     def forward(self, hidden_states, mask, cache):
         residual = hidden_states
