@@ -296,6 +296,15 @@ TEST_CASE("published example launches read without unknown keys and give a verdi
   CHECK(term(phase(sg, "rollout"), "critic", "optimizer states") > 0);
 }
 
+TEST_CASE("an OpenRLHF job with Pythia's GPT-NeoX layers sizes its experience pass (it stopped at a refusal)", "[rlhf]") {
+  // ORZ's launch with EleutherAI/pythia-1b as actor and critic: 2 sequences of 512 + 512 tokens a pass, OpenRLHF's
+  // log-probs (log_softmax of fp32 logits). The pass peaks at the output: token ids 8 x 2048 = 16,384 B beside the bf16
+  // logits, their fp32 copy and its log-softmax, (2 + 4 + 4) x 2048 x 50,304 = 1,030,225,920 B (the layers' moment,
+  // test_forward.cpp's 83,886,080 B layer among about 101 MB, is far below).
+  const nlohmann::json j = job("orz-1.5b-ppo.args", {"pretrain=EleutherAI/pythia-1b", "critic_pretrain=EleutherAI/pythia-1b"});
+  CHECK(term(phase(j, "experience"), "actor", "forward peak (2 sequences, 1024 x 2 tokens)") == 16'384 + 1'030'225'920LL);
+}
+
 TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, with the defaults of their version", "[rlhf]") {
   // OpenRLHF's hybrid-engine example at v0.11.0: data.max_len 2048 caps prompt + response; train.dynamic_batch_enable
   // packs passes of at most train.max_tokens_per_gpu 16,384 tokens. Training: train.batch_size 128 over 8 ranks = 16
