@@ -298,6 +298,17 @@ TEST_CASE("forward only: GPT-2's block, learned positions and train-mode dropout
   // 1-byte CUDA mask join them: + 26,214,400 B.
   f.train_dropout = true;
   CHECK(forward_layer_peak(m, f).count() == 13'107'200 + 2 * 52'428'800 + 26'214'400);
+  // resid_dropout's copy of c_proj's output and its mask (2H + 1,638,400 B beside Y and c_attn's output) set the block
+  // where the MLP is narrow (n_inner 8) under SDPA: 13,107,200 + 6,553,600 + 1,638,400 = 21,299,200 B, where SDPA's
+  // output and its contiguous copy (or c_proj's) hold 19,660,800 B without dropout.
+  transformer_config narrow = m;
+  narrow.ffn = 8;
+  forward_only_config sdpa = f;
+  sdpa.attention = attention_kind::flash;
+  sdpa.train_dropout = false;
+  CHECK(forward_layer_peak(narrow, sdpa).count() == 19'660'800);
+  sdpa.train_dropout = true;
+  CHECK(forward_layer_peak(narrow, sdpa).count() == 21'299'200);
   // A sequence longer than the position table is refused, as in training.
   forward_only_config too_long = f;
   too_long.seq_len = 1025;

@@ -140,11 +140,12 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
 }
 
 /// Whether forward_layer_peak follows model m's own dropout under model.train() (forward_only_config::train_dropout):
-/// GPT-2's and Phi's frames do (Phi's residual dropout never sets its layer's peak); the other layers' only where their
-/// config sets none.
+/// GPT-2's frames do; Phi's residual dropout never sets its layer's peak (forward_partial_rope_layer_peak); the other
+/// layers' only where their config sets none.
 constexpr bool dropout_modelled(const transformer_config& m) {
   const bool none = m.attention_dropout == 0.0 && m.residual_dropout == 0.0;
-  return none || m.positions == position_kind::learned || (m.shared_layer_norm && !m.qkv_per_head);
+  const bool phi_residual = m.shared_layer_norm && !m.qkv_per_head && m.attention_dropout == 0.0;
+  return none || m.positions == position_kind::learned || phi_residual;
 }
 
 namespace detail {
@@ -197,9 +198,6 @@ constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config&
     attention = max_of(attention, checked_sum(base, checked_product(2, cA)));
     attention = max_of(attention, checked_sum(base, cA, checked_product(fp32 ? 4 : 8, A)));
     if (!fp32) attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(4, A)));
-    // Phi's attention_dropout under model.train(): the dropped probabilities beside the kept ones and the mask.
-    if (f.train_dropout && phi && m.attention_dropout > 0.0)
-      attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(dropout_mask_bytes(f, c), A)));
     attention = max_of(attention, checked_sum(base, cA, fold_v, Q));
     attention = max_of(attention, checked_sum(base, cA, transposed));
     attention = max_of(attention, checked_sum(after_rope, cA, Q, H));
@@ -237,8 +235,9 @@ constexpr std::int64_t forward_gpt2_layer_peak(const transformer_config& m, cons
   // attention frame's end; with a cache, DynamicLayer.update's copies of K and V.
   const std::int64_t cache = f.use_cache ? checked_product(2, Q) : 0;
   const std::int64_t base = checked_sum(H, checked_product(3, Q), cache);
-  // resid_dropout under model.train() (on c_proj's output in attention and in the MLP): the output, its dropped copy
-  // and the mask at once. SDPA's own attention dropout runs inside the kernel.
+  // resid_dropout under model.train() on c_proj's output in attention: the output, its dropped copy and the mask at
+  // once. The MLP's (the same three beside R1, Y2 and the attention output) stays H below it, the probabilities held
+  // in both. SDPA's own attention dropout runs inside the kernel.
   const std::int64_t mask = dropout_mask_bytes(f, c);
   const bool resid = f.train_dropout && m.residual_dropout > 0.0;
   const std::int64_t dropped = checked_sum(checked_product(2, H), checked_product(mask, sb, m.hidden));
@@ -276,7 +275,7 @@ constexpr std::int64_t forward_gpt2_layer_peak(const transformer_config& m, cons
   const std::int64_t first_sum = checked_sum(held, checked_product(2, H));
   const std::int64_t held_r1 = checked_sum(held, H);
   const std::int64_t act = m.gelu_fast_ops ? checked_product(5, F) : m.gelu_tensor_ops ? checked_product(4, F) : checked_product(2, F);
-  const std::int64_t mlp = checked_sum(held_r1, H, max_of(max_of(act, checked_sum(F, H)), resid ? dropped : 0));
+  const std::int64_t mlp = checked_sum(held_r1, H, max_of(act, checked_sum(F, H)));
   const std::int64_t end = checked_sum(held_r1, checked_product(3, H));
   return max_of(max_of(max_of(norm, attention), max_of(first_sum, checked_sum(held_r1, norm))), max_of(mlp, end));
 }
