@@ -309,6 +309,16 @@ TEST_CASE("forward only: GPT-2's block, learned positions and train-mode dropout
   CHECK(forward_layer_peak(narrow, sdpa).count() == 19'660'800);
   sdpa.train_dropout = true;
   CHECK(forward_layer_peak(narrow, sdpa).count() == 21'299'200);
+  // Eager at 64 tokens (A = 25 x 64^2 = 102,400 values, cA = 204,800 B; H = Q = 204,800 B): without dropout the
+  // transposed output's copy (or c_proj's) beside Y, c_attn's output and the probabilities, 819,200 + 204,800 +
+  // 409,600 = 1,433,600 B; under model.train() resid_dropout's copy of c_proj's output and its mask (2H + 102,400)
+  // beside the same, 1,536,000 B, above attn_dropout's 819,200 + 2cA + A = 1,331,200 B.
+  forward_only_config short_eager = f;
+  short_eager.seq_len = 64;
+  short_eager.train_dropout = false;
+  CHECK(forward_layer_peak(narrow, short_eager).count() == 1'433'600);
+  short_eager.train_dropout = true;
+  CHECK(forward_layer_peak(narrow, short_eager).count() == 1'536'000);
   // A sequence longer than the position table is refused, as in training.
   forward_only_config too_long = f;
   too_long.seq_len = 1025;
