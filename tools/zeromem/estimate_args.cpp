@@ -71,8 +71,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
               "foreach | fused | forloop (default: PyTorch's for the optimizer: foreach on CUDA, the for-loop for Adafactor; "
               "with --zero-stage, DeepSpeed's: FusedAdam, in place, for adam and adamw)");
   text_option(app, "--allocator", a.allocator,
-              "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); recorded in the report: the allocated peak does "
-              "not depend on it, and reserved memory is not modelled (--reserve-fraction)")
+              "default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): expandable segments split every block to "
+              "512 B, so the allocated peak holds no allocator_blocks; reserved memory is not modelled (--reserve-fraction)")
       ->capture_default_str();
   app.add_flag("--forward-only", a.forward_only,
                "one forward without autograd (RLHF reference/reward model, log-prob pass): weights + one layer's live tensors + the output");

@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "zeromem/training/activations.hpp"
+#include "zeromem/training/allocator_blocks.hpp"
 #include "zeromem/inference/forward.hpp"
 #include "zeromem/core/dtype.hpp"
 #include "zeromem/core/error.hpp"
@@ -127,6 +128,7 @@ struct alignas(64) step_terms {
   bytes kv_cache;         // a training forward's KV cache: K and V copies beyond what attention keeps (forward only)
   bytes blas_workspaces{};  // cuBLAS workspaces held by the process (step_config::blas_workspaces), in every phase
   bytes autocast_cache{};   // forward under autocast and full recompute: autocast's 16-bit casts of every layer's weights
+  bytes allocator_blocks{};  // the caching allocator's blocks above the per-parameter tensors (parameter_block_excess)
 
   template <class F>
   constexpr void for_each(F&& f) const {
@@ -143,10 +145,11 @@ struct alignas(64) step_terms {
     f("dequantized_weight", dequantized);
     f("kv_cache", kv_cache);
     f("autocast_cache", autocast_cache);
+    f("allocator_blocks", allocator_blocks);
   }
   ZEROMEM_ALWAYS_INLINE constexpr bytes total() const {
     return resting + gradients + activations + recomputed + flowing + loss + gathered + communication + optimizer_temporaries +
-           dequantized + kv_cache + blas_workspaces + autocast_cache;
+           dequantized + kv_cache + blas_workspaces + autocast_cache + allocator_blocks;
   }
   /// The largest term above the resting states: what sets this phase's peak.
   constexpr std::string_view largest() const {
@@ -154,7 +157,7 @@ struct alignas(64) step_terms {
     bytes best{};
     for_each([&](const char* n, bytes b) {
       const std::string_view term(n);
-      if (b >= best && b.count() > 0 && term != "resting_states" && term != "blas_workspaces") {  // a tie goes to the later, transient term
+      if (b >= best && b.count() > 0 && term != "resting_states" && term != "blas_workspaces" && term != "allocator_blocks") {  // a tie goes to the later, transient term
         best = b;
         name = n;
       }
@@ -1129,23 +1132,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
   };
 
-  // The result is built in place: each phase's terms straight into it. The workspaces are in every phase alike, so
-  // they are added once the phases are compared.
-  const bytes forward_total = forward().total(), optimizer_total = optimizer_step().total();
-  bytes peak = forward_total;
-  step_phase peak_phase = step_phase::forward;
-  if (backward_total > peak) {
-    peak = backward_total;
-    peak_phase = step_phase::backward;
-  }
-  if (optimizer_total > peak) {
-    peak = optimizer_total;
-    peak_phase = step_phase::optimizer_step;
-  }
-  peak += s.blas_workspaces;
-  bytes reserved = peak;
-  if (s.reserve_fraction > 0.0)
-    reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(peak.count()) * s.reserve_fraction));
+  // The result is built in place: each phase's terms straight into it.
   step_estimate out{forward(),
                     highest == moment_kind::loss           ? loss_moment()
                     : highest == moment_kind::head         ? head_moment()
@@ -1157,11 +1144,44 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::vision_end   ? vision_moment(true)
                                                            : layer_moment(layer_at(highest_layer), highest_part, highest_layer == 0),
                     optimizer_step(),
-                    peak,
-                    peak_phase,
-                    reserved,
+                    bytes{},
+                    step_phase::forward,
+                    bytes{},
                     s.cuda_context};
   out.forward.blas_workspaces = out.backward.blas_workspaces = out.optimizer_step.blas_workspaces = s.blas_workspaces;
+  // The caching allocator's blocks above the weights, torch.optim's states and the gradients, one tensor per
+  // parameter each (parameter_block_excess; the states and gradients laid out as the weights are built). A moment of
+  // the backward holds its gradients' share.
+  if (a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy && !t.adapt.lora_enabled() &&
+      t.adapt.quantize == quantization::none && a.tp == 1 && p.pp == 1) {
+    const bool expandable = s.allocator == allocator_mode::expandable;
+    const bytes weights_excess = parameter_block_excess(m, r.weights, expandable);
+    const bool every_parameter_trains = t.frozen.count() == 0 && !t.adapt.paged_optimizer;
+    const optimizer_traits& ot = traits_of(t.optimizer.kind);
+    const int states = !every_parameter_trains ? 0
+                       : ot.moments >= 0       ? ot.moments + extra_states(t.optimizer)
+                                               : (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_momentum ? 1 : 0);
+    const bytes resting_excess = weights_excess + (states > 0 ? parameter_block_excess(m, r.optimizer_dtype(), expandable) * states : bytes{});
+    const bytes grads_excess = every_parameter_trains && grads_all.count() > 0
+                                   ? (r.gradients == r.weights ? weights_excess : parameter_block_excess(m, r.gradients, expandable))
+                                   : bytes{};
+    const double held = grads_all.count() > 0 ? std::min(1.0, static_cast<double>(out.backward.gradients.count()) / static_cast<double>(grads_all.count())) : 0.0;
+    out.forward.allocator_blocks = resting_excess + (accumulating ? grads_excess : bytes{});
+    out.backward.allocator_blocks = resting_excess + bytes_of(static_cast<std::int64_t>(held * static_cast<double>(grads_excess.count()) + 0.5));
+    out.optimizer_step.allocator_blocks = resting_excess + grads_excess;
+  }
+  out.peak = out.forward.total();
+  if (const bytes b = out.backward.total(); b > out.peak) {
+    out.peak = b;
+    out.peak_phase = step_phase::backward;
+  }
+  if (const bytes st = out.optimizer_step.total(); st > out.peak) {
+    out.peak = st;
+    out.peak_phase = step_phase::optimizer_step;
+  }
+  out.reserved = out.peak;
+  if (s.reserve_fraction > 0.0)
+    out.reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
   return out;
 }
 

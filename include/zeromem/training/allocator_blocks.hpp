@@ -1,0 +1,119 @@
+// The CUDA caching allocator's blocks above a model's parameter-shaped tensors: one tensor per parameter, requested
+// in transformers' construction order, as the weights are when a model is built on the GPU. A block can hold up to
+// 1 MiB more than its tensor (caching_allocator::no_free_replay), and torch.cuda.memory_allocated() counts it whole.
+#pragma once
+
+#include <cstdint>
+
+#include "zeromem/core/caching_allocator.hpp"
+#include "zeromem/core/dtype.hpp"
+#include "zeromem/core/error.hpp"
+#include "zeromem/core/units.hpp"
+#include "zeromem/model/model.hpp"
+
+namespace zeromem {
+
+namespace detail {
+/// One module's parameters as requests: its weight, then its bias (nn.Linear.__init__), `count` of them.
+struct parameter_request {
+  std::int64_t weight, bias, count;
+};
+
+/// The language model's modules in three runs: before the decoder layers (the embedding, learned positions, OPT's
+/// project_in), one decoder layer, and after them (the final norm, lm_head). The vision tower is left out.
+struct construction_order {
+  static constexpr int capacity = 24;
+  parameter_request before[4]{}, layer[capacity]{}, after[4]{};
+  int n_before = 0, n_layer = 0, n_after = 0;
+};
+
+constexpr construction_order construction_order_of(const transformer_config& m) {
+  construction_order o;
+  for_each_module(m, [&o](const module_shape& s) {
+    const parameter_request r{s.weight_elements(), s.bias, s.count};
+    if (s.group == module_group::vision) return;
+    if (s.in_every_layer()) {
+      if (o.n_layer == construction_order::capacity) fail("a decoder layer with more than 24 kinds of module is not walked; report the model");
+      o.layer[o.n_layer++] = r;
+    } else if (s.group == module_group::final_norm || s.group == module_group::lm_head) {
+      o.after[o.n_after++] = r;
+    } else {
+      o.before[o.n_before++] = r;
+    }
+  });
+  return o;
+}
+
+/// Each request of a run, in bytes: modules with count > 1 (transformers 4's experts) are built one whole expert
+/// after another, so a run of them with the same count is walked expert by expert.
+template <class F>
+constexpr void for_each_request(const parameter_request* run, int n, std::int64_t element_bytes, F&& f) {
+  for (int i = 0; i < n;) {
+    int end = i + 1;
+    while (end < n && run[i].count > 1 && run[end].count == run[i].count) ++end;
+    for (std::int64_t c = 0; c < run[i].count; ++c)
+      for (int k = i; k < end; ++k) {
+        f(checked_mul(run[k].weight, element_bytes, "a parameter's bytes"));
+        if (run[k].bias > 0) f(checked_mul(run[k].bias, element_bytes, "a parameter's bytes"));
+      }
+    i = end;
+  }
+}
+
+/// The smallest large-pool request of a run (INT64_MAX without one): free blocks below it serve none of them.
+constexpr std::int64_t smallest_large_request(const parameter_request* run, int n, std::int64_t element_bytes) {
+  std::int64_t smallest = INT64_MAX;
+  for_each_request(run, n, element_bytes, [&](std::int64_t b) {
+    const std::int64_t size = caching_allocator::round_size(b);
+    if (size > caching_allocator::small_size && size < smallest) smallest = size;
+  });
+  return smallest;
+}
+}  // namespace detail
+
+/// Bytes the caching allocator's blocks hold above one parameter-shaped tensor per parameter of the language model,
+/// requested in construction order into a fresh allocator (c10/cuda/CUDACachingAllocator.cpp; order:
+/// for_each_module's, one decoder layer after another). Decoder layers repeat: once the allocator's free blocks at a
+/// layer's start repeat an earlier layer's, the layers between repeat too, and the rest is counted without replaying.
+constexpr bytes parameter_block_excess(const transformer_config& m, dtype d, bool expandable_segments = false) {
+  using detail::checked_add, detail::checked_mul;
+  const detail::construction_order o = detail::construction_order_of(m);
+  const std::int64_t e = size_of(d).bits() / 8;
+  caching_allocator::no_free_replay replay(expandable_segments);
+  std::int64_t excess = 0;
+  const auto serve = [&](std::int64_t b) { excess = checked_add(excess, replay.allocate(b) - b, "the allocator's blocks"); };
+  const std::int64_t after_min = detail::smallest_large_request(o.after, o.n_after, e);
+  const std::int64_t layer_min = detail::smallest_large_request(o.layer, o.n_layer, e);
+  detail::for_each_request(o.before, o.n_before, e, serve);
+  const std::int64_t L = m.layers;
+  if (L > 0) replay.set_dead_below(layer_min < after_min ? layer_min : after_min);
+  constexpr int remembered = 16;
+  caching_allocator::no_free_replay starts[remembered]{};
+  std::int64_t layer_excess[remembered]{};
+  for (std::int64_t i = 0; i < L; ++i) {
+    if (i < remembered) {
+      for (std::int64_t j = 0; j < i; ++j) {
+        if (!starts[j].same_free_blocks(replay)) continue;
+        // Layers j .. i-1 repeat from here to the last layer.
+        const std::int64_t period = i - j, left = L - i;
+        std::int64_t cycle = 0, part = 0;
+        for (std::int64_t k = j; k < i; ++k) cycle += layer_excess[k];
+        for (std::int64_t k = j; k < j + left % period; ++k) part += layer_excess[k];
+        excess = checked_add(excess, checked_add(checked_mul(left / period, cycle, "the allocator's blocks"), part));
+        replay = starts[j + left % period];
+        i = L;
+        break;
+      }
+      if (i == L) break;
+      starts[i] = replay;
+    }
+    const std::int64_t before = excess;
+    detail::for_each_request(o.layer, o.n_layer, e, serve);
+    if (i < remembered) layer_excess[i] = excess - before;
+  }
+  replay.set_dead_below(after_min);
+  detail::for_each_request(o.after, o.n_after, e, serve);
+  return bytes_of(excess);
+}
+
+}  // namespace zeromem
