@@ -126,6 +126,19 @@ void BM_StepEstimateTransformers(benchmark::State& state) {
 }
 BENCHMARK(BM_StepEstimateTransformers);
 
+// The same in pure bf16 (torch.optim's states in bf16, one tensor per parameter): the step also replays the caching
+// allocator over the parameters for the blocks above them (allocator_blocks), once for the weights, states and
+// gradients alike.
+void BM_StepEstimateTransformersBf16(benchmark::State& state) {
+  activation_config a = job_activations(4096);
+  a.impl = implementation::hf;
+  a.recomputation = recompute::full;
+  training_states t{};
+  t.recipe = recipe_of(precision::bf16);
+  time_step(state, t, a);
+}
+BENCHMARK(BM_StepEstimateTransformersBf16);
+
 void BM_TrainingEstimateRaw(benchmark::State& state) {
   raw_inputs in{};
   for (auto _ : state) {

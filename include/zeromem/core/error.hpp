@@ -22,9 +22,11 @@ inline constexpr bool always_false = false;
 #if defined(__GNUC__) || defined(__clang__)
 #define ZEROMEM_COLD __attribute__((cold))
 #define ZEROMEM_RARELY(x) __builtin_expect(!!(x), 0)
+#define ZEROMEM_NOINLINE __attribute__((noinline))
 #else
 #define ZEROMEM_COLD
 #define ZEROMEM_RARELY(x) (x)
+#define ZEROMEM_NOINLINE
 #endif
 
 [[noreturn]] ZEROMEM_COLD inline void fail(const std::string& message) { throw std::invalid_argument("zeromem: " + message); }

@@ -247,6 +247,44 @@ ZEROMEM_ALWAYS_INLINE constexpr std::int64_t fsdp2_expert_padding(const transfor
 }
 }  // namespace detail
 
+namespace detail {
+/// The caching allocator's blocks above the weights, torch.optim's states and the gradients, one tensor per parameter
+/// each (parameter_block_excess; the states and gradients laid out as the weights are built): in every phase the
+/// weights' and states', the gradients' where they are alive, a backward moment's share of them. The peak, its phase
+/// and the reserved bytes are compared again. Out of line: ZeRO's, FSDP2's and mixed-precision steps never run it.
+ZEROMEM_NOINLINE constexpr void add_allocator_blocks(step_estimate& out, const transformer_config& m, const training_states& t,
+                                                     const precision_recipe& r, bool expandable, bytes grads_all, bool accumulating) {
+  const bytes weights_excess = parameter_block_excess(m, r.weights, expandable);
+  const bool every_parameter_trains = t.frozen.count() == 0 && !t.adapt.paged_optimizer;
+  const optimizer_traits& ot = traits_of(t.optimizer.kind);
+  const int states = !every_parameter_trains ? 0
+                     : ot.moments >= 0       ? ot.moments + extra_states(t.optimizer)
+                                             : (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_momentum ? 1 : 0);
+  const dtype state = r.optimizer_dtype();
+  const bytes state_excess = states == 0 ? bytes{} : state == r.weights ? weights_excess : parameter_block_excess(m, state, expandable);
+  const bytes resting_excess = weights_excess + state_excess * states;
+  const bytes grads_excess = !every_parameter_trains || grads_all.count() == 0 ? bytes{}
+                             : r.gradients == r.weights                         ? weights_excess
+                                                                                 : parameter_block_excess(m, r.gradients, expandable);
+  const double held =
+      grads_all.count() > 0 ? std::min(1.0, static_cast<double>(out.backward.gradients.count()) / static_cast<double>(grads_all.count())) : 0.0;
+  out.forward.allocator_blocks = resting_excess + (accumulating ? grads_excess : bytes{});
+  out.backward.allocator_blocks = resting_excess + bytes_of(static_cast<std::int64_t>(held * static_cast<double>(grads_excess.count()) + 0.5));
+  out.optimizer_step.allocator_blocks = resting_excess + grads_excess;
+  out.peak = out.forward.total();
+  out.peak_phase = step_phase::forward;
+  if (const bytes b = out.backward.total(); b > out.peak) {
+    out.peak = b;
+    out.peak_phase = step_phase::backward;
+  }
+  if (const bytes st = out.optimizer_step.total(); st > out.peak) {
+    out.peak = st;
+    out.peak_phase = step_phase::optimizer_step;
+  }
+  out.reserved = out.peak;
+}
+}  // namespace detail
+
 /// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
 constexpr step_estimate estimate_step(const transformer_config& m, const training_states& t_in, const activation_config& a,
                                       const step_config& s, const pipeline_config& p = {}, const runtime_overheads& o = {}) {
@@ -1132,7 +1170,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
   };
 
-  // The result is built in place: each phase's terms straight into it.
+  // The result is built in place: each phase's terms straight into it. The workspaces are in every phase alike, so
+  // they are added once the phases are compared.
+  const bytes forward_total = forward().total(), optimizer_total = optimizer_step().total();
+  bytes peak = forward_total;
+  step_phase peak_phase = step_phase::forward;
+  if (backward_total > peak) {
+    peak = backward_total;
+    peak_phase = step_phase::backward;
+  }
+  if (optimizer_total > peak) {
+    peak = optimizer_total;
+    peak_phase = step_phase::optimizer_step;
+  }
+  peak += s.blas_workspaces;
   step_estimate out{forward(),
                     highest == moment_kind::loss           ? loss_moment()
                     : highest == moment_kind::head         ? head_moment()
@@ -1144,42 +1195,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::vision_end   ? vision_moment(true)
                                                            : layer_moment(layer_at(highest_layer), highest_part, highest_layer == 0),
                     optimizer_step(),
-                    bytes{},
-                    step_phase::forward,
-                    bytes{},
+                    peak,
+                    peak_phase,
+                    peak,
                     s.cuda_context};
   out.forward.blas_workspaces = out.backward.blas_workspaces = out.optimizer_step.blas_workspaces = s.blas_workspaces;
-  // The caching allocator's blocks above the weights, torch.optim's states and the gradients, one tensor per
-  // parameter each (parameter_block_excess; the states and gradients laid out as the weights are built). A moment of
-  // the backward holds its gradients' share.
+  // One tensor per parameter on CUDA: the caching allocator's blocks above them (detail::add_allocator_blocks).
   if (a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy && !t.adapt.lora_enabled() &&
-      t.adapt.quantize == quantization::none && a.tp == 1 && p.pp == 1) {
-    const bool expandable = s.allocator == allocator_mode::expandable;
-    const bytes weights_excess = parameter_block_excess(m, r.weights, expandable);
-    const bool every_parameter_trains = t.frozen.count() == 0 && !t.adapt.paged_optimizer;
-    const optimizer_traits& ot = traits_of(t.optimizer.kind);
-    const int states = !every_parameter_trains ? 0
-                       : ot.moments >= 0       ? ot.moments + extra_states(t.optimizer)
-                                               : (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_momentum ? 1 : 0);
-    const bytes resting_excess = weights_excess + (states > 0 ? parameter_block_excess(m, r.optimizer_dtype(), expandable) * states : bytes{});
-    const bytes grads_excess = every_parameter_trains && grads_all.count() > 0
-                                   ? (r.gradients == r.weights ? weights_excess : parameter_block_excess(m, r.gradients, expandable))
-                                   : bytes{};
-    const double held = grads_all.count() > 0 ? std::min(1.0, static_cast<double>(out.backward.gradients.count()) / static_cast<double>(grads_all.count())) : 0.0;
-    out.forward.allocator_blocks = resting_excess + (accumulating ? grads_excess : bytes{});
-    out.backward.allocator_blocks = resting_excess + bytes_of(static_cast<std::int64_t>(held * static_cast<double>(grads_excess.count()) + 0.5));
-    out.optimizer_step.allocator_blocks = resting_excess + grads_excess;
-  }
-  out.peak = out.forward.total();
-  if (const bytes b = out.backward.total(); b > out.peak) {
-    out.peak = b;
-    out.peak_phase = step_phase::backward;
-  }
-  if (const bytes st = out.optimizer_step.total(); st > out.peak) {
-    out.peak = st;
-    out.peak_phase = step_phase::optimizer_step;
-  }
-  out.reserved = out.peak;
+      t.adapt.quantize == quantization::none && a.tp == 1 && p.pp == 1)
+    detail::add_allocator_blocks(out, m, t, r, s.allocator == allocator_mode::expandable, grads_all, accumulating);
   if (s.reserve_fraction > 0.0)
     out.reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
   return out;

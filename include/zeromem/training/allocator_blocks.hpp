@@ -74,7 +74,8 @@ constexpr std::int64_t smallest_large_request(const parameter_request* run, int 
 /// Bytes the caching allocator's blocks hold above one parameter-shaped tensor per parameter of the language model,
 /// requested in construction order into a fresh allocator (c10/cuda/CUDACachingAllocator.cpp; order:
 /// for_each_module's, one decoder layer after another). Decoder layers repeat: once the allocator's free blocks at a
-/// layer's start repeat an earlier layer's, the layers between repeat too, and the rest is counted without replaying.
+/// layer's start repeat an earlier layer's, the layers between repeat too, and whole repeats are counted without
+/// replaying them.
 constexpr bytes parameter_block_excess(const transformer_config& m, dtype d, bool expandable_segments = false) {
   using detail::checked_add, detail::checked_mul;
   const detail::construction_order o = detail::construction_order_of(m);
@@ -87,29 +88,26 @@ constexpr bytes parameter_block_excess(const transformer_config& m, dtype d, boo
   detail::for_each_request(o.before, o.n_before, e, serve);
   const std::int64_t L = m.layers;
   if (L > 0) replay.set_dead_below(layer_min < after_min ? layer_min : after_min);
-  constexpr int remembered = 16;
-  caching_allocator::no_free_replay starts[remembered]{};
-  std::int64_t layer_excess[remembered]{};
+  // Brent's cycle finding: the free blocks at a layer's start are compared with those saved at layer 2^k's; once
+  // they match, the layers since repeat to the end and whole repeats are counted without replaying them.
+  caching_allocator::no_free_replay saved = replay;
+  std::int64_t saved_at = 0, saved_excess = excess, power = 1;
+  bool repeating = false;
   for (std::int64_t i = 0; i < L; ++i) {
-    if (i < remembered) {
-      for (std::int64_t j = 0; j < i; ++j) {
-        if (!starts[j].same_free_blocks(replay)) continue;
-        // Layers j .. i-1 repeat from here to the last layer.
-        const std::int64_t period = i - j, left = L - i;
-        std::int64_t cycle = 0, part = 0;
-        for (std::int64_t k = j; k < i; ++k) cycle += layer_excess[k];
-        for (std::int64_t k = j; k < j + left % period; ++k) part += layer_excess[k];
-        excess = checked_add(excess, checked_add(checked_mul(left / period, cycle, "the allocator's blocks"), part));
-        replay = starts[j + left % period];
-        i = L;
-        break;
-      }
+    if (!repeating && i > saved_at && replay.same_free_blocks(saved)) {
+      const std::int64_t period = i - saved_at, repeats = (L - i) / period;
+      excess = checked_add(excess, checked_mul(repeats, excess - saved_excess, "the allocator's blocks"));
+      i += repeats * period;
+      repeating = true;
       if (i == L) break;
-      starts[i] = replay;
     }
-    const std::int64_t before = excess;
+    if (!repeating && i - saved_at == power) {
+      saved = replay;
+      saved_at = i;
+      saved_excess = excess;
+      power *= 2;
+    }
     detail::for_each_request(o.layer, o.n_layer, e, serve);
-    if (i < remembered) layer_excess[i] = excess - before;
   }
   replay.set_dead_below(after_min);
   detail::for_each_request(o.after, o.n_after, e, serve);
