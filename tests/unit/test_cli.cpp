@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iterator>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -996,4 +997,27 @@ TEST_CASE("estimate --explain suggests ZeRO where every data-parallel rank holds
     REQUIRE(o.code == 0);
     CHECK(o.out.find("--zero-stage") == std::string::npos);
   }
+}
+
+TEST_CASE("estimate --explain suggests expandable segments where the allocator's blocks are what does not fit", "[cli][explain]") {
+  // Mistral's layers cut to 8 (test_allocator.cpp): in pure bf16 with AdamW the caching allocator's blocks hold 24 MiB
+  // above each of the weights, exp_avg, exp_avg_sq and the gradients, 96 MiB = 100,663,296 B at the optimizer step,
+  // which expandable segments do not (they split every block to the request).
+  const std::filesystem::path config = std::filesystem::temp_directory_path() / "zeromem-cli-mistral-cut.json";
+  std::ofstream(config) << R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 10880, "num_hidden_layers": 8,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 8192, "tie_word_embeddings": false})";
+  const std::vector<std::string> job{"estimate", "--hf-config", config.string(), "--seq-len", "128", "--precision", "bf16"};
+  const nlohmann::json caching = run_json(plus(job, {"--json"}));
+  const nlohmann::json expandable = run_json(plus(job, {"--allocator", "expandable", "--json"}));
+  CHECK(caching["per_gpu"]["peak_phase"] == "optimizer_step");
+  CHECK(caching["phases"]["optimizer_step"]["terms"]["allocator_blocks_bytes"] == 100'663'296);
+  CHECK(caching["per_gpu"]["peak_bytes"].get<long long>() - expandable["per_gpu"]["peak_bytes"].get<long long>() == 100'663'296);
+  // On a card 50 MB short of the default allocator's peak, expandable segments are the change that fits.
+  const long long card = caching["per_gpu"]["device_used_bytes"].get<long long>() - 50'000'000;
+  const std::vector<std::string> on_card = plus(job, {"--gpu-memory", std::to_string(card) + "B"});
+  const result r = run(plus(on_card, {"--explain"}));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
+  check_explained_fit(r.out, "smallest change that fits: --allocator expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) -> ",
+                      run_json(plus(on_card, {"--allocator", "expandable", "--json"})));
 }

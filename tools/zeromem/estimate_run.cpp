@@ -36,6 +36,10 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   };
   std::vector<change> changes;
   const auto with = [&](std::string what, std::function<void(estimate_args&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
+  // Expandable segments split every block to the request: the blocks the caching allocator holds above the weights,
+  // states and gradients (allocator_blocks) go, and no code changes.
+  if (in.job.step.allocator == allocator_mode::caching && e.phase(e.peak_phase).allocator_blocks.count() > 0)
+    with("--allocator expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)", [](estimate_args& c) { c.allocator = "expandable"; });
   // The update's temporaries: a fused kernel has none; without one (Adafactor, RMSprop, Adagrad) the for-loop has one
   // parameter's worth at a time.
   if (in.job.step.optimizer == optimizer_impl::foreach_kernels && traits_of(in.job.states.optimizer.kind).cuda_fused)
