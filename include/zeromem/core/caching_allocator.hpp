@@ -18,14 +18,14 @@ inline constexpr std::int64_t round_large = 2 << 20;         // kRoundLarge: lar
 /// round_size: at least kMinBlockSize, else up to a multiple of it.
 constexpr std::int64_t round_size(std::int64_t n) {
   if (n < 0) detail::fail("an allocation's size cannot be negative; pass the tensor's bytes");
-  return n < min_block_size ? min_block_size : (n + min_block_size - 1) / min_block_size * min_block_size;
+  return n < min_block_size ? min_block_size : (n + min_block_size - 1) & ~(min_block_size - 1);  // a power of two
 }
 
 /// get_allocation_size: the segment cudaMalloc'd for a rounded request no cached block can serve.
 constexpr std::int64_t segment_size(std::int64_t rounded) {
   if (rounded <= small_size) return small_buffer;
   if (rounded < min_large_alloc) return large_buffer;
-  return (rounded + round_large - 1) / round_large * round_large;
+  return (rounded + round_large - 1) & ~(round_large - 1);  // a power of two
 }
 
 /// Requests without frees, in order, served as the allocator serves them: best fit among the cached free blocks

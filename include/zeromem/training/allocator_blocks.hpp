@@ -22,7 +22,7 @@ struct parameter_request {
 /// The language model's modules in three runs: before the decoder layers (the embedding, learned positions, OPT's
 /// project_in), one decoder layer, and after them (the final norm, lm_head). The vision tower is left out.
 struct construction_order {
-  static constexpr int capacity = 24;
+  static constexpr int capacity = 16;
   parameter_request before[4]{}, layer[capacity]{}, after[4]{};
   int n_before = 0, n_layer = 0, n_after = 0;
 };
@@ -33,7 +33,7 @@ constexpr construction_order construction_order_of(const transformer_config& m) 
     const parameter_request r{s.weight_elements(), s.bias, s.count};
     if (s.group == module_group::vision) return;
     if (s.in_every_layer()) {
-      if (o.n_layer == construction_order::capacity) fail("a decoder layer with more than 24 kinds of module is not walked; report the model");
+      if (o.n_layer == construction_order::capacity) fail("a decoder layer with more than 16 kinds of module is not walked; report the model");
       o.layer[o.n_layer++] = r;
     } else if (s.group == module_group::final_norm || s.group == module_group::lm_head) {
       o.after[o.n_after++] = r;
@@ -49,14 +49,20 @@ constexpr construction_order construction_order_of(const transformer_config& m) 
 template <class F>
 constexpr void for_each_request(const parameter_request* run, int n, std::int64_t element_bytes, F&& f) {
   for (int i = 0; i < n;) {
-    int end = i + 1;
-    while (end < n && run[i].count > 1 && run[end].count == run[i].count) ++end;
-    for (std::int64_t c = 0; c < run[i].count; ++c)
-      for (int k = i; k < end; ++k) {
-        f(checked_mul(run[k].weight, element_bytes, "a parameter's bytes"));
-        if (run[k].bias > 0) f(checked_mul(run[k].bias, element_bytes, "a parameter's bytes"));
-      }
-    i = end;
+    if (ZEROMEM_RARELY(run[i].count > 1)) {
+      int end = i + 1;
+      while (end < n && run[end].count == run[i].count) ++end;
+      for (std::int64_t c = 0; c < run[i].count; ++c)
+        for (int k = i; k < end; ++k) {
+          f(checked_mul(run[k].weight, element_bytes, "a parameter's bytes"));
+          if (run[k].bias > 0) f(checked_mul(run[k].bias, element_bytes, "a parameter's bytes"));
+        }
+      i = end;
+      continue;
+    }
+    f(checked_mul(run[i].weight, element_bytes, "a parameter's bytes"));
+    if (run[i].bias > 0) f(checked_mul(run[i].bias, element_bytes, "a parameter's bytes"));
+    ++i;
   }
 }
 
