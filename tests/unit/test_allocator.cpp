@@ -189,3 +189,18 @@ TEST_CASE("caching allocator: the step holds the blocks of its weights, states a
   zero3.dp = 8;
   CHECK(estimate_step(m, zero3, a, step_config{}).forward.allocator_blocks.count() == 0);
 }
+
+TEST_CASE("caching allocator: transformers 4's experts, four 1.125 MiB linears each, fill a layer's segments", "[allocator]") {
+  // One layer of h 1024 (q, k, v, o: 2 MiB each in bf16) and 4 experts of expert_ffn 576 (gate, up, down: 1.125 MiB
+  // each, nn.Linear per expert), a vocabulary of 512 (a 1 MiB tied table: the small pool). Layer 0: a 20 MiB segment
+  // gives q, k, v and o 8 MiB; 9 expert linears leave 1.875 MiB, the 10th takes it whole (0.75 MiB above it); the
+  // 11th and 12th open a segment (17.75 MiB left). Layer 1: the attention leaves 9.75 MiB, 7 linears leave 1.875 MiB,
+  // the 8th takes it whole (0.75 MiB again), the rest split a new segment. 0.75 MiB a layer.
+  transformer_config m = parse_hf_config(R"({"model_type": "mixtral", "hidden_size": 1024, "intermediate_size": 576,
+    "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 512, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "tie_word_embeddings": true, "max_position_embeddings": 4096})");
+  m.moe.stacked = false;
+  CHECK(parameter_block_excess(m, dtype::bf16).count() == 3 * MiB / 4);
+  m.layers = 2;
+  CHECK(parameter_block_excess(m, dtype::bf16).count() == 3 * MiB / 2);
+}

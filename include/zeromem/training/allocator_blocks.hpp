@@ -44,26 +44,16 @@ constexpr construction_order construction_order_of(const transformer_config& m) 
   return o;
 }
 
-/// Each request of a run, in bytes: modules with count > 1 (transformers 4's experts) are built one whole expert
-/// after another, so a run of them with the same count is walked expert by expert.
+/// Each request of a run, in bytes, `count` times a module. transformers 4's experts are built expert by expert, but
+/// each of their linears holds expert_ffn x hidden elements: walked module by module, the large pool sees the same
+/// sizes in the same order (their biases, far under 1 MiB, take small-pool blocks of their own rounded size).
 template <class F>
 constexpr void for_each_request(const parameter_request* run, int n, std::int64_t element_bytes, F&& f) {
-  for (int i = 0; i < n;) {
-    if (ZEROMEM_RARELY(run[i].count > 1)) {
-      int end = i + 1;
-      while (end < n && run[end].count == run[i].count) ++end;
-      for (std::int64_t c = 0; c < run[i].count; ++c)
-        for (int k = i; k < end; ++k) {
-          f(checked_mul(run[k].weight, element_bytes, "a parameter's bytes"));
-          if (run[k].bias > 0) f(checked_mul(run[k].bias, element_bytes, "a parameter's bytes"));
-        }
-      i = end;
-      continue;
+  for (int i = 0; i < n; ++i)
+    for (std::int64_t c = 0; c < run[i].count; ++c) {
+      f(checked_mul(run[i].weight, element_bytes, "a parameter's bytes"));
+      if (run[i].bias > 0) f(checked_mul(run[i].bias, element_bytes, "a parameter's bytes"));
     }
-    f(checked_mul(run[i].weight, element_bytes, "a parameter's bytes"));
-    if (run[i].bias > 0) f(checked_mul(run[i].bias, element_bytes, "a parameter's bytes"));
-    ++i;
-  }
 }
 
 /// The smallest large-pool request of a run (INT64_MAX without one): free blocks below it serve none of them.
