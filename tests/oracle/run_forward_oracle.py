@@ -76,8 +76,11 @@ def main():
             d = cfg["hidden"] // heads
             cfg.update(phi=True, qk_norm=False, gemma=False, sandwich=False, act=rng.choice(["gelu_new", "gelu_new", "gelu"]),
                        rotary_dims=2 * rng.randint(1, d // 2))
-        elif plain and not cfg.get("fused") and rng.random() < 0.25:  # StarCoder2: LayerNorms, biases, a GELU MLP
-            cfg["starcoder2"] = rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new"])
+        elif rng.random() < 0.25:  # StarCoder2: Llama's frames with LayerNorms, biases and a GELU MLP
+            cfg = {k: cfg[k] for k in ("hidden", "heads", "kv_heads", "seq_len", "micro_batch", "layers", "vocab", "ffn", "use_cache", "seed",
+                                       "output", "softcap", "final_softcap")}
+            cfg.update(qk_norm=False, gemma=False, sandwich=False, softcap=0.0, final_softcap=0.0,
+                       starcoder2=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new"]))
         cfg["fp32"] = rng.random() < 0.2  # an fp32 model: no upcast copies (Tensor.to returns self)
         measured = forward.measure_forward_model(cfg, forward.torch.float32 if cfg["fp32"] else forward.torch.bfloat16)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
