@@ -4,7 +4,8 @@
 # then the drawn random steps under the default allocator to a deadline, what is alive at the peaks of the (at most
 # eight) furthest from their prediction by more than 3% (step_anatomy.py), and the draws again under expandable
 # segments (EXPANDABLE_S 0: not); with ALLOC_EVENTS="NAME ...", those cases' whole allocator event streams last
-# (allocator_events.py: what a replay of the caching allocator must reproduce before reserved memory is modelled).
+# (allocator_events.py: what a replay of the caching allocator must reproduce before reserved memory is modelled),
+# replayed at once (replay_allocator.py).
 # usage: OUT=DIR [ALLOC_EVENTS="NAME ..."] sh run_session.sh CASES.json DEFAULT_S EXPANDABLE_S "GROUP1 CASES" ...
 set -u
 here=$(dirname "$0"); cases=$1; default_s=$2; expandable_s=$3; shift 3
@@ -22,5 +23,6 @@ misses=$(python3 "$here/random_steps.py" misses "$cases" "$OUT/random_default.js
 [ -n "$misses" ] && timeout 150 python3 "$here/step_anatomy.py" "$cases" "$OUT/anatomy.json" $misses > "$OUT/anatomy.log" 2>&1
 [ "$expandable_s" -gt 0 ] && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout $((expandable_s + 90)) python3 "$here/random_steps.py" measure "$cases" \
   "$OUT/random_expandable.json" --deadline "$expandable_s" > "$OUT/random_expandable.log" 2>&1
-[ -n "${ALLOC_EVENTS:-}" ] && timeout 240 python3 "$here/allocator_events.py" "$cases" $ALLOC_EVENTS > "$OUT/allocator_events.log" 2>&1
+[ -n "${ALLOC_EVENTS:-}" ] && timeout 240 python3 "$here/allocator_events.py" "$cases" $ALLOC_EVENTS > "$OUT/allocator_events.log" 2>&1 &&
+  python3 "$here/replay_allocator.py" "$OUT/allocator_events.json.gz" > "$OUT/replay_allocator.log" 2>&1
 echo done
