@@ -204,3 +204,20 @@ TEST_CASE("caching allocator: transformers 4's experts, four 1.125 MiB linears e
   m.layers = 2;
   CHECK(parameter_block_excess(m, dtype::bf16).count() == 3 * MiB / 2);
 }
+
+TEST_CASE("caching allocator: Qwen2.5-7B's weights hold 43 MiB of blocks above their tensors", "[allocator]") {
+  // bf16, in construction order. embed_tokens 152064 x 3584 = 1039.5 MiB: a 1040 MiB segment, 0.5 MiB left, whole.
+  // Each of 28 layers: q_proj and o_proj 24.5 MiB (26 MiB segments, 1.5 MiB left: split); k_proj and v_proj 3.5 MiB
+  // carved from 20 MiB segments (16.5, 13, 9.5, 6, 2.5 MiB left: always split, the 2.5 MiB too small for the next);
+  // gate, up and down 18944 x 3584 = 129.5 MiB, 130 MiB segments kept whole: 1.5 MiB a layer, 42 MiB. lm_head as
+  // embed_tokens: 0.5 MiB. 43 MiB = 45,088,768 B; a constant expression.
+  static_assert(parameter_block_excess(preset_config("qwen2.5-7b"), dtype::bf16).count() == 43 * MiB);
+  // Llama-2-7B's tensors are all multiples of 2 MiB or carved exactly: nothing above them (measured: 1,024 B, the
+  // rotary embedding's two buffers). The H100 and H200 measured Qwen2.5-7B's build at 42 MiB + 1,024 B: in those
+  // processes an earlier case had left a segment large enough to carve the embedding and lm_head from.
+  static_assert(parameter_block_excess(preset_config("llama-2-7b"), dtype::bf16).count() == 0);
+  // In fp32 (autocast): every 2 MiB-rounded segment leaves exactly 1 MiB, kept whole: embed_tokens (2079 MiB) and
+  // lm_head 1 MiB each, q_proj and o_proj (49 MiB) 1 MiB each, gate, up and down (259 MiB) 1 MiB each, k_proj and
+  // v_proj (7 MiB) carved exactly: 5 MiB a layer, 140 + 2 = 142 MiB.
+  CHECK(parameter_block_excess(preset_config("qwen2.5-7b"), dtype::fp32).count() == 142 * MiB);
+}
