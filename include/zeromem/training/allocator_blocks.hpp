@@ -29,17 +29,16 @@ struct construction_order {
 
 constexpr construction_order construction_order_of(const transformer_config& m) {
   construction_order o;
-  for_each_module(m, [&o](const module_shape& s) {
+  const auto add = [](parameter_request* run, int& n, int capacity, const parameter_request& r) {
+    if (n == capacity) fail("a model with more kinds of module than the allocator's walk holds; report the model");
+    run[n++] = r;
+  };
+  for_each_module(m, [&o, &add](const module_shape& s) {
     const parameter_request r{s.weight_elements(), s.bias, s.count};
     if (s.group == module_group::vision) return;
-    if (s.in_every_layer()) {
-      if (o.n_layer == construction_order::capacity) fail("a decoder layer with more than 16 kinds of module is not walked; report the model");
-      o.layer[o.n_layer++] = r;
-    } else if (s.group == module_group::final_norm || s.group == module_group::lm_head) {
-      o.after[o.n_after++] = r;
-    } else {
-      o.before[o.n_before++] = r;
-    }
+    if (s.in_every_layer()) add(o.layer, o.n_layer, construction_order::capacity, r);
+    else if (s.group == module_group::final_norm || s.group == module_group::lm_head) add(o.after, o.n_after, 4, r);
+    else add(o.before, o.n_before, 4, r);
   });
   return o;
 }
