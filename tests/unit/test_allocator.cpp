@@ -191,6 +191,15 @@ TEST_CASE("caching allocator: the step holds the blocks of its weights, states a
   step_config expandable{};
   expandable.allocator = allocator_mode::expandable;
   CHECK(estimate_step(m, t, a, expandable).forward.allocator_blocks.count() == 0);
+  // LoRA (rank 16 on q_proj and v_proj): the frozen base is built as before, 24 MiB. The adapters, a few hundred KiB
+  // of small tensors (each at most 511 B above its bytes in the small pool), are not walked, nor their states and
+  // gradients: 24 MiB in every phase.
+  training_states lora = t;
+  lora.adapt.lora.rank = 16;
+  lora.adapt.lora.targets = parse_lora_targets("q_proj,v_proj");
+  const step_estimate l = estimate_step(m, lora, a, step_config{});
+  CHECK(l.forward.allocator_blocks.count() == 24 * MiB);
+  CHECK(l.optimizer_step.allocator_blocks.count() == 24 * MiB);
   training_states zero3 = t;
   zero3.zero.stage = 3;
   zero3.dp = 8;

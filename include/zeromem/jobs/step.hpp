@@ -255,17 +255,18 @@ namespace detail {
 /// it, and their hot path stays as compact as it was.
 ZEROMEM_NOINLINE ZEROMEM_COLD constexpr void add_allocator_blocks(step_estimate& out, const transformer_config& m, const training_states& t,
                                                      const precision_recipe& r, bool expandable, bytes grads_all, bool accumulating) {
-  const bytes weights_excess = parameter_block_excess(m, r.weights, expandable);
-  const bool every_parameter_trains = t.frozen.count() == 0 && !t.adapt.paged_optimizer;
+  // The weights in their storage dtype (under LoRA the frozen base's; the adapters, small tensors, are left out).
+  const bytes weights_excess = parameter_block_excess(m, t.recipe.weights, expandable);
+  const bool every_parameter_trains = t.frozen.count() == 0 && !t.adapt.paged_optimizer && !t.adapt.lora_enabled();
   const optimizer_traits& ot = traits_of(t.optimizer.kind);
   const int states = !every_parameter_trains ? 0
                      : ot.moments >= 0       ? ot.moments + extra_states(t.optimizer)
                                              : (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_momentum ? 1 : 0);
   const dtype state = r.optimizer_dtype();
-  const bytes state_excess = states == 0 ? bytes{} : state == r.weights ? weights_excess : parameter_block_excess(m, state, expandable);
+  const bytes state_excess = states == 0 ? bytes{} : state == t.recipe.weights ? weights_excess : parameter_block_excess(m, state, expandable);
   const bytes resting_excess = weights_excess + state_excess * states;
   const bytes grads_excess = !every_parameter_trains || grads_all.count() == 0 ? bytes{}
-                             : r.gradients == r.weights                         ? weights_excess
+                             : r.gradients == t.recipe.weights                  ? weights_excess
                                                                                  : parameter_block_excess(m, r.gradients, expandable);
   const double held =
       grads_all.count() > 0 ? std::min(1.0, static_cast<double>(out.backward.gradients.count()) / static_cast<double>(grads_all.count())) : 0.0;
@@ -1202,7 +1203,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     s.cuda_context};
   out.forward.blas_workspaces = out.backward.blas_workspaces = out.optimizer_step.blas_workspaces = s.blas_workspaces;
   // One tensor per parameter on CUDA: the caching allocator's blocks above them (detail::add_allocator_blocks).
-  if (a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy && !t.adapt.lora_enabled() &&
+  if (a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy &&
       t.adapt.quantize == quantization::none && a.tp == 1 && p.pp == 1)
     detail::add_allocator_blocks(out, m, t, r, s.allocator == allocator_mode::expandable, grads_all, accumulating);
   if (s.reserve_fraction > 0.0)
