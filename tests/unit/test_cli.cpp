@@ -244,6 +244,21 @@ TEST_CASE("estimate reads a Hugging Face config.json", "[cli][model]") {
   CHECK(run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--json"})["activations"]["vision_forward_modelled"] == true);
 }
 
+TEST_CASE("--hf-config takes a model's directory as AutoConfig.from_pretrained does: the same estimate as its config.json", "[cli][model]") {
+  const std::string dir = std::string(ZEROMEM_DATA_DIR) + "/calibration/configs/llama-2-7b";
+  const std::vector<std::string> rest{"--seq-len", "1024", "--gpu", "h100-80gb", "--json"};
+  std::vector<std::string> by_file{"estimate", "--hf-config", dir + "/config.json"}, by_dir{"estimate", "--hf-config", dir};
+  by_file.insert(by_file.end(), rest.begin(), rest.end());
+  by_dir.insert(by_dir.end(), rest.begin(), rest.end());
+  const auto file = run_json(by_file), directory = run_json(by_dir);
+  CHECK(directory["model"]["params"] == 6'738'415'616LL);  // Llama-2-7B (Touvron et al. 2023: "7B"; the checkpoint's count)
+  CHECK(directory["per_gpu"]["peak_bytes"] == file["per_gpu"]["peak_bytes"]);
+  // A directory without one: one line, exit 2.
+  const result bad = run_cli({"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf-bad"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err == "zeromem: directory '" ZEROMEM_FIXTURES_DIR "/hf-bad' holds no config.json; pass a model's directory or its config.json\n");
+}
+
 TEST_CASE("estimate with a model given by flags", "[cli][model]") {
   // Llama-2-7B by hand: 6,738,415,616 parameters; 16 B each unsharded.
   const auto j = run_json({"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "11008",

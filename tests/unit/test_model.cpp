@@ -420,6 +420,14 @@ TEST_CASE("Mixtral's parameters, written out", "[model][published]") {
   CHECK(c.total.count() - 32LL * 6 * 3 * 4096 * 14336 == 12'879'925'248);
 }
 
+TEST_CASE("a model's directory reads as its config.json, as AutoConfig.from_pretrained(directory) does", "[model][hf]") {
+  const std::string dir = std::string(ZEROMEM_DATA_DIR) + "/calibration/configs/qwen2.5-7b";
+  // Qwen2.5-7B: 7,615,616,512 parameters (Qwen's model card: 7.61B), whether the file or its directory is named.
+  CHECK(count_parameters(read_hf_config(dir + "/config.json")).total.count() == 7'615'616'512);
+  CHECK(count_parameters(read_hf_config(dir)).total.count() == 7'615'616'512);
+  CHECK(count_parameters(read_hf_config(dir + "/")).total.count() == 7'615'616'512);
+}
+
 TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][errors]") {
   const std::string dir = ZEROMEM_FIXTURES_DIR "/hf-bad/";
   CHECK_THROWS_WITH(read_hf_config(dir + "truncated.json"), Catch::Matchers::Contains("not valid JSON"));
@@ -429,6 +437,8 @@ TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][err
   CHECK_THROWS_WITH(read_hf_config(dir + "not-object.json"), Catch::Matchers::Contains("expected a JSON object"));
   CHECK_THROWS_WITH(read_hf_config(dir + "inconsistent.json"), Catch::Matchers::Contains("multiple of the heads"));
   CHECK_THROWS_WITH(read_hf_config(dir + "no-such-file.json"), Catch::Matchers::Contains("cannot read config.json"));
+  // A directory without a config.json (this one holds only bad files of other names) is named, with the fix.
+  CHECK_THROWS_WITH(read_hf_config(dir), Catch::Matchers::Contains("holds no config.json; pass a model's directory or its config.json"));
   CHECK_THROWS_WITH(parse_hf_config(""), Catch::Matchers::StartsWith("zeromem: config.json: not valid JSON"));
   // Every model type the error and --hf-config's help list is one the parser reads: given no fields, each asks for one.
   const std::string types(supported_model_types);

@@ -1,8 +1,10 @@
 // Reading a launch file for `zeromem job` and `zeromem scenario` (job.hpp): the file's text, its `# zeromem:`
 // settings, the command line's settings and key=value overrides, into the library's readers.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "job.hpp"
 #include "job_yaml.hpp"
@@ -75,8 +77,11 @@ job_settings settings_of(const job_args& a, const std::string& text) {
     else if (g.first == "--vllm-cuda-graphs") s.vllm_cuda_graphs = parse_bytes(v, "vLLM's CUDA graph memory (--vllm-cuda-graphs)");
   }
   s.resolve_model = [](const std::string& path) -> std::optional<transformer_config> {
-    for (const std::string& f : {path + "/config.json", path})
-      if (f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0 && std::ifstream(f).good()) return read_hf_config(f);
+    // A model's directory holding a config.json, or a .json file, read as --hf-config reads it; anything else (a Hub
+    // name) is left to the caller.
+    std::error_code ec;
+    const bool json_file = path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0 && std::ifstream(path).good();
+    if (json_file || std::filesystem::is_regular_file(path + "/config.json", ec)) return read_hf_config(path);
     return std::nullopt;
   };
   return s;

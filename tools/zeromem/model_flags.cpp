@@ -9,7 +9,7 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
   auto* preset = text_option(app, "--model", f.preset,
                              "preset: " + detail::join_names(model_presets, ", ", [](const model_preset& p) { return p.name; }));
   CLI::Option* hf =
-      text_option(app, "--hf-config", f.hf_config, "a Hugging Face config.json (model_type " + std::string(supported_model_types) + ")");
+      text_option(app, "--hf-config", f.hf_config, "a Hugging Face config.json, or a model's directory holding one (model_type " + std::string(supported_model_types) + ")");
   preset->excludes(hf);
   std::vector<CLI::Option*> shape{
       integer_option(app, "--hidden", f.hidden, attention_only ? "hidden size (with --layers --heads [--kv-heads])"

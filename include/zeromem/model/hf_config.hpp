@@ -1,15 +1,15 @@
-// Reads a Hugging Face config.json into a transformer_config (Llama, Mistral, Mixtral, Phi-3, Phi, Gemma, Gemma-2, Gemma-3 text, Qwen2,
-// Qwen3, Qwen2-VL, Qwen2.5-VL, OLMo-2, OLMo-3, StarCoder2, GPT-NeoX, OPT, GPT-2). An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS hf_config) and
-// zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
-// configuration classes: LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, PhiConfig, GemmaConfig, Gemma2Config, Gemma3TextConfig,
-// Qwen2Config, Qwen3Config, Qwen2_5_VLConfig (text fields at the top level or under text_config; vision_config), Olmo2Config,
-// Olmo3Config, Starcoder2Config, GPTNeoXConfig, OPTConfig, GPT2Config.
+// Reads a Hugging Face config.json (or a model's directory holding one) into a transformer_config: the model types
+// supported_model_types lists. An optional component: it needs nlohmann/json (CMake: find_package(zeromem COMPONENTS
+// hf_config) and zeromem::hf_config); nothing else in zeromem includes it. Field names and defaults follow transformers'
+// configuration classes (LlamaConfig, MistralConfig, Qwen2Config, GPT2Config, ...), each named where it is read.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -639,8 +639,21 @@ inline transformer_config parse_hf_config(const std::string& text) {
   return m;
 }
 
-/// Reads and parses a config.json file (the one function of zeromem that reads a file; at most 16 MiB).
-inline transformer_config read_hf_config(const std::string& path) {
+/// The config.json a path names: the file itself, or a model's directory's config.json, as
+/// AutoConfig.from_pretrained(directory) reads it (transformers utils/__init__.py CONFIG_NAME = "config.json").
+inline std::string hf_config_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return path;
+  const std::string file = (std::filesystem::path(path) / "config.json").string();
+  if (!std::filesystem::is_regular_file(file, ec))
+    detail::fail("directory " + detail::quoted(path, 256) + " holds no config.json; pass a model's directory or its config.json");
+  return file;
+}
+
+/// Reads and parses a config.json file, or the config.json in a model's directory (the one function of zeromem that
+/// reads a file; at most 16 MiB).
+inline transformer_config read_hf_config(const std::string& given) {
+  const std::string path = hf_config_file(given);
   // The largest config.json on the Hugging Face Hub is a few hundred KB; anything past 16 MiB (or a device that
   // never ends, such as /dev/zero) is refused after reading at most one byte more than that.
   constexpr std::size_t largest = std::size_t{16} << 20;
