@@ -244,7 +244,7 @@ TEST_CASE("estimate reads a Hugging Face config.json", "[cli][model]") {
   CHECK(run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--json"})["activations"]["vision_forward_modelled"] == true);
 }
 
-TEST_CASE("--hf-config takes a model's directory as AutoConfig.from_pretrained does: the same estimate as its config.json", "[cli][model]") {
+TEST_CASE("estimate --hf-config takes a model's directory as AutoConfig.from_pretrained does: the same estimate as its config.json", "[cli][model]") {
   const std::string dir = std::string(ZEROMEM_DATA_DIR) + "/calibration/configs/llama-2-7b";
   const std::vector<std::string> rest{"--seq-len", "1024", "--gpu", "h100-80gb", "--json"};
   std::vector<std::string> by_file{"estimate", "--hf-config", dir + "/config.json"}, by_dir{"estimate", "--hf-config", dir};
