@@ -22,10 +22,12 @@ inline constexpr bool always_false = false;
 #if defined(__GNUC__) || defined(__clang__)
 #define ZEROMEM_COLD __attribute__((cold))
 #define ZEROMEM_RARELY(x) __builtin_expect(!!(x), 0)
+#define ZEROMEM_USUALLY(x) __builtin_expect(!!(x), 1)
 #define ZEROMEM_NOINLINE __attribute__((noinline))
 #else
 #define ZEROMEM_COLD
 #define ZEROMEM_RARELY(x) (x)
+#define ZEROMEM_USUALLY(x) (x)
 #define ZEROMEM_NOINLINE
 #endif
 
@@ -171,11 +173,11 @@ constexpr int log2_of_power_of_two(std::int64_t b) {
 // a / b and a % b for b > 0, as C++ defines them (truncating toward zero).
 ZEROMEM_ALWAYS_INLINE constexpr std::int64_t quotient(std::int64_t a, std::int64_t b) {
   if (b == 1) return a;
-  return a >= 0 && is_power_of_two(b) ? a >> log2_of_power_of_two(b) : a / b;
+  return ZEROMEM_USUALLY(a >= 0 && is_power_of_two(b)) ? a >> log2_of_power_of_two(b) : a / b;
 }
 ZEROMEM_ALWAYS_INLINE constexpr std::int64_t remainder(std::int64_t a, std::int64_t b) {
   if (b == 1) return 0;
-  return a >= 0 && is_power_of_two(b) ? a & (b - 1) : a % b;
+  return ZEROMEM_USUALLY(a >= 0 && is_power_of_two(b)) ? a & (b - 1) : a % b;
 }
 constexpr bool divides(std::int64_t b, std::int64_t a) { return remainder(a, b) == 0; }
 
