@@ -41,9 +41,11 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
         << "\n";
   }
   out << "  peak per GPU " << both_units(e.peak) << " in " << decides << "\n";
-  out << "  device used  " << both_units(e.device_used()) << " = reserved " << format_bytes(e.reserved, size_unit::GiB)
-      << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
-      << (in.job.step.reserve_fraction > 0.0 ? "" : " (fragmentation not included: --reserve-fraction)") << "\n";
+  // Without --reserve-fraction the reserved bytes are the allocated peak: say so, rather than call the peak reserved.
+  const bool reserve_given = in.job.step.reserve_fraction > 0.0;
+  out << "  device used  " << both_units(e.device_used()) << " = " << (reserve_given ? "reserved " : "peak ")
+      << format_bytes(e.reserved, size_unit::GiB) << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
+      << (reserve_given ? "" : " (the allocator's reserve above it not included: --reserve-fraction)") << "\n";
   out << "  step         loss " << name(in.job.step.loss) << ", optimizer " << name(in.job.step.optimizer) << ", allocator " << name(in.job.step.allocator)
       << (in.job.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.job.step.fsdp_world) + (in.job.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())
