@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -757,4 +758,42 @@ TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows an
   const zeromem::test::cli_result other = run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "actor_rollout_ref.rollout.name=hf"});
   CHECK(other.code == 2);
   CHECK(other.err.find("actor_rollout_ref.rollout.name 'hf' is not modelled; use vllm or sglang") != std::string::npos);
+}
+
+TEST_CASE("a launch file's model path may be a local model directory or its config.json: the same job as the preset", "[rlhf][hf]") {
+  // ORZ's file names Qwen/Qwen2.5-1.5B, which zeromem matches to the qwen2.5-1.5b preset; the published config.json
+  // of that model (tests/data/calibration/configs/qwen2.5-1.5b) describes the same architecture, so the three readings
+  // must give the same phases byte for byte.
+  const std::string published = std::string(ZEROMEM_EXAMPLES_DIR) + "/jobs/orz-1.5b-ppo.args";
+  std::ifstream in(published);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto with_model = [&](const std::string& path, const std::string& file_name) {
+    std::string t = text;
+    for (std::size_t at = t.find("Qwen/Qwen2.5-1.5B"); at != std::string::npos; at = t.find("Qwen/Qwen2.5-1.5B", at + path.size()))
+      t.replace(at, std::string("Qwen/Qwen2.5-1.5B").size(), path);
+    const std::string file = (std::filesystem::temp_directory_path() / file_name).string();
+    std::ofstream(file) << t;
+    return file;
+  };
+  // Under a name no preset starts with, so that only its config.json can say what it is.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zeromem-my-finetune";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(ZEROMEM_DATA_DIR) + "/calibration/configs/qwen2.5-1.5b/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string by_dir = with_model(dir.string(), "zeromem-orz-by-dir.args"),
+                    by_file = with_model((dir / "config.json").string(), "zeromem-orz-by-file.args");
+  const nlohmann::json preset = run_cli_json({"job", published}), directory = run_cli_json({"job", by_dir}),
+                       config = run_cli_json({"job", by_file});
+  CHECK(directory["phases"] == preset["phases"]);
+  CHECK(config["phases"] == preset["phases"]);
+  CHECK(directory["fits"] == preset["fits"]);
+  // Without its config.json the directory is a path zeromem cannot place: one clear error.
+  std::filesystem::remove(dir / "config.json");
+  const zeromem::test::cli_result unknown = run_cli({"job", by_dir});
+  CHECK(unknown.code == 2);
+  CHECK(unknown.err.find("cannot tell the architecture of '" + dir.string() + "' (--pretrain); point it to a directory with config.json") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(by_dir);
+  std::filesystem::remove(by_file);
 }
