@@ -5,8 +5,10 @@
 # eight) furthest from their prediction by more than 3% (step_anatomy.py), and the draws again under expandable
 # segments (EXPANDABLE_S 0: not); with ALLOC_EVENTS="NAME ...", those cases' whole allocator event streams last
 # (allocator_events.py: what a replay of the caching allocator must reproduce before reserved memory is modelled),
-# replayed at once (replay_allocator.py).
-# usage: OUT=DIR [ALLOC_EVENTS="NAME ..."] sh run_session.sh CASES.json DEFAULT_S EXPANDABLE_S "GROUP1 CASES" ...
+# replayed at once (replay_allocator.py); with FSDP_RESTING="NAME ...", those fsdp_fake.py cases again with the blocks
+# alive between steps grouped by the frame that allocated them (RESTING=1: what the FSDP2 resting states hold above
+# zeromem's prediction, 60.6 MiB in fsdp-qwen1.5b-w8-mixed-s2048-b4), one process each, into fsdp_fake.jsonl.
+# usage: OUT=DIR [ALLOC_EVENTS="NAME ..."] [FSDP_RESTING="NAME ..."] sh run_session.sh CASES.json DEFAULT_S EXPANDABLE_S "GROUP1 CASES" ...
 set -u
 here=$(dirname "$0"); cases=$1; default_s=$2; expandable_s=$3; shift 3
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.csv" 2>&1
@@ -25,4 +27,7 @@ misses=$(python3 "$here/random_steps.py" misses "$cases" "$OUT/random_default.js
   "$OUT/random_expandable.json" --deadline "$expandable_s" > "$OUT/random_expandable.log" 2>&1
 [ -n "${ALLOC_EVENTS:-}" ] && timeout 240 python3 "$here/allocator_events.py" "$cases" $ALLOC_EVENTS > "$OUT/allocator_events.log" 2>&1 &&
   python3 "$here/replay_allocator.py" "$OUT/allocator_events.json.gz" > "$OUT/replay_allocator.log" 2>&1
+for name in ${FSDP_RESTING:-}; do
+  RESTING=1 timeout 150 python3 "$here/fsdp_fake.py" "$name" >> "$OUT/fsdp_resting.log" 2>&1
+done
 echo done
