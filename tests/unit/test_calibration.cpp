@@ -132,6 +132,14 @@ TEST_CASE("calibration: the measured device total is the h100-80gb capacity", "[
   const json d = load_calibration();
   const json j = estimate({"estimate", "--params", "7B", "--gpu", "h100-80gb", "--json"});
   CHECK(j["verdict"]["capacity_bytes"].get<long long>() == d["measured_on"]["device_total_bytes"].get<long long>());
+  // The H200's too: every H200 file here measured the same total (150,109,880,320 B), and --gpu h200 is it.
+  const json h200 = estimate({"estimate", "--params", "7B", "--gpu", "h200", "--json"});
+  for (const std::string& file : calibration_files()) {
+    const json on = load_file(file)["measured_on"];
+    INFO(file);
+    if (on.value("device", "") == "NVIDIA H200")
+      CHECK(h200["verdict"]["capacity_bytes"].get<long long>() == on["device_total_bytes"].get<long long>());
+  }
 }
 
 namespace {

@@ -28,7 +28,7 @@ inline constexpr std::array<gpu_model, 6> gpu_models{{
     {"a100-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)", 8, {108, 2048}},
     {"a800-80gb", bytes_from(79.35L, size_unit::GiB),  "PyTorch OOM messages: 'total capacity of 79.35 GiB' (docs/references.md §6)", 8, {108, 2048}},
     {"h100-80gb", bytes_of_checked(85'017'493'504),     "measured: cudaMemGetInfo total on an H100 80GB HBM3, driver 580.159.04 (tests/data/calibration)", 9, {132, 2048}},
-    {"h200",      bytes_from(139.0L, size_unit::GiB),  "approximate: about 139 GiB as PyTorch reports an H200 (141 GB nominal), not read to the byte (docs/references.md §6)", 9, {132, 2048}},
+    {"h200",      bytes_of_checked(150'109'880'320),    "measured: cudaMemGetInfo total on an NVIDIA H200, driver 580.159.04 (tests/data/calibration)", 9, {132, 2048}},
     {"l40s",      bytes_from(44.42L, size_unit::GiB),  "vLLM issue #15815 log: 44.42 GiB (docs/references.md §4, §6)", 8, {142, 1536}},
 }};
 // clang-format on
