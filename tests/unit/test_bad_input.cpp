@@ -128,6 +128,8 @@ TEST_CASE("flags that need others are errors, not ignored", "[bad-input]") {
   rejected({"deepspeed", "zero2", "--params", "1B", "--additional-buffer-factor", "-1"}, "--additional-buffer-factor");
   rejected({"estimate", "--params", "7B", "--blas-workspaces", "64MiB"}, "add a model and --seq-len");
   rejected({"estimate", "--params", "7B", "--cuda-context", "1GB"}, "add a model and --seq-len");
+  rejected({"estimate", "--params", "7B", "--cuda-modules", "146MiB"}, "add a model and --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--cuda-modules", "-1B"}, "the CUDA modules (--cuda-modules) cannot be negative");
   rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--blas-workspaces", "64"}, "--blas-workspaces");
   rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--blas-workspaces", "-1MiB"}, "--blas-workspaces");
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <cstdint>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "catch.hpp"
 #include "cli.hpp"
+#include "zeromem/jobs/step.hpp"
 
 namespace {
 
@@ -199,6 +201,38 @@ TEST_CASE("calibration: every measured step's peak within 3%, every verdict righ
     if (file == calibration_dir + "h200-random-steps-20261129.json") CHECK(checked == 90);
     if (file == calibration_dir + "h200-random-steps-20261130.json") CHECK(checked == 89);
   }
+}
+
+TEST_CASE("calibration: the driver's use beyond the context and the reserved bytes after a step is the modules' default", "[calibration]") {
+  // used_driver (cudaMemGetInfo total - free after the step) - max_memory_reserved() - cuda_context_bytes: what the
+  // step's kernel modules and library handles hold outside the allocator. In a fresh process (the case its process ran
+  // first) it is step_config's default in all but three steps; a process that ran more models holds more.
+  const std::int64_t modules = zeromem::step_config{}.cuda_modules.count();
+  int fresh = 0, at_default = 0, below = 0;
+  std::int64_t least = INT64_MAX, most = 0;
+  for (const std::string& file : calibration_files()) {
+    const json d = load_file(file);
+    const std::int64_t context = d["measured_on"]["cuda_context_bytes"].get<std::int64_t>();
+    for (const char* section : {"phases", "anatomy"}) {
+      if (!d.contains(section)) continue;
+      for (const json& c : d[section]) {
+        if (!c.contains("used_driver") || !c.contains("reserved")) continue;
+        const std::int64_t held = c["used_driver"].get<std::int64_t>() - c["reserved"].get<std::int64_t>() - context;
+        least = std::min(least, held);
+        most = std::max(most, held);
+        if (workspaces_in_baseline(d, section, c)) continue;  // not its process's first case
+        ++fresh;
+        at_default += held == modules;
+        below += held < modules;
+      }
+    }
+  }
+  CHECK(modules == 153'092'096);  // 146 MiB
+  CHECK(fresh == 21);
+  CHECK(at_default == 18);
+  CHECK(below == 1);  // 130 MiB under SGD with momentum, the H200's 20261129 draw's first case
+  CHECK(least == 136'314'880);
+  CHECK(most == 186'646'528);  // 178 MiB
 }
 
 TEST_CASE("calibration: a measured case's fields read as the flags a user would pass", "[calibration]") {

@@ -104,7 +104,7 @@ TEST_CASE("totals are the sums of their terms, in every phase and table", "[inva
     }
     CHECK(gpu["peak_bytes"].get<std::int64_t>() == highest);
     CHECK(gpu["device_used_bytes"].get<std::int64_t>() ==
-          gpu["reserved_bytes"].get<std::int64_t>() + gpu["cuda_context_bytes"].get<std::int64_t>());
+          gpu["reserved_bytes"].get<std::int64_t>() + gpu["cuda_context_bytes"].get<std::int64_t>() + gpu["cuda_modules_bytes"].get<std::int64_t>());
     CHECK(j["verdict"]["needed_bytes"].get<std::int64_t>() == gpu["device_used_bytes"].get<std::int64_t>());
     CHECK(j["verdict"]["fits"].get<bool>() == (j["verdict"]["margin_bytes"].get<std::int64_t>() >= 0));
   }

@@ -60,6 +60,7 @@ struct estimate_args {
   bool no_cache = false;
   bool gradient_as_bucket_view = false;
   std::string cuda_context;
+  std::string cuda_modules;
   std::string blas_workspaces;
   bool keep_grads = false;
   double reserve_fraction = 0.0;

@@ -85,6 +85,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
                "micro-batch after the first with --grad-accum-steps > 1)");
   app.add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view, "DDP(gradient_as_bucket_view=True): gradients are views into the buckets");
   text_option(app, "--cuda-context", a.cuda_context, "driver memory outside PyTorch's allocator (default: 650,969,088 B, H100 + torch 2.11)");
+  text_option(app, "--cuda-modules", a.cuda_modules,
+              "kernel modules and library handles a training step adds outside the allocator (default: 146 MiB, H100/H200 + torch 2.11)");
   text_option(app, "--blas-workspaces", a.blas_workspaces,
               "cuBLAS workspaces in PyTorch's allocator, two handles (forward, backward) x 32 MiB on compute capability 9.x/10.x/12.x, "
               "else x 8,519,680 B (default: from --gpu, else H100's 64 MiB; CUBLAS_WORKSPACE_CONFIG changes it)");
@@ -218,6 +220,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
                                            : pytorch_default_impl(kind);
   st.allocator = parse_allocator(a.allocator);
   if (!a.cuda_context.empty()) st.cuda_context = parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
+  if (!a.cuda_modules.empty()) st.cuda_modules = parse_bytes(a.cuda_modules, "the CUDA modules (--cuda-modules)");
   st.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, training_blas_handles, st.blas_workspaces);
   if (!a.gpu.empty()) st.multiprocessors = find_gpu(a.gpu).multiprocessors;
   st.reserve_fraction = a.reserve_fraction;
@@ -255,8 +258,8 @@ estimate_inputs to_inputs(const estimate_args& a) {
     detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
   if ((!a.optimizer_impl.empty() || a.loss != name(loss_impl::hf)) && a.seq_len == 0)
     detail::fail("--optimizer-impl and --loss choose the step's kernels; add a model and --seq-len for the step's peak");
-  if ((!a.cuda_context.empty() || !a.blas_workspaces.empty()) && a.seq_len == 0)
-    detail::fail("--cuda-context and --blas-workspaces count toward the step's peak and verdict; add a model and --seq-len");
+  if ((!a.cuda_context.empty() || !a.cuda_modules.empty() || !a.blas_workspaces.empty()) && a.seq_len == 0)
+    detail::fail("--cuda-context, --cuda-modules and --blas-workspaces count toward the step's peak and verdict; add a model and --seq-len");
   if (a.weight_decay != 0.0 && a.seq_len == 0)
     detail::fail("--weight-decay changes the optimizer step's temporaries; add a model and --seq-len for the step's peak");
   if (a.seq_len != 0) set_step(a, in);

@@ -189,6 +189,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
     j["per_gpu"]["peak_term"] = std::string(step->phase(step->peak_phase).largest());
     j["per_gpu"]["reserved_bytes"] = step->reserved.count();
     j["per_gpu"]["cuda_context_bytes"] = step->cuda_context.count();
+    j["per_gpu"]["cuda_modules_bytes"] = step->cuda_modules.count();
     j["per_gpu"]["blas_workspaces_bytes"] = step->forward.blas_workspaces.count();
     j["per_gpu"]["device_used_bytes"] = step->device_used().count();
     j["phases"] = {{"forward", step_terms_json(step->forward)}, {"backward", step_terms_json(step->backward)},
@@ -223,6 +224,7 @@ std::string step_svg(const step_estimate& step, bytes capacity) {
     step.phase(p).for_each([&](const char* term, bytes b) { bar.segments.push_back({term, b}); });
     if (p == step.peak_phase) bar.segments.push_back({"reserved above allocated (--reserve-fraction)", step.reserved - step.peak});
     bar.segments.push_back({"CUDA context", step.cuda_context});
+    bar.segments.push_back({"CUDA modules", step.cuda_modules});
     bars.push_back(std::move(bar));
   }
   return svg_stacked_bars("zeromem estimate: per-GPU memory at each phase of the step", bars, capacity);

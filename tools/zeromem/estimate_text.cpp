@@ -44,8 +44,9 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
   // Without --reserve-fraction the reserved bytes are the allocated peak: say so, rather than call the peak reserved.
   const bool reserve_given = in.job.step.reserve_fraction > 0.0;
   out << "  device used  " << both_units(e.device_used()) << " = " << (reserve_given ? "reserved " : "peak ")
-      << format_bytes(e.reserved, size_unit::GiB) << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB)
-      << (reserve_given ? "" : " (the allocator's reserve above it not included: --reserve-fraction)") << "\n";
+      << format_bytes(e.reserved, size_unit::GiB) << " + CUDA context " << format_bytes(e.cuda_context, size_unit::GiB) << " + modules "
+      << format_bytes(e.cuda_modules, size_unit::GiB)
+      << (reserve_given ? "" : " (allocator reserve not included: --reserve-fraction)") << "\n";
   out << "  step         loss " << name(in.job.step.loss) << ", optimizer " << name(in.job.step.optimizer) << ", allocator " << name(in.job.step.allocator)
       << (in.job.step.fsdp_world > 0 ? ", FSDP2 over " + ranks(in.job.step.fsdp_world) + (in.job.step.reshard_after_forward ? "" : " (no reshard after forward)")
                                  : std::string())

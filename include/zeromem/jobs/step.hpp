@@ -94,9 +94,17 @@ struct step_config {
   /// of every forward. A gradient accumulation (training_states::gradient_accumulation_steps > 1) does the same for
   /// every micro-batch after the first, whose forward and backward are then the higher.
   bool keep_gradients = false;
-  /// Driver-side memory outside PyTorch's allocator: the CUDA context and modules. Default: measured on an H100
-  /// 80GB HBM3 with torch 2.11.0+cu130 and driver 580.159.04 (tests/data/calibration, cuda_context_bytes).
+  /// Driver-side memory outside PyTorch's allocator once the process has allocated: the CUDA context. Default: measured
+  /// on an H100 80GB HBM3 (an H200 the same) with torch 2.11.0+cu130 and driver 580.159.04 after torch.zeros(1)
+  /// (tests/data/calibration, cuda_context_bytes).
   bytes cuda_context = bytes_of_checked(650'969'088);
+  /// Driver-side memory outside PyTorch's allocator that a training step adds to the context: the kernel modules CUDA
+  /// loads on first launch (lazy loading) and the cuBLAS/cuBLASLt handles' own memory: cudaMemGetInfo's used minus
+  /// max_memory_reserved() minus the context after a step. Default: what a fresh process's first step held in 18 of the
+  /// 21 such steps measured on an H100 and an H200 (torch 2.11.0+cu130, driver 580.159.04), 153,092,096 B = 146 MiB
+  /// (148 MiB in two; 130 MiB under SGD with momentum). It grows with the kinds of kernels a process has run: up to
+  /// 178 MiB after dozens of models in one process.
+  bytes cuda_modules = bytes_of_checked(153'092'096);
   /// cuBLAS workspaces inside PyTorch's allocator, alive from the first step on: an H100's two by default (the card
   /// cuda_context was measured on); blas_workspaces_of(find_gpu(...), training_blas_handles) for another.
   bytes blas_workspaces = h100_blas_workspace * training_blas_handles;
@@ -174,12 +182,13 @@ struct step_estimate {
   step_phase peak_phase = step_phase::forward;
   bytes reserved{};       // the allocator's reserved bytes at the peak: peak x (1 + reserve_fraction)
   bytes cuda_context{};
+  bytes cuda_modules{};   // kernel modules and library handles outside the allocator (step_config::cuda_modules)
 
   constexpr const step_terms& phase(step_phase p) const {
     return p == step_phase::forward ? forward : p == step_phase::backward ? backward : optimizer_step;
   }
-  /// What the driver reports as used at the peak: reserved + the CUDA context.
-  constexpr bytes device_used() const { return reserved + cuda_context; }
+  /// What the driver reports as used at the peak: reserved + the CUDA context + the step's modules.
+  constexpr bytes device_used() const { return reserved + cuda_context + cuda_modules; }
 };
 
 /// Whether a step fits a card whose driver reports `device_total` bytes (cudaMemGetInfo's total).
@@ -217,6 +226,7 @@ inline allocator_mode parse_allocator(std::string_view s) {
 constexpr void validate(const step_config& s) {
   if (s.fsdp_world < 0) detail::fail_value("the FSDP2 world size cannot be negative", s.fsdp_world, "pass 0 without FSDP2");
   if (s.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass --cuda-context such as 650MB");
+  if (s.cuda_modules.count() < 0) detail::fail("the CUDA module bytes cannot be negative; pass --cuda-modules such as 146MiB, or 0B");
   if (s.blas_workspaces.count() < 0) detail::fail("the cuBLAS workspace bytes cannot be negative; pass --blas-workspaces such as 64MiB, or 0B");
   if (s.ddp && s.fsdp_world > 0) detail::fail("DDP and FSDP2 both wrap the model; choose --ddp or --fsdp");
   if (s.gradient_as_bucket_view && !s.ddp) detail::fail("--gradient-as-bucket-view is a DDP option; add --ddp");
@@ -1200,7 +1210,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     peak,
                     peak_phase,
                     peak,
-                    s.cuda_context};
+                    s.cuda_context,
+                    s.cuda_modules};
   out.forward.blas_workspaces = out.backward.blas_workspaces = out.optimizer_step.blas_workspaces = s.blas_workspaces;
   // One tensor per parameter on CUDA: the caching allocator's blocks above them (detail::add_allocator_blocks).
   if (a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy &&
