@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <system_error>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "zeromem/core/error.hpp"
 #include "zeromem/model/model.hpp"
