@@ -140,7 +140,7 @@ TEST_CASE("JSON, text and --explain print the same numbers for one job", "[invar
 }
 
 TEST_CASE("plan and estimate evaluate one job: each ranked configuration, re-run by estimate, gives the same bytes", "[invariants][plan]") {
-  // The planner's configurations written back as estimate flags: the GPU figure (device used: reserved + context)
+  // The planner's configurations written back as estimate flags: the GPU figure (device used: reserved + context + modules)
   // and the host RAM of offloaded states must be the same numbers, or one of the two lost a field of the job.
   struct sweep {
     std::vector<std::string> plan;

@@ -145,7 +145,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
       << ")\n";
   out << "  ranked by: " << p.objective << "\n";
   out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
-      << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context"
+      << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context and modules"
       << (r.global_batch > 0 ? "; with accumulation (accum > 1) a step's later micro-batches start with every gradient" : "") << "\n\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %4s %-5s %-5s %-14s %4s %4s %4s %6s %5s %-9s %12s %12s %14s\n", "rank", "train", "ZeRO", "offload", "dp", "tp",

@@ -131,7 +131,7 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
 inline plan_config evaluate(const plan_request& r, plan_config c) {
   training_job j = plan_job(r, c);
   c.accumulation_steps = j.states.gradient_accumulation_steps;
-  // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context.
+  // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context and modules.
   c.gpu = estimate_step(j).device_used();
   c.headroom = r.gpu_capacity - c.gpu;
   // Host RAM holds model states only when something is offloaded (or paged); otherwise it is 0 B.
