@@ -182,9 +182,12 @@ ZEROMEM_ALWAYS_INLINE constexpr std::int64_t remainder(std::int64_t a, std::int6
 constexpr bool divides(std::int64_t b, std::int64_t a) { return remainder(a, b) == 0; }
 
 // Ceiling of a / b (any sign of a), without overflow; b must be positive.
+// (One test of b for the quotient and the remainder together: calling both tested it twice.)
 ZEROMEM_ALWAYS_INLINE constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b, assume_valid_t) {
-  const std::int64_t q = quotient(a, b);
-  return (remainder(a, b) != 0 && a > 0) ? q + 1 : q;
+  if (b == 1) return a;
+  if (ZEROMEM_USUALLY(a >= 0 && is_power_of_two(b))) return (a >> log2_of_power_of_two(b)) + ((a & (b - 1)) != 0 ? 1 : 0);
+  const std::int64_t q = a / b;
+  return (a % b != 0 && a > 0) ? q + 1 : q;
 }
 ZEROMEM_ALWAYS_INLINE constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   if (b <= 0) fail_value("a divisor must be positive", b, "pass a degree of at least 1");

@@ -332,12 +332,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // recomputation saves again (the layer's tensors without recompute, the checkpoint aside).
   // Without recompute they are the stage's own breakdowns, referred to rather than copied or cleared.
   const bool recomputes = a.recomputation != recompute::none;
-  activation_config whole = a;
-  whole.recomputation = recompute::none;
+  // (The job without recompute is copied only where it is read.)
+  const auto whole = [&a] {
+    activation_config w = a;
+    w.recomputation = recompute::none;
+    return w;
+  };
   const detail::breakdown_slot recomputed_layer =
-      recomputes ? detail::breakdown_slot(detail::layer_activation_bytes_unchecked(m, whole, t.adapt)) : detail::breakdown_slot();
+      recomputes ? detail::breakdown_slot(detail::layer_activation_bytes_unchecked(m, whole(), t.adapt)) : detail::breakdown_slot();
   const detail::breakdown_slot recomputed_full_layer =
-      recomputes && F > 0 ? detail::breakdown_slot(detail::layer_activation_bytes_unchecked(m, whole, t.adapt, N - 1)) : detail::breakdown_slot();
+      recomputes && F > 0 ? detail::breakdown_slot(detail::layer_activation_bytes_unchecked(m, whole(), t.adapt, N - 1)) : detail::breakdown_slot();
   const layer_activations& layer_whole = recomputes ? recomputed_layer.value : stage.per_layer;
   const layer_activations& full_whole = recomputes && F > 0 ? recomputed_full_layer.value : stage.full_attention_layer;
   bytes recomputed{}, full_recomputed{};
