@@ -658,6 +658,40 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK(verl_nodes.err.find("trainer.n_gpus_per_node") != std::string::npos);
 }
 
+TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, or degrees that do not divide the GPUs, are "
+          "errors naming the key (fuzz_job found the division by zero)", "[rlhf][bad-input]") {
+  // verl's file runs on 1 node of 8 GPUs. verl builds a (world / sp) x sp device mesh for Ulysses (fsdp_workers.py) and
+  // asserts world_size % infer_tp == 0 for the rollout (_build_rollout): 3 and 16 divide neither.
+  const std::string verl = jobs + "verl-qwen2-7b-ppo.sh", ulysses = "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                    rollout_tp = "actor_rollout_ref.rollout.tensor_model_parallel_size";
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"trainer.nnodes=0", "trainer.nnodes is 0; it must be at least 1"},
+      {"trainer.n_gpus_per_node=0", "trainer.n_gpus_per_node is 0; it must be at least 1"},
+      {ulysses + "=0", ulysses + " is 0; it must be at least 1"},
+      {ulysses + "=3", ulysses + " 3 does not divide the 8 GPUs"},
+      {ulysses + "=16", ulysses + " 16 does not divide the 8 GPUs"},
+      {rollout_tp + "=0", rollout_tp + " is 0; it must be at least 1"},
+      {rollout_tp + "=16", rollout_tp + " 16 does not divide the 8 GPUs"}};
+  for (const auto& [override, message] : refused) {
+    INFO(override);
+    const zeromem::test::cli_result r = run_cli({"job", verl, override});
+    CHECK(r.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+  }
+  CHECK(run_cli({"job", verl, ulysses + "=2"}).code == 0);
+  // EasyR1's keys, as the fuzzer's input had it.
+  const zeromem::test::cli_result easyr1 = run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "worker.actor.ulysses_sequence_parallel_size=0"});
+  CHECK(easyr1.code == 2);
+  CHECK(easyr1.err.find("worker.actor.ulysses_sequence_parallel_size is 0") != std::string::npos);
+  // OpenRLHF's micro-batches divide the passes, and ring_attn_size the ranks of dynamic batches: named as flags.
+  for (const char* flag : {"micro_train_batch_size", "micro_rollout_batch_size", "ring_attn_size"}) {
+    const zeromem::test::cli_result r = run_cli({"job", jobs + "openrlhf-llama3-8b-ppo.args", "use_dynamic_batch=", std::string(flag) + "=0"});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--" + std::string(flag) + " is 0; it must be at least 1") != std::string::npos);
+  }
+}
+
 TEST_CASE("a launch file states its title and its cases, and malformed case lines are errors naming the line", "[rlhf][bad-input]") {
   const zeromem::launch_header h = zeromem::read_launch_header(
       "# A job on 8 GPUs, with a title over\n# two lines. Assumed: nothing.\n# zeromem: --gpu h100-80gb\n"

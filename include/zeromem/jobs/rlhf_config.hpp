@@ -224,6 +224,13 @@ class config_keys {
     if (!v || *v == "null" || *v == "~" || *v == "None") return otherwise;
     return parse_integer(*v, k.c_str(), 0, std::int64_t{1} << 40);
   }
+  /// An integer of at least 1: nodes, GPUs, a parallel degree, a micro-batch (each divides something the reader
+  /// computes). `shown` goes before the key in the error: "--" for OpenRLHF's arguments.
+  std::int64_t count(const std::string& k, std::int64_t otherwise, const char* shown = "") {
+    const std::int64_t n = integer(k, otherwise);
+    if (n < 1) fail(shown + k + " is " + std::to_string(n) + "; it must be at least 1");
+    return n;
+  }
   /// A finite number of at least 0.
   double number(const std::string& k, double otherwise) {
     const std::optional<std::string> v = text(k);
@@ -505,8 +512,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   const bool forced_sleep = first_day && j.colocate_all;
   const bool ds_sleep = (k.flag(name("deepspeed_enable_sleep")) && (!first_day || j.colocate_all)) || forced_sleep;
   const bool vllm_sleep = (k.flag(name("vllm_enable_sleep")) || forced_sleep) && j.colocate_all;
-  const std::int64_t micro_train = k.integer(name("micro_train_batch_size"), version >= 10'000 ? 1 : 4);
-  const std::int64_t micro_rollout = k.integer(name("micro_rollout_batch_size"), version >= 10'000 ? 1 : 8);
+  const std::int64_t micro_train = k.count(name("micro_train_batch_size"), version >= 10'000 ? 1 : 4, "--");
+  const std::int64_t micro_rollout = k.count(name("micro_rollout_batch_size"), version >= 10'000 ? 1 : 8, "--");
   version_default("micro_train_batch_size", "4", "0.10.0");
   version_default("micro_rollout_batch_size", "8", "0.10.0");
   const auto role = [&](bool trained, const std::string& path_key, const std::string& prefix) {
@@ -604,7 +611,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // create_vllm_engines passes max_model_len = prompt + response and leaves the batch limits at vLLM's defaults.
   if (j.rollout.present) j.rollout.limits = detail::default_limits(j, s);
   j.packing = k.flag(name("packing_samples"));
-  j.ulysses = k.integer(name("ring_attn_size"), 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
+  j.ulysses = k.count(name("ring_attn_size"), 1, "--");  // ring attention: each GPU holds 1/ring of a sequence's tokens
   // Ring attention runs on packed samples only (models/actor.py forward: unpacked batches take the plain path). From
   // v0.8.4 (806d0296) ring_attn_size > 1 turns packing on; before, without packing, every GPU holds whole sequences.
   if (j.ulysses > 1 && !j.packing) {
@@ -767,8 +774,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::string R = easyr1 ? "worker.rollout." : "actor_rollout_ref.rollout.";
   const std::string F = easyr1 ? "worker.ref." : "actor_rollout_ref.ref.";
   const std::string M = easyr1 ? "worker.actor.model." : "actor_rollout_ref.model.";
-  j.nodes = k.integer("trainer.nnodes", 1);
-  j.gpus_per_node = k.integer("trainer.n_gpus_per_node", 8);
+  j.nodes = k.count("trainer.nnodes", 1);
+  j.gpus_per_node = k.count("trainer.n_gpus_per_node", 8);
   if (s.node_gpus > 0)
     detail::fail("--node-gpus is for OpenRLHF arguments; a verl or EasyR1 config gives its nodes' GPUs in trainer.n_gpus_per_node");
   const std::int64_t world = detail::checked_mul(j.nodes, j.gpus_per_node);
@@ -792,7 +799,12 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     j.step.optimizer = optimizer_impl::fused;
   }
   const std::int64_t n = k.integer(R + "n", 1);
-  const std::int64_t sp = k.integer(A + "ulysses_sequence_parallel_size", 1);
+  // verl lays the GPUs out as a (world / sp) x sp device mesh (fsdp_workers.py: dp = world_size // sp,
+  // init_device_mesh(mesh_shape=(dp, sp))), which must hold every rank.
+  const std::int64_t sp = k.count(A + "ulysses_sequence_parallel_size", 1);
+  if (!detail::divides(sp, world))
+    detail::fail(A + "ulysses_sequence_parallel_size " + std::to_string(sp) + " does not divide the " + std::to_string(world) +
+                 " GPUs of trainer.nnodes x trainer.n_gpus_per_node; verl's (GPUs / sp) x sp device mesh needs a divisor");
   const std::int64_t dp = detail::quotient(world, sp);
   const std::int64_t batch = k.integer(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size", 1024);
   const std::int64_t per_gpu = detail::ceil_div(detail::checked_mul(batch, n), dp);  // sequences each GPU holds in one step
@@ -885,7 +897,12 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     detail::fail(R + "name " + detail::quoted(engine) + " is not modelled; use vllm" + (easyr1 ? "" : " or sglang"));
   rollout_engines& e = j.rollout;
   e.present = true;
-  e.tp = k.integer(easyr1 ? R + "tensor_parallel_size" : R + "tensor_model_parallel_size", 2);  // both default to 2
+  const std::string tp_key = easyr1 ? R + "tensor_parallel_size" : R + "tensor_model_parallel_size";
+  e.tp = k.count(tp_key, 2);  // both default to 2
+  // fsdp_workers.py _build_rollout: assert world_size % infer_tp == 0.
+  if (!detail::divides(e.tp, world))
+    detail::fail(tp_key + " " + std::to_string(e.tp) + " does not divide the " + std::to_string(world) +
+                 " GPUs of trainer.nnodes x trainer.n_gpus_per_node; verl asserts that it does");
   e.engines = detail::quotient(world, e.tp);
   e.gpu_memory_utilization = k.fraction(R + "gpu_memory_utilization", 0.5);
   const bool eager_default = easyr1 || verl_version < 6'000;  // unknown (0) included
