@@ -658,8 +658,8 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK(verl_nodes.err.find("trainer.n_gpus_per_node") != std::string::npos);
 }
 
-TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, or degrees that do not divide the GPUs, are "
-          "errors naming the key (fuzz_job found the division by zero)", "[rlhf][bad-input]") {
+TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, degrees that do not divide the GPUs, and YAML "
+          "aliases that loop or explode are one-line errors (fuzz_job found the division by zero)", "[rlhf][bad-input]") {
   // verl's file runs on 1 node of 8 GPUs. verl builds a (world / sp) x sp device mesh for Ulysses (fsdp_workers.py) and
   // asserts world_size % infer_tp == 0 for the rollout (_build_rollout): 3 and 16 divide neither.
   const std::string verl = jobs + "verl-qwen2-7b-ppo.sh", ulysses = "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
@@ -684,6 +684,31 @@ TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, o
   const zeromem::test::cli_result easyr1 = run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "worker.actor.ulysses_sequence_parallel_size=0"});
   CHECK(easyr1.code == 2);
   CHECK(easyr1.err.find("worker.actor.ulysses_sequence_parallel_size is 0") != std::string::npos);
+  // YAML aliases: a map that contains itself recursed until the stack overflowed (SIGSEGV), and nine levels of nine
+  // aliases each walked 9^9 = 387,420,489 leaves; both are one-line errors now. An alias inside a sequence is one value.
+  const std::vector<std::pair<std::string, std::string>> graphs{
+      {"a: &a {b: *a}\n", "refers to a map inside itself at 'a.b'"},
+      {"x: 1\na: &a {b: {c: *a}}\n", "refers to a map inside itself at 'a.b.c'"},
+      {[] {
+         std::string y = "a0: &a0 {k0: x, k1: x, k2: x, k3: x, k4: x, k5: x, k6: x, k7: x, k8: x}\n";
+         for (int i = 1; i <= 9; ++i) {
+           y += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " {";
+           for (int k = 0; k < 9; ++k) y += (k ? ", k" : "k") + std::to_string(k) + ": *a" + std::to_string(i - 1);
+           y += "}\n";
+         }
+         return y;
+       }(),
+       "expands to more than 100000 nodes"}};
+  const std::string yaml = (std::filesystem::temp_directory_path() / "zeromem-aliases.yaml").string();
+  for (const auto& [text, message] : graphs) {
+    std::ofstream(yaml) << text;
+    const zeromem::test::cli_result r = run_cli({"job", yaml, "--gpu", "h100-80gb"});
+    INFO(text);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+  std::ofstream(yaml) << "a: &a [ {b: *a} ]\n";
+  CHECK(run_cli({"job", yaml, "--gpu", "h100-80gb"}).err.find("the config has no actor_rollout_ref.model.path") != std::string::npos);
   // OpenRLHF's micro-batches divide the passes, and ring_attn_size the ranks of dynamic batches: named as flags.
   for (const char* flag : {"micro_train_batch_size", "micro_rollout_batch_size", "ring_attn_size"}) {
     const zeromem::test::cli_result r = run_cli({"job", jobs + "openrlhf-llama3-8b-ppo.args", "use_dynamic_batch=", std::string(flag) + "=0"});

@@ -5,6 +5,9 @@
 
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "zeromem/core/error.hpp"
 
@@ -17,30 +20,51 @@ bool is_yaml(const std::string& path) {
 
 namespace {
 
-void flatten(const YAML::Node& n, const std::string& prefix, config_pairs& out) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
-  } else if (n.IsScalar()) {
-    out.emplace_back(prefix, n.as<std::string>());
-  } else if (n.IsNull()) {
-    out.emplace_back(prefix, "null");
-  } else {
-    YAML::Emitter e;
-    e << YAML::Flow << n;
-    out.emplace_back(prefix, e.c_str());
+// Aliases make a YAML file a graph: an anchor referred to inside itself (`a: &a {b: *a}`) would be walked forever, and
+// aliases of aliases expand a few lines into billions of nodes. The walk refuses a map that contains itself and stops
+// past this many nodes (a verl config has a few hundred).
+constexpr std::size_t max_yaml_nodes = 100'000;
+
+struct yaml_walk {
+  const std::string& file;
+  config_pairs out{};
+  std::vector<YAML::Node> maps{};  // the maps enclosing the node walked
+  std::size_t nodes = 0;
+
+  void flatten(const YAML::Node& n, const std::string& prefix) {
+    if (++nodes > max_yaml_nodes)
+      detail::fail("the YAML in " + detail::quoted(file) + " expands to more than " + std::to_string(max_yaml_nodes) +
+                   " nodes (aliases of aliases); a launch config has hundreds");
+    if (n.IsMap()) {
+      for (const YAML::Node& enclosing : maps)
+        if (enclosing.is(n))
+          detail::fail("the YAML in " + detail::quoted(file) + " refers to a map inside itself at " + detail::quoted(prefix) +
+                       " (an alias of an enclosing anchor); a launch config is a tree");
+      maps.push_back(n);
+      for (const auto& kv : n) flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>());
+      maps.pop_back();
+    } else if (n.IsScalar()) {
+      out.emplace_back(prefix, n.as<std::string>());
+    } else if (n.IsNull()) {
+      out.emplace_back(prefix, "null");
+    } else {  // a sequence, as one value (the emitter writes a node met twice as an alias)
+      YAML::Emitter e;
+      e << YAML::Flow << n;
+      out.emplace_back(prefix, e.c_str());
+    }
   }
-}
+};
 
 }  // namespace
 
 config_pairs yaml_keys(const std::string& text, const std::string& file) {
-  config_pairs kv;
+  yaml_walk walk{file};
   try {
-    flatten(YAML::Load(text), "", kv);
+    walk.flatten(YAML::Load(text), "");
   } catch (const YAML::Exception& e) {
     detail::fail("cannot read the YAML in " + detail::quoted(file) + ": " + e.what());
   }
-  return kv;
+  return std::move(walk.out);
 }
 
 void resolve_interpolations(config_pairs& kv) {
