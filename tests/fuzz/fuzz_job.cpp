@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <unistd.h>
 
 #include "cli.hpp"
@@ -16,10 +17,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const char kind = static_cast<char>(data[0]);
   const bool yaml = kind == 'y' || kind == 'Y', json = kind >= 'A' && kind <= 'Z';
-  // One file per process, rewritten for each input: the reader takes a path, and its extension says YAML or not.
-  static const std::string path =
-      (std::filesystem::temp_directory_path() / ("zeromem-fuzz-job-" + std::to_string(::getpid()))).string();
-  const std::string file = path + (yaml ? ".yaml" : ".args");
+  // Two files per process, rewritten for each input: the reader takes a path, and its extension says YAML or not.
+  // Removed when the process exits.
+  struct temporary_files {
+    std::string stem = (std::filesystem::temp_directory_path() / ("zeromem-fuzz-job-" + std::to_string(::getpid()))).string();
+    ~temporary_files() {
+      std::error_code ignored;
+      std::filesystem::remove(stem + ".yaml", ignored);
+      std::filesystem::remove(stem + ".args", ignored);
+    }
+  };
+  static const temporary_files files;
+  const std::string file = files.stem + (yaml ? ".yaml" : ".args");
   {
     std::ofstream f(file, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data + 1), static_cast<std::streamsize>(size - 1));
