@@ -717,6 +717,61 @@ TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, d
   }
 }
 
+TEST_CASE("OpenRLHF launches that DeepSpeed or OpenRLHF stop at start are refused as they refuse them: a train batch DeepSpeed's "
+          "batch assertion rejects, packed samples without vLLM, a role of 0 GPUs", "[rlhf][bad-input]") {
+  // The example: actor and reference on 2 GPUs, critic and reward on 2, --micro_train_batch_size 16, --train_batch_size
+  // 128, packed samples, 2 vLLM engines. Each role's DeepSpeed config carries train_batch_size x ring and the
+  // micro-batch; DeepSpeed sets gradient_accumulation_steps = train // micro // world and asserts train == micro x
+  // steps x world (runtime/config.py _batch_assertion): 48 = 16 x 1 x 2 + 16 is refused, 96 = 16 x 3 x 2 runs.
+  const std::string f = jobs + "openrlhf-llama3-8b-ppo.args", assertion = ", which DeepSpeed asserts (train_batch_size == micro_batch_per_gpu x";
+  // Each: the overrides, and what the one line says (the last part, for some, apart).
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> refused{
+      {{"train_batch_size=48"}, {"--train_batch_size 48 is not a multiple of --micro_train_batch_size 16 x the actor's 2 GPUs = 32" + assertion}},
+      {{"train_batch_size=0"}, {"--train_batch_size is 0; it must be at least 1"}},
+      // 128 / (16 x 3) is not whole: the critic's engine (and the reward's beside it) stops.
+      {{"critic_num_gpus_per_node=3"}, {"--train_batch_size 128 is not a multiple of --micro_train_batch_size 16 x the critic's 3 GPUs = 48"}},
+      // Ring attention multiplies the engine's batch: 40 x 2 = 80 is not a multiple of 32; 16 x 2 = 32 would be.
+      {{"ring_attn_size=2", "train_batch_size=40"},
+       {"--train_batch_size 40 x --ring_attn_size 2 is not a multiple of --micro_train_batch_size 16 x the actor's 2 GPUs = 32" + assertion,
+        "; make it a multiple of 16 or change --micro_train_batch_size"}},
+      // Dynamic batches give the trained engines micro-batch 1 and one step, but the frozen ones keep the batch.
+      {{"use_dynamic_batch=", "train_batch_size=48"}, {"the ref's 2 GPUs = 32"}},
+      {{"vllm_num_engines=0"}, {"--packing_samples needs vLLM engines, which OpenRLHF asserts (\"Only support `--packing_samples` with vLLM.\")"}},
+      {{"ref_num_gpus_per_node=0"}, {"--ref_num_gpus_per_node is 0; it must be at least 1"}},
+      {{"actor_num_nodes=0"}, {"--actor_num_nodes is 0; it must be at least 1"}},
+      // Only the actor (no KL, no critic, a remote reward): 48 fails without --pretrain_data, which doubles its batch
+      // before v0.7.1 (get_ds_train_config: "ptx loss (backward twice)"; 96 = 16 x 3 x 2), and from v0.7.1 with it.
+      {{"init_kl_coef=0", "advantage_estimator=reinforce", "remote_rm_url=x", "train_batch_size=48"}, {"the actor's 2 GPUs = 32"}},
+      {{"init_kl_coef=0", "advantage_estimator=reinforce", "remote_rm_url=x", "train_batch_size=48", "pretrain_data=x", "--openrlhf-version",
+        "0.7.1"},
+       {"--train_batch_size 48 is not a multiple"}}};
+  for (const auto& [overrides, message] : refused) {
+    std::vector<std::string> args{"job", f};
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    INFO(overrides.back());
+    const zeromem::test::cli_result r = run_cli(args);
+    CHECK(r.code == 2);
+    for (const std::string& part : message) CHECK(r.err.find(part) != std::string::npos);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+  }
+  for (const std::vector<std::string>& runs : std::vector<std::vector<std::string>>{
+           {"train_batch_size=96"},
+           {"ring_attn_size=2", "train_batch_size=48"},
+           {"init_kl_coef=0", "advantage_estimator=reinforce", "remote_rm_url=x", "train_batch_size=48", "pretrain_data=x"}}) {
+    std::vector<std::string> args{"job", f};
+    args.insert(args.end(), runs.begin(), runs.end());
+    INFO(runs.back());
+    CHECK(run_cli(args).code == 0);
+  }
+  // Ring attention and dynamic batches turn packing on (train_ppo_ray.py) in a launch that does not ask for it.
+  const std::string unpacked = jobs + "openrlhf-zero2-vs-zero3.args";
+  CHECK(run_cli({"job", unpacked, "vllm_num_engines=0"}).code == 0);
+  CHECK(run_cli({"job", unpacked, "vllm_num_engines=0", "ring_attn_size=2"}).err.find("--packing_samples (on with --ring_attn_size 2) needs vLLM engines") !=
+        std::string::npos);
+  CHECK(run_cli({"job", unpacked, "vllm_num_engines=0", "use_dynamic_batch="}).err.find("--packing_samples (on with --use_dynamic_batch) needs vLLM") !=
+        std::string::npos);
+}
+
 TEST_CASE("a launch file states its title and its cases, and malformed case lines are errors naming the line", "[rlhf][bad-input]") {
   const zeromem::launch_header h = zeromem::read_launch_header(
       "# A job on 8 GPUs, with a title over\n# two lines. Assumed: nothing.\n# zeromem: --gpu h100-80gb\n"

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -407,7 +408,7 @@ inline void openrlhf_dynamic_batches(rlhf_job& j, config_keys& k, const Name& na
   const std::int64_t train_budget = k.integer(name("train_max_tokens_per_gpu"), 16192);
   const std::int64_t rollout_budget = k.integer(name("rollout_max_tokens_per_gpu"), train_budget);
   const auto per_pass = [&](std::int64_t budget) { return std::max<std::int64_t>(1, checked_mul(budget, ring) / length); };
-  const std::int64_t train_batch = k.integer(name("train_batch_size"), 128);
+  const std::int64_t train_batch = k.count(name("train_batch_size"), 128, "--");
   for (rlhf_role* role : {&j.actor, &j.critic}) {
     if (!role->present) continue;
     const std::int64_t dp = std::max<std::int64_t>(1, role->gpus / ring), n = train_batch / dp;
@@ -495,7 +496,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
       r.assumed.push_back("fp32 training: no --bf16 (from OpenRLHF 0.9.5 --param_dtype is bf16 by default; pass --openrlhf-version)");
   }
   const bool checkpointing = k.flag(name("gradient_checkpointing"));
-  const std::int64_t nodes = k.integer(name("actor_num_nodes"), 1), per_node = k.integer(name("actor_num_gpus_per_node"), 8);
+  // A role of 0 GPUs is a Ray actor group of world size 0, which cannot start (trainer/ray/launcher.py _initiate_actors).
+  const std::int64_t nodes = k.count(name("actor_num_nodes"), 1, "--"), per_node = k.count(name("actor_num_gpus_per_node"), 8, "--");
   j.colocate_all = k.flag(name("colocate_all_models"));
   j.colocate_actor_ref = k.flag(name("colocate_actor_ref"));
   j.colocate_critic_reward = k.flag(name("colocate_critic_reward"));
@@ -524,7 +526,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     x.recipe = recipe;
     // Frozen models run ZeRO-3 when the job does, else stage 0 (openrlhf/utils/deepspeed get_eval_ds_config).
     x.zero_stage = trained || stage == 3 ? stage : 0;
-    x.gpus = detail::checked_mul(k.integer(name(prefix + "_num_nodes"), 1), k.integer(name(prefix + "_num_gpus_per_node"), 8));
+    x.gpus = detail::checked_mul(k.count(name(prefix + "_num_nodes"), 1, "--"), k.count(name(prefix + "_num_gpus_per_node"), 8, "--"));
     x.gradient_checkpointing = trained && checkpointing;
     x.train_micro_batch = micro_train;
     x.forward_micro_batch = micro_rollout;
@@ -653,10 +655,41 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     r.token_budget_key = name("train_max_tokens_per_gpu");
     r.actor_token_budget = k.integer(r.token_budget_key, 16192);
   }
+  // Packed samples are made by vLLM's engines only: train_ppo_ray.py asserts "Only support `--packing_samples` with
+  // vLLM." (from 4c902a2a, 2024-09), after ring attention and dynamic batches turned packing on.
+  if (j.packing && !j.rollout.present)
+    detail::fail("--" + name("packing_samples") +
+                 (k.flag(name("packing_samples")) ? std::string()
+                  : j.ulysses > 1                 ? " (on with --" + name("ring_attn_size") + " " + std::to_string(j.ulysses) + ")"
+                                                  : " (on with --" + name("use_dynamic_batch") + ")") +
+                 " needs vLLM engines, which OpenRLHF asserts (\"Only support `--packing_samples` with vLLM.\"); pass --" +
+                 name("vllm_num_engines") + " of at least 1");
   // Passes per optimizer step: train_batch_size x ring / micro_train_batch_size / world (openrlhf/utils/deepspeed/
   // deepspeed.py accumulated_gradient; train_ppo_ray.py --train_batch_size default 128); with dynamic batches the
   // passes each rank's share takes (openrlhf_dynamic_batches).
-  const std::int64_t train_batch = k.integer(name("train_batch_size"), 128);
+  const std::int64_t train_batch = k.count(name("train_batch_size"), 128, "--");
+  // Every role is a DeepSpeed engine whose config carries train_batch_size x ring_attn_size and micro_train_batch_size
+  // (deepspeed.py get_ds_train_config, get_ds_eval_config; with dynamic batches the trained ones take micro-batch 1 and
+  // one accumulation step instead). DeepSpeed takes gradient_accumulation_steps = train // micro // world and asserts
+  // train == micro x steps x world, steps > 0 (deepspeed/runtime/config.py _set_batch_related_parameters,
+  // _batch_assertion), world being the role's GPUs: a batch that is not a multiple of micro x GPUs stops the launch.
+  // Before v0.7.1 (52498da5), --pretrain_data doubles the actor's (get_ds_train_config: "ptx loss (backward twice)").
+  const bool dynamic = k.flag(name("use_dynamic_batch"));
+  const std::pair<const rlhf_role*, const char*> deepspeed_roles[] = {
+      {&j.actor, "actor"}, {&j.critic, "critic"}, {&j.reference, "ref"}, {&j.reward, "reward"}};
+  for (const auto& [engine, label] : deepspeed_roles) {
+    if (!engine->present || (dynamic && engine->trained)) continue;
+    const std::int64_t batch = detail::checked_mul(train_batch, engine == &j.actor && version < 7'001 && k.has("pretrain_data") ? 2 : 1);
+    const std::int64_t engine_batch = detail::checked_mul(batch, j.ulysses), step = detail::checked_mul(micro_train, engine->gpus);
+    if (engine_batch % step != 0)
+      detail::fail("--" + name("train_batch_size") + " " + std::to_string(train_batch) +
+                   (batch != train_batch ? " (doubled by --pretrain_data)" : "") +
+                   (j.ulysses > 1 ? " x --" + name("ring_attn_size") + " " + std::to_string(j.ulysses) : std::string()) +
+                   " is not a multiple of --" + name("micro_train_batch_size") + " " + std::to_string(micro_train) + " x the " + label +
+                   "'s " + std::to_string(engine->gpus) + " GPUs = " + std::to_string(step) +
+                   ", which DeepSpeed asserts (train_batch_size == micro_batch_per_gpu x gradient_accumulation_steps x world_size); "
+                   "make it a multiple of " + std::to_string(step / std::gcd(step, j.ulysses)) + " or change --" + name("micro_train_batch_size"));
+  }
   for (rlhf_role* trained : {&j.actor, &j.critic})
     if (trained->present) {
       const std::int64_t per_rank = train_batch / std::max<std::int64_t>(1, trained->gpus / std::max<std::int64_t>(1, j.ulysses));
