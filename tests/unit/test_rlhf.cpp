@@ -162,6 +162,46 @@ TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in
   CHECK_FALSE(job(f, {"data.train_batch_size=4", "actor_rollout_ref.rollout.n=32", "--mean-tokens", "2448"})["fits"].get<bool>());
 }
 
+TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout.n before v0.2, mini-batch x n / ranks and "
+          "micro-batches / ranks from v0.2, whose two assertions are one-line errors", "[rlhf]") {
+  // Logic-RL's file: 4 GPUs, train_batch_size 8, rollout.n 32 (8 x 32 / 4 = 64 sequences a GPU holds), ppo_mini_batch_size
+  // 256, global ppo_micro_batch_size 64, log_prob_micro_batch_size 160 for the rollout and the reference.
+  const std::string f = "logic-rl-7b-grpo.yaml";
+  const auto shape_of = [](const nlohmann::json& j, const std::string& phase_name, const std::string& prefix) {
+    const std::string terms = phase(j, phase_name)["terms"].dump();
+    const std::size_t at = terms.find(prefix);
+    return at == std::string::npos ? std::string() : terms.substr(at, terms.find(')', at) - at + 1);
+  };
+  // Before v0.2 (fsdp_workers.py at 9f734014): log-prob micro 160 // 4 x 32 = 1280 and train micro 64 // 4 x 32 = 512,
+  // both capped at the 64 sequences a GPU holds; the release is listed as assumed.
+  const nlohmann::json before = job(f);
+  CHECK(shape_of(before, "experience", "forward peak (") == "forward peak (64 sequences, 33280 x 1 tokens)");
+  CHECK(shape_of(before, "training", "activations (") == "activations (64 sequences, 33280 x 1 tokens)");
+  CHECK(before["config"]["assumed"].dump().find("verl's batch normalization before v0.2") != std::string::npos);
+  // v0.2 (6e003c0b): log-prob micro 160 // 4 = 40; train micro 64 // 4 = 16 within a mini-batch of 256 x 32 // 4 = 2048
+  // (more than the 64 held: one mini-batch), 64 / 16 = 4 passes; the smaller passes fit where v0.1's did not.
+  const nlohmann::json v02 = job(f, {"--verl-version", "0.2.0"});
+  CHECK(shape_of(v02, "experience", "forward peak (") == "forward peak (40 sequences, 20800 x 1 tokens)");
+  CHECK(shape_of(v02, "training", "activations (") == "activations (16 sequences, 8320 x 1 tokens)");
+  CHECK(shape_of(v02, "training", "gradients (") == "gradients (accumulated over 4 passes)");
+  CHECK(v02["fits"].get<bool>());
+  CHECK_FALSE(before["fits"].get<bool>());
+  // Sizes per GPU are read as given in both: no assumption listed.
+  const nlohmann::json per_gpu = job(f, {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+                                         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.ppo_mini_batch_size=128"});
+  CHECK(per_gpu["config"]["assumed"].dump().find("batch normalization") == std::string::npos);
+  CHECK(shape_of(per_gpu, "training", "activations (") == "activations (8 sequences, 4160 x 1 tokens)");
+  // v0.2's __init__ asserts a mini-batch of at least one sequence and a micro-batch that divides it.
+  const zeromem::test::cli_result empty =
+      run_cli({"job", jobs + f, "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=1"});
+  CHECK(empty.code == 2);
+  CHECK(empty.err.find("ppo_mini_batch_size 1 x rollout.n 1 gives no sequence to each of 4 data-parallel ranks, which verl asserts") != std::string::npos);
+  const zeromem::test::cli_result uneven = run_cli({"job", jobs + f, "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"});
+  CHECK(uneven.code == 2);
+  CHECK(uneven.err.find("ppo_mini_batch_size 2048 (x rollout.n / ranks) is not a multiple of the micro-batch 24") != std::string::npos);
+  CHECK(uneven.err.find('\n') == uneven.err.size() - 1);
+}
+
 TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any node count, 0.15.0 fits", "[rlhf][scenario]") {
   const nlohmann::json bad = job("openrlhf-70b-ppo.args");
   CHECK(bad["first_failing_phase"] == "training");

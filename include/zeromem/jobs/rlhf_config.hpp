@@ -845,8 +845,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   if (j.step_sequences == 0)
     detail::fail(std::string(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size") + " x " + R + "n is 0: a step generates no sequence; pass at least 1");
   j.batch_through_driver = true;
-  // Sequences per pass. verl (fsdp_workers.py, Jan 2025): global ppo_micro_batch_size //= dp, then *= rollout.n
-  // (later versions: ppo_micro_batch_size_per_gpu as given); EasyR1: micro_batch_size_per_device_for_update.
+  // Sequences per pass: a *_per_gpu size as given, else verl's normalization of the global one (fsdp_workers.py
+  // ActorRolloutRefWorker.__init__, "normalize config"). Before v0.2 (9f734014, January 2025) the mini-batch, the
+  // micro-batch and the rollout's and reference's log-prob micro-batches are each divided by the data-parallel ranks,
+  // then multiplied by rollout.n; from v0.2 (6e003c0b, #183) the mini-batch is multiplied by n before the division and
+  // the micro-batches are divided only. EasyR1: micro_batch_size_per_device_for_update.
   // mini, critic_mini: sequences per optimizer step on one GPU
   std::int64_t micro = 0, forward_micro = 0, ref_micro = 0, mini = 0, critic_mini = 0;
   if (easyr1) {
@@ -854,14 +857,31 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     mini = detail::checked_mul(k.integer(A + "global_batch_size", 128), n) / dp;
     forward_micro = ref_micro = k.integer(A + "micro_batch_size_per_device_for_experience", 16);
   } else {
-    if (k.has(A + "ppo_micro_batch_size_per_gpu")) micro = k.integer(A + "ppo_micro_batch_size_per_gpu", 1);
-    else micro = detail::checked_mul(k.integer(A + "ppo_micro_batch_size", 64) / dp, n);
-    mini = detail::checked_mul(k.integer(A + "ppo_mini_batch_size", 256) / dp, n);
+    const bool from_v02 = verl_version >= 2'000;
+    bool normalization_matters = false;  // whether verl before v0.2 and after read this config differently
+    const auto per_gpu_or_normalized = [&](const std::string& key, std::int64_t global_default) {
+      if (k.has(key + "_per_gpu")) return k.integer(key + "_per_gpu", 1);
+      const std::int64_t global = k.integer(key, global_default), divided = global / dp;
+      if (n > 1) normalization_matters = true;
+      return from_v02 ? divided : detail::checked_mul(divided, n);
+    };
+    const std::int64_t mini_global = k.integer(A + "ppo_mini_batch_size", 256);
+    mini = from_v02 ? detail::checked_mul(mini_global, n) / dp : detail::checked_mul(mini_global / dp, n);
+    if (mini_global % dp != 0 && n > 1) normalization_matters = true;
+    micro = per_gpu_or_normalized(A + "ppo_micro_batch_size", 64);
+    forward_micro = per_gpu_or_normalized(R + "log_prob_micro_batch_size", 128);
+    ref_micro = per_gpu_or_normalized(F + "log_prob_micro_batch_size", 128);
+    if (from_v02) {  // the same __init__ asserts both (v0.2 on)
+      if (mini == 0)
+        detail::fail(A + "ppo_mini_batch_size " + std::to_string(mini_global) + " x rollout.n " + std::to_string(n) + " gives no sequence to each of " +
+                     std::to_string(dp) + " data-parallel ranks, which verl asserts (\"should be larger than 0 after normalization\"); raise it");
+      if (mini % micro != 0)
+        detail::fail("the normalized " + A + "ppo_mini_batch_size " + std::to_string(mini) + " (x rollout.n / ranks) is not a multiple of the micro-batch " +
+                     std::to_string(micro) + ", which verl asserts (\"should be divisible by ppo_micro_batch_size_per_gpu\"); change either");
+    } else if (verl_version == 0 && normalization_matters) {
+      r.assumed.push_back("verl's batch normalization before v0.2 (global sizes / ranks x rollout.n; pass --verl-version)");
+    }
     micro = std::min(micro, mini > 0 ? mini : micro);
-    forward_micro = k.has(R + "log_prob_micro_batch_size_per_gpu") ? k.integer(R + "log_prob_micro_batch_size_per_gpu", 1)
-                                                                    : k.integer(R + "log_prob_micro_batch_size", 128) / dp;
-    ref_micro = k.has(F + "log_prob_micro_batch_size_per_gpu") ? k.integer(F + "log_prob_micro_batch_size_per_gpu", 1)
-                                                                : k.integer(F + "log_prob_micro_batch_size", 128) / dp;
   }
   const auto clamp = [&](std::int64_t m) { return std::max<std::int64_t>(1, std::min(m, per_gpu)); };
   const bool checkpointing = k.flag(M + "enable_gradient_checkpointing");
