@@ -163,7 +163,7 @@ TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in
 }
 
 TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout.n before v0.2, mini-batch x n / ranks and "
-          "micro-batches / ranks from v0.2, whose two assertions are one-line errors", "[rlhf]") {
+          "micro-batches / ranks from v0.2, whose two assertions are one-line errors; the critic's own sizes", "[rlhf]") {
   // Logic-RL's file: 4 GPUs, train_batch_size 8, rollout.n 32 (8 x 32 / 4 = 64 sequences a GPU holds), ppo_mini_batch_size
   // 256, global ppo_micro_batch_size 64, log_prob_micro_batch_size 160 for the rollout and the reference.
   const std::string f = "logic-rl-7b-grpo.yaml";
@@ -196,6 +196,32 @@ TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout
       run_cli({"job", jobs + f, "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=1"});
   CHECK(empty.code == 2);
   CHECK(empty.err.find("ppo_mini_batch_size 1 x rollout.n 1 gives no sequence to each of 4 data-parallel ranks, which verl asserts") != std::string::npos);
+  // The critic (PPO, 8 GPUs, train batch 1024 x n 4 = 512 sequences a GPU): its global micro-batch 16 // 8 = 2 in every
+  // release, its forward's the same unless forward_micro_batch_size(_per_gpu) is given, its mini-batch (the actor's
+  // 256 unless its own) 256 // 8 = 32 before v0.4.0 and 256 x 4 // 8 = 128 from it: 16 and 64 passes of 2.
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.6.3";
+  const std::vector<std::pair<std::string, std::string>> ppo{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                             {"critic.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                             {"trainer.n_gpus_per_node", "8"},
+                                                             {"data.train_batch_size", "1024"},
+                                                             {"actor_rollout_ref.rollout.n", "4"},
+                                                             {"critic.ppo_micro_batch_size", "16"}};
+  const zeromem::job_reading v01 = zeromem::read_verl(ppo, s);
+  CHECK(v01.job.critic.train_micro_batch == 2);
+  CHECK(v01.job.critic.forward_micro_batch == 2);
+  CHECK(v01.job.critic.accumulation_steps == 16);
+  CHECK(nlohmann::json(v01.assumed).dump().find("verl's critic mini-batch before v0.4.0") != std::string::npos);
+  s.verl_version = "0.4.0";
+  const zeromem::job_reading v04 = zeromem::read_verl(ppo, s);
+  CHECK(v04.job.critic.train_micro_batch == 2);
+  CHECK(v04.job.critic.accumulation_steps == 64);
+  auto forward_given = ppo;
+  forward_given.push_back({"critic.forward_micro_batch_size_per_gpu", "6"});
+  CHECK(zeromem::read_verl(forward_given, s).job.critic.forward_micro_batch == 6);
+  forward_given.back() = {"critic.forward_micro_batch_size", "80"};  // 80 // 8
+  CHECK(zeromem::read_verl(forward_given, s).job.critic.forward_micro_batch == 10);
   const zeromem::test::cli_result uneven = run_cli({"job", jobs + f, "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"});
   CHECK(uneven.code == 2);
   CHECK(uneven.err.find("ppo_mini_batch_size 2048 (x rollout.n / ranks) is not a multiple of the micro-batch 24") != std::string::npos);

@@ -929,12 +929,29 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     j.critic.gradient_checkpointing = k.flag(C + "model.enable_gradient_checkpointing");
     j.critic.sleep_params = k.flag(easyr1 ? C + "offload.offload_params" : C + "model.fsdp_config.param_offload");
     j.critic.sleep_optimizer = k.flag(easyr1 ? C + "offload.offload_optimizer" : C + "model.fsdp_config.optimizer_offload");
-    if (!easyr1 && k.has(C + "ppo_micro_batch_size_per_gpu")) j.critic.train_micro_batch = clamp(k.integer(C + "ppo_micro_batch_size_per_gpu", 1));
-    else if (!easyr1) j.critic.train_micro_batch = clamp(detail::checked_mul(k.integer(C + "ppo_micro_batch_size", 64) / dp, n));
-    // The critic's mini-batch: verl's critic.ppo_mini_batch_size (ppo_trainer.yaml interpolates the actor's), EasyR1's
-    // worker.critic.global_batch_size.
-    critic_mini = easyr1 ? detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / dp
-                         : (k.has(C + "ppo_mini_batch_size") ? detail::checked_mul(k.integer(C + "ppo_mini_batch_size", 256) / dp, n) : mini);
+    // verl's CriticWorker.__init__ normalizes its own sizes: global micro-batches divided by the data-parallel ranks
+    // only, in every release (fsdp_workers.py at 9f734014 and v0.2); the mini-batch divided only before v0.4.0 and
+    // multiplied by rollout.n first from it (9dcac14f, #853). Its forward's micro-batch is forward_micro_batch_size
+    // (_per_gpu), which ppo_trainer.yaml interpolates from the critic's ppo_micro_batch_size (_per_gpu).
+    // EasyR1: worker.critic.global_batch_size x n / ranks.
+    if (easyr1) {
+      critic_mini = detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / dp;
+    } else {
+      const auto per_gpu_or_divided = [&](const std::string& key, std::int64_t global) {
+        return k.has(key + "_per_gpu") ? k.integer(key + "_per_gpu", 1) : global / dp;
+      };
+      const std::int64_t train_micro = per_gpu_or_divided(C + "ppo_micro_batch_size", k.integer(C + "ppo_micro_batch_size", 64));
+      j.critic.train_micro_batch = clamp(train_micro);
+      j.critic.forward_micro_batch =
+          k.has(C + "forward_micro_batch_size_per_gpu") || k.has(C + "forward_micro_batch_size")
+              ? clamp(per_gpu_or_divided(C + "forward_micro_batch_size", k.integer(C + "forward_micro_batch_size", 64)))
+              : clamp(train_micro);
+      const std::int64_t critic_mini_global = k.has(C + "ppo_mini_batch_size") ? k.integer(C + "ppo_mini_batch_size", 256)
+                                                                              : k.integer(A + "ppo_mini_batch_size", 256);
+      critic_mini = verl_version >= 4'000 ? detail::checked_mul(critic_mini_global, n) / dp : critic_mini_global / dp;
+      if (verl_version == 0 && n > 1)
+        r.assumed.push_back("verl's critic mini-batch before v0.4.0 (" + C + "ppo_mini_batch_size / ranks, without rollout.n; pass --verl-version)");
+    }
   }
   if (k.flag("reward_model.enable")) {
     j.reward = j.reference;
