@@ -163,7 +163,7 @@ TEST_CASE("logic-rl-7b-grpo: train_batch_size x rollout.n per GPU decides, as in
 }
 
 TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout.n before v0.2, mini-batch x n / ranks and "
-          "micro-batches / ranks from v0.2, whose two assertions are one-line errors; the critic's own sizes", "[rlhf]") {
+          "micro-batches / ranks from v0.2, whose two assertions are one-line errors, and the critic's own sizes", "[rlhf]") {
   // Logic-RL's file: 4 GPUs, train_batch_size 8, rollout.n 32 (8 x 32 / 4 = 64 sequences a GPU holds), ppo_mini_batch_size
   // 256, global ppo_micro_batch_size 64, log_prob_micro_batch_size 160 for the rollout and the reference.
   const std::string f = "logic-rl-7b-grpo.yaml";
