@@ -192,10 +192,11 @@ TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout
   CHECK(per_gpu["config"]["assumed"].dump().find("batch normalization") == std::string::npos);
   CHECK(shape_of(per_gpu, "training", "activations (") == "activations (8 sequences, 4160 x 1 tokens)");
   // v0.2's __init__ asserts a mini-batch of at least one sequence and a micro-batch that divides it.
-  const zeromem::test::cli_result empty =
-      run_cli({"job", jobs + f, "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=1"});
+  // (verl's LoRA example, 2 GPUs, per-GPU micro-batch keys: _validate_config has nothing to say about them.)
+  const zeromem::test::cli_result empty = run_cli({"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "--verl-version", "0.2.0",
+                                                   "actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=1"});
   CHECK(empty.code == 2);
-  CHECK(empty.err.find("ppo_mini_batch_size 1 x rollout.n 1 gives no sequence to each of 4 data-parallel ranks, which verl asserts") != std::string::npos);
+  CHECK(empty.err.find("ppo_mini_batch_size 1 x rollout.n 1 gives no sequence to each of 2 data-parallel ranks, which verl asserts") != std::string::npos);
   // The critic (PPO, 8 GPUs, train batch 1024 x n 4 = 512 sequences a GPU): its global micro-batch 16 // 8 = 2 in every
   // release, its forward's the same unless forward_micro_batch_size(_per_gpu) is given, its mini-batch (the actor's
   // 256 unless its own) 256 // 8 = 32 before v0.4.0 and 256 x 4 // 8 = 128 from it: 16 and 64 passes of 2.
@@ -207,7 +208,10 @@ TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout
                                                              {"trainer.n_gpus_per_node", "8"},
                                                              {"data.train_batch_size", "1024"},
                                                              {"actor_rollout_ref.rollout.n", "4"},
-                                                             {"critic.ppo_micro_batch_size", "16"}};
+                                                             {"critic.ppo_micro_batch_size", "16"},
+                                                             {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "4"},
+                                                             {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "4"},
+                                                             {"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "4"}};
   const zeromem::job_reading v01 = zeromem::read_verl(ppo, s);
   CHECK(v01.job.critic.train_micro_batch == 2);
   CHECK(v01.job.critic.forward_micro_batch == 2);
@@ -222,10 +226,61 @@ TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout
   CHECK(zeromem::read_verl(forward_given, s).job.critic.forward_micro_batch == 6);
   forward_given.back() = {"critic.forward_micro_batch_size", "80"};  // 80 // 8
   CHECK(zeromem::read_verl(forward_given, s).job.critic.forward_micro_batch == 10);
-  const zeromem::test::cli_result uneven = run_cli({"job", jobs + f, "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"});
+  // verl's LoRA example sets the *_per_gpu sizes only: mini-batch 16 x n 5 // 2 GPUs = 40, which 16 does not divide.
+  const zeromem::test::cli_result uneven =
+      run_cli({"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "--verl-version", "0.2.0", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16"});
   CHECK(uneven.code == 2);
-  CHECK(uneven.err.find("ppo_mini_batch_size 2048 (x rollout.n / ranks) is not a multiple of the micro-batch 24") != std::string::npos);
+  CHECK(uneven.err.find("ppo_mini_batch_size 40 (x rollout.n / ranks) is not a multiple of the micro-batch 16") != std::string::npos);
   CHECK(uneven.err.find('\n') == uneven.err.size() - 1);
+}
+
+TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refuses is a one-line error with its reason", "[rlhf][bad-input]") {
+  // Logic-RL's file at v0.2: 4 GPUs, 8 x 32 sequences, global micro-batch keys only (ppo_micro_batch_size 64 divides
+  // the mini-batch 256 and 64 >= 4 GPUs), use_remove_padding on. It runs; each change below is refused.
+  const std::string f = jobs + "logic-rl-7b-grpo.yaml", A = "actor_rollout_ref.actor.";
+  CHECK(run_cli({"job", f, "--verl-version", "0.2.0"}).code == 0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+      // 3 x 1 sequences over 4 GPUs (ray_trainer.py _validate_config: real_train_batch_size % n_gpus == 0).
+      {{"data.train_batch_size=3", "actor_rollout_ref.rollout.n=1"},
+       "data.train_batch_size x actor_rollout_ref.rollout.n = 3 is not a multiple of the 4 GPUs, which verl asserts"},
+      // A global and a per-GPU micro-batch together (check_mutually_exclusive).
+      {{A + "ppo_micro_batch_size_per_gpu=8"}, A + "ppo_micro_batch_size and " + A + "ppo_micro_batch_size_per_gpu are both set, which verl refuses"},
+      // 48 does not divide 256; 2 divides it but 2 sequences cannot reach 4 GPUs (checked before the workers normalize
+      // the sizes, where 2 // 4 = 0 a GPU would fail next).
+      {{A + "ppo_micro_batch_size=48"}, "ppo_micro_batch_size 48 must divide " + A + "ppo_mini_batch_size 256"},
+      {{A + "ppo_micro_batch_size=2"}, "ppo_micro_batch_size 2 must divide " + A + "ppo_mini_batch_size 256 and, times the Ulysses degree 1, reach the 4 GPUs"},
+      // Ulysses without remove-padding.
+      {{A + "ulysses_sequence_parallel_size=2", "actor_rollout_ref.model.use_remove_padding=False"},
+       A + "ulysses_sequence_parallel_size 2 needs actor_rollout_ref.model.use_remove_padding=True, which verl asserts"}};
+  for (const auto& [overrides, message] : refused) {
+    std::vector<std::string> args{"job", f, "--verl-version", "0.2.0"};
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    INFO(overrides.front());
+    const zeromem::test::cli_result r = run_cli(args);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    // Before v0.2 verl checked none of it (ray_trainer.py at 9f734014 has no _validate_config): read as given.
+    args.erase(args.begin() + 2, args.begin() + 4);
+    if (overrides.front().find("ppo_micro_batch_size_per_gpu") == std::string::npos) CHECK(run_cli(args).code == 0);
+  }
+  // The critic's sizes alike (verl's PPO example, 8 GPUs; its critic.ppo_mini_batch_size interpolates the actor's 256).
+  const zeromem::test::cli_result critic =
+      run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "--verl-version", "0.2.0", "critic.ppo_micro_batch_size=4"});
+  CHECK(critic.code == 2);
+  CHECK(critic.err.find("critic.ppo_micro_batch_size 4 must divide critic.ppo_mini_batch_size 256 and, times the Ulysses degree 1, reach the 8 GPUs") !=
+        std::string::npos);
+  CHECK(run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "--verl-version", "0.2.0"}).code == 0);
+  // A per-GPU micro-batch of 0, and no micro-batch key at all (v0.2's ppo_trainer.yaml has no default for either).
+  const std::string lora = jobs + "verl-qwen2.5-3b-grpo-lora.sh";
+  CHECK(run_cli({"job", lora, "--verl-version", "0.2.0", A + "ppo_micro_batch_size_per_gpu=0"}).err.find("is 0 sequences, which verl refuses") !=
+        std::string::npos);
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.6.3";
+  s.verl_version = "0.2.0";
+  CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"}}, s),
+                    Catch::Contains("neither " + A + "ppo_micro_batch_size nor " + A + "ppo_micro_batch_size_per_gpu is set, which verl refuses"));
 }
 
 TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any node count, 0.15.0 fits", "[rlhf][scenario]") {

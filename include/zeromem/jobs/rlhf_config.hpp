@@ -845,6 +845,40 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   if (j.step_sequences == 0)
     detail::fail(std::string(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size") + " x " + R + "n is 0: a step generates no sequence; pass at least 1");
   j.batch_through_driver = true;
+  // From v0.2 verl checks the batch sizes before it starts (ray_trainer.py _validate_config at v0.2; since then
+  // verl/utils/config.py validate_config and workers/config/actor.py), before its workers normalize them: what it
+  // refuses is refused here, with its reason. Without dynamic batches: the sequences of a step split evenly over the
+  // GPUs, one of each global and *_per_gpu micro-batch key (the global ones are deprecated and have no default), and a
+  // global micro-batch that divides the mini-batch and gives every rank one sequence; Ulysses needs use_remove_padding.
+  const auto verl_one_micro_key = [&](const std::string& key) {
+    const bool global = k.has(key), per_gpu_key = k.has(key + "_per_gpu");
+    if (global && per_gpu_key) detail::fail(key + " and " + key + "_per_gpu are both set, which verl refuses; remove " + key + " (deprecated)");
+    if (!global && !per_gpu_key) detail::fail("neither " + key + " nor " + key + "_per_gpu is set, which verl refuses; set " + key + "_per_gpu");
+  };
+  const auto verl_global_micro = [&](const std::string& section, std::int64_t section_sp) {
+    if (!k.has(section + "ppo_micro_batch_size")) return;
+    const std::int64_t mini_size = k.integer(section + "ppo_mini_batch_size", k.integer(A + "ppo_mini_batch_size", 256)),
+                       micro_size = k.integer(section + "ppo_micro_batch_size", 1);
+    if (micro_size < 1 || mini_size % micro_size != 0 || detail::checked_mul(micro_size, section_sp) < world)
+      detail::fail(section + "ppo_micro_batch_size " + std::to_string(micro_size) + " must divide " + section + "ppo_mini_batch_size " +
+                   std::to_string(mini_size) + " and, times the Ulysses degree " + std::to_string(section_sp) + ", reach the " +
+                   std::to_string(world) + " GPUs, which verl asserts; set " + section + "ppo_micro_batch_size_per_gpu instead");
+  };
+  if (!easyr1 && verl_version >= 2'000) {
+    if (!k.flag(A + "use_dynamic_bsz")) {
+      if (!detail::divides(world, j.step_sequences))
+        detail::fail("data.train_batch_size x " + R + "n = " + std::to_string(j.step_sequences) + " is not a multiple of the " + std::to_string(world) +
+                     " GPUs, which verl asserts (real_train_batch_size % n_gpus == 0); change either");
+      verl_one_micro_key(A + "ppo_micro_batch_size");
+      verl_one_micro_key(R + "log_prob_micro_batch_size");
+      verl_one_micro_key(F + "log_prob_micro_batch_size");
+      verl_global_micro(A, sp);
+    }
+    if (sp > 1 && !k.flag(M + "use_remove_padding"))
+      detail::fail(A + "ulysses_sequence_parallel_size " + std::to_string(sp) + " needs " + M +
+                   "use_remove_padding=True, which verl asserts (\"When using sequence parallelism for actor/ref policy, you must enable "
+                   "`use_remove_padding`.\")");
+  }
   // Sequences per pass: a *_per_gpu size as given, else verl's normalization of the global one (fsdp_workers.py
   // ActorRolloutRefWorker.__init__, "normalize config"). Before v0.2 (9f734014, January 2025) the mini-batch, the
   // micro-batch and the rollout's and reference's log-prob micro-batches are each divided by the data-parallel ranks,
@@ -875,6 +909,9 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       if (mini == 0)
         detail::fail(A + "ppo_mini_batch_size " + std::to_string(mini_global) + " x rollout.n " + std::to_string(n) + " gives no sequence to each of " +
                      std::to_string(dp) + " data-parallel ranks, which verl asserts (\"should be larger than 0 after normalization\"); raise it");
+      if (micro < 1)
+        detail::fail("the actor's micro-batch (" + A + "ppo_micro_batch_size_per_gpu, or ppo_micro_batch_size / " + std::to_string(dp) +
+                     " ranks) is 0 sequences, which verl refuses; set " + A + "ppo_micro_batch_size_per_gpu to at least 1");
       if (mini % micro != 0)
         detail::fail("the normalized " + A + "ppo_mini_batch_size " + std::to_string(mini) + " (x rollout.n / ranks) is not a multiple of the micro-batch " +
                      std::to_string(micro) + ", which verl asserts (\"should be divisible by ppo_micro_batch_size_per_gpu\"); change either");
@@ -1042,6 +1079,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (j.reward.present && k.flag("reward_model.use_dynamic_bsz"))  // fsdp_workers.py RewardModelWorker.compute_rm_score
       j.reward.forward_micro_batch =
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
+    // verl from v0.2 checks the critic's sizes as the actor's (verl_one_micro_key, verl_global_micro).
+    if (verl_version >= 2'000 && j.critic.present && !k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
+      verl_one_micro_key("critic.ppo_micro_batch_size");
+      verl_global_micro("critic.", k.count("critic.ulysses_sequence_parallel_size", 1));
+    }
   }
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
   // ppo_mini_batch_size x rollout.n per GPU // ppo_micro_batch_size_per_gpu, or the dynamic passes of the mini-batch;
