@@ -271,6 +271,19 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
   CHECK(critic.err.find("critic.ppo_micro_batch_size 4 must divide critic.ppo_mini_batch_size 256 and, times the Ulysses degree 1, reach the 8 GPUs") !=
         std::string::npos);
   CHECK(run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "--verl-version", "0.2.0"}).code == 0);
+  // --explain writes a smaller micro-batch in the config's own key: Logic-RL's global ppo_micro_batch_size before
+  // v0.2, where 32 sequences a GPU are 32 / n 32 x 4 ranks = 4 (there is no per-GPU key yet); from v0.2 the per-GPU
+  // key with the global one set to null (verl refuses both; OmegaConf reads null as unset).
+  const auto micro_fix = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"job", f, "--json", "--explain"});
+    const nlohmann::json explained = run_cli_json(args);
+    for (const auto& fix : explained["fixes"])
+      if (fix["change"].get<std::string>().find("ppo_micro_batch_size") != std::string::npos) return fix["change"].get<std::string>();
+    return std::string();
+  };
+  CHECK(micro_fix({}) == A + "ppo_micro_batch_size=4");
+  CHECK(micro_fix({"--verl-version", "0.2.0", A + "ppo_micro_batch_size=256"}) == A + "ppo_micro_batch_size=null " + A + "ppo_micro_batch_size_per_gpu=32");
+  CHECK(job("logic-rl-7b-grpo.yaml", {"--verl-version", "0.2.0", A + "ppo_micro_batch_size=null", A + "ppo_micro_batch_size_per_gpu=32"})["fits"].get<bool>());
   // A per-GPU micro-batch of 0, and no micro-batch key at all (v0.2's ppo_trainer.yaml has no default for either).
   const std::string lora = jobs + "verl-qwen2.5-3b-grpo-lora.sh";
   CHECK(run_cli({"job", lora, "--verl-version", "0.2.0", A + "ppo_micro_batch_size_per_gpu=0"}).err.find("is 0 sequences, which verl refuses") !=

@@ -91,10 +91,12 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
     if (!g.empty()) groups.push_back(g);
   } else {
     std::vector<std::string> g;
-    for (std::int64_t m = j.actor.train_micro_batch / 2; m >= 1; m /= 2)
-      g.push_back(openrlhf ? key("micro_train_batch_size", "", "") + "=" + std::to_string(m)
-                  : easyr1 ? "worker.actor.micro_batch_size_per_device_for_update=" + std::to_string(m)
-                           : "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=" + std::to_string(m));
+    for (std::int64_t m = j.actor.train_micro_batch / 2; m >= 1; m /= 2) {
+      if (openrlhf) g.push_back(key("micro_train_batch_size", "", "") + "=" + std::to_string(m));
+      else if (easyr1) g.push_back("worker.actor.micro_batch_size_per_device_for_update=" + std::to_string(m));
+      else if (m % r.micro_divisor == 0)  // verl: in the config's own key (job_reading::micro_key)
+        g.push_back(r.micro_prefix + r.micro_key + "=" + std::to_string(m / r.micro_divisor * r.micro_scale));
+    }
     if (!g.empty()) groups.push_back(g);
   }
   // More GPUs: twice the actor's nodes; with every model colocated, twice the engines too (OpenRLHF asserts that

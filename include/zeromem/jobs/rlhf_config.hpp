@@ -47,6 +47,10 @@ struct job_reading {
   std::int64_t actor_token_budget = 0;  // dynamic batches: the actor's tokens per GPU and pass; 0: fixed micro-batches
   std::string token_budget_key;         // the key that sets it (verl ppo_max_token_len_per_gpu, OpenRLHF max_tokens_per_gpu)
   bool grouped_names = false;           // OpenRLHF's grouped arguments (v0.10.2 on)
+  // verl: how an actor micro-batch of m sequences a GPU is written in this config's keys (--explain's fixes):
+  // micro_prefix + micro_key + "=" + m / micro_divisor x micro_scale, where micro_divisor divides m.
+  std::string micro_key, micro_prefix;
+  std::int64_t micro_scale = 1, micro_divisor = 1;
 };
 
 /// Splits a shell command line as bash would for a launch script: backslash-newline joins lines, quotes group,
@@ -205,7 +209,12 @@ class config_keys {
   explicit config_keys(std::vector<std::pair<std::string, std::string>> kv) {
     for (auto& p : kv) values_[p.first] = std::move(p.second);  // later overrides win
   }
-  bool has(const std::string& k) const { return values_.count(k) != 0; }
+  /// Whether the key is set to a value: YAML's and Hydra's null (null, ~, Python's None) leaves it unset, as
+  /// OmegaConf reads it (verl's yaml sets its deprecated keys to null).
+  bool has(const std::string& k) const {
+    const auto it = values_.find(k);
+    return it != values_.end() && !is_null(it->second);
+  }
   std::optional<std::string> text(const std::string& k) {
     const auto it = values_.find(k);
     if (it == values_.end()) return std::nullopt;
@@ -222,7 +231,7 @@ class config_keys {
   }
   std::int64_t integer(const std::string& k, std::int64_t otherwise) {
     const std::optional<std::string> v = text(k);
-    if (!v || *v == "null" || *v == "~" || *v == "None") return otherwise;
+    if (!v || is_null(*v)) return otherwise;
     return parse_integer(*v, k.c_str(), 0, std::int64_t{1} << 40);
   }
   /// An integer of at least 1: nodes, GPUs, a parallel degree, a micro-batch (each divides something the reader
@@ -271,6 +280,7 @@ class config_keys {
   }
 
  private:
+  static bool is_null(const std::string& v) { return v == "null" || v == "~" || v == "None"; }
   std::map<std::string, std::string> values_;
   std::set<std::string> read_;
 };
@@ -903,6 +913,16 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     mini = from_v02 ? detail::checked_mul(mini_global, n) / dp : detail::checked_mul(mini_global / dp, n);
     if (mini_global % dp != 0 && n > 1) normalization_matters = true;
     micro = per_gpu_or_normalized(A + "ppo_micro_batch_size", 64);
+    // The same size written back: per GPU, or in the global key the config uses (--explain).
+    r.micro_key = A + "ppo_micro_batch_size_per_gpu";
+    if (!k.has(A + "ppo_micro_batch_size_per_gpu") && k.has(A + "ppo_micro_batch_size")) {
+      if (from_v02) r.micro_prefix = A + "ppo_micro_batch_size=null ";  // the per-GPU key alone (verl refuses both)
+      else {  // before v0.2 the per-GPU key does not exist: global = m / n x ranks
+        r.micro_key = A + "ppo_micro_batch_size";
+        r.micro_scale = dp;
+        r.micro_divisor = std::max<std::int64_t>(1, n);
+      }
+    }
     forward_micro = per_gpu_or_normalized(R + "log_prob_micro_batch_size", 128);
     ref_micro = per_gpu_or_normalized(F + "log_prob_micro_batch_size", 128);
     if (from_v02) {  // the same __init__ asserts both (v0.2 on)
