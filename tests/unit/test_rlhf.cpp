@@ -852,7 +852,8 @@ TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, d
 }
 
 TEST_CASE("OpenRLHF launches that DeepSpeed or OpenRLHF stop at start are refused as they refuse them: a train batch DeepSpeed's "
-          "batch assertion rejects, packed samples without vLLM, a role of 0 GPUs", "[rlhf][bad-input]") {
+          "batch assertion rejects, packed samples without vLLM, a role of 0 GPUs, fewer sample batches than actor processes",
+          "[rlhf][bad-input]") {
   // The example: actor and reference on 2 GPUs, critic and reward on 2, --micro_train_batch_size 16, --train_batch_size
   // 128, packed samples, 2 vLLM engines. Each role's DeepSpeed config carries train_batch_size x ring and the
   // micro-batch; DeepSpeed sets gradient_accumulation_steps = train // micro // world and asserts train == micro x
@@ -897,6 +898,21 @@ TEST_CASE("OpenRLHF launches that DeepSpeed or OpenRLHF stop at start are refuse
     INFO(runs.back());
     CHECK(run_cli(args).code == 0);
   }
+  // From v0.7.2 train_ppo_ray.py asserts a micro-batch of samples for each actor process: 1 x 1 // 1 = 1 for 2 GPUs
+  // is refused there, not in v0.7.1; 1 x 2 // 1 = 2 runs.
+  const std::vector<std::string> one_sample{"job", f, "rollout_batch_size=1", "micro_rollout_batch_size=1", "--openrlhf-version"};
+  const auto with_version = [&](std::vector<std::string> args, const char* v) {
+    args.push_back(v);
+    return run_cli(args);
+  };
+  const zeromem::test::cli_result too_few = with_version(one_sample, "0.7.2");
+  CHECK(too_few.code == 2);
+  CHECK(too_few.err.find("--rollout_batch_size x --n_samples_per_prompt = 1 makes 1 micro-batches of --micro_rollout_batch_size 1, fewer than "
+                         "the 2 actor processes, which OpenRLHF asserts") != std::string::npos);
+  CHECK(with_version(one_sample, "0.7.1").code == 0);
+  std::vector<std::string> two_samples = one_sample;
+  two_samples.insert(two_samples.begin() + 2, "n_samples_per_prompt=2");
+  CHECK(with_version(two_samples, "0.7.2").code == 0);
   // Ring attention and dynamic batches turn packing on (train_ppo_ray.py) in a launch that does not ask for it.
   const std::string unpacked = jobs + "openrlhf-zero2-vs-zero3.args";
   CHECK(run_cli({"job", unpacked, "vllm_num_engines=0"}).code == 0);

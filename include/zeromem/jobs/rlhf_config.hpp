@@ -710,6 +710,14 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   j.step_sequences = detail::checked_mul(k.integer(name("rollout_batch_size"), 1024), k.integer(name("n_samples_per_prompt"), 1));
   if (j.step_sequences == 0)
     detail::fail("--" + name("rollout_batch_size") + " x --" + name("n_samples_per_prompt") + " is 0: a step generates no sequence; pass at least 1");
+  // From v0.7.2 (cfd42d94) train_ppo_ray.py asserts that the step's samples make at least one micro-batch for each
+  // actor process: rollout_batch_size x n_samples_per_prompt // micro_rollout_batch_size >= actor GPUs // ring_attn_size.
+  if (version >= 7'002 && j.step_sequences / micro_rollout < j.actor.gpus / j.ulysses)
+    detail::fail("--" + name("rollout_batch_size") + " x --" + name("n_samples_per_prompt") + " = " + std::to_string(j.step_sequences) +
+                 " makes " + std::to_string(j.step_sequences / micro_rollout) + " micro-batches of --" + name("micro_rollout_batch_size") + " " +
+                 std::to_string(micro_rollout) + ", fewer than the " + std::to_string(j.actor.gpus / j.ulysses) +
+                 " actor processes, which OpenRLHF asserts (\"The number of sample batches must be greater than or equal to the effective "
+                 "number of actor processes.\")");
   j.batch_through_driver = version >= 7'001;
   if (version == 0) r.assumed.push_back("experiences made in each actor rank, no driver batch (OpenRLHF before 0.7.1; pass --openrlhf-version)");
   if (grouped) {
