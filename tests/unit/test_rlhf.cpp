@@ -577,6 +577,17 @@ TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
   for (const auto& f : j["fixes"])
     if (f["change"].get<std::string>().rfind("--vllm_gpu_memory_utilization", 0) == 0) utilization = f["fits"].get<bool>();
   CHECK(utilization);
+  // More GPUs: twice the nodes (and engines, every model colocated) would give train batch 8 to micro 2 x 8 GPUs, which
+  // DeepSpeed refuses; the same batch in micro-batches of 1 is offered instead.
+  std::vector<std::string> changes;
+  for (const auto& f : j["fixes"]) changes.push_back(f["change"].get<std::string>());
+  CHECK(std::find(changes.begin(), changes.end(), "--actor_num_nodes 2 --vllm_num_engines 8 --micro_train_batch_size 1") != changes.end());
+  CHECK(run_cli({"job", jobs + "orz-1.5b-ppo.args", "actor_num_nodes=2", "vllm_num_engines=8"}).err.find("which DeepSpeed asserts") != std::string::npos);
+  // A micro-batch of 1 cannot be halved: the batch doubles (4 = 1 x 4 GPUs x 1 pass; 8 GPUs take 8).
+  const nlohmann::json micro1 = job("orz-1.5b-ppo.args", {"micro_train_batch_size=1", "train_batch_size=4", "--explain"});
+  bool doubled = false;
+  for (const auto& f : micro1["fixes"]) doubled |= f["change"].get<std::string>() == "--actor_num_nodes 2 --vllm_num_engines 8 --train_batch_size 8";
+  CHECK(doubled);
   const zeromem::test::cli_result text = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--explain"});
   CHECK(text.out.find("Explain") != std::string::npos);
 }

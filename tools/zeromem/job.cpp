@@ -103,9 +103,21 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
   // they span the actor's GPUs).
   std::string more = key("actor_num_nodes", "trainer.nnodes", "trainer.nnodes") + "=" + std::to_string(j.nodes * 2);
   if (openrlhf && j.colocate_all && j.rollout.present) more += " " + key("vllm_num_engines", "", "") + "=" + std::to_string(j.rollout.engines * 2);
-  groups.push_back({more});
+  // OpenRLHF without dynamic batches: twice the GPUs must still divide train_batch_size x ring by micro x GPUs
+  // (DeepSpeed's batch assertion). Where it does not (an odd number of passes), the same global batch in micro-batches
+  // half as large, else a batch twice as large: each tried only if the ones before it are refused.
+  std::vector<std::string> more_ways{more};
+  if (openrlhf && r.actor_token_budget == 0 && j.actor.accumulation_steps % 2 != 0) {
+    if (j.actor.train_micro_batch % 2 == 0)
+      more_ways.push_back(more + " " + key("micro_train_batch_size", "", "") + "=" + std::to_string(j.actor.train_micro_batch / 2));
+    const std::int64_t train_batch = detail::checked_product(j.actor.accumulation_steps, j.actor.train_micro_batch, j.actor.gpus) / j.ulysses;
+    more_ways.push_back(more + " " + key("train_batch_size", "", "") + "=" + std::to_string(detail::checked_mul(train_batch, 2)));
+  }
+  const std::size_t more_group = groups.size();  // its ways are fallbacks: the first one valid for the job is shown
+  groups.push_back(more_ways);
   std::vector<fix> out;
-  for (const auto& g : groups) {
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const std::vector<std::string>& g = groups[gi];
     fix last{};
     for (const std::string& o : g) {  // one change: key=value words separated by spaces
       job_args tried = a;
@@ -128,7 +140,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
         shown += (shown.empty() ? "" : " ") +
                  (!openrlhf ? w : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
       last = {shown, fits};
-      if (fits) break;
+      if (fits || gi == more_group) break;
     }
     if (!last.change.empty()) out.push_back(last);
   }
