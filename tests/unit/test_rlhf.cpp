@@ -294,6 +294,15 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
   s.verl_version = "0.2.0";
   CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"}}, s),
                     Catch::Contains("neither " + A + "ppo_micro_batch_size nor " + A + "ppo_micro_batch_size_per_gpu is set, which verl refuses"));
+  // The reference's keys are not required (later releases build it only with a KL term), but both together are refused.
+  std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                        {A + "ppo_micro_batch_size_per_gpu", "4"},
+                                                        {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "4"},
+                                                        {"algorithm.adv_estimator", "grpo"}};
+  CHECK_NOTHROW(zeromem::read_verl(keys, s));
+  keys.insert(keys.end(), {{"actor_rollout_ref.ref.log_prob_micro_batch_size", "32"}, {"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "4"}});
+  CHECK_THROWS_WITH(zeromem::read_verl(keys, s), Catch::Contains("actor_rollout_ref.ref.log_prob_micro_batch_size and "
+                                                                 "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu are both set"));
 }
 
 TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any node count, 0.15.0 fits", "[rlhf][scenario]") {

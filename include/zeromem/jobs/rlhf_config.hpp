@@ -868,10 +868,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // refuses is refused here, with its reason. Without dynamic batches: the sequences of a step split evenly over the
   // GPUs, one of each global and *_per_gpu micro-batch key (the global ones are deprecated and have no default), and a
   // global micro-batch that divides the mini-batch and gives every rank one sequence; Ulysses needs use_remove_padding.
-  const auto verl_one_micro_key = [&](const std::string& key) {
+  const auto verl_one_micro_key = [&](const std::string& key, bool needed) {
     const bool global = k.has(key), per_gpu_key = k.has(key + "_per_gpu");
     if (global && per_gpu_key) detail::fail(key + " and " + key + "_per_gpu are both set, which verl refuses; remove " + key + " (deprecated)");
-    if (!global && !per_gpu_key) detail::fail("neither " + key + " nor " + key + "_per_gpu is set, which verl refuses; set " + key + "_per_gpu");
+    if (needed && !global && !per_gpu_key)
+      detail::fail("neither " + key + " nor " + key + "_per_gpu is set, which verl refuses; set " + key + "_per_gpu");
   };
   const auto verl_global_micro = [&](const std::string& section, std::int64_t section_sp) {
     if (!k.has(section + "ppo_micro_batch_size")) return;
@@ -887,9 +888,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       if (!detail::divides(world, j.step_sequences))
         detail::fail("data.train_batch_size x " + R + "n = " + std::to_string(j.step_sequences) + " is not a multiple of the " + std::to_string(world) +
                      " GPUs, which verl asserts (real_train_batch_size % n_gpus == 0); change either");
-      verl_one_micro_key(A + "ppo_micro_batch_size");
-      verl_one_micro_key(R + "log_prob_micro_batch_size");
-      verl_one_micro_key(F + "log_prob_micro_batch_size");
+      verl_one_micro_key(A + "ppo_micro_batch_size", true);
+      verl_one_micro_key(R + "log_prob_micro_batch_size", true);
+      // The reference's only where verl builds one (later releases: with a KL term), which this reader does not
+      // decide: a missing key is not refused.
+      verl_one_micro_key(F + "log_prob_micro_batch_size", false);
       verl_global_micro(A, sp);
     }
     if (sp > 1 && !k.flag(M + "use_remove_padding"))
@@ -1109,7 +1112,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
     // verl from v0.2 checks the critic's sizes as the actor's (verl_one_micro_key, verl_global_micro).
     if (verl_version >= 2'000 && j.critic.present && !k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
-      verl_one_micro_key("critic.ppo_micro_batch_size");
+      verl_one_micro_key("critic.ppo_micro_batch_size", true);
       verl_global_micro("critic.", k.count("critic.ulysses_sequence_parallel_size", 1));
     }
   }
