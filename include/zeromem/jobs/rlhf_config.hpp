@@ -907,22 +907,29 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // the micro-batches are divided only. EasyR1: micro_batch_size_per_device_for_update.
   // mini, critic_mini: sequences per optimizer step on one GPU
   std::int64_t micro = 0, forward_micro = 0, ref_micro = 0, mini = 0, critic_mini = 0;
+  // A micro-batch key: its *_per_gpu form as given, else the global one divided by the ranks (times rollout.n where
+  // the release multiplies).
+  const auto per_gpu_or_global = [&](const std::string& key, std::int64_t global_default, bool times_n) {
+    if (k.has(key + "_per_gpu")) return k.integer(key + "_per_gpu", 1);
+    const std::int64_t divided = k.integer(key, global_default) / dp;
+    return times_n ? detail::checked_mul(divided, n) : divided;
+  };
   if (easyr1) {
     micro = k.integer(A + "micro_batch_size_per_device_for_update", 4);
     mini = detail::checked_mul(k.integer(A + "global_batch_size", 128), n) / dp;
     forward_micro = ref_micro = k.integer(A + "micro_batch_size_per_device_for_experience", 16);
   } else {
     const bool from_v02 = verl_version >= 2'000;
-    bool normalization_matters = false;  // whether verl before v0.2 and after read this config differently
     const auto per_gpu_or_normalized = [&](const std::string& key, std::int64_t global_default) {
-      if (k.has(key + "_per_gpu")) return k.integer(key + "_per_gpu", 1);
-      const std::int64_t global = k.integer(key, global_default), divided = global / dp;
-      if (n > 1) normalization_matters = true;
-      return from_v02 ? divided : detail::checked_mul(divided, n);
+      return per_gpu_or_global(key, global_default, !from_v02);
     };
     const std::int64_t mini_global = k.integer(A + "ppo_mini_batch_size", 256);
     mini = from_v02 ? detail::checked_mul(mini_global, n) / dp : detail::checked_mul(mini_global / dp, n);
-    if (mini_global % dp != 0 && n > 1) normalization_matters = true;
+    // Whether verl before v0.2 and after read this config differently: a global micro-batch key in use with n > 1,
+    // or a mini-batch the ranks do not divide.
+    const bool normalization_matters =
+        n > 1 && (mini_global % dp != 0 || !k.has(A + "ppo_micro_batch_size_per_gpu") || !k.has(R + "log_prob_micro_batch_size_per_gpu") ||
+                  !k.has(F + "log_prob_micro_batch_size_per_gpu"));
     micro = per_gpu_or_normalized(A + "ppo_micro_batch_size", 64);
     // The same size written back: per GPU, or in the global key the config uses (--explain).
     r.micro_key = A + "ppo_micro_batch_size_per_gpu";
@@ -1005,15 +1012,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (easyr1) {
       critic_mini = detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / dp;
     } else {
-      const auto per_gpu_or_divided = [&](const std::string& key, std::int64_t global) {
-        return k.has(key + "_per_gpu") ? k.integer(key + "_per_gpu", 1) : global / dp;
-      };
-      const std::int64_t train_micro = per_gpu_or_divided(C + "ppo_micro_batch_size", k.integer(C + "ppo_micro_batch_size", 64));
+      const std::int64_t train_micro = per_gpu_or_global(C + "ppo_micro_batch_size", 64, false);
       j.critic.train_micro_batch = clamp(train_micro);
-      j.critic.forward_micro_batch =
-          k.has(C + "forward_micro_batch_size_per_gpu") || k.has(C + "forward_micro_batch_size")
-              ? clamp(per_gpu_or_divided(C + "forward_micro_batch_size", k.integer(C + "forward_micro_batch_size", 64)))
-              : clamp(train_micro);
+      j.critic.forward_micro_batch = k.has(C + "forward_micro_batch_size_per_gpu") || k.has(C + "forward_micro_batch_size")
+                                         ? clamp(per_gpu_or_global(C + "forward_micro_batch_size", 0, false))
+                                         : clamp(train_micro);
       const std::int64_t critic_mini_global = k.has(C + "ppo_mini_batch_size") ? k.integer(C + "ppo_mini_batch_size", 256)
                                                                               : k.integer(A + "ppo_mini_batch_size", 256);
       critic_mini = verl_version >= 4'000 ? detail::checked_mul(critic_mini_global, n) / dp : critic_mini_global / dp;
