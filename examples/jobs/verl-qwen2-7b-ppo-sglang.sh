@@ -1,8 +1,9 @@
 # verl's own example: PPO on Qwen2-7B-Instruct with an SGLang rollout, length-balanced micro-batches (use_dynamic_bsz) and
-# packing, actor, critic, reference and rollout on one node of 8 GPUs. From verl examples/ppo_trainer/run_qwen2-7b_sglang_seq_balance.sh
-# (last changed at a31a8f25, 2025-07-14; read at b178a3cd); verl's defaults fill what the script leaves out.
+# packing, actor, critic and rollout on one node of 8 GPUs. From verl examples/ppo_trainer/run_qwen2-7b_sglang_seq_balance.sh
+# (last changed at a31a8f25, 2025-07-14, first released in v0.5.0; read at b178a3cd); verl's defaults fill what the
+# script leaves out. Without a KL term (use_kl_loss and use_kl_in_reward False) verl 0.5.0 builds no reference policy.
 # Assumed: H100 80GB GPUs.
-# zeromem: --gpu h100-80gb
+# zeromem: --gpu h100-80gb --verl-version 0.5.0
 # zeromem case: as published | reported: none
 
 gsm8k_train_path=$HOME/data/gsm8k/train.parquet

@@ -432,10 +432,10 @@ TEST_CASE("published example launches read without unknown keys and give a verdi
   // verl's example: the critic is a value model (PPO's gae), sharded with the actor over 8 GPUs.
   const nlohmann::json v = job("verl-qwen2-7b-ppo.sh");
   CHECK(phase(v, "training")["gpus"] == "actor+critic+reference+vLLM");
-  // verl's SGLang example: the engine is sized last, after actor, critic and reference are resident (ray_trainer.py
-  // init_workers builds the rollout at the end), and the rollout phase holds SGLang's pools beside them.
+  // verl's SGLang example (verl 0.5.0, no KL term: no reference): the engine is sized last, after actor and critic are
+  // resident (ray_trainer.py init_workers builds the rollout at the end), and the rollout phase holds SGLang's pools beside them.
   const nlohmann::json sg = job("verl-qwen2-7b-ppo-sglang.sh");
-  CHECK(phase(sg, "rollout")["gpus"] == "actor+critic+reference+SGLang");
+  CHECK(phase(sg, "rollout")["gpus"] == "actor+critic+SGLang");
   CHECK(term(phase(sg, "rollout"), "SGLang", "KV pool") > 0);
   CHECK(term(phase(sg, "rollout"), "critic", "optimizer states") > 0);
 }
@@ -727,6 +727,47 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
       run_cli({"job", jobs + "verl-qwen2.5-3b-grpo-lora.sh", "actor_rollout_ref.model.lora_rank=0", "+actor_rollout_ref.model.lora_adapter_path=/a"});
   CHECK(adapter_only.code == 2);
   CHECK(adapter_only.err.find("lora_rank") != std::string::npos);
+}
+
+TEST_CASE("verl builds a reference policy only with a KL term from v0.4.0 and always before, EasyR1 none with disable_kl", "[rlhf]") {
+  const auto host = [](const nlohmann::json& p, const std::string& prefix) {
+    std::int64_t sum = 0;
+    for (const auto& t : p["terms"])
+      if (t["term"].get<std::string>().rfind(prefix, 0) == 0) sum += t["host_bytes"].get<std::int64_t>();
+    return sum;
+  };
+  const std::string f = "verl-qwen2-7b-ppo.sh", A = "actor_rollout_ref.actor.";
+  // verl's PPO example sets neither algorithm.use_kl_in_reward nor actor.use_kl_loss. From v0.4.0 (072fc9fe,
+  // need_reference_policy) no reference: the training phase holds actor, critic and vLLM, and each of the 1024
+  // sequences carries six fp32 per response token, not seven (no ref_log_prob): 53,248 + 24 x 512 B.
+  const nlohmann::json v04 = job(f, {"--verl-version", "0.4.0"});
+  CHECK(phase(v04, "training")["gpus"] == "actor+critic+vLLM");
+  CHECK(host(phase(v04, "training"), "experience batch (driver)") == 1024LL * (53'248 + 24 * 512));
+  // Either KL term brings it back, with its log-probs: 53,248 + 28 x 512 B.
+  for (const std::string& kl : {A + "use_kl_loss=True", std::string("algorithm.use_kl_in_reward=True")}) {
+    INFO(kl);
+    const nlohmann::json with_kl = job(f, {"--verl-version", "0.4.0", kl});
+    CHECK(phase(with_kl, "training")["gpus"] == "actor+critic+reference+vLLM");
+    CHECK(host(phase(with_kl, "training"), "experience batch (driver)") == 1024LL * (53'248 + 28 * 512));
+  }
+  // Before v0.4.0 the reference is always built (the in-reward KL penalty); without a version it is too, and said so.
+  const nlohmann::json v03 = job(f, {"--verl-version", "0.3.0"});
+  CHECK(phase(v03, "training")["gpus"] == "actor+critic+reference+vLLM");
+  CHECK(v03["config"]["assumed"].dump().find("reference policy") == std::string::npos);
+  const nlohmann::json unknown = job(f);
+  CHECK(phase(unknown, "training")["gpus"] == "actor+critic+reference+vLLM");
+  CHECK(unknown["config"]["assumed"].dump().find("in-reward KL penalty verl applies before v0.4.0") != std::string::npos);
+  CHECK(job(f, {A + "use_kl_loss=True"})["config"]["assumed"].dump().find("in-reward KL penalty") == std::string::npos);
+  // LoRA without a KL term from v0.4.0: the actor computes no reference log-probs either (ref_in_actor needs a
+  // reference policy): 16 prompts x 5 of 57,344 + 20 x 1024 B, against 81,920 B with the KL loss (the example's).
+  const nlohmann::json lora = job("verl-qwen2.5-3b-grpo-lora.sh", {"--verl-version", "0.6.0", A + "use_kl_loss=False"});
+  CHECK(host(phase(lora, "training"), "experience batch (driver)") == 80LL * (57'344 + 20 * 1024));
+  CHECK(lora["config"]["assumed"].dump().find("ref_in_actor") == std::string::npos);
+  CHECK(host(phase(job("verl-qwen2.5-3b-grpo-lora.sh", {"--verl-version", "0.6.0"}), "training"), "experience batch (driver)") ==
+        80LL * 81'920);
+  // EasyR1: algorithm.disable_kl (FSDPWorker: _has_ref = False).
+  CHECK(phase(job("easyr1-vl-7b-grpo.yaml"), "training")["gpus"] == "actor+reference+vLLM");
+  CHECK(phase(job("easyr1-vl-7b-grpo.yaml", {"algorithm.disable_kl=true"}), "training")["gpus"] == "actor+vLLM");
 }
 
 TEST_CASE("verl releases: rollout defaults by --verl-version (enforce_eager, max_num_seqs, LoRA ranks)", "[rlhf]") {

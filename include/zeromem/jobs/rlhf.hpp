@@ -131,6 +131,9 @@ struct rlhf_job {
   /// patches through the vision tower in training passes (vision_activation_bytes); 0: text only.
   std::int64_t image_tokens = 0;
   lora_weight_sync lora_sync{};        // verl with LoRA: the adapters (and first the base) sent to the engine
+  /// verl with LoRA and a reference policy: the actor with its adapters disabled computes the reference log-probs
+  /// (ray_trainer.py ref_in_actor); no reference model is built.
+  bool reference_in_actor = false;
   bool packing = false;                // padding removed (OpenRLHF --packing_samples, verl use_remove_padding)
   std::int64_t ulysses = 1;            // Ulysses sequence parallelism: each GPU holds 1/ulysses of a pass's tokens
   step_config step{};                  // loss, optimizer implementation, allocator, CUDA context per process
@@ -579,7 +582,7 @@ struct batch_entry {
 inline batch_entry batch_entry_of(const rlhf_job& j) {
   const std::int64_t total = longest_sequence(j), response = std::min(j.response_tokens, total), prompt = total - response;
   // Reference log-probs: from the reference, or in verl with LoRA from the actor with its adapters off (ref_in_actor).
-  const bool reference = j.reference.present || (j.framework == rlhf_framework::verl && j.actor.adapt.lora_enabled());
+  const bool reference = j.reference.present || j.reference_in_actor;
   const std::int64_t with_roles = (reference ? 1 : 0) + (j.critic.present ? 1 : 0);
   if (j.framework == rlhf_framework::verl) {
     // verl/trainer/ppo/ray_trainer.py fit(): int64 input_ids, attention_mask, position_ids over the sequence, prompts,

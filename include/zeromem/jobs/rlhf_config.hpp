@@ -798,8 +798,11 @@ inline std::int64_t read_verl_lora(config_keys& k, rlhf_job& j, job_reading& r, 
   j.actor.adapt.lora.targets = lora_targets_of(k.text(M + "target_modules").value_or("all-linear"));
   j.actor.adapt.lora.adapter_dtype = dtype::fp32;  // adapters in the actor's fp32 like the base (PEFT, verl loads fp32)
   k.text(M + "lora_alpha");                         // scales the update; no memory
-  j.reference.present = false;
-  r.assumed.push_back("reference = the actor with its LoRA adapters disabled (verl ref_in_actor): no reference model");
+  if (j.reference.present) {  // a reference policy (read_verl): the actor computes it
+    j.reference.present = false;
+    j.reference_in_actor = true;
+    r.assumed.push_back("reference = the actor with its LoRA adapters disabled (verl ref_in_actor): no reference model");
+  }
   // The sync: load_format dummy leaves the base out of vLLM, so the first sync sends it; layered_summon refuses that.
   const std::string load_format = k.text(R + "load_format").value_or("dummy");
   const bool layered = k.flag(R + "layered_summon");
@@ -1030,6 +1033,18 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (const std::optional<std::string> rp = k.text("reward_model.model.path"))
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
+  }
+  // Whether a reference policy is built at all. verl from v0.4.0 (072fc9fe, PR #644) maps Role.RefPolicy only with a
+  // KL term, algorithm.use_kl_in_reward or actor.use_kl_loss (trainer/main_ppo.py; trainer/ppo/utils.py
+  // need_reference_policy since), and always before it. EasyR1 builds none with algorithm.disable_kl
+  // (workers/fsdp_workers.py FSDPWorker.__init__: `if self.config.actor.disable_kl: self._has_ref = False`).
+  if (easyr1) {
+    if (k.flag("algorithm.disable_kl")) j.reference.present = false;
+  } else if (!k.flag("algorithm.use_kl_in_reward") && !k.flag(A + "use_kl_loss")) {
+    if (verl_version >= 4'000) j.reference.present = false;
+    else if (verl_version == 0)
+      r.assumed.push_back("a reference policy (for the in-reward KL penalty verl applies before v0.4.0; from v0.4.0 only with "
+                          "algorithm.use_kl_in_reward or " + A + "use_kl_loss; pass --verl-version)");
   }
   const std::string engine = k.text(R + "name").value_or("vllm");
   const std::int64_t lora_rank = easyr1 ? 0 : detail::read_verl_lora(k, j, r, M, R, strategy, engine, verl_version);
