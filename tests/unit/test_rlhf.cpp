@@ -912,6 +912,58 @@ TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, d
   }
 }
 
+TEST_CASE("YAML merge keys (<<) merge as OmegaConf's PyYAML merges them: own keys win, then the earlier map", "[rlhf]") {
+  std::ifstream in(jobs + "logic-rl-7b-grpo.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto replaced = [&text](const std::string& from, const std::string& to) {
+    std::string t = text;
+    const std::size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    return t;
+  };
+  const std::string yaml = (std::filesystem::temp_directory_path() / "zeromem-merge.yaml").string();
+  const auto read = [&yaml](const std::string& t, std::vector<std::string> extra = {}) {
+    std::ofstream(yaml) << t;
+    std::vector<std::string> args{"job", yaml, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli_json(args);
+  };
+  // Logic-RL's ref and rollout share log_prob_micro_batch_size 160: written once, anchored in ref, merged into rollout.
+  const std::string ref = "  ref:\n    log_prob_micro_batch_size: 160\n", rollout = "  rollout:\n    name: vllm\n";
+  const std::string rollout_160 = "    log_prob_micro_batch_size: 160\n    n: 32\n";
+  const std::string shared = replaced(ref, "  ref:\n    <<: &log_prob {log_prob_micro_batch_size: 160}\n");
+  const std::string merged = [&] {
+    std::string t = shared;
+    t.replace(t.find(rollout), rollout.size(), "  rollout:\n    <<: *log_prob\n    name: vllm\n");
+    t.replace(t.find(rollout_160), rollout_160.size(), "    n: 32\n");
+    return t;
+  }();
+  const nlohmann::json as_written = read(text), as_merged = read(merged);
+  CHECK(as_merged["config"]["unknown"].empty());
+  CHECK(as_merged["phases"] == as_written["phases"]);
+  // The map's own key wins over the merged one: rollout's 1 (normalized, 1 x 32 / 4 = 8 sequences a pass, against the
+  // 64 a GPU holds) reads as the override does, and not as 160 does.
+  std::string own = merged;
+  own.replace(own.find("    <<: *log_prob\n"), 18, "    <<: *log_prob\n    log_prob_micro_batch_size: 1\n");
+  CHECK(read(own)["phases"] == read(text, {"actor_rollout_ref.rollout.log_prob_micro_batch_size=1"})["phases"]);
+  CHECK(read(own)["phases"] != as_written["phases"]);
+  // Of a list of merged maps the earlier wins.
+  std::string listed = merged;
+  listed.replace(listed.find("    <<: *log_prob\n"), 18, "    <<: [{log_prob_micro_batch_size: 1}, *log_prob]\n");
+  CHECK(read(listed)["phases"] == read(own)["phases"]);
+  // A quoted "<<" is an ordinary key, unknown to verl; merging a scalar is a one-line error.
+  std::string quoted = text;
+  quoted.replace(quoted.find(rollout), rollout.size(), "  rollout:\n    \"<<\": 1\n    name: vllm\n");
+  CHECK(read(quoted)["config"]["unknown"].dump().find("actor_rollout_ref.rollout.<<") != std::string::npos);
+  std::ofstream(yaml) << replaced(rollout, "  rollout:\n    <<: 1\n    name: vllm\n");
+  const zeromem::test::cli_result scalar = run_cli({"job", yaml});
+  CHECK(scalar.code == 2);
+  CHECK(scalar.err.find("merges (<<) a value that is not a map into 'actor_rollout_ref.rollout'") != std::string::npos);
+  std::ofstream(yaml) << "a: &a {b: 1}\nc: &c {<<: *c}\n";
+  CHECK(run_cli({"job", yaml}).err.find("merges a map into itself at 'c'") != std::string::npos);
+}
+
 TEST_CASE("OpenRLHF launches that DeepSpeed or OpenRLHF stop at start are refused as they refuse them: a train batch DeepSpeed's "
           "batch assertion rejects, packed samples without vLLM, a role of 0 GPUs, fewer sample batches than actor processes",
           "[rlhf][bad-input]") {
