@@ -271,6 +271,27 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
   CHECK(critic.err.find("critic.ppo_micro_batch_size 4 must divide critic.ppo_mini_batch_size 256 and, times the Ulysses degree 1, reach the 8 GPUs") !=
         std::string::npos);
   CHECK(run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "--verl-version", "0.2.0"}).code == 0);
+  // From v0.3.0 (4d27461d) a step's prompts must fill a mini-batch, the actor's and the critic's: 128 prompts against
+  // the mini-batch of 256, and a critic mini-batch of 2048 against 1024, are refused there and read at v0.2.
+  const std::string ppo = jobs + "verl-qwen2-7b-ppo.sh";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> below_mini{
+      {{"data.train_batch_size=128"}, "data.train_batch_size 128 is below " + A + "ppo_mini_batch_size 256, which verl asserts from v0.3.0"},
+      {{"critic.ppo_mini_batch_size=2048"}, "data.train_batch_size 1024 is below critic.ppo_mini_batch_size 2048, which verl asserts from v0.3.0"}};
+  for (const auto& [overrides, message] : below_mini) {
+    std::vector<std::string> args{"job", ppo, "--verl-version", "0.3.0"};
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    const zeromem::test::cli_result r = run_cli(args);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+    args[3] = "0.2.0";
+    CHECK(run_cli(args).code == 0);
+  }
+  CHECK(run_cli({"job", ppo, "--verl-version", "0.3.0", "data.train_batch_size=256"}).code == 0);
+  // v0.1 has no *_per_gpu keys (they came with v0.2), and Hydra refuses a key the config lacks.
+  const zeromem::test::cli_result v01 = run_cli({"job", ppo, "--verl-version", "0.1.0", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"});
+  CHECK(v01.code == 2);
+  CHECK(v01.err == "zeromem: actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu is verl's from v0.2, and verl 0.1.0 refuses it; set "
+                   "actor_rollout_ref.rollout.log_prob_micro_batch_size (global, divided by the ranks) instead\n");
   // --explain writes a smaller micro-batch in the config's own key: Logic-RL's global ppo_micro_batch_size before
   // v0.2, where 32 sequences a GPU are 32 / n 32 x 4 ranks = 4 (there is no per-GPU key yet); from v0.2 the per-GPU
   // key with the global one set to null (verl refuses both; OmegaConf reads null as unset).

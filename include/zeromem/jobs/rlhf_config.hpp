@@ -886,8 +886,18 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
                    std::to_string(mini_size) + " and, times the Ulysses degree " + std::to_string(section_sp) + ", reach the " +
                    std::to_string(world) + " GPUs, which verl asserts; set " + section + "ppo_micro_batch_size_per_gpu instead");
   };
+  // From v0.3.0 (4d27461d, PR #559; workers/config/actor.py validate since) verl also asserts that a step's prompts
+  // fill a mini-batch: data.train_batch_size >= the actor's ppo_mini_batch_size, and the critic's where one trains.
+  const auto verl_mini_within_batch = [&](const std::string& section) {
+    if (verl_version < 3'000) return;
+    const std::int64_t mini_size = k.integer(section + "ppo_mini_batch_size", k.integer(A + "ppo_mini_batch_size", 256));
+    if (batch < mini_size)
+      detail::fail("data.train_batch_size " + std::to_string(batch) + " is below " + section + "ppo_mini_batch_size " + std::to_string(mini_size) +
+                   ", which verl asserts from v0.3.0; set the mini-batch to at most " + std::to_string(batch) + " prompts");
+  };
   if (!easyr1 && verl_version >= 2'000) {
     if (!k.flag(A + "use_dynamic_bsz")) {
+      verl_mini_within_batch(A);
       if (!detail::divides(world, j.step_sequences))
         detail::fail("data.train_batch_size x " + R + "n = " + std::to_string(j.step_sequences) + " is not a multiple of the " + std::to_string(world) +
                      " GPUs, which verl asserts (real_train_batch_size % n_gpus == 0); change either");
@@ -913,6 +923,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // A micro-batch key: its *_per_gpu form as given, else the global one divided by the ranks (times rollout.n where
   // the release multiplies).
   const auto per_gpu_or_global = [&](const std::string& key, std::int64_t global_default, bool times_n) {
+    // The *_per_gpu keys came with v0.2 (6e003c0b); v0.1's ppo_trainer.yaml has none, and Hydra refuses a key that
+    // is not in the config.
+    if (k.has(key + "_per_gpu") && verl_version > 0 && verl_version < 2'000)
+      detail::fail(key + "_per_gpu is verl's from v0.2, and verl " + s.verl_version + " refuses it; set " + key + " (global, divided by the ranks) instead");
     if (k.has(key + "_per_gpu")) return k.integer(key + "_per_gpu", 1);
     const std::int64_t divided = k.integer(key, global_default) / dp;
     return times_n ? detail::checked_mul(divided, n) : divided;
@@ -1132,6 +1146,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (verl_version >= 2'000 && j.critic.present && !k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
       verl_one_micro_key("critic.ppo_micro_batch_size", true);
       verl_global_micro("critic.", k.count("critic.ulysses_sequence_parallel_size", 1));
+      verl_mini_within_batch("critic.");
     }
   }
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
