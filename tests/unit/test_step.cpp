@@ -934,6 +934,28 @@ TEST_CASE("step: a non-gated MLP's second linear differentiated beside the recom
   }
 }
 
+TEST_CASE("step: OLMo-2's MLP reads the residual stream, so up_proj's input gradient joins the residual's", "[step][recompute]") {
+  // The CPU step oracle's seed-203 shape: OLMo-2's layout (post-branch norms only), hidden 256, 4 heads with 2 KV heads,
+  // ffn 2048 (8 x hidden), 2 layers, vocabulary 1000, 32 tokens x 3, eager attention, full recompute, bf16 on the CPU.
+  // The backward peaks at gate_proj's node (the MLP's last): beside it wait dL/d(gate output), c sb f = 2 x 96 x 2048
+  // = 393,216 B, the input gradient it makes, c sbh = 2 x 96 x 256 = 49,152 B, and the residual's gradient, into which
+  // up_proj's input gradient has been added in place (both are gradients of the residual stream, the MLP's input,
+  // gathered in one input buffer): 393,216 + 2 x 49,152 = 491,520 B. A Llama layer's MLP reads its norm's output, whose
+  // buffer holds up_proj's gradient apart from the residual's: three c sbh there. (Measured: zeromem was 48,624 B
+  // above the oracle's 8,821,648 B backward with three; 528 B below it with two.)
+  transformer_config m = detail::olmo2(256, 2, 4, 2048);
+  m.kv_heads = 2;
+  m.vocab = 1000;
+  activation_config a = sdpa(32, 3, recompute::full);
+  a.attention = attention_kind::eager;
+  a.device = device_kind::cpu;
+  a.torch_major = 1;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), a, s);
+  CHECK(e.backward.flowing.count() == 393'216 + 2 * 49'152);
+}
+
 TEST_CASE("step: GELU written as tensor ops ends with a product, differentiated like a gated MLP's", "[step][recompute]") {
   // gelu_new (and gelu_fast): 0.5 x * (1 + tanh(...)). After fc2's node its saved input, the GELU's output (F), is freed
   // and the product's MulBackward0 makes two F-sized gradients beside its incoming one: dL/d(layer output) H + 3F =
