@@ -140,8 +140,10 @@ TEST_CASE("the step's batch in host RAM: the driver's, its chunks in Ray's objec
   CHECK(host(phase(old, "rollout"), "experience batch") == 0);
   CHECK(host(phase(old, "experience"), "replay buffer") == 1024LL * 58'368);
   CHECK(host(phase(old, "training"), "replay buffer") == 1024LL * 58'368);
-  // Colocated, actor and critic share each GPU, so the node holds both.
-  const nlohmann::json together = job("openrlhf-llama3-70b-ppo.args", {"colocate_all_models=true", "--openrlhf-version", "0.7.0"});
+  // Colocated, actor and critic share each GPU, so the node holds both (the reference on the actor's 8 GPUs, as
+  // OpenRLHF asserts for a colocated reference).
+  const nlohmann::json together =
+      job("openrlhf-llama3-70b-ppo.args", {"colocate_all_models=true", "ref_num_gpus_per_node=8", "--openrlhf-version", "0.7.0"});
   CHECK(host(phase(together, "training"), "replay buffer") == 2 * 1024LL * 58'368);
 }
 
@@ -492,8 +494,13 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   CHECK(explained.out.find("--train.max_tokens_per_gpu 8192 -> fits") != std::string::npos);
   CHECK(explained.out.find("--ds.adam_offload -> fits") != std::string::npos);
   CHECK(explained.out.find("micro_train_batch_size") == std::string::npos);
-  // More GPUs for a colocated job means more engines too: OpenRLHF asserts that they span the actor's GPUs.
-  CHECK(explained.out.find("--actor.num_nodes 2 --vllm.num_engines 8 -> ") != std::string::npos);
+  // More GPUs for a colocated job means more engines too, and as many nodes for the reference: OpenRLHF asserts that
+  // the engines span the actor's GPUs and that the reference has the actor's shape.
+  CHECK(explained.out.find("--actor.num_nodes 2 --vllm.num_engines 8 --ref.num_nodes 2 -> ") != std::string::npos);
+  const zeromem::test::cli_result ref_shape = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "ref.num_gpus_per_node=4"});
+  CHECK(ref_shape.code == 2);
+  CHECK(ref_shape.err == "zeromem: with --train.colocate_all the ref model takes the actor's shape, which OpenRLHF asserts: --ref.num_nodes 1 x "
+                         "--ref.num_gpus_per_node 4 against --actor.num_nodes 1 x --actor.num_gpus_per_node 8; give both the same\n");
   const zeromem::test::cli_result unequal = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "vllm.num_engines=2"});
   CHECK(unequal.code == 2);
   CHECK(unequal.err.find("--vllm.num_engines x --vllm.tensor_parallel_size = 4, --actor.num_nodes x --actor.num_gpus_per_node = 8") !=
@@ -607,16 +614,19 @@ TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
   for (const auto& f : j["fixes"])
     if (f["change"].get<std::string>().rfind("--vllm_gpu_memory_utilization", 0) == 0) utilization = f["fits"].get<bool>();
   CHECK(utilization);
-  // More GPUs: twice the nodes (and engines, every model colocated) would give train batch 8 to micro 2 x 8 GPUs, which
-  // DeepSpeed refuses; the same batch in micro-batches of 1 is offered instead.
+  // More GPUs: twice the nodes (and engines, every model colocated; the reference's nodes with the actor's, which
+  // OpenRLHF asserts) would give train batch 8 to micro 2 x 8 GPUs, which DeepSpeed refuses; the same batch in
+  // micro-batches of 1 is offered instead.
   std::vector<std::string> changes;
   for (const auto& f : j["fixes"]) changes.push_back(f["change"].get<std::string>());
-  CHECK(std::find(changes.begin(), changes.end(), "--actor_num_nodes 2 --vllm_num_engines 8 --micro_train_batch_size 1") != changes.end());
-  CHECK(run_cli({"job", jobs + "orz-1.5b-ppo.args", "actor_num_nodes=2", "vllm_num_engines=8"}).err.find("which DeepSpeed asserts") != std::string::npos);
+  CHECK(std::find(changes.begin(), changes.end(), "--actor_num_nodes 2 --vllm_num_engines 8 --ref_num_nodes 2 --micro_train_batch_size 1") != changes.end());
+  CHECK(run_cli({"job", jobs + "orz-1.5b-ppo.args", "actor_num_nodes=2", "vllm_num_engines=8", "ref_num_nodes=2"}).err.find("which DeepSpeed asserts") !=
+        std::string::npos);
   // A micro-batch of 1 cannot be halved: the batch doubles (4 = 1 x 4 GPUs x 1 pass; 8 GPUs take 8).
   const nlohmann::json micro1 = job("orz-1.5b-ppo.args", {"micro_train_batch_size=1", "train_batch_size=4", "--explain"});
   bool doubled = false;
-  for (const auto& f : micro1["fixes"]) doubled |= f["change"].get<std::string>() == "--actor_num_nodes 2 --vllm_num_engines 8 --train_batch_size 8";
+  for (const auto& f : micro1["fixes"])
+    doubled |= f["change"].get<std::string>() == "--actor_num_nodes 2 --vllm_num_engines 8 --ref_num_nodes 2 --train_batch_size 8";
   CHECK(doubled);
   const zeromem::test::cli_result text = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--explain"});
   CHECK(text.out.find("Explain") != std::string::npos);
@@ -933,6 +943,60 @@ TEST_CASE("launch files: nodes, GPUs, parallel degrees and micro-batches of 0, d
   }
 }
 
+TEST_CASE("OpenRLHF 0.4.0 to 0.7.0 check the roles' GPUs, ZeRO-3's engines and the rollout batch at start, by release", "[rlhf][bad-input]") {
+  // train_ppo_ray.py _validate_args (v0.4.0-v0.7.0; gone in v0.7.1). The example: actor, critic, reference and reward
+  // on 2 GPUs each, 2 vLLM engines, ZeRO-3, rollout_batch_size 1024: it starts under every release.
+  const std::string f = jobs + "openrlhf-llama3-8b-ppo.args";
+  for (const char* v : {"0.4.0", "0.5.0", "0.5.7", "0.5.8", "0.6.0", "0.7.0", "0.7.1"}) CHECK(run_cli({"job", f, "--openrlhf-version", v}).code == 0);
+  struct refusal {
+    std::vector<std::string> overrides;
+    std::string release, message;  // message empty: it starts
+  };
+  // 3 actor GPUs (96 = 16 x 3 x 2 keeps DeepSpeed's batch assertion): not a power of 2 up to v0.5.7; from v0.5.8 the
+  // critic's 2 GPUs must divide them; from v0.7.1 nothing is asserted.
+  const std::vector<std::string> three{"actor_num_gpus_per_node=3", "ref_num_gpus_per_node=3", "train_batch_size=96"};
+  const std::vector<refusal> cases{
+      {three, "0.5.7", "the actor's 3 GPUs are not a power of 2, which OpenRLHF 0.5.7 asserts"},
+      {three, "0.5.8", "the critic's 2 GPUs do not divide the actor's 3, which OpenRLHF 0.5.8 asserts"},
+      {three, "0.7.1", ""},
+      // The critic's GPUs divide the actor's (4 do not divide 2), in every release that checks.
+      {{"critic_num_gpus_per_node=4", "reward_num_gpus_per_node=4"}, "0.4.0", "the critic's 4 GPUs do not divide the actor's 2, which OpenRLHF 0.4.0 asserts"},
+      {{"critic_num_gpus_per_node=4", "reward_num_gpus_per_node=4"}, "0.7.1", ""},
+      // Only where a critic trains (not under REINFORCE, from v0.5.1).
+      {{"critic_num_gpus_per_node=4", "advantage_estimator=reinforce"}, "0.5.1", ""},
+      // A critic of 3 GPUs is no power of 2 (checked up to v0.5.7, before whether it divides the actor's).
+      {{"critic_num_gpus_per_node=3", "reward_num_gpus_per_node=3", "train_batch_size=96"}, "0.5.7",
+       "the critic's 3 GPUs (--critic_num_nodes x --critic_num_gpus_per_node) are not a power of 2, which OpenRLHF 0.5.7 asserts"},
+      // ZeRO-3 needs vLLM engines (without packed samples, which need them first).
+      {{"vllm_num_engines=0", "packing_samples=false"}, "0.7.0", "ZeRO-3 without vLLM engines, which OpenRLHF 0.7.0 asserts"},
+      {{"vllm_num_engines=0", "packing_samples=false"}, "0.7.1", ""},
+      // Engines against the actor's GPUs: at most as many (v0.4.6-v0.5.0), dividing them (v0.5.8-v0.5.9), either dividing
+      // the other (v0.6.0-v0.7.0).
+      {{"vllm_num_engines=3"}, "0.5.0", "--vllm_num_engines 3 is more than the actor's 2 GPUs, which OpenRLHF 0.5.0 asserts"},
+      {{"vllm_num_engines=3"}, "0.4.5", ""},
+      {{"vllm_num_engines=4"}, "0.5.8", "--vllm_num_engines 4 does not divide the actor's 2 GPUs, which OpenRLHF 0.5.8 asserts"},
+      {{"vllm_num_engines=4"}, "0.6.0", ""},
+      {{"vllm_num_engines=3"}, "0.6.0", "--vllm_num_engines 3 and the actor's GPUs do not divide one another: the actor has 2 GPUs"},
+      // The rollout batch a multiple of the actor's GPUs (v0.5.8-v0.7.0).
+      {{"rollout_batch_size=1023"}, "0.5.8", "--rollout_batch_size 1023 is not a multiple of the actor's 2 GPUs, which OpenRLHF 0.5.8 asserts"},
+      {{"rollout_batch_size=1023"}, "0.5.7", ""}};
+  for (const refusal& c : cases) {
+    std::vector<std::string> args{"job", f, "--openrlhf-version", c.release};
+    args.insert(args.end(), c.overrides.begin(), c.overrides.end());
+    INFO(c.release << " " << c.overrides.front());
+    const zeromem::test::cli_result r = run_cli(args);
+    if (c.message.empty()) {
+      CHECK(r.code == 0);
+      continue;
+    }
+    CHECK(r.code == 2);
+    CHECK(r.err.find(c.message) != std::string::npos);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+  }
+  // Without --openrlhf-version nothing release-bound is asserted.
+  CHECK(run_cli({"job", f, "rollout_batch_size=1023"}).code == 0);
+}
+
 TEST_CASE("YAML merge keys (<<) merge as OmegaConf's PyYAML merges them: own keys win, then the earlier map", "[rlhf]") {
   std::ifstream in(jobs + "logic-rl-7b-grpo.yaml");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -998,7 +1062,11 @@ TEST_CASE("OpenRLHF launches that DeepSpeed or OpenRLHF stop at start are refuse
       {{"train_batch_size=48"}, {"--train_batch_size 48 is not a multiple of --micro_train_batch_size 16 x the actor's 2 GPUs = 32" + assertion}},
       {{"train_batch_size=0"}, {"--train_batch_size is 0; it must be at least 1"}},
       // 128 / (16 x 3) is not whole: the critic's engine (and the reward's beside it) stops.
-      {{"critic_num_gpus_per_node=3"}, {"--train_batch_size 128 is not a multiple of --micro_train_batch_size 16 x the critic's 3 GPUs = 48"}},
+      {{"critic_num_gpus_per_node=3", "reward_num_gpus_per_node=3"},
+       {"--train_batch_size 128 is not a multiple of --micro_train_batch_size 16 x the critic's 3 GPUs = 48"}},
+      // Colocated with the reward model the critic takes its shape (train_ppo_ray.py asserts it before any engine).
+      {{"critic_num_gpus_per_node=3"}, {"with --colocate_critic_reward the reward model takes the critic's shape, which OpenRLHF asserts"}},
+      {{"ref_num_nodes=2"}, {"with --colocate_actor_ref the ref model takes the actor's shape", "--ref_num_nodes 2 x --ref_num_gpus_per_node 2"}},
       // Ring attention multiplies the engine's batch: 40 x 2 = 80 is not a multiple of 32; 16 x 2 = 32 would be.
       {{"ring_attn_size=2", "train_batch_size=40"},
        {"--train_batch_size 40 x --ring_attn_size 2 is not a multiple of --micro_train_batch_size 16 x the actor's 2 GPUs = 32" + assertion,

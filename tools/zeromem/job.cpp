@@ -100,9 +100,12 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
     if (!g.empty()) groups.push_back(g);
   }
   // More GPUs: twice the actor's nodes; with every model colocated, twice the engines too (OpenRLHF asserts that
-  // they span the actor's GPUs).
+  // they span the actor's GPUs), and a reference colocated with the actor twice its nodes (OpenRLHF asserts the
+  // actor's shape).
   std::string more = key("actor_num_nodes", "trainer.nnodes", "trainer.nnodes") + "=" + std::to_string(j.nodes * 2);
   if (openrlhf && j.colocate_all && j.rollout.present) more += " " + key("vllm_num_engines", "", "") + "=" + std::to_string(j.rollout.engines * 2);
+  if (openrlhf && j.reference.present && (j.colocate_all || j.colocate_actor_ref))
+    more += " " + key("ref_num_nodes", "", "") + "=" + std::to_string(j.nodes * 2);
   // OpenRLHF without dynamic batches: twice the GPUs must still divide train_batch_size x ring by micro x GPUs
   // (DeepSpeed's batch assertion). Where it does not (an odd number of passes), the same global batch in micro-batches
   // half as large, else a batch twice as large: each tried only if the ones before it are refused.

@@ -674,6 +674,59 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
                                                   : " (on with --" + name("use_dynamic_batch") + ")") +
                  " needs vLLM engines, which OpenRLHF asserts (\"Only support `--packing_samples` with vLLM.\"); pass --" +
                  name("vllm_num_engines") + " of at least 1");
+  // Then what OpenRLHF asserts before it places the roles (train_ppo_ray.py train, from v0.3.6, 397d6a1c): a colocated
+  // reference (--colocate_actor_ref, --colocate_all_models; with a KL penalty) has the actor's nodes and GPUs per
+  // node, and a critic colocated with the reward model (--colocate_critic_reward) the reward model's.
+  const auto same_shape = [&](const std::string& a, const std::string& b, const char* why) {
+    const std::int64_t a_nodes = k.count(name(a + "_num_nodes"), 1, "--"), a_gpus = k.count(name(a + "_num_gpus_per_node"), 8, "--");
+    const std::int64_t b_nodes = k.count(name(b + "_num_nodes"), 1, "--"), b_gpus = k.count(name(b + "_num_gpus_per_node"), 8, "--");
+    if (a_nodes != b_nodes || a_gpus != b_gpus)
+      detail::fail("with --" + name(why) + " the " + b + " model takes the " + a + "'s shape, which OpenRLHF asserts: --" + name(b + "_num_nodes") +
+                   " " + std::to_string(b_nodes) + " x --" + name(b + "_num_gpus_per_node") + " " + std::to_string(b_gpus) + " against --" +
+                   name(a + "_num_nodes") + " " + std::to_string(a_nodes) + " x --" + name(a + "_num_gpus_per_node") + " " + std::to_string(a_gpus) +
+                   "; give both the same");
+  };
+  if (j.reference.present && (j.colocate_all || j.colocate_actor_ref))
+    same_shape("actor", "ref", j.colocate_all ? "colocate_all_models" : "colocate_actor_ref");
+  if (j.colocate_critic_reward && j.critic.present && j.reward.present) same_shape("critic", "reward", "colocate_critic_reward");
+  // _validate_args, v0.4.0 to v0.7.0 (removed in v0.7.1, 52498da5), by release: up to v0.5.7 the actor's GPUs a power
+  // of 2, and the critic's a power of 2 dividing them; from v0.5.8 rollout_batch_size a multiple of the actor's GPUs
+  // and the critic's GPUs dividing them; ZeRO-3 only with vLLM engines; v0.4.6-v0.5.0 no more engines than actor GPUs,
+  // v0.5.8-v0.5.9 engines dividing the actor's GPUs, v0.6.0-v0.7.0 either dividing the other.
+  if (version >= 4'000 && version <= 7'000) {
+    const std::int64_t actor_world = j.actor.gpus, engines = k.integer(name("vllm_num_engines"), 0);
+    const std::int64_t critic_world = detail::checked_mul(k.count(name("critic_num_nodes"), 1, "--"), k.count(name("critic_num_gpus_per_node"), 8, "--"));
+    const std::string release = "OpenRLHF " + s.openrlhf_version + " asserts";
+    const auto power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+    if (version <= 5'007 && !power_of_two(actor_world))
+      detail::fail("the actor's " + std::to_string(actor_world) + " GPUs are not a power of 2, which " + release + "; use 1, 2, 4, 8, 16, ... GPUs");
+    const bool critic_checked = j.critic.present;
+    if (critic_checked && version <= 5'007 && !power_of_two(critic_world))
+      detail::fail("the critic's " + std::to_string(critic_world) + " GPUs (--" + name("critic_num_nodes") + " x --" + name("critic_num_gpus_per_node") +
+                   ") are not a power of 2, which " + release + "; use 1, 2, 4, 8, 16, ... GPUs");
+    if (critic_checked && actor_world % critic_world != 0)
+      detail::fail("the critic's " + std::to_string(critic_world) + " GPUs do not divide the actor's " + std::to_string(actor_world) + ", which " + release +
+                   "; give the critic a divisor of the actor's GPUs (--" + name("critic_num_nodes") + " x --" + name("critic_num_gpus_per_node") + ")");
+    if (stage == 3 && engines <= 0)
+      detail::fail("ZeRO-3 without vLLM engines, which " + release + " (\"ZeRO-3 is only supported when vLLM enabled\"); add --" +
+                   name("vllm_num_engines") + " or use --" + name("zero_stage") + " 2");
+    if (const std::int64_t rollout_batch = k.integer(name("rollout_batch_size"), 1024); version >= 5'008 && rollout_batch % actor_world != 0)
+      detail::fail("--" + name("rollout_batch_size") + " " + std::to_string(rollout_batch) + " is not a multiple of the actor's " + std::to_string(actor_world) +
+                   " GPUs, which " + release + "; make it a multiple of " + std::to_string(actor_world));
+    if (engines > 0) {
+      const bool engines_fit = version < 4'006  ? true
+                               : version <= 5'000 ? engines <= actor_world
+                               : version <= 5'007 ? true
+                               : version <= 5'009 ? actor_world % engines == 0
+                                                  : actor_world % engines == 0 || engines % actor_world == 0;
+      const std::string relation = version <= 5'000   ? " is more than the actor's "
+                                   : version <= 5'009 ? " does not divide the actor's "
+                                                      : " and the actor's GPUs do not divide one another: the actor has ";
+      if (!engines_fit)
+        detail::fail("--" + name("vllm_num_engines") + " " + std::to_string(engines) + relation + std::to_string(actor_world) + " GPUs, which " + release +
+                     (version >= 6'000 ? "; use a divisor or a multiple of the actor's GPUs" : "; use a divisor of the actor's GPUs"));
+    }
+  }
   // Passes per optimizer step: train_batch_size x ring / micro_train_batch_size / world (openrlhf/utils/deepspeed/
   // deepspeed.py accumulated_gradient; train_ppo_ray.py --train_batch_size default 128); with dynamic batches the
   // passes each rank's share takes (openrlhf_dynamic_batches).
