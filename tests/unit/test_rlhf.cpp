@@ -30,6 +30,14 @@ const nlohmann::json& phase(const nlohmann::json& j, const std::string& name) {
   return j;
 }
 
+// Host bytes of a phase's terms whose name starts so, whichever role holds them.
+std::int64_t host(const nlohmann::json& p, const std::string& prefix) {
+  std::int64_t sum = 0;
+  for (const auto& t : p["terms"])
+    if (t["term"].get<std::string>().rfind(prefix, 0) == 0) sum += t["host_bytes"].get<std::int64_t>();
+  return sum;
+}
+
 std::int64_t term(const nlohmann::json& p, const std::string& role, const std::string& prefix, const char* device = "gpu_bytes") {
   for (const auto& t : p["terms"])
     if (t["role"] == role && t["term"].get<std::string>().rfind(prefix, 0) == 0) return t[device].get<std::int64_t>();
@@ -93,13 +101,6 @@ TEST_CASE("a trained role's passes per optimizer step accumulate gradients that 
 }
 
 TEST_CASE("the step's batch in host RAM: the driver's, its chunks in Ray's object store, the ranks' copies", "[rlhf][host]") {
-  // Host bytes of the node's terms whose name starts so, whichever role holds them.
-  const auto host = [](const nlohmann::json& p, const std::string& prefix) {
-    std::int64_t sum = 0;
-    for (const auto& t : p["terms"])
-      if (t["term"].get<std::string>().rfind(prefix, 0) == 0) sum += t["host_bytes"].get<std::int64_t>();
-    return sum;
-  };
   // verl's PPO example: 1024 sequences of 1024 + 512 tokens, padded. Per sequence, int64 input_ids, attention_mask and
   // position_ids over 1536 tokens, prompts over 1024, responses and response_mask over 512: 8 x (3 x 1536 + 1024 + 2 x 512)
   // = 53,248 B; from the experience forwards on, seven fp32 per response token (old_log_probs, ref_log_prob, values,
@@ -761,12 +762,6 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
 }
 
 TEST_CASE("verl builds a reference policy only with a KL term from v0.4.0 and always before, EasyR1 none with disable_kl", "[rlhf]") {
-  const auto host = [](const nlohmann::json& p, const std::string& prefix) {
-    std::int64_t sum = 0;
-    for (const auto& t : p["terms"])
-      if (t["term"].get<std::string>().rfind(prefix, 0) == 0) sum += t["host_bytes"].get<std::int64_t>();
-    return sum;
-  };
   const std::string f = "verl-qwen2-7b-ppo.sh", A = "actor_rollout_ref.actor.";
   // verl's PPO example sets neither algorithm.use_kl_in_reward nor actor.use_kl_loss. From v0.4.0 (072fc9fe,
   // need_reference_policy) no reference: the training phase holds actor, critic and vLLM, and each of the 1024
