@@ -290,6 +290,11 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
     CHECK(run_cli(args).code == 0);
   }
   CHECK(run_cli({"job", ppo, "--verl-version", "0.3.0", "data.train_batch_size=256"}).code == 0);
+  // The critic's Ulysses degree needs its own use_remove_padding (the example sets it).
+  const zeromem::test::cli_result critic_sp =
+      run_cli({"job", ppo, "--verl-version", "0.2.0", "critic.ulysses_sequence_parallel_size=2", "critic.model.use_remove_padding=False"});
+  CHECK(critic_sp.code == 2);
+  CHECK(critic_sp.err.find("critic.ulysses_sequence_parallel_size 2 needs critic.model.use_remove_padding=True, which verl asserts") != std::string::npos);
   // v0.1 has no *_per_gpu keys (they came with v0.2), and Hydra refuses a key the config lacks.
   const zeromem::test::cli_result v01 = run_cli({"job", ppo, "--verl-version", "0.1.0", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"});
   CHECK(v01.code == 2);

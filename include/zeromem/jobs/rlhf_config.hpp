@@ -956,8 +956,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
                      " GPUs, which verl asserts (real_train_batch_size % n_gpus == 0); change either");
       verl_one_micro_key(A + "ppo_micro_batch_size", true);
       verl_one_micro_key(R + "log_prob_micro_batch_size", true);
-      // The reference's only where verl builds one (later releases: with a KL term), which this reader does not
-      // decide: a missing key is not refused.
+      // The reference's only where verl builds one (from v0.4.0 with a KL term, decided below): a missing key is not
+      // refused.
       verl_one_micro_key(F + "log_prob_micro_batch_size", false);
       verl_global_micro(A, sp);
     }
@@ -1196,9 +1196,14 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reward.forward_micro_batch =
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
     // verl from v0.2 checks the critic's sizes as the actor's (verl_one_micro_key, verl_global_micro).
+    const std::int64_t critic_sp = k.count("critic.ulysses_sequence_parallel_size", 1);
+    if (verl_version >= 2'000 && j.critic.present && critic_sp > 1 && !k.flag("critic.model.use_remove_padding"))
+      detail::fail("critic.ulysses_sequence_parallel_size " + std::to_string(critic_sp) +
+                   " needs critic.model.use_remove_padding=True, which verl asserts (\"When using sequence parallelism for critic, you must "
+                   "enable `use_remove_padding`.\")");
     if (verl_version >= 2'000 && j.critic.present && !k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
       verl_one_micro_key("critic.ppo_micro_batch_size", true);
-      verl_global_micro("critic.", k.count("critic.ulysses_sequence_parallel_size", 1));
+      verl_global_micro("critic.", critic_sp);
       verl_mini_within_batch("critic.");
     }
   }
