@@ -956,6 +956,61 @@ TEST_CASE("step: OLMo-2's MLP reads the residual stream, so up_proj's input grad
   CHECK(e.backward.flowing.count() == 393'216 + 2 * 49'152);
 }
 
+TEST_CASE("step: the attention's input linear differentiated while it makes its weight's gradient, its input still kept", "[step][recompute]") {
+  // The family step oracle's random GPT-NeoX step (seed 6): hidden 256, 4 heads of 64, ffn 256, 2 layers, vocabulary
+  // 500, 32 tokens x 3, in parallel, full recompute, eager, bf16 on the CPU. Its backward peaks in layer 0's
+  // query_key_value node, at the aten::mm of the weight's gradient: dL/d(qkv output) c sb 3h = 2 x 96 x 768 = 147,456 B,
+  // the input gradient just made (c sbh = 49,152) and the residual's (49,152) flow; the recomputed layer keeps the
+  // LayerNorm's statistics (2 x 96 x 2 = 384, bf16 on the CPU; its input is the checkpoint) and the node's input, the
+  // norm's output (49,152), freed right after; every gradient but the embedding's (500 x 256) and this bias's (768)
+  // exists: 2 x (1,048,064 - 128,000 - 768) = 1,838,592 B. (Measured 2,197,384 B above the resting states; this
+  // moment 2,198,400 B, +0.05%; the end of backward, 2,145,280 B, had been taken: -2.37%.)
+  transformer_config m = detail::pythia(256, 2, 4, 500);
+  m.ffn = 256;
+  m.rotary_dims = 64;
+  activation_config a = sdpa(32, 3, recompute::full);
+  a.attention = attention_kind::eager;
+  a.device = device_kind::cpu;
+  a.torch_major = 1;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), a, s);
+  CHECK(e.backward.flowing.count() == 147'456 + 2 * 49'152);
+  CHECK(e.backward.recomputed.count() == 384 + 49'152);
+  CHECK(e.backward.gradients.count() == 1'838'592);
+  // On CUDA the bias's sum over 96 tokens stages nothing (Reduce.cuh: blocks of 32 x 4 threads, 96 / 4 = 24 values a
+  // thread, under 256: each block reduces its own outputs), so the same instant is the moment, with the LayerNorm's
+  // statistics in fp32 (768 B).
+  a.device = device_kind::cuda;
+  const step_estimate cuda = estimate_step(m, pure_bf16(), a, s);
+  CHECK(cuda.backward.recomputed.count() == 768 + 49'152);
+  CHECK(cuda.backward.flowing.count() == 147'456 + 2 * 49'152);
+}
+
+TEST_CASE("step: behind one norm shared by both branches the MLP's first linear is differentiated as behind its own", "[step]") {
+  // The family step oracle's random StableLM step in parallel (seed 4): one LayerNorm for both branches, hidden 512, 8
+  // heads of 64, SwiGLU with ffn 4096, biased q, k, v, 2 layers, vocabulary 500 (untied), 64 tokens x 3, eager, bf16 on
+  // the CPU, no recompute. The MLP branch is differentiated first; at gate_proj's node in layer 0 wait dL/d(gate output)
+  // c sb f = 2 x 192 x 4096 = 1,572,864 B, the input gradient it makes, up_proj's in the shared norm output's buffer
+  // and the residual's (3 x 2 x 192 x 512 = 589,824), beside lm_head's and the final norm's gradients (256,000 +
+  // 1,024), layer 1's (shared norm 1,024, q, k, v 3 x (512^2 + 512), o_proj 512^2, gate, up, down 3 x 512 x 4096:
+  // 7,342,592) and layer 0's MLP (6,291,456), at 2 B: 27,782,144 B. (Measured 31,719,952 B above the resting states
+  // at that aten::mm, this moment 31,720,704 B; the end of backward had been taken: -2.69%.)
+  transformer_config m = detail::llama(512, 2, 8, 8, 4096, 500);
+  m.norm = norm_kind::layernorm;
+  m.qkv_bias = m.parallel_residual = m.shared_layer_norm = true;
+  m.rotary_dims = 16;
+  activation_config a = sdpa(64, 3);
+  a.attention = attention_kind::eager;
+  a.device = device_kind::cpu;
+  a.torch_major = 1;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), a, s);
+  CHECK(e.backward.flowing.count() == 1'572'864 + 589'824);
+  CHECK(e.backward.gradients.count() == 27'782'144);
+}
+
 TEST_CASE("step: GELU written as tensor ops ends with a product, differentiated like a gated MLP's", "[step][recompute]") {
   // gelu_new (and gelu_fast): 0.5 x * (1 + tanh(...)). After fc2's node its saved input, the GELU's output (F), is freed
   // and the product's MulBackward0 makes two F-sized gradients beside its incoming one: dL/d(layer output) H + 3F =

@@ -699,7 +699,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // and the norm's saved tensors are alive beside the attention half, with the gradient of the linear's output
   // (c sb ffn), the input gradient it makes (c sbh) and, for SwiGLU, up_proj's input gradient waiting to be summed
   // with it (c sbh), beside the residual's gradient.
-  const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.shared_layer_norm && !m.post_residual_norms;
+  // Behind one norm shared by both branches (Phi, StableLM in parallel) the same: the norm's output, kept once, is in
+  // the attention half, and the MLP's input gradients wait in its buffer (the family step oracle's random StableLM
+  // steps: backward -2.69% before).
+  const bool first_linear_walk = mlp_walk && !m.fused_gate_up && !m.post_residual_norms;
   const auto first_linear_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)); };
   const bytes first_linear_made = mlp_walk && adding_in ? made_here(first_linear_params()) : mlp_linear_grads;
   // The norm's weight gradient is made at its weight multiply's node, before pow's: added in by then when accumulating.
@@ -829,8 +832,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // c sb (heads + 2 kv) d; q_proj: c sb heads d, and k's and v's input gradients summed in the norm output's input
   // buffer, c sbh) and the input gradient it made (c sbh). Read without autocast (each linear's input its own cast
   // there); OPT-350M's linears read the residual stream (no norm before them).
-  const bool attention_input_walk =
-      mlp_walk && core_layout && !fsdp && !a.autocast && m.qkv_bias && a.device == device_kind::cuda && !m.post_residual_norms;
+  const bool attention_input_walk = mlp_walk && core_layout && !fsdp && !a.autocast && m.qkv_bias && !m.post_residual_norms;
   // (2j) SDPA's kernel differentiated (cuDNN's on an H100 or H200: torch 2.11 puts cudnn_attention first in the SDPA
   // priority on compute capability 9.x and 10.x, sdp_utils.cpp check_prefer_cudnn_attention): o_proj's node has run,
   // its weight's gradient made, its input gone only where it was a copy of the kernel's output; the kernel's node
@@ -969,14 +971,22 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
     const layer_activations& w = *l.whole;
     const std::int64_t outputs = checked_product(m.fused_qkv ? checked_sum(m.heads, checked_product(2, m.kv_heads)) : m.heads, m.head_size());
-    const bytes attention_input_flowing = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2) +
-                                          bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors));
-    const bytes made = adding_in ? made_here(elements_of(checked_product(checked_sum(m.hidden, 1), outputs))) : l.appeared;
+    const bytes incoming = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2);
+    const bytes staging = a.device == device_kind::cuda ? bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors)) : bytes{};
+    const elements weight = elements_of(checked_product(m.hidden, outputs)), bias = elements_of(outputs);
+    // Two instants of the node: (A) while it makes its weight's gradient (the mm after its input's), the input it kept
+    // (the norm's output, w.attention_input) still alive and its bias's gradient not made; (B) once it has freed that
+    // input, the bias's sum staging its partial sums (CUDA). The CPU step oracle's GPT-NeoX steps peak at (A): its
+    // aten::mm of the weight's gradient, the 16-bit input freed right after.
+    const bytes made_b = adding_in ? made_here(weight + bias) : l.appeared, made_a = adding_in ? made_here(weight) : l.appeared - new_grads(bias);
+    const bool at_weight = w.attention_input + made_a > staging + made_b;
+    const bytes made = at_weight ? made_a : made_b, input = at_weight ? w.attention_input : bytes{};
+    const bytes flowing = hidden_grad + incoming + (at_weight ? bytes{} : staging);
     if (a.recomputation == recompute::full)
-      return step_terms{resting, kept + made, below + layer_saved, w.attention_norm - checkpoint_in_layer, hidden_grad + attention_input_flowing,
-                        bytes{}, gathered, l.communication, bytes{}, bytes{}, bytes{}};
-    return step_terms{resting, kept + made, below + w.attention_norm, bytes{}, hidden_grad + attention_input_flowing, bytes{}, gathered,
-                      l.communication, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + made, below + layer_saved, w.attention_norm + input - checkpoint_in_layer, flowing, bytes{}, gathered,
+                        l.communication, bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, kept + made, below + w.attention_norm + input, bytes{}, flowing, bytes{}, gathered, l.communication, bytes{},
+                      bytes{}, bytes{}};
   };
   // (2j)'s moment, considered apart as (2i)'s is.
   const auto attention_kernel_moment = [&](const layer_context& l) ZEROMEM_COLD {
