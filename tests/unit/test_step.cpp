@@ -31,6 +31,18 @@ activation_config sdpa(std::int64_t s, std::int64_t b, recompute r = recompute::
   a.recomputation = r;
   return a;
 }
+
+// The CPU step oracles' step (tests/oracle): pure bf16, eager attention in transformers' code on the CPU under torch 1,
+// no cuBLAS workspaces.
+step_estimate oracle_step(const transformer_config& m, std::int64_t s, std::int64_t b, recompute r, device_kind device = device_kind::cpu) {
+  activation_config a = sdpa(s, b, r);
+  a.attention = attention_kind::eager;
+  a.device = device;
+  a.torch_major = 1;
+  step_config c{};
+  c.blas_workspaces = bytes{};
+  return estimate_step(m, pure_bf16(), a, c);
+}
 }  // namespace
 
 TEST_CASE("step: ForCausalLMLoss holds 10 bytes per logit at the end of forward and 12 in backward", "[step]") {
@@ -946,14 +958,7 @@ TEST_CASE("step: OLMo-2's MLP reads the residual stream, so up_proj's input grad
   transformer_config m = detail::olmo2(256, 2, 4, 2048);
   m.kv_heads = 2;
   m.vocab = 1000;
-  activation_config a = sdpa(32, 3, recompute::full);
-  a.attention = attention_kind::eager;
-  a.device = device_kind::cpu;
-  a.torch_major = 1;
-  step_config s{};
-  s.blas_workspaces = bytes{};
-  const step_estimate e = estimate_step(m, pure_bf16(), a, s);
-  CHECK(e.backward.flowing.count() == 393'216 + 2 * 49'152);
+  CHECK(oracle_step(m, 32, 3, recompute::full).backward.flowing.count() == 393'216 + 2 * 49'152);
 }
 
 TEST_CASE("step: the attention's input linear differentiated while it makes its weight's gradient, its input still kept", "[step][recompute]") {
@@ -968,21 +973,14 @@ TEST_CASE("step: the attention's input linear differentiated while it makes its 
   transformer_config m = detail::pythia(256, 2, 4, 500);
   m.ffn = 256;
   m.rotary_dims = 64;
-  activation_config a = sdpa(32, 3, recompute::full);
-  a.attention = attention_kind::eager;
-  a.device = device_kind::cpu;
-  a.torch_major = 1;
-  step_config s{};
-  s.blas_workspaces = bytes{};
-  const step_estimate e = estimate_step(m, pure_bf16(), a, s);
+  const step_estimate e = oracle_step(m, 32, 3, recompute::full);
   CHECK(e.backward.flowing.count() == 147'456 + 2 * 49'152);
   CHECK(e.backward.recomputed.count() == 384 + 49'152);
   CHECK(e.backward.gradients.count() == 1'838'592);
   // On CUDA the bias's sum over 96 tokens stages nothing (Reduce.cuh: blocks of 32 x 4 threads, 96 / 4 = 24 values a
   // thread, under 256: each block reduces its own outputs), so the same instant is the moment, with the LayerNorm's
   // statistics in fp32 (768 B).
-  a.device = device_kind::cuda;
-  const step_estimate cuda = estimate_step(m, pure_bf16(), a, s);
+  const step_estimate cuda = oracle_step(m, 32, 3, recompute::full, device_kind::cuda);
   CHECK(cuda.backward.recomputed.count() == 768 + 49'152);
   CHECK(cuda.backward.flowing.count() == 147'456 + 2 * 49'152);
 }
@@ -1000,13 +998,7 @@ TEST_CASE("step: behind one norm shared by both branches the MLP's first linear 
   m.norm = norm_kind::layernorm;
   m.qkv_bias = m.parallel_residual = m.shared_layer_norm = true;
   m.rotary_dims = 16;
-  activation_config a = sdpa(64, 3);
-  a.attention = attention_kind::eager;
-  a.device = device_kind::cpu;
-  a.torch_major = 1;
-  step_config s{};
-  s.blas_workspaces = bytes{};
-  const step_estimate e = estimate_step(m, pure_bf16(), a, s);
+  const step_estimate e = oracle_step(m, 64, 3, recompute::none);
   CHECK(e.backward.flowing.count() == 1'572'864 + 589'824);
   CHECK(e.backward.gradients.count() == 27'782'144);
 }
