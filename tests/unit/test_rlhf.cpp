@@ -1045,6 +1045,8 @@ TEST_CASE("YAML merge keys (<<) merge as OmegaConf's PyYAML merges them: own key
   const zeromem::test::cli_result scalar = run_cli({"job", yaml});
   CHECK(scalar.code == 2);
   CHECK(scalar.err.find("merges (<<) a value that is not a map into 'actor_rollout_ref.rollout'") != std::string::npos);
+  std::ofstream(yaml) << "x: 1\n<<: 5\n";
+  CHECK(run_cli({"job", yaml}).err.find("merges (<<) a value that is not a map into the top level;") != std::string::npos);
   std::ofstream(yaml) << "a: &a {b: 1}\nc: &c {<<: *c}\n";
   CHECK(run_cli({"job", yaml}).err.find("merges a map into itself at 'c'") != std::string::npos);
 }

@@ -50,14 +50,15 @@ struct yaml_walk {
         own.emplace_back(kv.first.as<std::string>(), kv.second);
         continue;
       }
+      const std::string where = prefix.empty() ? "the top level" : detail::quoted(prefix);
       const std::vector<YAML::Node> sources = kv.second.IsSequence() ? std::vector<YAML::Node>(kv.second.begin(), kv.second.end())
                                                                       : std::vector<YAML::Node>{kv.second};
       for (const YAML::Node& m : sources) {
         if (!m.IsMap())
-          detail::fail("the YAML in " + detail::quoted(file) + " merges (<<) a value that is not a map into " +
-                       detail::quoted(prefix.empty() ? "the top level" : prefix) + "; merge an anchored map (<<: *name) or a list of them");
+          detail::fail("the YAML in " + detail::quoted(file) + " merges (<<) a value that is not a map into " + where +
+                       "; merge an anchored map (<<: *name) or a list of them");
         if (m.is(map) || std::any_of(maps.begin(), maps.end(), [&](const YAML::Node& e) { return e.is(m); }))
-          detail::fail("the YAML in " + detail::quoted(file) + " merges a map into itself at " + detail::quoted(prefix.empty() ? "the top level" : prefix) +
+          detail::fail("the YAML in " + detail::quoted(file) + " merges a map into itself at " + where +
                        " (an alias of an enclosing anchor); a launch config is a tree");
         maps.push_back(m);
         for (auto& e : entries(m, prefix)) merged.push_back(std::move(e));

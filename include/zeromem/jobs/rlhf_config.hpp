@@ -678,13 +678,15 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // reference (--colocate_actor_ref, --colocate_all_models; with a KL penalty) has the actor's nodes and GPUs per
   // node, and a critic colocated with the reward model (--colocate_critic_reward) the reward model's.
   const auto same_shape = [&](const std::string& a, const std::string& b, const char* why) {
-    const std::int64_t a_nodes = k.count(name(a + "_num_nodes"), 1, "--"), a_gpus = k.count(name(a + "_num_gpus_per_node"), 8, "--");
-    const std::int64_t b_nodes = k.count(name(b + "_num_nodes"), 1, "--"), b_gpus = k.count(name(b + "_num_gpus_per_node"), 8, "--");
-    if (a_nodes != b_nodes || a_gpus != b_gpus)
-      detail::fail("with --" + name(why) + " the " + b + " model takes the " + a + "'s shape, which OpenRLHF asserts: --" + name(b + "_num_nodes") +
-                   " " + std::to_string(b_nodes) + " x --" + name(b + "_num_gpus_per_node") + " " + std::to_string(b_gpus) + " against --" +
-                   name(a + "_num_nodes") + " " + std::to_string(a_nodes) + " x --" + name(a + "_num_gpus_per_node") + " " + std::to_string(a_gpus) +
-                   "; give both the same");
+    const auto nodes_of = [&](const std::string& who) { return k.count(name(who + "_num_nodes"), 1, "--"); };
+    const auto gpus_of = [&](const std::string& who) { return k.count(name(who + "_num_gpus_per_node"), 8, "--"); };
+    const auto shape = [&](const std::string& who) {
+      return "--" + name(who + "_num_nodes") + " " + std::to_string(nodes_of(who)) + " x --" + name(who + "_num_gpus_per_node") + " " +
+             std::to_string(gpus_of(who));
+    };
+    if (nodes_of(a) != nodes_of(b) || gpus_of(a) != gpus_of(b))
+      detail::fail("with --" + name(why) + " the " + b + " model takes the " + a + "'s shape, which OpenRLHF asserts: " + shape(b) + " against " +
+                   shape(a) + "; give both the same");
   };
   if (j.reference.present && (j.colocate_all || j.colocate_actor_ref))
     same_shape("actor", "ref", j.colocate_all ? "colocate_all_models" : "colocate_actor_ref");
@@ -700,11 +702,10 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     const auto power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
     if (version <= 5'007 && !power_of_two(actor_world))
       detail::fail("the actor's " + std::to_string(actor_world) + " GPUs are not a power of 2, which " + release + "; use 1, 2, 4, 8, 16, ... GPUs");
-    const bool critic_checked = j.critic.present;
-    if (critic_checked && version <= 5'007 && !power_of_two(critic_world))
+    if (j.critic.present && version <= 5'007 && !power_of_two(critic_world))
       detail::fail("the critic's " + std::to_string(critic_world) + " GPUs (--" + name("critic_num_nodes") + " x --" + name("critic_num_gpus_per_node") +
                    ") are not a power of 2, which " + release + "; use 1, 2, 4, 8, 16, ... GPUs");
-    if (critic_checked && actor_world % critic_world != 0)
+    if (j.critic.present && actor_world % critic_world != 0)
       detail::fail("the critic's " + std::to_string(critic_world) + " GPUs do not divide the actor's " + std::to_string(actor_world) + ", which " + release +
                    "; give the critic a divisor of the actor's GPUs (--" + name("critic_num_nodes") + " x --" + name("critic_num_gpus_per_node") + ")");
     if (stage == 3 && engines <= 0)

@@ -976,8 +976,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const elements weight = elements_of(checked_product(m.hidden, outputs)), bias = elements_of(outputs);
     // Two instants of the node: (A) while it makes its weight's gradient (the mm after its input's), the input it kept
     // (the norm's output, w.attention_input) still alive and its bias's gradient not made; (B) once it has freed that
-    // input, the bias's sum staging its partial sums (CUDA). The CPU step oracle's GPT-NeoX steps peak at (A): its
-    // aten::mm of the weight's gradient, the 16-bit input freed right after.
+    // input, the bias's sum staging its partial sums (CUDA). derivatives.yaml addmm: mat2's gradient is mat1^T x grad,
+    // a second mm after mat1's; the family step oracle's GPT-NeoX steps peak at (A), the input freed right after.
     const bytes made_b = adding_in ? made_here(weight + bias) : l.appeared, made_a = adding_in ? made_here(weight) : l.appeared - new_grads(bias);
     const bool at_weight = w.attention_input + made_a > staging + made_b;
     const bytes made = at_weight ? made_a : made_b, input = at_weight ? w.attention_input : bytes{};
