@@ -1191,6 +1191,69 @@ TEST_CASE("verl's use_dynamic_bsz: passes of at most max_token_len tokens, balan
   CHECK(small.err.find("= 2448") != std::string::npos);
 }
 
+TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses degree, 1 by default, not the actor's", "[rlhf]") {
+  // ppo_trainer.yaml (v0.2 on): critic.ulysses_sequence_parallel_size: 1 and reward_model's: 1; the reference's follows
+  // the actor's. CriticWorker.__init__ builds a (8 / sp) x sp mesh and normalizes its sizes by its own ranks.
+  // The example's critic with ppo_micro_batch_size_per_gpu 8, packed sequences of 1024 + 512 tokens, the actor over 2:
+  // - critic sp 1 (its default): 8 x 1536 = 12,288 tokens in one row; the mini-batch 256 (the actor's, as the critic
+  //   sets none) / 8 ranks = 32 sequences, 32 / 8 = 4 passes (release unknown: without rollout.n 1's factor, equal);
+  // - critic sp 2: 8 x 1536 / 2 = 6,144 tokens; 256 / 4 ranks = 64 sequences, 8 passes.
+  const std::vector<std::string> base{"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "critic.ppo_micro_batch_size=null",
+                                      "critic.ppo_micro_batch_size_per_gpu=8"};
+  const nlohmann::json own = job("verl-qwen2-7b-ppo.sh", base);
+  const std::string own_terms = phase(own, "training")["terms"].dump();
+  CHECK(phase(own, "training")["activity"] == "critic update");
+  CHECK(own_terms.find("activations (8 sequences, 12288 x 1 tokens)") != std::string::npos);
+  CHECK(own_terms.find("gradients (accumulated over 4 passes)") != std::string::npos);
+  CHECK_FALSE(own["fits"].get<bool>());  // 12,288 tokens of a 7B critic without checkpointing: about 73 GiB of activations
+  std::vector<std::string> two = base;
+  two.push_back("critic.ulysses_sequence_parallel_size=2");
+  const std::string two_terms = phase(job("verl-qwen2-7b-ppo.sh", two), "training")["terms"].dump();
+  CHECK(two_terms.find("activations (8 sequences, 6144 x 1 tokens)") != std::string::npos);
+  CHECK(two_terms.find("gradients (accumulated over 8 passes)") != std::string::npos);
+  // The actor's passes are as before: 4 sequences (16 / (8 / 2) ranks) of 1536 tokens over 2 ranks.
+  CHECK(phase(job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"}), "training")["terms"].dump().find(
+            "activations (4 sequences, 3072 x 1 tokens)") != std::string::npos);
+  // Its own degree must divide the GPUs as the actor's does, and EasyR1's name for it (ulysses_size) is read too,
+  // refused beside the older name (the example sets ulysses_sequence_parallel_size: 1; null unsets it).
+  const zeromem::test::cli_result odd = run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "critic.ulysses_sequence_parallel_size=3"});
+  CHECK(odd.code == 2);
+  CHECK(odd.err.find("critic.ulysses_sequence_parallel_size 3 does not divide the 8 GPUs") != std::string::npos);
+  const zeromem::test::cli_result easyr1_zero = run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "worker.actor.ulysses_sequence_parallel_size=null", "worker.actor.ulysses_size=0"});
+  CHECK(easyr1_zero.code == 2);
+  CHECK(easyr1_zero.err.find("worker.actor.ulysses_size is 0") != std::string::npos);
+  const zeromem::test::cli_result both =
+      run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "worker.actor.ulysses_size=1", "worker.actor.ulysses_sequence_parallel_size=1"});
+  CHECK(both.code == 2);
+  CHECK(both.err.find("worker.actor.ulysses_size and worker.actor.ulysses_sequence_parallel_size are both set") != std::string::npos);
+  // The reward model's dynamic passes: its budget 32,768 tokens x its own sp 1 (RewardModelWorker.compute_rm_score),
+  // over 1024 / 8 = 128 sequences a GPU: ceil(128 x 1536 / 32,768) = 6 passes of ceil(128 / 6) = 22 sequences, 33,792
+  // tokens, whatever the actor's degree (2 here; read with it, 256 sequences a GPU in ceil(256 x 1536 / 65,536) = 6
+  // passes of 43, 33,024 tokens over 2 ranks).
+  std::vector<std::string> reward{"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "reward_model.enable=true",
+                                  "reward_model.model.path=Qwen/Qwen2-7B-Instruct", "reward_model.use_dynamic_bsz=true"};
+  const auto reward_pass = [](const nlohmann::json& j) {  // the reward model's forward term, in whichever phase shows it
+    for (const auto& p : j["phases"])
+      for (const auto& t : p["terms"])
+        if (t["role"] == "reward" && t["term"].get<std::string>().rfind("forward peak", 0) == 0) return t["term"].get<std::string>();
+    return std::string("none");
+  };
+  CHECK(reward_pass(job("verl-qwen2-7b-ppo.sh", reward)) == "forward peak (22 sequences, 33792 x 1 tokens)");
+  // Library: the degree read into the role; one that does not divide the role's GPUs is refused with the fix.
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.6.3";
+  const std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                              {"actor_rollout_ref.actor.ulysses_sequence_parallel_size", "2"},
+                                                              {"actor_rollout_ref.model.use_remove_padding", "true"}};
+  zeromem::rlhf_job j = zeromem::read_verl(keys, s).job;
+  CHECK(j.ulysses == 2);
+  CHECK(j.critic.ulysses == 1);
+  CHECK(zeromem::estimate_rlhf(j).phases.size() == 3);
+  j.critic.ulysses = 3;
+  CHECK_THROWS_WITH(zeromem::estimate_rlhf(j), Catch::Contains("a role's own Ulysses degree must divide its GPUs") && Catch::Contains("or 0 for the job's degree"));
+}
+
 TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows and release on sleep", "[rlhf][sglang]") {
   // Logic-RL's file on A100 80GB (79.35 GiB = 85,201,413,734 B), rollout tp 1, gpu_memory_utilization 0.6 passed as
   // mem_fraction_static. The actor sleeps in host RAM and the reference is offloaded, so SGLang finds the card less

@@ -55,6 +55,9 @@ struct rlhf_role {
   /// Training passes per optimizer step on one GPU: above 1 their gradients accumulate, alive from the start of every
   /// pass after the first (step_config::keep_gradients).
   std::int64_t accumulation_steps = 1;
+  /// This role's Ulysses sequence-parallel degree where it has its own (verl's critic.ulysses_sequence_parallel_size
+  /// and reward_model's, each 1 by default, not the actor's); 0: the job's (rlhf_job::ulysses).
+  std::int64_t ulysses = 0;
   /// A trained role's LoRA adapters (PEFT get_peft_model): the base is frozen in the recipe's weight dtype and only
   /// the adapters have gradients and optimizer states.
   adaptation adapt{};
@@ -135,7 +138,7 @@ struct rlhf_job {
   /// (ray_trainer.py ref_in_actor); no reference model is built.
   bool reference_in_actor = false;
   bool packing = false;                // padding removed (OpenRLHF --packing_samples, verl use_remove_padding)
-  std::int64_t ulysses = 1;            // Ulysses sequence parallelism: each GPU holds 1/ulysses of a pass's tokens
+  std::int64_t ulysses = 1;            // Ulysses sequence parallelism: each GPU holds 1/ulysses of a pass's tokens (every role without its own, rlhf_role::ulysses)
   step_config step{};                  // loss, optimizer implementation, allocator, CUDA context per process
   known_defects defects{};
   runtime_overheads overheads{};
@@ -207,14 +210,19 @@ inline std::int64_t tokens_per_sequence(const rlhf_job& j) {
   return j.mean_tokens > 0 ? std::min(j.mean_tokens, most) : most;
 }
 
-/// A pass of `sequences` sequences on one GPU: packed (one row of real tokens) or padded to the maxima.
-inline activation_config pass_shape(const rlhf_job& j, std::int64_t sequences, bool checkpointing) {
+/// The Ulysses degree role r runs its passes with: its own, or the job's.
+inline std::int64_t ulysses_of(const rlhf_job& j, const rlhf_role& r) { return r.ulysses > 0 ? r.ulysses : j.ulysses; }
+
+/// A pass of `sequences` sequences on one GPU of role r: packed (one row of real tokens) or padded to the maxima,
+/// each split over the role's Ulysses ranks.
+inline activation_config pass_shape(const rlhf_job& j, const rlhf_role& r, std::int64_t sequences, bool checkpointing) {
   activation_config a{};
+  const std::int64_t ulysses = ulysses_of(j, r);
   if (j.packing) {
-    a.seq_len = ceil_div(checked_mul(sequences, tokens_per_sequence(j)), j.ulysses);
+    a.seq_len = ceil_div(checked_mul(sequences, tokens_per_sequence(j)), ulysses);
     a.micro_batch = 1;
   } else {
-    a.seq_len = ceil_div(longest_sequence(j), j.ulysses);
+    a.seq_len = ceil_div(longest_sequence(j), ulysses);
     a.micro_batch = sequences;
   }
   a.attention = j.attention;  // flash-attn or SDPA: no s^2 terms
@@ -301,7 +309,7 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   const parameter_counts c = count_parameters(m);
   if (r.zero_stage == 3 || r.offload_params)
     v.gpu(role, "gathered layer (16-bit)", c.largest_layer * size_of(dtype::bf16), "one unit gathered at a time");
-  const activation_config a = pass_shape(j, r.forward_micro_batch, false);
+  const activation_config a = pass_shape(j, r, r.forward_micro_batch, false);
   forward_only_config f{};
   f.attention = a.attention;
   f.seq_len = a.seq_len;
@@ -335,7 +343,7 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   t.model = r.value_model ? value_backbone(r.model) : r.model;
   t.states = role_states(r, t.model);
   t.states.gradient_accumulation_steps = r.accumulation_steps;
-  t.activations = pass_shape(j, r.train_micro_batch, r.gradient_checkpointing);
+  t.activations = pass_shape(j, r, r.train_micro_batch, r.gradient_checkpointing);
   if (t.model.vision.blocks == 0) t.activations.image_tokens = 0;  // a text critic beside a vision-language actor
   t.step = j.step;
   t.step.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
@@ -549,6 +557,11 @@ inline void validate(const rlhf_job& j) {
       require_positive(r->forward_micro_batch, "the forward micro-batch");
       if (r->zero_stage < 0 || r->zero_stage > 3) fail_value("ZeRO stage must be 0, 1, 2 or 3", r->zero_stage, "use 3 for full sharding");
       if (r->adapt.any() && !r->trained) fail("adapters (LoRA, frozen components) apply to trained roles; a frozen role has no adapters to train");
+      if (r->ulysses < 0 || (r->ulysses > 0 && !divides(r->ulysses, r->gpus)))
+        fail_value("a role's own Ulysses degree must divide its GPUs (a (GPUs / sp) x sp device mesh)", r->ulysses,
+                   "pass a divisor of its GPUs, or 0 for the job's degree");
+      if (j.image_tokens > 0 && ulysses_of(j, *r) > 1)
+        fail("image tokens under Ulysses sequence parallelism are not modelled (how the ranks split the vision tower's patches); pass 0 image tokens");
     }
   if (j.lora_sync.present && !j.actor.adapt.lora_enabled()) fail("a LoRA weight sync needs LoRA adapters on the actor; set its LoRA rank");
   if (j.rollout.present) {
@@ -625,7 +638,7 @@ inline void received_batch(const group_view& v, const std::string& role, const r
                            bool active) {
   if (j.step_sequences == 0 || phase == rlhf_phase::rollout) return;
   const batch_entry e = batch_entry_of(j);
-  const std::int64_t sequences = ceil_div(j.step_sequences, std::max<std::int64_t>(1, r.gpus / j.ulysses));
+  const std::int64_t sequences = ceil_div(j.step_sequences, std::max<std::int64_t>(1, r.gpus / ulysses_of(j, r)));
   if (j.framework == rlhf_framework::openrlhf && r.trained && (phase == rlhf_phase::training || !j.batch_through_driver))
     v.host(role, "replay buffer (its chunk of the batch)", bytes_of(checked_mul(sequences, e.all)));
   else if (active && j.batch_through_driver)

@@ -909,13 +909,28 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   const std::int64_t n = k.integer(R + "n", 1);
   // verl lays the GPUs out as a (world / sp) x sp device mesh (fsdp_workers.py: dp = world_size // sp,
   // init_device_mesh(mesh_shape=(dp, sp))), which must hold every rank.
-  const std::int64_t sp = k.count(A + "ulysses_sequence_parallel_size", 1);
-  if (!detail::divides(sp, world))
-    detail::fail(A + "ulysses_sequence_parallel_size " + std::to_string(sp) + " does not divide the " + std::to_string(world) +
-                 " GPUs of trainer.nnodes x trainer.n_gpus_per_node; verl's (GPUs / sp) x sp device mesh needs a divisor");
+  // Each worker builds its own mesh from its own section's degree: the actor's (the reference's follows it), the
+  // critic's and the reward model's, each 1 by default (ppo_trainer.yaml from v0.2: critic and reward_model
+  // ulysses_sequence_parallel_size: 1; fsdp_workers.py CriticWorker / RewardModelWorker.__init__). EasyR1 names it
+  // ulysses_size (actor/config.py, critic/config.py), ulysses_sequence_parallel_size before.
+  const auto sp_of = [&](const std::string& section) {
+    std::string key = section + "ulysses_sequence_parallel_size";
+    if (easyr1 && k.has(section + "ulysses_size")) {
+      if (k.has(key)) detail::fail(section + "ulysses_size and " + key + " are both set; EasyR1 reads one (ulysses_size); remove the other");
+      key = section + "ulysses_size";
+    }
+    const std::int64_t degree = k.count(key, 1);
+    if (!detail::divides(degree, world))
+      detail::fail(key + " " + std::to_string(degree) + " does not divide the " + std::to_string(world) +
+                   " GPUs of trainer.nnodes x trainer.n_gpus_per_node; verl's (GPUs / sp) x sp device mesh needs a divisor");
+    return degree;
+  };
+  const std::int64_t sp = sp_of(A);
   const std::int64_t dp = detail::quotient(world, sp);
   const std::int64_t batch = k.integer(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size", 1024);
-  const std::int64_t per_gpu = detail::ceil_div(detail::checked_mul(batch, n), dp);  // sequences each GPU holds in one step
+  // Sequences each GPU holds in one step, over `ranks` data-parallel ranks.
+  const auto per_gpu_of = [&](std::int64_t ranks) { return detail::ceil_div(detail::checked_mul(batch, n), ranks); };
+  const std::int64_t per_gpu = per_gpu_of(dp);
   j.step_sequences = detail::checked_mul(batch, n);  // the driver's batch (ray_trainer.py fit: batch.repeat(rollout.n))
   if (j.step_sequences == 0)
     detail::fail(std::string(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size") + " x " + R + "n is 0: a step generates no sequence; pass at least 1");
@@ -976,13 +991,13 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   std::int64_t micro = 0, forward_micro = 0, ref_micro = 0, mini = 0, critic_mini = 0;
   // A micro-batch key: its *_per_gpu form as given, else the global one divided by the ranks (times rollout.n where
   // the release multiplies).
-  const auto per_gpu_or_global = [&](const std::string& key, std::int64_t global_default, bool times_n) {
+  const auto per_gpu_or_global = [&](const std::string& key, std::int64_t global_default, bool times_n, std::int64_t ranks) {
     // The *_per_gpu keys came with v0.2 (6e003c0b); v0.1's ppo_trainer.yaml has none, and Hydra refuses a key that
     // is not in the config.
     if (k.has(key + "_per_gpu") && verl_version > 0 && verl_version < 2'000)
       detail::fail(key + "_per_gpu is verl's from v0.2, and verl " + s.verl_version + " refuses it; set " + key + " (global, divided by the ranks) instead");
     if (k.has(key + "_per_gpu")) return k.integer(key + "_per_gpu", 1);
-    const std::int64_t divided = k.integer(key, global_default) / dp;
+    const std::int64_t divided = k.integer(key, global_default) / ranks;
     return times_n ? detail::checked_mul(divided, n) : divided;
   };
   if (easyr1) {
@@ -992,7 +1007,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   } else {
     const bool from_v02 = verl_version >= 2'000;
     const auto per_gpu_or_normalized = [&](const std::string& key, std::int64_t global_default) {
-      return per_gpu_or_global(key, global_default, !from_v02);
+      return per_gpu_or_global(key, global_default, !from_v02, dp);
     };
     const std::int64_t mini_global = k.integer(A + "ppo_mini_batch_size", 256);
     mini = from_v02 ? detail::checked_mul(mini_global, n) / dp : detail::checked_mul(mini_global / dp, n);
@@ -1029,7 +1044,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     }
     micro = std::min(micro, mini > 0 ? mini : micro);
   }
-  const auto clamp = [&](std::int64_t m) { return std::max<std::int64_t>(1, std::min(m, per_gpu)); };
+  const auto clamp = [&](std::int64_t m, std::int64_t most) { return std::max<std::int64_t>(1, std::min(m, most)); };
   const bool checkpointing = k.flag(M + "enable_gradient_checkpointing");
   // The actor: fp32 parameters under FSDP with bf16 compute (torch_dtype fp32 for the actor, MixedPrecision param_dtype
   // bf16), FULL_SHARD over every GPU; param/optimizer offload moves states to host RAM outside update_actor.
@@ -1045,8 +1060,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   j.actor.recipe = precision::amp_bf16;
   j.actor.gpus = world;
   j.actor.gradient_checkpointing = checkpointing;
-  j.actor.train_micro_batch = clamp(micro);
-  j.actor.forward_micro_batch = clamp(forward_micro);
+  j.actor.train_micro_batch = clamp(micro, per_gpu);
+  j.actor.forward_micro_batch = clamp(forward_micro, per_gpu);
   j.actor.sleep_params = k.flag(easyr1 ? A + "offload.offload_params" : A + "fsdp_config.param_offload");
   j.actor.sleep_optimizer = k.flag(easyr1 ? A + "offload.offload_optimizer" : A + "fsdp_config.optimizer_offload");
   if (!easyr1) k.flag(A + "fsdp_config.grad_offload");  // gradients go with the parameters
@@ -1064,12 +1079,17 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   } else {
     j.reference.offload_params = k.flag(F + "fsdp_config.param_offload");
   }
-  j.reference.forward_micro_batch = clamp(ref_micro);
+  j.reference.forward_micro_batch = clamp(ref_micro, per_gpu);
   const std::string estimator = k.text("algorithm.adv_estimator").value_or("gae");
+  // The critic's own Ulysses degree and the data-parallel ranks of its mesh, which its sizes are normalized by.
+  std::int64_t critic_sp = 1, critic_dp = dp;
   if (estimator == "gae") {  // PPO: a critic (verl's default estimator is gae)
     const std::string C = easyr1 ? "worker.critic." : "critic.";
     j.critic = j.actor;
     j.critic.value_model = true;
+    critic_sp = sp_of(C);
+    critic_dp = detail::quotient(world, critic_sp);
+    j.critic.ulysses = critic_sp;
     if (const std::optional<std::string> cp = k.text(easyr1 ? C + "model.model_path" : C + "model.path"))
       j.critic.model = detail::model_of_path(*cp, s, (C + "model.path").c_str());
     j.critic.gradient_checkpointing = k.flag(C + "model.enable_gradient_checkpointing");
@@ -1079,18 +1099,19 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     // only, in every release (fsdp_workers.py at 9f734014 and v0.2); the mini-batch divided only before v0.4.0 and
     // multiplied by rollout.n first from it (9dcac14f, #853). Its forward's micro-batch is forward_micro_batch_size
     // (_per_gpu), which ppo_trainer.yaml interpolates from the critic's ppo_micro_batch_size (_per_gpu).
-    // EasyR1: worker.critic.global_batch_size x n / ranks.
+    // EasyR1: worker.critic.global_batch_size x n / ranks. The ranks are the critic mesh's, (GPUs / its sp).
+    const std::int64_t critic_per_gpu = per_gpu_of(critic_dp);
     if (easyr1) {
-      critic_mini = detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / dp;
+      critic_mini = detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / critic_dp;
     } else {
-      const std::int64_t train_micro = per_gpu_or_global(C + "ppo_micro_batch_size", 64, false);
-      j.critic.train_micro_batch = clamp(train_micro);
+      const std::int64_t train_micro = per_gpu_or_global(C + "ppo_micro_batch_size", 64, false, critic_dp);
+      j.critic.train_micro_batch = clamp(train_micro, critic_per_gpu);
       j.critic.forward_micro_batch = k.has(C + "forward_micro_batch_size_per_gpu") || k.has(C + "forward_micro_batch_size")
-                                         ? clamp(per_gpu_or_global(C + "forward_micro_batch_size", 0, false))
-                                         : clamp(train_micro);
+                                         ? clamp(per_gpu_or_global(C + "forward_micro_batch_size", 0, false, critic_dp), critic_per_gpu)
+                                         : clamp(train_micro, critic_per_gpu);
       const std::int64_t critic_mini_global = k.has(C + "ppo_mini_batch_size") ? k.integer(C + "ppo_mini_batch_size", 256)
                                                                               : k.integer(A + "ppo_mini_batch_size", 256);
-      critic_mini = verl_version >= 4'000 ? detail::checked_mul(critic_mini_global, n) / dp : critic_mini_global / dp;
+      critic_mini = verl_version >= 4'000 ? detail::checked_mul(critic_mini_global, n) / critic_dp : critic_mini_global / critic_dp;
       if (verl_version == 0 && n > 1)
         r.assumed.push_back("verl's critic mini-batch before v0.4.0 (" + C + "ppo_mini_batch_size / ranks, without rollout.n; pass --verl-version)");
     }
@@ -1101,6 +1122,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (const std::optional<std::string> rp = k.text("reward_model.model.path"))
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
+    j.reward.ulysses = sp_of("reward_model.");
   }
   // Whether a reference policy is built at all. verl from v0.4.0 (072fc9fe, PR #644) maps Role.RefPolicy only with a
   // KL term, algorithm.use_kl_in_reward or actor.use_kl_loss (trainer/main_ppo.py; trainer/ppo/utils.py
@@ -1174,30 +1196,32 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     const bool actor_dynamic = k.flag(A + "use_dynamic_bsz");
     const std::int64_t actor_budget = k.integer(A + "ppo_max_token_len_per_gpu", 16384);
     const std::int64_t update_sequences = std::max<std::int64_t>(1, std::min(per_gpu, mini > 0 ? mini : per_gpu));
-    const auto dynamic = [&](const std::string& key, std::int64_t budget, std::int64_t sequences) {
-      return detail::dynamic_micro_batch(j, key, budget, sp, sequences);
+    const auto dynamic = [&](const std::string& key, std::int64_t budget, std::int64_t sequences, std::int64_t degree) {
+      return detail::dynamic_micro_batch(j, key, budget, degree, sequences);
     };
     if (actor_dynamic) {
-      j.actor.train_micro_batch = dynamic(A + "ppo_max_token_len_per_gpu", actor_budget, update_sequences);
+      j.actor.train_micro_batch = dynamic(A + "ppo_max_token_len_per_gpu", actor_budget, update_sequences, sp);
       r.actor_token_budget = actor_budget;
       r.token_budget_key = A + "ppo_max_token_len_per_gpu";
     }
     if (k.flag(R + "log_prob_use_dynamic_bsz", actor_dynamic))
-      j.actor.forward_micro_batch = dynamic(R + "log_prob_max_token_len_per_gpu", k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
+      j.actor.forward_micro_batch = dynamic(R + "log_prob_max_token_len_per_gpu", k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu, sp);
     if (k.flag(F + "log_prob_use_dynamic_bsz", actor_dynamic))
-      j.reference.forward_micro_batch = dynamic(F + "log_prob_max_token_len_per_gpu", k.integer(F + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu);
+      j.reference.forward_micro_batch = dynamic(F + "log_prob_max_token_len_per_gpu", k.integer(F + "log_prob_max_token_len_per_gpu", actor_budget), per_gpu, sp);
+    // The critic's and the reward model's passes over their own meshes: the sequences of their data-parallel ranks,
+    // a budget of max_token_len x their own sp (dp_critic.py, RewardModelWorker.compute_rm_score).
     if (j.critic.present && k.flag("critic.use_dynamic_bsz", actor_dynamic)) {
-      const std::int64_t critic_budget = k.integer("critic.ppo_max_token_len_per_gpu", 32768);
-      j.critic.train_micro_batch =
-          dynamic("critic.ppo_max_token_len_per_gpu", critic_budget, std::max<std::int64_t>(1, std::min(per_gpu, critic_mini > 0 ? critic_mini : per_gpu)));
-      j.critic.forward_micro_batch =
-          dynamic("critic.forward_max_token_len_per_gpu", k.integer("critic.forward_max_token_len_per_gpu", critic_budget), per_gpu);
+      const std::int64_t critic_budget = k.integer("critic.ppo_max_token_len_per_gpu", 32768), critic_per_gpu = per_gpu_of(critic_dp);
+      j.critic.train_micro_batch = dynamic("critic.ppo_max_token_len_per_gpu", critic_budget,
+                                           std::max<std::int64_t>(1, std::min(critic_per_gpu, critic_mini > 0 ? critic_mini : critic_per_gpu)), critic_sp);
+      j.critic.forward_micro_batch = dynamic("critic.forward_max_token_len_per_gpu", k.integer("critic.forward_max_token_len_per_gpu", critic_budget),
+                                             critic_per_gpu, critic_sp);
     }
     if (j.reward.present && k.flag("reward_model.use_dynamic_bsz"))  // fsdp_workers.py RewardModelWorker.compute_rm_score
       j.reward.forward_micro_batch =
-          dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768), per_gpu);
+          dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768),
+                  per_gpu_of(detail::quotient(world, j.reward.ulysses)), j.reward.ulysses);
     // verl from v0.2 checks the critic's sizes as the actor's (verl_one_micro_key, verl_global_micro).
-    const std::int64_t critic_sp = k.count("critic.ulysses_sequence_parallel_size", 1);
     if (verl_version >= 2'000 && j.critic.present && critic_sp > 1 && !k.flag("critic.model.use_remove_padding"))
       detail::fail("critic.ulysses_sequence_parallel_size " + std::to_string(critic_sp) +
                    " needs critic.model.use_remove_padding=True, which verl asserts (\"When using sequence parallelism for critic, you must "
@@ -1211,11 +1235,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
   // ppo_mini_batch_size x rollout.n per GPU // ppo_micro_batch_size_per_gpu, or the dynamic passes of the mini-batch;
   // dp_critic.py alike); EasyR1 the same with global_batch_size and micro_batch_size_per_device_for_update.
-  const auto passes = [&](std::int64_t per_step, std::int64_t per_pass) {
-    return std::max<std::int64_t>(1, detail::ceil_div(std::max<std::int64_t>(1, std::min(per_step, per_gpu)), per_pass));
+  const auto passes = [&](std::int64_t per_step, std::int64_t per_pass, std::int64_t held) {
+    return std::max<std::int64_t>(1, detail::ceil_div(std::max<std::int64_t>(1, std::min(per_step, held)), per_pass));
   };
-  j.actor.accumulation_steps = passes(mini, j.actor.train_micro_batch);
-  if (j.critic.present) j.critic.accumulation_steps = passes(critic_mini, j.critic.train_micro_batch);
+  j.actor.accumulation_steps = passes(mini, j.actor.train_micro_batch, per_gpu);
+  if (j.critic.present) j.critic.accumulation_steps = passes(critic_mini, j.critic.train_micro_batch, per_gpu_of(critic_dp));
   // verl passes rollout.max_num_batched_tokens to vLLM from c99df03f (Jan 2025; EasyR1 too); max_num_seqs only
   // from verl PR #2960 (v0.6.0; rollout.yaml 1024), so before it vLLM's default applies.
   if (e.kind == rollout_engine_kind::vllm) {
