@@ -1191,7 +1191,8 @@ TEST_CASE("verl's use_dynamic_bsz: passes of at most max_token_len tokens, balan
   CHECK(small.err.find("= 2448") != std::string::npos);
 }
 
-TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses degree, 1 by default, not the actor's", "[rlhf]") {
+TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses degree, 1 by default, not the actor's, and the reward "
+          "model's passes are its own micro-batch", "[rlhf]") {
   // ppo_trainer.yaml (v0.2 on): critic.ulysses_sequence_parallel_size: 1 and reward_model's: 1; the reference's follows
   // the actor's. CriticWorker.__init__ builds a (8 / sp) x sp mesh and normalizes its sizes by its own ranks.
   // The example's critic with ppo_micro_batch_size_per_gpu 8, packed sequences of 1024 + 512 tokens, the actor over 2:
@@ -1239,6 +1240,27 @@ TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses deg
     return std::string("none");
   };
   CHECK(reward_pass(job("verl-qwen2-7b-ppo.sh", reward)) == "forward peak (22 sequences, 33792 x 1 tokens)");
+  // Without dynamic batches its own micro-batch, not the reference's: micro_batch_size_per_gpu as given, or the global
+  // micro_batch_size // 8 GPUs (RewardModelWorker divides by the world size); neither or both is refused, as verl
+  // refuses them from v0.2; v0.1 defaults micro_batch_size to 64 (64 // 8 = 8 sequences).
+  reward.pop_back();
+  const std::string verl = jobs + "verl-qwen2-7b-ppo.sh";
+  std::vector<std::string> per_gpu = reward, global = reward;
+  per_gpu.push_back("reward_model.micro_batch_size_per_gpu=32");
+  global.push_back("reward_model.micro_batch_size=64");
+  CHECK(reward_pass(job("verl-qwen2-7b-ppo.sh", per_gpu)) == "forward peak (32 sequences, 49152 x 1 tokens)");
+  CHECK(reward_pass(job("verl-qwen2-7b-ppo.sh", global)) == "forward peak (8 sequences, 12288 x 1 tokens)");
+  std::vector<std::string> v01 = reward;
+  v01.insert(v01.end(), {"--verl-version", "0.1.0"});
+  CHECK(reward_pass(job("verl-qwen2-7b-ppo.sh", v01)) == "forward peak (8 sequences, 12288 x 1 tokens)");
+  std::vector<std::string> neither{"job", verl};
+  neither.insert(neither.end(), reward.begin(), reward.end());
+  const zeromem::test::cli_result none = run_cli(neither);
+  CHECK(none.code == 2);
+  CHECK(none.err.find("neither reward_model.micro_batch_size nor reward_model.micro_batch_size_per_gpu is set") != std::string::npos);
+  std::vector<std::string> both_keys = neither;
+  both_keys.insert(both_keys.end(), {"reward_model.micro_batch_size=64", "reward_model.micro_batch_size_per_gpu=8"});
+  CHECK(run_cli(both_keys).err.find("reward_model.micro_batch_size and reward_model.micro_batch_size_per_gpu are both set") != std::string::npos);
   // Library: the degree read into the role; one that does not divide the role's GPUs is refused with the fix.
   zeromem::job_settings s{};
   s.gpu = "a100-80gb";

@@ -1123,6 +1123,21 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
     j.reward.ulysses = sp_of("reward_model.");
+    // Its own micro-batch, not the reference's: micro_batch_size_per_gpu, or the global micro_batch_size divided by
+    // every GPU (RewardModelWorker.__init__ divides by the world size, whatever its sp; v0.1's default 64, null from
+    // v0.2, when verl refuses neither or both set: verl/utils/config.py check_mutually_exclusive). Its dynamic
+    // batches follow the critic's flag (ppo_trainer.yaml: use_dynamic_bsz: ${critic.use_dynamic_bsz}).
+    const bool reward_dynamic = k.flag("reward_model.use_dynamic_bsz", k.flag("critic.use_dynamic_bsz", k.flag(A + "use_dynamic_bsz")));
+    if (!reward_dynamic) {
+      const bool v01 = verl_version > 0 && verl_version < 2'000;
+      const std::string key = "reward_model.micro_batch_size";
+      if (k.has(key) && k.has(key + "_per_gpu"))
+        detail::fail(key + " and " + key + "_per_gpu are both set, which verl refuses; remove " + key + " (deprecated)");
+      if (!v01 && !k.has(key) && !k.has(key + "_per_gpu"))
+        detail::fail("neither " + key + " nor " + key + "_per_gpu is set for the reward model, which verl refuses from v0.2 (v0.1 "
+                     "defaults " + key + " to 64: pass --verl-version 0.1.0); set " + key + "_per_gpu");
+      j.reward.forward_micro_batch = clamp(per_gpu_or_global(key, 64, false, world), per_gpu_of(detail::quotient(world, j.reward.ulysses)));
+    }
   }
   // Whether a reference policy is built at all. verl from v0.4.0 (072fc9fe, PR #644) maps Role.RefPolicy only with a
   // KL term, algorithm.use_kl_in_reward or actor.use_kl_loss (trainer/main_ppo.py; trainer/ppo/utils.py
@@ -1217,7 +1232,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.critic.forward_micro_batch = dynamic("critic.forward_max_token_len_per_gpu", k.integer("critic.forward_max_token_len_per_gpu", critic_budget),
                                              critic_per_gpu, critic_sp);
     }
-    if (j.reward.present && k.flag("reward_model.use_dynamic_bsz"))  // fsdp_workers.py RewardModelWorker.compute_rm_score
+    if (j.reward.present && k.flag("reward_model.use_dynamic_bsz", k.flag("critic.use_dynamic_bsz", actor_dynamic)))  // compute_rm_score
       j.reward.forward_micro_batch =
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768),
                   per_gpu_of(detail::quotient(world, j.reward.ulysses)), j.reward.ulysses);
