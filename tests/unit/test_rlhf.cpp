@@ -1231,8 +1231,10 @@ TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses deg
   // over 1024 / 8 = 128 sequences a GPU: ceil(128 x 1536 / 32,768) = 6 passes of ceil(128 / 6) = 22 sequences, 33,792
   // tokens, whatever the actor's degree (2 here; read with it, 256 sequences a GPU in ceil(256 x 1536 / 65,536) = 6
   // passes of 43, 33,024 tokens over 2 ranks).
+  // (Its padding removed, as the actor's: reward_model.model.use_remove_padding is False by default.)
   std::vector<std::string> reward{"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "reward_model.enable=true",
-                                  "reward_model.model.path=Qwen/Qwen2-7B-Instruct", "reward_model.use_dynamic_bsz=true"};
+                                  "reward_model.model.path=Qwen/Qwen2-7B-Instruct", "reward_model.model.use_remove_padding=True",
+                                  "reward_model.use_dynamic_bsz=true"};
   const auto reward_pass = [](const nlohmann::json& j) {  // the reward model's forward term, in whichever phase shows it
     for (const auto& p : j["phases"])
       for (const auto& t : p["terms"])
@@ -1274,6 +1276,51 @@ TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses deg
   CHECK(zeromem::estimate_rlhf(j).phases.size() == 3);
   j.critic.ulysses = 3;
   CHECK_THROWS_WITH(zeromem::estimate_rlhf(j), Catch::Contains("a role's own Ulysses degree must divide its GPUs") && Catch::Contains("or 0 for the job's degree"));
+}
+
+TEST_CASE("verl removes padding by role and release: the actor's from v0.7.0 by default, the critic's and the reward model's only "
+          "when their own key says so", "[rlhf]") {
+  // verl's PPO example at an assumed mean of 600 tokens: the actor's passes packed (use_remove_padding=True), 16 // 8 =
+  // 2 sequences in one row of 2 x 600 = 1,200 tokens; the critic told to keep its padding runs its 2 sequences as 2 rows
+  // of the maxima, 1024 + 512 = 1,536 tokens each, and its update is the training phase's peak.
+  const nlohmann::json padded = job("verl-qwen2-7b-ppo.sh", {"critic.model.use_remove_padding=False", "--mean-tokens", "600"});
+  const nlohmann::json& training = phase(padded, "training");
+  CHECK(training["activity"] == "critic update");
+  CHECK(training["terms"].dump().find("activations (2 sequences, 1536 x 2 tokens)") != std::string::npos);
+  CHECK(nlohmann::json(padded["notes"]).dump().find("tokens per sequence: 600 (assumed mean), packed; the critic's padded") != std::string::npos);
+  CHECK(phase(job("verl-qwen2-7b-ppo.sh", {"--mean-tokens", "600"}), "training")["terms"].dump().find("activations (2 sequences, 1200 x 1 tokens)") !=
+        std::string::npos);
+  // The reward model keeps its padding unless its own key removes it: 64 // 8 = 8 rows of 1,536 tokens.
+  const nlohmann::json rm = job("verl-qwen2-7b-ppo.sh", {"reward_model.enable=true", "reward_model.model.path=Qwen/Qwen2-7B-Instruct",
+                                                         "reward_model.micro_batch_size=64"});
+  bool reward_padded = false;
+  for (const auto& p : rm["phases"])
+    for (const auto& t : p["terms"]) reward_padded |= t["role"] == "reward" && t["term"] == "forward peak (8 sequences, 1536 x 8 tokens)";
+  CHECK(reward_padded);
+  // actor_rollout_ref.model.use_remove_padding defaults to False before v0.7.0 and True from it (config/model/
+  // hf_model.yaml, 561752996); unknown, False, listed as assumed.
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.8.5";
+  const std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                              {"critic.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                              {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "4"},
+                                                              {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "4"},
+                                                              {"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "4"},
+                                                              {"critic.ppo_micro_batch_size_per_gpu", "4"}};
+  const zeromem::job_reading unknown = zeromem::read_verl(keys, s);
+  CHECK_FALSE(unknown.job.packing);
+  CHECK(nlohmann::json(unknown.assumed).dump().find("actor_rollout_ref.model.use_remove_padding False (verl's default before v0.7.0") != std::string::npos);
+  s.verl_version = "0.6.1";
+  CHECK_FALSE(zeromem::read_verl(keys, s).job.packing);
+  s.verl_version = "0.7.0";
+  const zeromem::job_reading v07 = zeromem::read_verl(keys, s);
+  CHECK(v07.job.packing);
+  CHECK(v07.job.critic.packing == std::optional<bool>(false));  // critic.model.use_remove_padding: false in v0.7.0 too
+  CHECK(nlohmann::json(v07.assumed).dump().find("use_remove_padding") == std::string::npos);
+  // EasyR1: worker.actor.padding_free True, worker.critic.padding_free False (workers/critic/config.py).
+  const nlohmann::json easyr1 = job("easyr1-vl-7b-grpo.yaml", {"algorithm.adv_estimator=gae"});
+  CHECK(nlohmann::json(easyr1["notes"]).dump().find("packed; the critic's padded") != std::string::npos);
 }
 
 TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows and release on sleep", "[rlhf][sglang]") {

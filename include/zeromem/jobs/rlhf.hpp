@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "zeromem/inference/forward.hpp"
@@ -58,6 +60,9 @@ struct rlhf_role {
   /// This role's Ulysses sequence-parallel degree where it has its own (verl's critic.ulysses_sequence_parallel_size
   /// and reward_model's, each 1 by default, not the actor's); 0: the job's (rlhf_job::ulysses).
   std::int64_t ulysses = 0;
+  /// Whether this role's passes remove padding where it decides so itself (verl's critic.model.use_remove_padding and
+  /// reward_model's, EasyR1's worker.critic.padding_free); empty: the job's (rlhf_job::packing).
+  std::optional<bool> packing;
   /// A trained role's LoRA adapters (PEFT get_peft_model): the base is frozen in the recipe's weight dtype and only
   /// the adapters have gradients and optimizer states.
   adaptation adapt{};
@@ -212,13 +217,24 @@ inline std::int64_t tokens_per_sequence(const rlhf_job& j) {
 
 /// The Ulysses degree role r runs its passes with: its own, or the job's.
 inline std::int64_t ulysses_of(const rlhf_job& j, const rlhf_role& r) { return r.ulysses > 0 ? r.ulysses : j.ulysses; }
+/// Whether role r's passes are packed (padding removed): its own choice, or the job's.
+inline bool packing_of(const rlhf_job& j, const rlhf_role& r) { return r.packing.value_or(j.packing); }
+/// The roles whose padding differs from the job's, for the tokens note: "; the critic's padded", say.
+inline std::string own_padding_note(const rlhf_job& j) {
+  std::string out;
+  const std::pair<const rlhf_role*, const char*> roles[] = {{&j.actor, "actor"}, {&j.critic, "critic"}, {&j.reference, "reference"}, {&j.reward, "reward model"}};
+  for (const auto& [r, name] : roles)
+    if (r->present && packing_of(j, *r) != j.packing) out += std::string("; the ") + name + "'s " + (packing_of(j, *r) ? "packed" : "padded");
+  return out;
+}
 
 /// A pass of `sequences` sequences on one GPU of role r: packed (one row of real tokens) or padded to the maxima,
 /// each split over the role's Ulysses ranks.
 inline activation_config pass_shape(const rlhf_job& j, const rlhf_role& r, std::int64_t sequences, bool checkpointing) {
   activation_config a{};
   const std::int64_t ulysses = ulysses_of(j, r);
-  if (j.packing) {
+  const bool packed = packing_of(j, r);
+  if (packed) {
     a.seq_len = ceil_div(checked_mul(sequences, tokens_per_sequence(j)), ulysses);
     a.micro_batch = 1;
   } else {
@@ -229,7 +245,7 @@ inline activation_config pass_shape(const rlhf_job& j, const rlhf_role& r, std::
   a.impl = implementation::hf;
   a.recomputation = checkpointing ? recompute::full : recompute::none;
   // A packed pass is one row of all its sequences; the image tokens come with each.
-  if (j.actor.model.vision.blocks > 0) a.image_tokens = j.packing ? checked_mul(sequences, j.image_tokens) : j.image_tokens;
+  if (j.actor.model.vision.blocks > 0) a.image_tokens = packed ? checked_mul(sequences, j.image_tokens) : j.image_tokens;
   return a;
 }
 
@@ -750,7 +766,7 @@ inline rlhf_estimate estimate_rlhf(const rlhf_job& j) {
                        : j.max_tokens > 0 && j.max_tokens < detail::checked_sum(j.prompt_tokens, j.response_tokens)
                            ? " (the max_len cap on prompt + response; pass --mean-tokens for real lengths)"
                            : " (prompt + response maxima; pass --mean-tokens for real lengths)") +
-                      (j.packing ? ", packed" : ", padded to the maxima"));
+                      (j.packing ? ", packed" : ", padded to the maxima") + detail::own_padding_note(j));
   if (j.rollout.present && j.rollout.kind == rollout_engine_kind::sglang) {
     const sglang_engine_memory e = detail::sglang_memory(j, bytes{});
     std::string fraction = std::to_string(j.rollout.gpu_memory_utilization);  // 0.800000 -> 0.8

@@ -926,6 +926,12 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     return degree;
   };
   const std::int64_t sp = sp_of(A);
+  // Padding removal: the actor's (and the reference's, one model section) actor_rollout_ref.model.use_remove_padding,
+  // False through v0.6.1 and True from v0.7.0 (561752996, PR #4461: config/model/hf_model.yaml); EasyR1's
+  // worker.actor.padding_free, True.
+  const bool actor_remove_padding = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding", verl_version >= 7'000);
+  if (!easyr1 && verl_version == 0 && !k.has(M + "use_remove_padding"))
+    r.assumed.push_back(M + "use_remove_padding False (verl's default before v0.7.0, True from it; pass --verl-version)");
   const std::int64_t dp = detail::quotient(world, sp);
   const std::int64_t batch = k.integer(easyr1 ? "data.rollout_batch_size" : "data.train_batch_size", 1024);
   // Sequences each GPU holds in one step, over `ranks` data-parallel ranks.
@@ -977,7 +983,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       verl_one_micro_key(F + "log_prob_micro_batch_size", false);
       verl_global_micro(A, sp);
     }
-    if (sp > 1 && !k.flag(M + "use_remove_padding"))
+    if (sp > 1 && !actor_remove_padding)
       detail::fail(A + "ulysses_sequence_parallel_size " + std::to_string(sp) + " needs " + M +
                    "use_remove_padding=True, which verl asserts (\"When using sequence parallelism for actor/ref policy, you must enable "
                    "`use_remove_padding`.\")");
@@ -1090,6 +1096,9 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     critic_sp = sp_of(C);
     critic_dp = detail::quotient(world, critic_sp);
     j.critic.ulysses = critic_sp;
+    // Its own padding removal: critic.model.use_remove_padding (False in every release's ppo_trainer.yaml, v0.7.0's
+    // too), EasyR1's worker.critic.padding_free (False: workers/critic/config.py).
+    j.critic.packing = k.flag(easyr1 ? C + "padding_free" : C + "model.use_remove_padding", false);
     if (const std::optional<std::string> cp = k.text(easyr1 ? C + "model.model_path" : C + "model.path"))
       j.critic.model = detail::model_of_path(*cp, s, (C + "model.path").c_str());
     j.critic.gradient_checkpointing = k.flag(C + "model.enable_gradient_checkpointing");
@@ -1123,6 +1132,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
     j.reward.ulysses = sp_of("reward_model.");
+    j.reward.packing = k.flag("reward_model.model.use_remove_padding", false);  // False by default in every release
     // Its own micro-batch, not the reference's: micro_batch_size_per_gpu, or the global micro_batch_size divided by
     // every GPU (RewardModelWorker.__init__ divides by the world size, whatever its sp; v0.1's default 64, null from
     // v0.2, when verl refuses neither or both set: verl/utils/config.py check_mutually_exclusive). Its dynamic
@@ -1264,7 +1274,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     else if (!easyr1 && verl_version == 0 && k.has(R + "max_num_seqs"))
       r.assumed.push_back(R + "max_num_seqs not passed to vLLM (verl passes it from v0.6.0; pass --verl-version)");
   }
-  j.packing = easyr1 ? k.flag(A + "padding_free", true) : k.flag(M + "use_remove_padding");
+  j.packing = actor_remove_padding;
   j.ulysses = sp;
   k.sort_rest(r, {"data.train_files", "data.val_files", "data.prompt_key", "data.answer_key", "data.image_key", "data.tokenizer",
                   "data.val_batch_size", "data.return_raw_input_ids", "data.return_raw_chat", "data.shuffle", "data.seed",
