@@ -1323,6 +1323,29 @@ TEST_CASE("verl removes padding by role and release: the actor's from v0.7.0 by 
   CHECK(nlohmann::json(easyr1["notes"]).dump().find("packed; the critic's padded") != std::string::npos);
 }
 
+TEST_CASE("EasyR1's critic passes are its own micro-batches, not the actor's", "[rlhf]") {
+  // workers/critic/config.py CriticConfig: micro_batch_size_per_device_for_update 4, _for_experience 16 (the actor's
+  // defaults too). 512 prompts x n 5 over 8 GPUs: 320 sequences a GPU, so neither is capped.
+  zeromem::job_settings s{};
+  s.gpu = "a100-80gb";
+  s.vllm_version = "0.7.3";
+  std::vector<std::pair<std::string, std::string>> keys{{"worker.actor.model.model_path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                        {"algorithm.adv_estimator", "gae"},
+                                                        {"data.rollout_batch_size", "512"},
+                                                        {"worker.rollout.n", "5"},
+                                                        {"worker.actor.micro_batch_size_per_device_for_update", "8"}};
+  const zeromem::rlhf_job defaults = zeromem::read_verl(keys, s).job;
+  CHECK(defaults.actor.train_micro_batch == 8);
+  CHECK(defaults.critic.train_micro_batch == 4);
+  CHECK(defaults.critic.forward_micro_batch == 16);
+  keys.push_back({"worker.critic.micro_batch_size_per_device_for_update", "2"});
+  keys.push_back({"worker.critic.micro_batch_size_per_device_for_experience", "6"});
+  const zeromem::rlhf_job own = zeromem::read_verl(keys, s).job;
+  CHECK(own.critic.train_micro_batch == 2);
+  CHECK(own.critic.forward_micro_batch == 6);
+  CHECK(own.actor.train_micro_batch == 8);
+}
+
 TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows and release on sleep", "[rlhf][sglang]") {
   // Logic-RL's file on A100 80GB (79.35 GiB = 85,201,413,734 B), rollout tp 1, gpu_memory_utilization 0.6 passed as
   // mem_fraction_static. The actor sleeps in host RAM and the reference is offloaded, so SGLang finds the card less

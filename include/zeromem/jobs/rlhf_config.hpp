@@ -1111,7 +1111,11 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     // EasyR1: worker.critic.global_batch_size x n / ranks. The ranks are the critic mesh's, (GPUs / its sp).
     const std::int64_t critic_per_gpu = per_gpu_of(critic_dp);
     if (easyr1) {
+      // Its own passes (workers/critic/config.py CriticConfig: micro_batch_size_per_device_for_update 4 and
+      // _for_experience 16, as the actor's defaults), not the actor's.
       critic_mini = detail::checked_mul(k.integer(C + "global_batch_size", 128), n) / critic_dp;
+      j.critic.train_micro_batch = clamp(k.integer(C + "micro_batch_size_per_device_for_update", 4), critic_per_gpu);
+      j.critic.forward_micro_batch = clamp(k.integer(C + "micro_batch_size_per_device_for_experience", 16), critic_per_gpu);
     } else {
       const std::int64_t train_micro = per_gpu_or_global(C + "ppo_micro_batch_size", 64, false, critic_dp);
       j.critic.train_micro_batch = clamp(train_micro, critic_per_gpu);
