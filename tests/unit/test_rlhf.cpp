@@ -38,6 +38,14 @@ std::int64_t host(const nlohmann::json& p, const std::string& prefix) {
   return sum;
 }
 
+// What a launch file's `# zeromem:` line would give: the GPU and the vLLM version.
+zeromem::job_settings settings(const char* gpu, const char* vllm) {
+  zeromem::job_settings s{};
+  s.gpu = gpu;
+  s.vllm_version = vllm;
+  return s;
+}
+
 std::int64_t term(const nlohmann::json& p, const std::string& role, const std::string& prefix, const char* device = "gpu_bytes") {
   for (const auto& t : p["terms"])
     if (t["role"] == role && t["term"].get<std::string>().rfind(prefix, 0) == 0) return t[device].get<std::int64_t>();
@@ -203,9 +211,7 @@ TEST_CASE("verl's batch normalization by release: global sizes / ranks x rollout
   // The critic (PPO, 8 GPUs, train batch 1024 x n 4 = 512 sequences a GPU): its global micro-batch 16 // 8 = 2 in every
   // release, its forward's the same unless forward_micro_batch_size(_per_gpu) is given, its mini-batch (the actor's
   // 256 unless its own) 256 // 8 = 32 before v0.4.0 and 256 x 4 // 8 = 128 from it: 16 and 64 passes of 2.
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.6.3";
+  zeromem::job_settings s = settings("a100-80gb", "0.6.3");
   const std::vector<std::pair<std::string, std::string>> ppo{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
                                                              {"critic.model.path", "Qwen/Qwen2.5-7B-Instruct"},
                                                              {"trainer.n_gpus_per_node", "8"},
@@ -317,9 +323,7 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
   const std::string lora = jobs + "verl-qwen2.5-3b-grpo-lora.sh";
   CHECK(run_cli({"job", lora, "--verl-version", "0.2.0", A + "ppo_micro_batch_size_per_gpu=0"}).err.find("is 0 sequences, which verl refuses") !=
         std::string::npos);
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.6.3";
+  zeromem::job_settings s = settings("a100-80gb", "0.6.3");
   s.verl_version = "0.2.0";
   CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"}}, s),
                     Catch::Contains("neither " + A + "ppo_micro_batch_size nor " + A + "ppo_micro_batch_size_per_gpu is set, which verl refuses"));
@@ -512,9 +516,7 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   CHECK(unequal.err.find("--vllm.num_engines x --vllm.tensor_parallel_size = 4, --actor.num_nodes x --actor.num_gpus_per_node = 8") !=
         std::string::npos);
   // The same job in flat names (v0.10.1 spelled it so) reads the same, term for term.
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.27.1";
+  zeromem::job_settings s = settings("a100-80gb", "0.27.1");
   s.openrlhf_version = "0.10.1";
   const std::vector<std::string> common = {"--actor_num_nodes", "1", "--actor_num_gpus_per_node", "8", "--ref_num_nodes", "1",
                                            "--ref_num_gpus_per_node", "8", "--vllm_num_engines", "4", "--vllm_tensor_parallel_size", "2",
@@ -595,9 +597,7 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
 }
 
 TEST_CASE("the trained models' optimizer kernels by framework: DeepSpeed's FusedAdam, EasyR1's fused, verl's foreach", "[rlhf]") {
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.8.5";
+  zeromem::job_settings s = settings("a100-80gb", "0.8.5");
   s.openrlhf_version = "0.6.1";
   // OpenRLHF hands AdamW to DeepSpeed, which builds FusedAdam (in place).
   CHECK(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--bf16"}, s).job.step.optimizer == zeromem::optimizer_impl::fused);
@@ -696,9 +696,7 @@ TEST_CASE("verl with LoRA: adapters train over a frozen fp32 base, no reference 
   CHECK(j["config"]["assumed"].dump().find("ref_in_actor") != std::string::npos);
 
   // The sync moment (library): the actor loaded, plus what FSDP gathers in fp32.
-  zeromem::job_settings s{};
-  s.gpu = "h100-80gb";
-  s.vllm_version = "0.9.1";
+  zeromem::job_settings s = settings("h100-80gb", "0.9.1");
   const auto read = [&](const std::string& layered) {
     return zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-3B-Instruct"}, {"trainer.n_gpus_per_node", "2"},
                                {"algorithm.adv_estimator", "grpo"}, {"actor_rollout_ref.model.lora_rank", "64"},
@@ -1264,9 +1262,7 @@ TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses deg
   both_keys.insert(both_keys.end(), {"reward_model.micro_batch_size=64", "reward_model.micro_batch_size_per_gpu=8"});
   CHECK(run_cli(both_keys).err.find("reward_model.micro_batch_size and reward_model.micro_batch_size_per_gpu are both set") != std::string::npos);
   // Library: the degree read into the role; one that does not divide the role's GPUs is refused with the fix.
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.6.3";
+  zeromem::job_settings s = settings("a100-80gb", "0.6.3");
   const std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
                                                               {"actor_rollout_ref.actor.ulysses_sequence_parallel_size", "2"},
                                                               {"actor_rollout_ref.model.use_remove_padding", "true"}};
@@ -1299,9 +1295,7 @@ TEST_CASE("verl removes padding by role and release: the actor's from v0.7.0 by 
   CHECK(reward_padded);
   // actor_rollout_ref.model.use_remove_padding defaults to False before v0.7.0 and True from it (config/model/
   // hf_model.yaml, 561752996); unknown, False, listed as assumed.
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.8.5";
+  zeromem::job_settings s = settings("a100-80gb", "0.8.5");
   const std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
                                                               {"critic.model.path", "Qwen/Qwen2.5-7B-Instruct"},
                                                               {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "4"},
@@ -1326,9 +1320,7 @@ TEST_CASE("verl removes padding by role and release: the actor's from v0.7.0 by 
 TEST_CASE("EasyR1's critic passes are its own micro-batches, not the actor's", "[rlhf]") {
   // workers/critic/config.py CriticConfig: micro_batch_size_per_device_for_update 4, _for_experience 16 (the actor's
   // defaults too). 512 prompts x n 5 over 8 GPUs: 320 sequences a GPU, so neither is capped.
-  zeromem::job_settings s{};
-  s.gpu = "a100-80gb";
-  s.vllm_version = "0.7.3";
+  zeromem::job_settings s = settings("a100-80gb", "0.7.3");
   std::vector<std::pair<std::string, std::string>> keys{{"worker.actor.model.model_path", "Qwen/Qwen2.5-7B-Instruct"},
                                                         {"algorithm.adv_estimator", "gae"},
                                                         {"data.rollout_batch_size", "512"},
