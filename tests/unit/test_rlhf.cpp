@@ -1338,6 +1338,30 @@ TEST_CASE("EasyR1's critic passes are its own micro-batches, not the actor's", "
   CHECK(own.actor.train_micro_batch == 8);
 }
 
+TEST_CASE("OpenRLHF under --colocate_all_models: the critic keeps its own shape on the first of the actor's GPUs", "[rlhf]") {
+  // train_ppo_ray.py hands the actor's placement group to the critic's and reward model's groups, and launcher.py puts
+  // rank i on bundle i: a critic of 4 GPUs shards its states over its 4 ranks on GPUs 0-3 of the actor's 8. The
+  // hybrid example with a Gemma-2-9B critic (9,241,705,984 parameters, tied; its value backbone the same) on 4 GPUs:
+  // its update is the training phase's peak, with bf16 gradients under ZeRO-3 of 2 B x 9,241,705,984 / 4 =
+  // 4,620,852,992 B a rank (zeromem had spread it over the actor's 8: half that, and the actor's update the peak).
+  const std::vector<std::string> gemma{"critic_pretrain=gemma-2-9b"};
+  std::vector<std::string> four = gemma;
+  four.push_back("critic_num_gpus_per_node=4");
+  const nlohmann::json on_four = job("openrlhf-llama3-8b-hybrid.args", four);
+  const nlohmann::json& training = phase(on_four, "training");
+  CHECK(training["activity"] == "critic update");
+  CHECK(term(training, "critic", "gradients") == 4'620'852'992LL);
+  CHECK(phase(job("openrlhf-llama3-8b-hybrid.args", gemma), "training")["activity"] == "actor update");
+  // More ranks than the actor's GPUs have no bundle to go to.
+  const zeromem::test::cli_result wide = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid.args", "critic_num_nodes=2"});
+  CHECK(wide.code == 2);
+  CHECK(wide.err.find("with --colocate_all_models the critic's 16 GPUs (--critic_num_nodes x --critic_num_gpus_per_node) exceed the actor's 8") !=
+        std::string::npos);
+  const zeromem::test::cli_result wide_reward = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid.args", "reward_num_nodes=2"});
+  CHECK(wide_reward.code == 2);
+  CHECK(wide_reward.err.find("the reward's 16 GPUs") != std::string::npos);
+}
+
 TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows and release on sleep", "[rlhf][sglang]") {
   // Logic-RL's file on A100 80GB (79.35 GiB = 85,201,413,734 B), rollout tp 1, gpu_memory_utilization 0.6 passed as
   // mem_fraction_static. The actor sleeps in host RAM and the reference is offloaded, so SGLang finds the card less

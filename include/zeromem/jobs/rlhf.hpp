@@ -126,7 +126,7 @@ struct rlhf_job {
   double host_threshold = 0.95; // Ray's memory monitor (RAY_memory_usage_threshold, default 0.95)
   rlhf_role actor, critic, reference, reward;
   rollout_engines rollout;
-  bool colocate_all = false;           // every role and the engines share the actor's GPUs
+  bool colocate_all = false;           // every role and the engines share the actor's GPUs (each role on the first of them)
   bool colocate_actor_ref = false;
   bool colocate_critic_reward = false;
   std::int64_t prompt_tokens = 0;      // maxima, as configured

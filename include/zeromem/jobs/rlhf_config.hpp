@@ -572,15 +572,24 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     j.critic.value_model = true;
     j.critic.adam_offload = j.actor.adam_offload;
     j.critic.sleep_params = j.critic.sleep_optimizer = ds_sleep;
-    if (j.colocate_all) j.critic.gpus = j.actor.gpus;
   }
   if (k.has(name("reward_pretrain")) && !remote_reward) {
     j.reward = role(false, name("reward_pretrain"), "reward");
     j.reward.value_model = true;
     j.reward.offload_params = reward_offload;
-    if (j.colocate_all) j.reward.gpus = j.actor.gpus;
-    else if (j.colocate_critic_reward && j.critic.present) j.reward.gpus = j.critic.gpus;
+    if (j.colocate_critic_reward && j.critic.present && !j.colocate_all) j.reward.gpus = j.critic.gpus;
   }
+  // Under --colocate_all_models the critic's and the reward model's ranks take the actor's placement group, rank i on
+  // its bundle i (train_ppo_ray.py passes the actor's pg to their groups; launcher.py _initiate_actors:
+  // placement_group_bundle_index=rank, v0.6.1 to v0.11.0): their own shape, sharded over their own ranks on the first
+  // of the actor's GPUs, and no bundle for a rank beyond the actor's GPUs.
+  if (j.colocate_all)
+    for (const auto& [role_of, prefix] : {std::pair<const rlhf_role*, const char*>{&j.critic, "critic"}, {&j.reward, "reward"}})
+      if (role_of->present && role_of->gpus > j.actor.gpus)
+        detail::fail("with --" + name("colocate_all_models") + " the " + prefix + "'s " + std::to_string(role_of->gpus) + " GPUs (--" +
+                     name(std::string(prefix) + "_num_nodes") + " x --" + name(std::string(prefix) + "_num_gpus_per_node") +
+                     ") exceed the actor's " + std::to_string(j.actor.gpus) + ": OpenRLHF places its ranks on the actor's placement group, "
+                     "one GPU each; give it at most the actor's GPUs");
   k.text(name("remote_rm_url"));
   if (k.integer(name("vllm_num_engines"), 0) > 0) {
     rollout_engines& e = j.rollout;
