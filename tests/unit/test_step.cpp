@@ -985,6 +985,28 @@ TEST_CASE("step: the attention's input linear differentiated while it makes its 
   CHECK(cuda.backward.flowing.count() == 147'456 + 2 * 49'152);
 }
 
+TEST_CASE("step: an attention input linear without a bias is differentiated with its input kept, layer 0's rotary tables gone", "[step]") {
+  // The step oracle's random OLMo step (seed 211): LayerNorm without weights over an fp32 copy of its input, fp32 RoPE,
+  // hidden 512, 8 heads of 64 over 1 key/value head, SwiGLU ffn 2048, 1 layer, vocabulary 500 (untied), 32 tokens x 3,
+  // eager, bf16 on the CPU, no recompute. Its weights are large beside its 96 tokens, so the backward peaks in q_proj's
+  // node (the last of q, k, v), at the aten::mm after its weight's gradient, with every gradient but the embedding's
+  // made: lm_head 500 x 512, gate, up, down 3 x 512 x 2048, o_proj and q_proj 2 x 512^2, k_proj and v_proj 2 x 512 x
+  // 64, at 2 B: 7,983,104 B. Flowing: dL/d(q_proj output) c sb heads d = 2 x 96 x 512 = 98,304, k's and v's input
+  // gradients summed in the norm output's buffer, the one q_proj made and the residual's (3 x 98,304). Kept: the
+  // norm's fp32 input (4 x 96 x 512 = 196,608) and statistics (2 x 4 x 96 = 768), q_proj's input, the norm's output
+  // (98,304), the token ids (8 x 96 = 768); the fp32 rotary tables (2 x 4 x 32 x 64 = 16,384) went with the RoPE nodes
+  // before. (Measured 8,672,776 B above the resting states; this moment 8,672,768 B; the o_proj moment had been
+  // taken: -0.37%.)
+  transformer_config m = detail::llama(512, 1, 8, 1, 2048, 500);
+  m.norm = norm_kind::layernorm;
+  m.norm_affine = false;
+  m.norm_input_fp32 = m.rope_fp32 = true;
+  const step_estimate e = oracle_step(m, 32, 3, recompute::none);
+  CHECK(e.backward.gradients.count() == 7'983'104);
+  CHECK(e.backward.flowing.count() == 98'304 + 3 * 98'304);
+  CHECK(e.backward.activations.count() == 196'608 + 768 + 98'304 + 768);
+}
+
 TEST_CASE("step: behind one norm shared by both branches the MLP's first linear is differentiated as behind its own", "[step]") {
   // The family step oracle's random StableLM step in parallel (seed 4): one LayerNorm for both branches, hidden 512, 8
   // heads of 64, SwiGLU with ffn 4096, biased q, k, v, 2 layers, vocabulary 500 (untied), 64 tokens x 3, eager, bf16 on

@@ -823,16 +823,18 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // where the embedding's gradient is small beside 22 sbh 16-bit values (few tokens; the CPU step oracle's random
   // shapes). OLMo-2 has no norm there.
   const bool attention_norm_walk = mlp_norm_walk && !m.post_norms;
-  // (2i) The attention's input linear differentiated where it carries a bias, on CUDA: fused qkv's node (GPT-NeoX's
-  // query_key_value), else q_proj's, the last of the three (created first). Its bias gradient's sum over the tokens
-  // stages in a buffer of its own (core/cuda_reduce.hpp) once the node has made its input's gradient and freed what it
-  // kept (an H200's GPT-NeoX trace: its 2 MB input freed by AddmmBackward0::apply before the 25,165,872 B buffer, −7.7%
-  // before). Every gradient of the layer has appeared (the input norm's h-sized ones counted with them); its saved
+  // (2i) The attention's input linear differentiated: fused qkv's node (GPT-NeoX's query_key_value), else q_proj's, the
+  // last of the three (created first). With a bias, its gradient's sum over the tokens stages on CUDA in a buffer of its
+  // own (core/cuda_reduce.hpp) once the node has made its input's gradient and freed what it kept (an H200's GPT-NeoX
+  // trace: its 2 MB input freed by AddmmBackward0::apply before the 25,165,872 B buffer, −7.7% before); without one
+  // (MmBackward0) the node's highest instant is its weight's gradient made with its input kept, which tops the layer's
+  // other moments where weights are large beside the tokens (the CPU step oracle's OLMo step, seed 211). Layer 0's RoPE
+  // nodes have freed the rotary tables by then. Every gradient of the layer has appeared (the input norm's h-sized ones counted with them); its saved
   // tensors are gone but the input norm's; beside the residual's gradient wait the linear's incoming gradient (fused:
   // c sb (heads + 2 kv) d; q_proj: c sb heads d, and k's and v's input gradients summed in the norm output's input
   // buffer, c sbh) and the input gradient it made (c sbh). Read without autocast (each linear's input its own cast
   // there); OPT-350M's linears read the residual stream (no norm before them).
-  const bool attention_input_walk = mlp_walk && core_layout && !fsdp && !a.autocast && m.qkv_bias && !m.post_residual_norms;
+  const bool attention_input_walk = mlp_walk && core_layout && !fsdp && !a.autocast && !m.post_residual_norms;
   // (2j) SDPA's kernel differentiated (cuDNN's on an H100 or H200: torch 2.11 puts cudnn_attention first in the SDPA
   // priority on compute capability 9.x and 10.x, sdp_utils.cpp check_prefer_cudnn_attention): o_proj's node has run,
   // its weight's gradient made, its input gone only where it was a copy of the kernel's output; the kernel's node
@@ -966,14 +968,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, kept + l.appeared, below, bytes{}, hidden_grad * 2, bytes{}, fsdp ? gathered - layer_unsharded : gathered,
                       fsdp ? comm + reduce_input : l.communication, bytes{}, bytes{}, bytes{}};
   };
-  // (2i)'s moment, considered apart from the parts every walk tests (it is read on CUDA for biased input linears only).
-  const auto attention_input_moment = [&](const layer_context& l) ZEROMEM_COLD {
-    const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
+  // (2i)'s moment, considered apart from the parts every walk tests (read for every layer walk now: not marked cold).
+  const auto attention_input_moment = [&](const layer_context& l, bool bottom) {
+    // Layer 0's RoPE nodes, before this one, have freed the rotary tables (tables_freed).
+    const bytes kept = l.kept, below = l.below - (bottom ? tables_freed : bytes{}), gathered = l.gathered, layer_saved = l.saved;
     const layer_activations& w = *l.whole;
     const std::int64_t outputs = checked_product(m.fused_qkv ? checked_sum(m.heads, checked_product(2, m.kv_heads)) : m.heads, m.head_size());
     const bytes incoming = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2);
     const bytes staging = a.device == device_kind::cuda ? bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors)) : bytes{};
-    const elements weight = elements_of(checked_product(m.hidden, outputs)), bias = elements_of(outputs);
+    const elements weight = elements_of(checked_product(m.hidden, outputs)), bias = elements_of(m.qkv_bias ? outputs : 0);
     // Two instants of the node: (A) while it makes its weight's gradient (the mm after its input's), the input it kept
     // (the norm's output, w.attention_input) still alive and its bias's gradient not made; (B) once it has freed that
     // input, the bias's sum staging its partial sums (CUDA). derivatives.yaml addmm: mat2's gradient is mat1^T x grad,
@@ -1110,7 +1113,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   };
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_input_walk) break;
-    else take_apart(attention_input_moment(layer_at(i)).total(), moment_kind::attention_input, i);
+    else take_apart(attention_input_moment(layer_at(i), i == 0).total(), moment_kind::attention_input, i);
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_kernel_walk) break;
     else take_apart(attention_kernel_moment(layer_at(i)).total(), moment_kind::attention_kernel, i);
@@ -1219,7 +1222,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::head         ? head_moment()
                     : highest == moment_kind::final_norm   ? final_norm_moment()
                     : highest == moment_kind::end          ? end_moment()
-                    : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer))
+                    : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer), highest_layer == 0)
                     : highest == moment_kind::attention_kernel ? attention_kernel_moment(layer_at(highest_layer))
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
