@@ -719,7 +719,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // which waits in the same input buffer (torch/csrc/autograd/input_buffer.cpp accumulate: in place, into whichever of
   // the two it alone holds), so beside gate_proj's node one c sbh fewer waits (the CPU step oracle, seed 203: +0.55%).
   const std::int64_t first_linear_waiting = m.mlp == mlp_kind::swiglu && !m.post_norms ? 3 : 2;
-  const bytes first_linear_flowing = mlp_walk ? hidden_grad * first_linear_waiting + product + bias_staging(m.ffn) : bytes{};
+  const bytes first_linear_flowing = mlp_walk ? hidden_grad * first_linear_waiting + product : bytes{};
+  // A biased first linear's node has two instants, as the attention input linear's (2i): (A) its weight's gradient made
+  // (AddmmBackward0's second mm) with its input kept and its bias's gradient not made; (B) once it has freed that input,
+  // the bias's gradient and, on CUDA, its sum's staging (the family step oracle's StarCoder2 trace: c_fc's input freed
+  // between the weight's mm and the bias's sum; +0.19% when both were counted at once). Not under autocast, where the
+  // node's gradients pass through the casts' own nodes (ToCopyBackward0), which are not walked: there all three stay
+  // counted, as an H200 GPT-NeoX step under AMP reads them (backward −0.23%; −1.45% at (B)).
+  const bytes first_linear_bias_made = m.mlp_bias ? first_linear_made - (adding_in ? made_here(elements_of(checked_product(m.hidden, m.ffn))) : mlp_linear_grads - new_grads(elements_of(m.ffn)))
+                                                  : bytes{};
+  const bytes first_linear_staging = bias_staging(m.ffn);
   // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
   // the MLP: its saved tensors belong to the attention half.
   const auto attention_branch_norm = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
@@ -927,12 +936,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (part == layer_part::mlp_first_linear) {
       const bytes first_linear_cast =  // under autocast the first linear's weight cast, in use
           a.autocast ? first_linear_params() * size_of(compute) : bytes{};
-      const bytes alive = l.attention_half + w.mlp_norm + w.mlp_input + first_linear_cast;
+      const bool apart = !a.autocast, at_weight = apart && w.mlp_input > first_linear_bias_made + first_linear_staging;  // (A), else (B)
+      const bytes made = first_linear_made - (at_weight ? first_linear_bias_made : bytes{});
+      const bytes flowing = first_linear_flowing + (at_weight ? bytes{} : first_linear_staging);
+      const bytes alive = l.attention_half + w.mlp_norm + (at_weight || !apart ? w.mlp_input : bytes{}) + first_linear_cast;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + first_linear_made, below + layer_saved, alive - checkpoint_in_layer, first_linear_flowing, bytes{},
-                          gathered, l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + first_linear_made, below + layer_saved - w.total() + alive, bytes{}, first_linear_flowing, bytes{},
-                        gathered, l.communication, bytes{}, bytes{}, bytes{}};
+        return step_terms{resting, kept + made, below + layer_saved, alive - checkpoint_in_layer, flowing, bytes{}, gathered, l.communication,
+                          bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{}, gathered, l.communication,
+                        bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_norm) {  // the layer's other micro-batches in flight (pipeline) keep all of theirs
       // OLMo-2 has no norm before its MLP: the norm differentiated here is post_attention_layernorm itself, whose saved
