@@ -838,11 +838,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // trace: its 2 MB input freed by AddmmBackward0::apply before the 25,165,872 B buffer, −7.7% before); without one
   // (MmBackward0) the node's highest instant is its weight's gradient made with its input kept, which tops the layer's
   // other moments where weights are large beside the tokens (the CPU step oracle's OLMo step, seed 211). Layer 0's RoPE
-  // nodes have freed the rotary tables by then. Every gradient of the layer has appeared (the input norm's h-sized ones counted with them); its saved
-  // tensors are gone but the input norm's; beside the residual's gradient wait the linear's incoming gradient (fused:
-  // c sb (heads + 2 kv) d; q_proj: c sb heads d, and k's and v's input gradients summed in the norm output's input
-  // buffer, c sbh) and the input gradient it made (c sbh). Read without autocast (each linear's input its own cast
-  // there); OPT-350M's linears read the residual stream (no norm before them).
+  // nodes have freed the rotary tables by then. Every gradient of the layer has appeared (the input norm's h-sized ones
+  // counted with them); its saved tensors are gone but the input norm's; beside the residual's gradient wait the
+  // linear's incoming gradient (fused: c sb (heads + 2 kv) d; q_proj: c sb heads d, and k's and v's input gradients
+  // summed in the norm output's input buffer, c sbh) and the input gradient it made (c sbh). Read without autocast
+  // (each linear's input its own cast there); OPT-350M's linears read the residual stream (no norm before them).
   const bool attention_input_walk = mlp_walk && core_layout && !fsdp && !a.autocast && !m.post_residual_norms;
   // (2j) SDPA's kernel differentiated (cuDNN's on an H100 or H200: torch 2.11 puts cudnn_attention first in the SDPA
   // priority on compute capability 9.x and 10.x, sdp_utils.cpp check_prefer_cudnn_attention): o_proj's node has run,
