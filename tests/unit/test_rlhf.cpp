@@ -1338,6 +1338,81 @@ TEST_CASE("EasyR1's critic passes are its own micro-batches, not the actor's", "
   CHECK(own.actor.train_micro_batch == 8);
 }
 
+TEST_CASE("EasyR1's dynamic batching: a pass holds its micro-batch x the padded width in real tokens", "[rlhf]") {
+  // dp_actor.py / dp_critic.py: max_token_len = micro_batch_size_per_device_for_update (or _for_experience) x
+  // input_ids.size(-1), split by rearrange_micro_batches into min(N, ceil(N x tokens / max_token_len)) balanced passes.
+  // 512 prompts x n 5 over 8 GPUs = 320 sequences a GPU, 128 x 5 / 8 = 80 a mini-batch, 1024 + 1024 = 2048 tokens wide.
+  // At a mean of 512 tokens: the update's budget 4 x 2048 = 8192 tokens takes 80 x 512 = 40,960 in 5 passes of 16
+  // sequences; the experience's 16 x 2048 = 32,768 takes 320 x 512 = 163,840 in 5 passes of 64.
+  zeromem::job_settings s = settings("a100-80gb", "0.7.3");
+  s.mean_tokens = 512;
+  std::vector<std::pair<std::string, std::string>> keys{{"worker.actor.model.model_path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                        {"algorithm.adv_estimator", "gae"},
+                                                        {"data.rollout_batch_size", "512"},
+                                                        {"data.max_prompt_length", "1024"},
+                                                        {"data.max_response_length", "1024"},
+                                                        {"worker.rollout.n", "5"}};
+  const zeromem::job_reading dynamic = zeromem::read_verl(keys, s);
+  CHECK(dynamic.job.actor.train_micro_batch == 16);
+  CHECK(dynamic.job.actor.forward_micro_batch == 64);
+  CHECK(dynamic.job.reference.forward_micro_batch == 64);  // workers/config.py: the reference follows the actor
+  CHECK(dynamic.job.critic.train_micro_batch == 16);
+  CHECK(dynamic.job.critic.forward_micro_batch == 64);
+  const auto assumes = [](const zeromem::job_reading& r, const std::string& what) {
+    return std::any_of(r.assumed.begin(), r.assumed.end(), [&](const std::string& a) { return a.find(what) != std::string::npos; });
+  };
+  CHECK(assumes(dynamic, "worker.actor.dynamic_batching True (EasyR1's default from v0.3.2"));
+  CHECK(assumes(dynamic, "worker.critic.dynamic_batching True"));
+  // Turned off: the fixed micro-batches, 4 and 16 (CriticConfig's and ActorConfig's defaults).
+  std::vector<std::pair<std::string, std::string>> fixed_keys = keys;
+  fixed_keys.insert(fixed_keys.end(), {{"worker.actor.dynamic_batching", "false"}, {"worker.critic.dynamic_batching", "false"}});
+  const zeromem::job_reading fixed = zeromem::read_verl(fixed_keys, s);
+  CHECK(fixed.job.actor.train_micro_batch == 4);
+  CHECK(fixed.job.actor.forward_micro_batch == 16);
+  CHECK(fixed.job.critic.train_micro_batch == 4);
+  CHECK(fixed.job.critic.forward_micro_batch == 16);
+  CHECK_FALSE(assumes(fixed, "dynamic_batching"));
+  // At the maxima every sequence fills its share of the budget: the same passes, and nothing assumed.
+  s.mean_tokens = 0;
+  const zeromem::job_reading full = zeromem::read_verl(keys, s);
+  CHECK(full.job.actor.train_micro_batch == 4);
+  CHECK(full.job.critic.forward_micro_batch == 16);
+  CHECK_FALSE(assumes(full, "dynamic_batching"));
+}
+
+TEST_CASE("Gradient checkpointing by default: EasyR1 always, verl from v0.2, not in verl v0.1", "[rlhf]") {
+  // EasyR1 workers/actor/config.py ModelConfig.enable_gradient_checkpointing = True (the critic's ModelConfig too);
+  // verl ppo_trainer.yaml: False for the actor and the critic at v0.1, True from v0.2 (9fca71d2c).
+  zeromem::job_settings s = settings("a100-80gb", "0.7.3");
+  const zeromem::rlhf_job easy =
+      zeromem::read_verl({{"worker.actor.model.model_path", "Qwen/Qwen2.5-7B-Instruct"}, {"algorithm.adv_estimator", "gae"}}, s).job;
+  CHECK(easy.actor.gradient_checkpointing);
+  CHECK(easy.critic.gradient_checkpointing);
+  const std::string A = "actor_rollout_ref.actor.";
+  const std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                              {A + "ppo_micro_batch_size_per_gpu", "4"},
+                                                              {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "4"},
+                                                              {"critic.ppo_micro_batch_size_per_gpu", "4"}};
+  s.verl_version = "0.2.0";
+  const zeromem::rlhf_job v02 = zeromem::read_verl(keys, s).job;
+  CHECK(v02.actor.gradient_checkpointing);
+  CHECK(v02.critic.gradient_checkpointing);
+  s.verl_version = "0.1.0";
+  std::vector<std::pair<std::string, std::string>> v01_keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"}};
+  const zeromem::rlhf_job v01 = zeromem::read_verl(v01_keys, s).job;
+  CHECK_FALSE(v01.actor.gradient_checkpointing);
+  CHECK_FALSE(v01.critic.gradient_checkpointing);
+  // The release unknown: v0.1's default, listed as assumed; a key given is read as given.
+  s.verl_version.clear();
+  const zeromem::job_reading unknown = zeromem::read_verl(v01_keys, s);
+  CHECK_FALSE(unknown.job.actor.gradient_checkpointing);
+  CHECK(std::find(unknown.assumed.begin(), unknown.assumed.end(),
+                  "actor_rollout_ref.model.enable_gradient_checkpointing False (verl's default in v0.1; True from v0.2; pass --verl-version)") !=
+        unknown.assumed.end());
+  v01_keys.push_back({"critic.model.enable_gradient_checkpointing", "True"});
+  CHECK(zeromem::read_verl(v01_keys, s).job.critic.gradient_checkpointing);
+}
+
 TEST_CASE("OpenRLHF under --colocate_all_models: the critic keeps its own shape on the first of the actor's GPUs", "[rlhf]") {
   // train_ppo_ray.py hands the actor's placement group to the critic's and reward model's groups, and launcher.py puts
   // rank i on bundle i: a critic of 4 GPUs shards its states over its 4 ranks on GPUs 0-3 of the actor's 8. The
@@ -1360,6 +1435,28 @@ TEST_CASE("OpenRLHF under --colocate_all_models: the critic keeps its own shape 
   const zeromem::test::cli_result wide_reward = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid.args", "reward_num_nodes=2"});
   CHECK(wide_reward.code == 2);
   CHECK(wide_reward.err.find("the reward's 16 GPUs") != std::string::npos);
+}
+
+TEST_CASE("OpenRLHF under --colocate_all_models with --colocate_critic_reward: critic and reward on GPUs of their own", "[rlhf]") {
+  // train_ppo_ray.py (v0.6.1 to v0.11.0) builds the actor's and reference's groups on the actor's placement group, then
+  // replaces it with a new one of the critic's GPUs for the critic and the reward model. The hybrid example with a
+  // Gemma-2-9B critic and the reward model on 4 GPUs each: 8 + 4 = 12 GPUs, the critic's update on its own group of
+  // two processes, its bf16 gradients under ZeRO-3 2 B x 9,241,705,984 / 4 = 4,620,852,992 B a rank.
+  const nlohmann::json own = job("openrlhf-llama3-8b-hybrid.args", {"colocate_critic_reward=", "critic_pretrain=gemma-2-9b",
+                                                                     "critic_num_gpus_per_node=4", "reward_num_gpus_per_node=4"});
+  CHECK(own["gpus"] == 12);
+  const nlohmann::json& training = phase(own, "training");
+  CHECK(training["gpus"] == "critic+reward");
+  CHECK(training["activity"] == "critic update");
+  CHECK(term(training, "critic", "gradients") == 4'620'852'992LL);
+  CHECK(term(training, "all", "CUDA contexts (2 processes)") > 0);
+  CHECK(phase(own, "rollout")["gpus"] == "actor+reference+vLLM");
+  // Their placement group is not the actor's: more of their ranks than the actor's GPUs is no longer refused (OpenRLHF
+  // 0.8.0, whose launch checks do not tie the critic's GPUs to the actor's): 8 + 16 = 24 GPUs on 3 nodes of 8.
+  const nlohmann::json wide = job("openrlhf-llama3-8b-hybrid.args",
+                                  {"colocate_critic_reward=", "critic_num_nodes=2", "reward_num_nodes=2", "--openrlhf-version", "0.8.0"});
+  CHECK(wide["gpus"] == 24);
+  CHECK(wide["nodes"] == 3);
 }
 
 TEST_CASE("verl with rollout.name=sglang: SGLang's KV pool, req_to_token rows and release on sleep", "[rlhf][sglang]") {

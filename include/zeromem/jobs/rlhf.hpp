@@ -126,7 +126,8 @@ struct rlhf_job {
   double host_threshold = 0.95; // Ray's memory monitor (RAY_memory_usage_threshold, default 0.95)
   rlhf_role actor, critic, reference, reward;
   rollout_engines rollout;
-  bool colocate_all = false;           // every role and the engines share the actor's GPUs (each role on the first of them)
+  bool colocate_all = false;           // every role and the engines share the actor's GPUs (each role on the first of them;
+                                       // with colocate_critic_reward, those two on GPUs of their own)
   bool colocate_actor_ref = false;
   bool colocate_critic_reward = false;
   std::int64_t prompt_tokens = 0;      // maxima, as configured
@@ -429,10 +430,14 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
   const std::pair<std::string, const rlhf_role*> all[] = {
       {"actor", &j.actor}, {"critic", &j.critic}, {"reference", &j.reference}, {"reward", &j.reward}};
   std::vector<gpu_group> groups;
+  // OpenRLHF with --colocate_critic_reward beside --colocate_all_models gives a critic and the reward model a
+  // placement group of their own, the critic's GPUs (train_ppo_ray.py, v0.6.1 to v0.11.0: pg is replaced after the
+  // actor's and reference's groups are made).
+  const bool own_critic_reward = j.framework == rlhf_framework::openrlhf && j.colocate_all && j.colocate_critic_reward && j.critic.present;
   if (j.colocate_all || j.framework == rlhf_framework::verl) {
     gpu_group g{"", {}, j.rollout.present, j.actor.gpus, 0};
     for (const auto& r : all)
-      if (r.second->present) g.roles.push_back(r);
+      if (r.second->present && !(own_critic_reward && (r.second == &j.critic || r.second == &j.reward))) g.roles.push_back(r);
     if (j.framework == rlhf_framework::verl) {  // actor+rollout+reference in one worker; critic and reward their own
       g.processes = 1 + (j.critic.present ? 1 : 0) + (j.reward.present ? 1 : 0);
       g.blas_handles = blas_handles_of(j.actor) + (j.critic.present ? blas_handles_of(j.critic) : 0) + (j.reward.present ? blas_handles_of(j.reward) : 0);
@@ -441,6 +446,16 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
       for (const auto& r : g.roles) g.blas_handles += blas_handles_of(*r.second);
     }
     groups.push_back(g);
+    if (own_critic_reward) {
+      gpu_group cr{"", {}, false, j.critic.gpus, 0};
+      for (const auto& r : {all[1], all[3]})
+        if (r.second->present) {
+          cr.roles.push_back(r);
+          cr.processes += 1;
+          cr.blas_handles += blas_handles_of(*r.second);
+        }
+      groups.push_back(cr);
+    }
   } else {
     const auto add = [&](std::vector<std::pair<std::string, const rlhf_role*>> roles) {
       gpu_group g{"", {}, false, 0, 0};

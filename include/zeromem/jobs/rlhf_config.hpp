@@ -577,13 +577,14 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     j.reward = role(false, name("reward_pretrain"), "reward");
     j.reward.value_model = true;
     j.reward.offload_params = reward_offload;
-    if (j.colocate_critic_reward && j.critic.present && !j.colocate_all) j.reward.gpus = j.critic.gpus;
+    if (j.colocate_critic_reward && j.critic.present) j.reward.gpus = j.critic.gpus;
   }
   // Under --colocate_all_models the critic's and the reward model's ranks take the actor's placement group, rank i on
   // its bundle i (train_ppo_ray.py passes the actor's pg to their groups; launcher.py _initiate_actors:
   // placement_group_bundle_index=rank, v0.6.1 to v0.11.0): their own shape, sharded over their own ranks on the first
-  // of the actor's GPUs, and no bundle for a rank beyond the actor's GPUs.
-  if (j.colocate_all)
+  // of the actor's GPUs, and no bundle for a rank beyond the actor's GPUs. With --colocate_critic_reward too, a critic
+  // and the reward model take a placement group of the critic's GPUs instead (train_ppo_ray.py replaces pg).
+  if (j.colocate_all && !(j.colocate_critic_reward && j.critic.present))
     for (const auto& [role_of, prefix] : {std::pair<const rlhf_role*, const char*>{&j.critic, "critic"}, {&j.reward, "reward"}})
       if (role_of->present && role_of->gpus > j.actor.gpus)
         detail::fail("with --" + name("colocate_all_models") + " the " + prefix + "'s " + std::to_string(role_of->gpus) + " GPUs (--" +
@@ -1060,7 +1061,16 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     micro = std::min(micro, mini > 0 ? mini : micro);
   }
   const auto clamp = [&](std::int64_t m, std::int64_t most) { return std::max<std::int64_t>(1, std::min(m, most)); };
-  const bool checkpointing = k.flag(M + "enable_gradient_checkpointing");
+  // Gradient checkpointing of the trained models: EasyR1's ModelConfig.enable_gradient_checkpointing is True in every
+  // release (workers/actor/config.py, shared by the critic); verl's ppo_trainer.yaml had False for the actor and the
+  // critic in v0.1 and True from v0.2 (9fca71d2c, PR #147). Unknown release: v0.1's, the more memory, listed.
+  const bool checkpointing_default = easyr1 || verl_version >= 2'000;
+  const auto checkpointing_of = [&](const std::string& key) {
+    if (!easyr1 && verl_version == 0 && !k.has(key))
+      r.assumed.push_back(key + " False (verl's default in v0.1; True from v0.2; pass --verl-version)");
+    return k.flag(key, checkpointing_default);
+  };
+  const bool checkpointing = checkpointing_of(M + "enable_gradient_checkpointing");
   // The actor: fp32 parameters under FSDP with bf16 compute (torch_dtype fp32 for the actor, MixedPrecision param_dtype
   // bf16), FULL_SHARD over every GPU; param/optimizer offload moves states to host RAM outside update_actor.
   j.actor.present = true;
@@ -1110,7 +1120,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     j.critic.packing = k.flag(easyr1 ? C + "padding_free" : C + "model.use_remove_padding", false);
     if (const std::optional<std::string> cp = k.text(easyr1 ? C + "model.model_path" : C + "model.path"))
       j.critic.model = detail::model_of_path(*cp, s, (C + "model.path").c_str());
-    j.critic.gradient_checkpointing = k.flag(C + "model.enable_gradient_checkpointing");
+    j.critic.gradient_checkpointing = checkpointing_of(C + "model.enable_gradient_checkpointing");
     j.critic.sleep_params = k.flag(easyr1 ? C + "offload.offload_params" : C + "model.fsdp_config.param_offload");
     j.critic.sleep_optimizer = k.flag(easyr1 ? C + "offload.offload_optimizer" : C + "model.fsdp_config.optimizer_offload");
     // verl's CriticWorker.__init__ normalizes its own sizes: global micro-batches divided by the data-parallel ranks
@@ -1268,6 +1278,37 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       verl_one_micro_key("critic.ppo_micro_batch_size", true);
       verl_global_micro("critic.", critic_sp);
       verl_mini_within_batch("critic.");
+    }
+  }
+  if (easyr1) {
+    // EasyR1's dynamic_batching (from 9146f0f, PR #417, July 2025; True for the actor and the critic, the reference
+    // following the actor: workers/config.py post_init): a pass holds at most micro_batch_size_per_device_for_update
+    // (or _for_experience) x the batch's padded width real tokens (dp_actor.py update_policy and compute_log_prob,
+    // dp_critic.py), split by rearrange_micro_batches as verl's, with no Ulysses factor. With every sequence at the
+    // maxima this is the fixed micro-batch; shorter ones (--mean-tokens) share a pass.
+    const std::int64_t width = detail::longest_sequence(j);
+    const auto dynamic = [&](const std::string& section, const std::string& key, std::int64_t micro_size, std::int64_t sequences,
+                             std::int64_t fixed) {
+      const std::int64_t budget = detail::checked_mul(micro_size, width);
+      const std::int64_t m = detail::dynamic_micro_batch(j, section + key, budget, 1, std::max<std::int64_t>(1, sequences));
+      const std::string assumed = section + "dynamic_batching True (EasyR1's default from v0.3.2; fixed micro-batches before it)";
+      if (m != fixed && !k.has(section + "dynamic_batching") && std::find(r.assumed.begin(), r.assumed.end(), assumed) == r.assumed.end())
+        r.assumed.push_back(assumed);
+      return m;
+    };
+    if (k.flag(A + "dynamic_batching", true)) {
+      j.actor.train_micro_batch = dynamic(A, "micro_batch_size_per_device_for_update", micro, std::min(per_gpu, mini > 0 ? mini : per_gpu),
+                                          j.actor.train_micro_batch);
+      j.actor.forward_micro_batch = dynamic(A, "micro_batch_size_per_device_for_experience", forward_micro, per_gpu, j.actor.forward_micro_batch);
+      j.reference.forward_micro_batch = j.actor.forward_micro_batch;
+    }
+    const std::string C = "worker.critic.";
+    if (j.critic.present && k.flag(C + "dynamic_batching", true)) {
+      const std::int64_t critic_per_gpu = per_gpu_of(critic_dp);
+      j.critic.train_micro_batch = dynamic(C, "micro_batch_size_per_device_for_update", k.integer(C + "micro_batch_size_per_device_for_update", 4),
+                                           std::min(critic_per_gpu, critic_mini > 0 ? critic_mini : critic_per_gpu), j.critic.train_micro_batch);
+      j.critic.forward_micro_batch = dynamic(C, "micro_batch_size_per_device_for_experience",
+                                             k.integer(C + "micro_batch_size_per_device_for_experience", 16), critic_per_gpu, j.critic.forward_micro_batch);
     }
   }
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
