@@ -1509,18 +1509,53 @@ TEST_CASE("step: without recompute the last layer's eager softmax can top the fo
   // input and hidden tensors (209,747,968 B); what autograd keeps none of is: the masked 16-bit scores 2A and their fp32
   // copy 4A, the 4 x 1 x 2048 x 2048 additive mask in bf16 (33,554,432), inputs_embeds and the layer's 16-bit input
   // (2 x 8,388,608). With the token ids 8 x 8192 and the rotary tables 2 x 2 x 2048 x 128:
-  // 6 x 536,936,448 + 65,536 + 1,048,576 - 209,747,968 + 402,653,184 + 33,554,432 + 16,777,216 = 3,465,969,664 B
-  // (the trace's forward peak above the resting states: 3,470,114,816 B).
+  // 6 x 536,936,448 + 65,536 + 1,048,576 - 209,747,968 + 402,653,184 + 33,554,432 + 16,777,216 = 3,465,969,664 B.
+  // The attention frame still holds the rotated q (2 x 8192 x 512 = 8,388,608), which matmul copies to fold batch and
+  // heads, and the rotated K (2 x 8192 x 128 = 2,097,152) beside the copy of it that matmul keeps, and its own V of one
+  // head (2,097,152) where the 4-head copy attention keeps (8,388,608) is made only by the second matmul; and
+  // position_ids 8 x 2048: + 8,388,608 + 2,097,152 + 2,097,152 - 8,388,608 + 16,384 = 3,470,180,352 B (the trace's
+  // forward peak above the resting states: 3,470,114,816 B; 3,465,969,664, -0.12%, without the frame).
   transformer_config m = detail::llama(512, 6, 4, 1, 512, 1024);
   m.tied_embeddings = true;
   activation_config a = sdpa(2048, 4);
   a.attention = attention_kind::eager;
   const step_estimate e = estimate_step(m, pure_bf16(), a, step_config{});
-  CHECK(e.forward.activations == bytes_of(3'465'969'664LL));
+  CHECK(e.forward.activations == bytes_of(3'470'180'352LL));
   CHECK(e.forward.loss == bytes{});
   // Under full recompute the checkpointed forward's own moment stands instead; without the eager kernel, the loss's.
   a.attention = attention_kind::flash;
   CHECK(estimate_step(m, pure_bf16(), a, step_config{}).forward.loss.count() > 0);
+}
+
+TEST_CASE("step: LayerNorm layers' last eager softmax, beside what the attention frame still refers to", "[step]") {
+  // The family step oracle's GPT-NeoX step: hidden 128, 8 heads of 16, ffn 256, 1 layer, vocabulary 500 untied, RoPE over
+  // whole heads joined by torch.cat, in parallel, 256 tokens x 3 (sb h = 98,304), bf16, eager, on the CPU. The live
+  // allocations at its forward's peak (PyTorch 1.13's profiler, each with the op that made it): softmax's fp32 copy of
+  // its input and its output 2 x 6,291,456 (A = 8 x 256^2 x 3 = 1,572,864 scores), the masked bf16 scores 3,145,728,
+  // query_key_value's output 589,824 (V is a view of it: all three heads' parts stay), the additive mask 3 x 256^2 x 2 =
+  // 393,216, torch.cat's q and k 2 x 196,608, the embedding's output (which the LayerNorm keeps) and the LayerNorm's
+  // output 2 x 196,608, cos and sin 2 x 8,192, the LayerNorm's mean and rstd 2 x 1,536, position_ids 8 x 256 and the
+  // token ids 8 x 768: 17,525,760 B, and an 8-byte scalar. zeromem read the loss's moment for LayerNorm layers, and
+  // 2 x 196,608 less of the frame for every layer kind (GPT-NeoX's at 500 tokens of vocabulary: -1.43%).
+  transformer_config neox = detail::pythia(128, 1, 8, 500);
+  neox.ffn = 256;
+  neox.rotary_dims = 16;
+  const step_estimate e = oracle_step(neox, 256, 3, recompute::none);
+  CHECK(e.forward.total() - e.forward.resting == bytes_of(17'525'760));
+  CHECK(e.forward.loss == bytes{});
+  // Phi's frame (separate biased q, k, v over 4 KV heads, one shared LayerNorm, 2 layers, 256 tokens x 2): query_pass and
+  // key_pass keep the projections' outputs, query_rot and key_rot their rotated parts, beside torch.cat's q and k and
+  // repeat_kv's copies of K and V; the family step oracle measured 19,556,368 B above the resting states, two 8-byte
+  // scalars of it unmodelled.
+  transformer_config phi = detail::pythia(128, 2, 8, 500);
+  phi.ffn = 256;
+  phi.kv_heads = 4;
+  phi.rotary_dims = 16;
+  phi.fused_qkv = phi.qkv_per_head = false;
+  phi.shared_layer_norm = true;
+  phi.lm_head_bias = true;
+  const step_estimate p = oracle_step(phi, 256, 2, recompute::none);
+  CHECK(p.forward.total() - p.forward.resting == bytes_of(19'556'368 - 16));
 }
 
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {

@@ -552,26 +552,55 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Without recompute, the last layer's eager softmax (softmax(scores + mask, dtype=float32)): every earlier layer's
   // saved tensors and this layer's up to q, k, v and the softmax's fp32 output are alive, with what autograd keeps none
   // of: the masked 16-bit scores and their fp32 copy the kernel reads (a s^2 per head, 4 s^2), the model's b x 1 x s x s
-  // additive mask of each kind of layer (masking_utils.py eager_mask), the embedding's output the model still refers
-  // to (inputs_embeds) and the layer's 16-bit input (its residual), which transformers' RMSNorm copies to fp32 rather
-  // than keeps, all gone by the loss. Read from an H200's Llama trace at 2048 x 4 (the forward −3.7% before) for
-  // pre-norm RMSNorm layers with rotary positions; no measured peak is here: the backward's softmax node holds three
-  // fp32 s^2 tensors. (LayerNorm layers keep their input, OLMo-2's and OPT-350M's linears read theirs, and learned
-  // positions make tensors of their own: not read.)
+  // additive mask of each kind of layer (masking_utils.py eager_mask) and position_ids (cache_position.unsqueeze(0),
+  // int64), all gone by the loss. Where the norm copies its 16-bit input to fp32 rather than keeps it (transformers'
+  // RMSNorm, OLMo's LayerNorm), also the embedding's output the model still refers to (inputs_embeds) and the layer's
+  // input (its residual). Read from an H200's Llama trace at 2048 x 4 (the forward −3.7% before) for pre-norm layers
+  // with rotary positions; no measured peak is here: the backward's softmax node holds three fp32 s^2 tensors.
+  // (OPT-350M's linears read their input, and learned positions make tensors of their own: not read.)
+  // The attention frame also holds, beside what attention keeps (the layer's query, key and value terms), what its
+  // names still refer to (the CPU step oracles' live allocations at this moment, four LayerNorm families and Llama's):
+  //  - Llama's frame (q, k and v projections, apply_rotary_pos_emb's q * cos + rotate_half(q) * sin): the rotated q and
+  //    k are laid out token by token, so matmul's reshape copies them (aten/native/LinearAlgebra.cpp matmul: the batch
+  //    and head dimensions fold only as a view when b = 1 or one head) and keeps the copies;
+  //  - Phi's and StableLM's (modeling_phi.py, modeling_stablelm.py): query_pass and key_pass keep the projections' whole
+  //    outputs and query_rot and key_rot their rotated parts beside torch.cat's q and k, which attention keeps;
+  //  - GPT-NeoX's and Phi-3's fused projection: V is a view of it, so the whole output stays beside the copy of V that
+  //    attention keeps from the second matmul on;
+  //  - and under GQA repeat_kv's copies of K and V (one kv head: a view) beside the frame's own K and V.
   bytes eager_forward{};
+  const bool norm_copies_layer_input = m.norm == norm_kind::rmsnorm || m.norm_input_fp32;
   if (ZEROMEM_RARELY(a.recomputation == recompute::none && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
-                     p.pp == 1 && !fsdp && t.zero.stage < 3 && stage.microbatches_in_flight == 1 && m.norm == norm_kind::rmsnorm &&
-                     !m.post_norms && m.positions == position_kind::rope)) {
+                     p.pp == 1 && !fsdp && t.zero.stage < 3 && stage.microbatches_in_flight == 1 && !m.post_norms &&
+                     m.positions == position_kind::rope && (m.rope_concat || !m.fused_qkv) &&
+                     (norm_copies_layer_input || !detail::keeps_forward_cache(m, a)))) {
     const layer_activations& w = F > 0 && full_attention_layer(m, L - 1) ? full_whole : layer_whole;
     const bytes scores_c = elements_of(checked_product(m.heads, s_local, s_local, a.micro_batch)) * size_of(compute);
     const bytes softmax_fp32 = w.attention_scores - scores_c;  // its output, kept; its input's fp32 copy is as large
     const bytes later = w.total() - w.attention_norm - w.attention_input - w.query - w.key - w.value - softmax_fp32;
     const std::int64_t masks = (detail::stage_has_sliding_layers(m) ? 1 : 0) + (detail::stage_has_full_attention_layers(m, L) ? 1 : 0);
     const bytes eager_mask = elements_of(checked_product(masks, a.micro_batch, s_local, s_local)) * size_of(compute);
-    const bytes embedding_output = m.scaled_embedding ? bytes{} : hidden_grad;
-    const bytes layer_input = L > 1 ? hidden_grad : bytes{};  // with one layer, its input is inputs_embeds
-    eager_forward = before_output - later + softmax_fp32 + scores_c + eager_mask + embedding_output + layer_input;
+    const bytes positions = bytes_of(checked_product(8, s_local));
+    const bytes embedding_output = norm_copies_layer_input && !m.scaled_embedding ? hidden_grad : bytes{};
+    const bytes layer_input = norm_copies_layer_input && L > 1 ? hidden_grad : bytes{};  // with one layer, its input is inputs_embeds
+    bytes frame{};
+    const attention_layout at = detail::attention_layout_of(m, a, L - 1);
+    if (!at.cached) {  // a KV cache rebinds K and V to its copies (not read)
+      const std::int64_t d = m.head_size(), rotated = rope_layer(m, L - 1) ? (m.rotary_dims > 0 ? m.rotary_dims : d) : 0;
+      const auto of = [&](std::int64_t heads, std::int64_t width) { return elements_of(checked_product(sb, heads, width)) * size_of(compute); };
+      const bytes q = of(at.heads, d), kv = of(at.kv_heads, d);
+      // repeat_kv copies K and V before the scores (one kv head: a stride-0 view); the frame's own V stays beside.
+      const bytes repeated = at.repeat && at.kv_heads > 1 && at.kv_heads < at.heads ? of(at.key_heads, d) : bytes{};
+      const bytes k_copied = at.kv_heads < at.heads && !at.kv_view ? kv : bytes{};  // torch.cat's K, copied before the scores
+      if (m.fused_qkv)
+        frame = of(checked_sum(at.heads, checked_product(2, at.kv_heads)), d) + k_copied + repeated - w.value;
+      else if (m.rope_concat)
+        frame = q + kv + of(checked_sum(at.heads, at.kv_heads), rotated) + k_copied + kv + repeated - w.value;
+      else
+        frame = (a.micro_batch == 1 || at.heads == 1 || s_local == 1 ? bytes{} : q) + (at.kv_view ? bytes{} : kv) + kv + repeated - w.value;
+    }
+    eager_forward = before_output - later + softmax_fp32 + scores_c + eager_mask + positions + embedding_output + layer_input + frame;
   }
   const auto forward = [&] {
     if (eager_forward > saved + loss_forward)
