@@ -1338,6 +1338,54 @@ TEST_CASE("EasyR1's critic passes are its own micro-batches, not the actor's", "
   CHECK(own.actor.train_micro_batch == 8);
 }
 
+TEST_CASE("verl's reward model: a resource pool of its own, and the reward loop refused", "[rlhf]") {
+  // trainer/main_ppo.py (v0.6.0 on): reward_model.enable_resource_pool maps Role.RewardModel to a pool of
+  // reward_model.nnodes x n_gpus_per_node GPUs; RewardModelWorker divides micro_batch_size by its own world. verl's PPO
+  // example on 8 GPUs with the reward model on 4 more: 12 GPUs on 2 nodes of 8, 64 // 4 = 16 sequences a pass (8 on the
+  // shared pool), and the shared GPUs hold two processes (actor with rollout and reference, critic), not three.
+  const std::vector<std::string> rm{"reward_model.enable=true", "reward_model.model.path=Qwen/Qwen2-7B-Instruct",
+                                    "reward_model.micro_batch_size=64"};
+  std::vector<std::string> pool = rm;
+  pool.insert(pool.end(), {"reward_model.enable_resource_pool=true", "reward_model.nnodes=1", "reward_model.n_gpus_per_node=4"});
+  const nlohmann::json apart = job("verl-qwen2-7b-ppo.sh", pool);
+  CHECK(apart["gpus"] == 12);
+  CHECK(apart["nodes"] == 2);
+  CHECK(phase(apart, "experience")["gpus"] == "actor+critic+reference+vLLM");
+  CHECK(term(phase(apart, "training"), "all", "CUDA contexts (2 processes)") > 0);
+  CHECK(job("verl-qwen2-7b-ppo.sh", rm)["gpus"] == 8);
+  zeromem::job_settings s = settings("a100-80gb", "0.8.5");
+  s.verl_version = "0.6.1";
+  std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"},
+                                                        {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "4"},
+                                                        {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "4"},
+                                                        {"critic.ppo_micro_batch_size_per_gpu", "4"},
+                                                        {"reward_model.enable", "true"},
+                                                        {"reward_model.micro_batch_size", "64"},
+                                                        {"reward_model.enable_resource_pool", "true"},
+                                                        {"reward_model.nnodes", "1"},
+                                                        {"reward_model.n_gpus_per_node", "4"}};
+  const zeromem::rlhf_job j = zeromem::read_verl(keys, s).job;
+  CHECK(j.reward_own_pool);
+  CHECK(j.reward.gpus == 4);
+  CHECK(j.reward.forward_micro_batch == 16);
+  // nnodes defaults to 0, which verl raises on; the key is not in v0.5's config.
+  keys.erase(std::remove_if(keys.begin(), keys.end(), [](const auto& kv) { return kv.first == "reward_model.nnodes"; }), keys.end());
+  CHECK_THROWS_WITH(zeromem::read_verl(keys, s), Catch::Contains("needs reward_model.nnodes and reward_model.n_gpus_per_node above 0"));
+  s.verl_version = "0.5.0";
+  CHECK_THROWS_WITH(zeromem::read_verl(keys, s), Catch::Contains("reward_model.enable_resource_pool is verl's from v0.6.0"));
+  // From v0.7.0 reward_model.use_reward_loop (True by default) serves the model through rollout servers: refused, with
+  // the key that restores the worker; unknown releases read the worker and say so.
+  const zeromem::test::cli_result loop = run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "reward_model.enable=true", "reward_model.micro_batch_size=64",
+                                                  "--verl-version", "0.7.0"});
+  CHECK(loop.code == 2);
+  CHECK(loop.err.find("set reward_model.use_reward_loop=False for the FSDP reward model worker") != std::string::npos);
+  std::vector<std::string> worker = rm;
+  worker.insert(worker.end(), {"reward_model.use_reward_loop=False", "--verl-version", "0.7.0"});
+  CHECK(job("verl-qwen2-7b-ppo.sh", worker)["gpus"] == 8);
+  CHECK(job("verl-qwen2-7b-ppo.sh", rm)["config"]["assumed"].dump().find("the reward model as an FSDP worker (verl before v0.7.0") !=
+        std::string::npos);
+}
+
 TEST_CASE("EasyR1's dynamic batching: a pass holds its micro-batch x the padded width in real tokens", "[rlhf]") {
   // dp_actor.py / dp_critic.py: max_token_len = micro_batch_size_per_device_for_update (or _for_experience) x
   // input_ids.size(-1), split by rearrange_micro_batches into min(N, ceil(N x tokens / max_token_len)) balanced passes.

@@ -130,6 +130,7 @@ struct rlhf_job {
                                        // with colocate_critic_reward, those two on GPUs of their own)
   bool colocate_actor_ref = false;
   bool colocate_critic_reward = false;
+  bool reward_own_pool = false;        // verl reward_model.enable_resource_pool: the reward model on GPUs of its own
   std::int64_t prompt_tokens = 0;      // maxima, as configured
   std::int64_t response_tokens = 0;
   std::int64_t max_tokens = 0;         // a cap on prompt + response (OpenRLHF >= 0.10.2 data.max_len); 0: none
@@ -434,18 +435,23 @@ inline std::vector<gpu_group> gpu_groups(const rlhf_job& j) {
   // placement group of their own, the critic's GPUs (train_ppo_ray.py, v0.6.1 to v0.11.0: pg is replaced after the
   // actor's and reference's groups are made).
   const bool own_critic_reward = j.framework == rlhf_framework::openrlhf && j.colocate_all && j.colocate_critic_reward && j.critic.present;
+  // verl's reward model on a resource pool of its own (reward_model.enable_resource_pool, trainer/main_ppo.py).
+  const bool reward_apart = j.framework == rlhf_framework::verl && j.reward_own_pool && j.reward.present;
   if (j.colocate_all || j.framework == rlhf_framework::verl) {
     gpu_group g{"", {}, j.rollout.present, j.actor.gpus, 0};
     for (const auto& r : all)
-      if (r.second->present && !(own_critic_reward && (r.second == &j.critic || r.second == &j.reward))) g.roles.push_back(r);
+      if (r.second->present && !(own_critic_reward && (r.second == &j.critic || r.second == &j.reward)) && !(reward_apart && r.second == &j.reward))
+        g.roles.push_back(r);
     if (j.framework == rlhf_framework::verl) {  // actor+rollout+reference in one worker; critic and reward their own
-      g.processes = 1 + (j.critic.present ? 1 : 0) + (j.reward.present ? 1 : 0);
-      g.blas_handles = blas_handles_of(j.actor) + (j.critic.present ? blas_handles_of(j.critic) : 0) + (j.reward.present ? blas_handles_of(j.reward) : 0);
+      const bool reward_here = j.reward.present && !reward_apart;
+      g.processes = 1 + (j.critic.present ? 1 : 0) + (reward_here ? 1 : 0);
+      g.blas_handles = blas_handles_of(j.actor) + (j.critic.present ? blas_handles_of(j.critic) : 0) + (reward_here ? blas_handles_of(j.reward) : 0);
     } else {
       g.processes = static_cast<std::int64_t>(g.roles.size()) + (g.engine ? 1 : 0);
       for (const auto& r : g.roles) g.blas_handles += blas_handles_of(*r.second);
     }
     groups.push_back(g);
+    if (reward_apart) groups.push_back({"", {all[3]}, false, j.reward.gpus, 1, blas_handles_of(j.reward)});
     if (own_critic_reward) {
       gpu_group cr{"", {}, false, j.critic.gpus, 0};
       for (const auto& r : {all[1], all[3]})

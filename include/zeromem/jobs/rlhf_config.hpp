@@ -1149,8 +1149,29 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     }
   }
   if (k.flag("reward_model.enable")) {
+    // From v0.7.0 (0102d04e0, PR #4452) reward_model.use_reward_loop is True by default, and the trainer makes no
+    // RewardModelWorker: its reward loop serves the model through rollout servers of reward_model.rollout
+    // (trainer/ppo/ray_trainer.py init_workers), which zeromem does not model.
+    if (!easyr1 && k.flag("reward_model.use_reward_loop", verl_version >= 7'000))
+      detail::fail("reward_model.use_reward_loop (True by default from verl v0.7.0) serves the reward model through its reward loop's "
+                   "rollout servers, which zeromem does not model; set reward_model.use_reward_loop=False for the FSDP reward model worker");
+    if (!easyr1 && verl_version == 0 && !k.has("reward_model.use_reward_loop"))
+      r.assumed.push_back("the reward model as an FSDP worker (verl before v0.7.0; from v0.7.0 reward_model.use_reward_loop serves it "
+                          "through rollout servers, not modelled; pass --verl-version)");
     j.reward = j.reference;
     j.reward.value_model = true;
+    // reward_model.enable_resource_pool (from v0.6.0, 844c9299d): a pool of its own, nnodes x n_gpus_per_node GPUs, both
+    // refused at 0 (trainer/main_ppo.py init_resource_pool_mgr); its worker's world is that pool.
+    if (!easyr1 && verl_version > 0 && verl_version < 6'000 && k.has("reward_model.enable_resource_pool"))
+      detail::fail("reward_model.enable_resource_pool is verl's from v0.6.0, and verl " + s.verl_version + " refuses it; remove it");
+    if (!easyr1 && k.flag("reward_model.enable_resource_pool")) {
+      const std::int64_t pool_nodes = k.integer("reward_model.nnodes", 0), pool_gpus = k.integer("reward_model.n_gpus_per_node", 8);
+      if (pool_nodes <= 0 || pool_gpus <= 0)
+        detail::fail("reward_model.enable_resource_pool needs reward_model.nnodes and reward_model.n_gpus_per_node above 0, which verl "
+                     "raises on (nnodes defaults to 0); set both");
+      j.reward_own_pool = true;
+      j.reward.gpus = detail::checked_mul(pool_nodes, pool_gpus);
+    }
     if (const std::optional<std::string> rp = k.text("reward_model.model.path"))
       j.reward.model = detail::model_of_path(*rp, s, "reward_model.model.path");
     j.reward.offload_params = k.flag("reward_model.model.fsdp_config.param_offload");
@@ -1169,7 +1190,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       if (!v01 && !k.has(key) && !k.has(key + "_per_gpu"))
         detail::fail("neither " + key + " nor " + key + "_per_gpu is set for the reward model, which verl refuses from v0.2 (v0.1 "
                      "defaults " + key + " to 64: pass --verl-version 0.1.0); set " + key + "_per_gpu");
-      j.reward.forward_micro_batch = clamp(per_gpu_or_global(key, 64, false, world), per_gpu_of(detail::quotient(world, j.reward.ulysses)));
+      j.reward.forward_micro_batch =
+          clamp(per_gpu_or_global(key, 64, false, j.reward.gpus), per_gpu_of(detail::quotient(j.reward.gpus, j.reward.ulysses)));
     }
   }
   // Whether a reference policy is built at all. verl from v0.4.0 (072fc9fe, PR #644) maps Role.RefPolicy only with a
@@ -1268,7 +1290,7 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
     if (j.reward.present && k.flag("reward_model.use_dynamic_bsz", k.flag("critic.use_dynamic_bsz", actor_dynamic)))  // compute_rm_score
       j.reward.forward_micro_batch =
           dynamic("reward_model.forward_max_token_len_per_gpu", k.integer("reward_model.forward_max_token_len_per_gpu", 32768),
-                  per_gpu_of(detail::quotient(world, j.reward.ulysses)), j.reward.ulysses);
+                  per_gpu_of(detail::quotient(j.reward.gpus, j.reward.ulysses)), j.reward.ulysses);
     // verl from v0.2 checks the critic's sizes as the actor's (verl_one_micro_key, verl_global_micro).
     if (verl_version >= 2'000 && j.critic.present && critic_sp > 1 && !k.flag("critic.model.use_remove_padding"))
       detail::fail("critic.ulysses_sequence_parallel_size " + std::to_string(critic_sp) +
