@@ -109,6 +109,8 @@ CASES = [  # overrides of BASE
     # (-1.14% before) and, under GQA, the frame's own K and V beside repeat_kv's copies
     {"hidden": 128, "heads": 8, "kv_heads": 8, "ffn": 256, "vocab": 500, "seq_len": 512, "micro_batch": 2, "layers": 1},
     {"hidden": 128, "heads": 8, "kv_heads": 4, "ffn": 256, "vocab": 500, "seq_len": 512, "micro_batch": 2},
+    # Phi-3's fused qkv_proj: V a view of it, so its whole output stays beside the copy of V attention keeps
+    {"hidden": 128, "heads": 8, "kv_heads": 4, "ffn": 256, "vocab": 500, "seq_len": 512, "micro_batch": 2, "fused": True},
 ]
 # Few tokens beside large weights, run with the random shapes (oneDNN off): a node's new weight gradient beside what it
 # made (kept gradients: down_proj's, before AccumulateGrad adds it in; Granite's scaled and OLMo-2's normalised branch
@@ -233,6 +235,8 @@ def flags(cfg):
                  "--sliding-window", str(cfg["window"]), "--sliding-window-pattern", str(cfg["pattern"])]
         if cfg.get("local_rope"):
             args.append("--local-rope")
+    if cfg.get("fused"):  # Phi-3's qkv_proj and gate_up_proj, q and k joined by torch.cat (as --hf-config reads phi3)
+        args += ["--fused-qkv", "--fused-gate-up", "--rope-concat"]
     if cfg.get("olmo"):
         args += ["--norm", "layernorm", "--no-norm-weights", "--norm-input-fp32", "--rope-fp32"]
     if cfg.get("olmo2"):
