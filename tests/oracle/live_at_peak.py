@@ -16,21 +16,11 @@ import sys
 
 import run_family_step_oracle  # first: through blocks, it caps oneDNN's ISA before torch loads
 import run_step_oracle
-import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 
 
 def live_at_peak(loss_fn, opt, phase, set_to_none=True):
     """One step profiled; returns the peak inside `phase` and the live allocations there, {(frame | op, bytes): count}."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, with_stack=True) as prof:
-        with record_function("phase:forward"):
-            loss = loss_fn()
-        with record_function("phase:backward"):
-            loss.backward()
-            del loss
-        with record_function("phase:optimizer_step"):
-            opt.step()
-        opt.zero_grad(set_to_none=set_to_none)
+    prof = run_step_oracle.profiled_step(loss_fn, opt, set_to_none, with_stack=True)
     tree = prof.profiler.kineto_results.experimental_event_tree()
     spans, allocations = {}, []
 

@@ -187,10 +187,9 @@ def measure(cfg):
     return phase_peaks(loss_fn, opt, ids, set_to_none)
 
 
-def phase_peaks(loss_fn, opt, ids, set_to_none=True):
-    """One profiled step: each phase's highest bytes above the resting states, the batch's token ids (made before
-    the profile, counted by zeromem in forward and backward) added to those two."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+def profiled_step(loss_fn, opt, set_to_none=True, with_stack=False):
+    """One step under the profiler (profile_memory), its phases marked by record_function("phase:NAME")."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, with_stack=with_stack) as prof:
         with record_function("phase:forward"):
             loss = loss_fn()
         with record_function("phase:backward"):
@@ -199,7 +198,13 @@ def phase_peaks(loss_fn, opt, ids, set_to_none=True):
         with record_function("phase:optimizer_step"):
             opt.step()
         opt.zero_grad(set_to_none=set_to_none)
-    events = list(prof.profiler.kineto_results.events())
+    return prof
+
+
+def phase_peaks(loss_fn, opt, ids, set_to_none=True):
+    """One profiled step: each phase's highest bytes above the resting states, the batch's token ids (made before
+    the profile, counted by zeromem in forward and backward) added to those two."""
+    events = list(profiled_step(loss_fn, opt, set_to_none).profiler.kineto_results.events())
     spans = {e.name()[6:]: (e.start_us(), e.start_us() + e.duration_us()) for e in events if e.name().startswith("phase:")}
     peaks, current = {k: 0 for k in spans}, 0
     for e in events:
