@@ -1286,6 +1286,24 @@ TEST_CASE("step: transformers 5's experts differentiated, node by node, under fu
         shorter.backward.gradients);
 }
 
+TEST_CASE("step: accumulating, an expert projection's new gradient stands at its own grouped_mm node", "[step][moe][accumulation]") {
+  // Mixtral's shape on two layers as above, s 2048, b 1, full recompute (S = 4096 rows), gradients kept from an earlier
+  // micro-batch. Every parameter's gradient is there from the start: layers 2 x 1,451,270,144, the embedding and
+  // lm_head 2 x 32,000 x 4096, the final norm 4096: 3,164,688,384 x 2 = 6,329,376,768 B. gate_up's grouped_mm node makes
+  // gate_up_proj's new gradient, 2 x 939,524,096 B, before its AccumulateGrad adds it in; down_proj's, made at its
+  // own node, has been added in and freed by then. (An H200's OLMoE step over two micro-batches: the trace's grouped_mm
+  // gradients at that moment, 503,316,480 B, are both expert gradients and gate_up's new one: −4.4% before.)
+  transformer_config m = find_preset("mixtral-8x7b").config;
+  m.layers = 2;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  s.keep_gradients = true;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(2048, 1, recompute::full), s);
+  CHECK(e.backward.gradients == bytes_of(6'329'376'768LL + 2 * 939'524'096LL));
+  // The same rows flow as without accumulation: the cat of the halves' gradients, dL/d(gather) and dL/d(residual).
+  CHECK(e.backward.flowing == bytes_of(16'777'216 + 234'881'024 + 33'554'432));
+}
+
 TEST_CASE("step: a checkpointed MoE layer's forward holds four [S, h] tensors before the k rows are summed", "[step][moe][recompute]") {
   // Qwen3-MoE's shape on two layers with a 1024-token vocabulary, bf16, SDPA, s 4096, b 4 (measured on an H100:
   // h100-moe-steps.json, qwen3moe2l-v1024-bf16-sdpa-s4096-b4-ckpt; the allocator trace at its forward peak held
