@@ -13,7 +13,9 @@ optimizer's states are created in it) and one measured step, recorded without st
             state code], ...]]): a replay starts from the first and must end at the second;
   stats     max_memory_allocated, max_memory_reserved and the allocator's counters (torch.cuda.memory_stats()).
 Cases are random_steps.py's draws (by name from CASES.json) or measure_hf.py's (by name); PYTORCH_CUDA_ALLOC_CONF is
-recorded per case. Writes $OUT/allocator_events.json.gz.
+recorded per case. MEASURED_STEPS=N (1 unless set) records N measured steps, each followed by zero_grad (a mark) when
+N > 1, to see whether reserved memory still grows after the first measured step. Writes $OUT/allocator_events.json.gz
+($OUT/$EVENTS_NAME where that is set).
 
 usage: OUT=DIR python3 allocator_events.py CASES.json NAME [NAME ...]"""
 import gc
@@ -32,6 +34,7 @@ import measure_hf  # noqa: E402
 ACTIONS = {"alloc": "a", "free_requested": "r", "free_completed": "f", "segment_alloc": "S", "segment_free": "F",
            "segment_map": "M", "segment_unmap": "U", "oom": "O", "snapshot": "s"}
 STATES = {"active_allocated": "a", "active_pending_free": "p", "inactive": "i"}
+MEASURED_STEPS = int(os.environ.get("MEASURED_STEPS", "1"))
 COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free",
             "segment.all.peak", "segment.large_pool.peak", "segment.small_pool.peak",
             "reserved_bytes.all.peak", "reserved_bytes.large_pool.peak", "reserved_bytes.small_pool.peak",
@@ -59,7 +62,8 @@ def case_of(name, drawn):
 
 def run(case):
     name, cfg_name, precision, attn, s, b, ckpt, accum, algorithm = case
-    rec = {"name": name, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+    rec = {"name": name, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "measured_steps": MEASURED_STEPS,
+           "accumulation_steps": accum}
     t0 = time.time()
     model = opt = loss_fn = None
     gc.collect()
@@ -83,14 +87,18 @@ def run(case):
         opt.step()
         opt.zero_grad(set_to_none=True)
         mark()  # the warm-up step done
-        for _ in range(accum):
-            loss = loss_fn()
-            mark()  # this micro-batch's forward
-            loss.backward()
-            del loss
-            mark()  # its backward
-        opt.step()
-        mark()  # the optimizer step
+        for _ in range(MEASURED_STEPS):
+            for _ in range(accum):
+                loss = loss_fn()
+                mark()  # this micro-batch's forward
+                loss.backward()
+                del loss
+                mark()  # its backward
+            opt.step()
+            mark()  # the optimizer step
+            if MEASURED_STEPS > 1:
+                opt.zero_grad(set_to_none=True)
+                mark()  # the gradients freed before the next step
         snap = torch.cuda.memory._snapshot()
         rec["events"] = [[ACTIONS.get(e["action"], e["action"]), e["addr"], e["size"], e["stream"]]
                          for e in snap["device_traces"][0]]
@@ -125,7 +133,7 @@ def main():
     measure_hf.config_path = lambda n: os.path.join(configs, n) if os.path.isdir(os.path.join(configs, n)) else original(n)
     out = {"info": {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),
                     "total_bytes": torch.cuda.mem_get_info()[1], "actions": ACTIONS, "states": STATES}, "cases": []}
-    path = os.path.join(os.environ.get("OUT", "."), "allocator_events.json.gz")
+    path = os.path.join(os.environ.get("OUT", "."), os.environ.get("EVENTS_NAME", "allocator_events.json.gz"))
     for n in names:
         r = run(case_of(n, drawn))
         print(n, r.get("error", ""), len(r.get("events", [])), "events", r.get("max_allocated"), "B allocated",

@@ -7,7 +7,8 @@ Per case: the replay starts from the segments recorded at the start (their free 
 held), serves every allocation and free of the trace in order, and reports where its segment allocations first differ
 from the trace's, its highest reserved bytes against max_memory_reserved(), and its allocated bytes at each mark.
 
-usage: python3 replay_allocator.py allocator_events.json.gz      (the cases recorded on a GPU)
+usage: python3 replay_allocator.py allocator_events.json.gz [--own-addresses]   (the cases recorded on a GPU)
+       python3 replay_allocator.py --check allocator_events.json.gz   (exit 1 unless every case is reproduced exactly)
        python3 replay_allocator.py --self-test                   (the rules on streams written out by hand; no GPU)"""
 import bisect
 import gzip
@@ -143,37 +144,62 @@ class Allocator:
         return False
 
 
-def replay(case):
-    """Replays one recorded case; returns what it found."""
+def replay(case, own_addresses=False):
+    """Replays one recorded case; returns what it found. A segment the replay makes where the trace made one takes the
+    trace's address (the driver's choice, which no rule here predicts), so that free blocks of equal size are ordered as
+    the allocator ordered them (BlockComparator: size, then address); own_addresses=True gives segments the replay's own
+    increasing addresses instead, as a prediction without a trace would have to."""
     a = Allocator()
     for addr, total, _stream, expandable, blocks in case.get("initial_segments", []):
         if expandable:
             raise SystemExit("expandable segments are not replayed here; record the case without PYTORCH_CUDA_ALLOC_CONF")
         a.add_segment(addr, [(size, state == "i") for size, state in blocks], total <= SMALL_BUFFER)  # kSmallBuffer segments
-    live, out = {}, {"first_difference": None, "trace_segment_allocs": 0, "allocated_at_marks": []}
+    live, out = {}, {"first_difference": None, "trace_segment_allocs": 0, "other_blocks": 0, "allocated_at_marks": [],
+                     "reserved_at_marks": []}
     marks = case.get("marks", [])
-    out["allocated_at_marks"] += [a.allocated for m in marks if m == 0]
-    expect_segment = False
+
+    def at_marks(i):
+        for m in marks:
+            if m == i:
+                out["allocated_at_marks"].append(a.allocated)
+                out["reserved_at_marks"].append(a.reserved)
+
+    at_marks(0)
+    trace_segment = None
     for i, (action, addr, size, _stream) in enumerate(case["events"]):
         if action == "S":
             out["trace_segment_allocs"] += 1
-            expect_segment = True
+            trace_segment = addr
         elif action == "a":
-            before = a.segment_allocs
-            live[addr] = a.malloc(size)
+            before, own = a.segment_allocs, a.next_addr
+            if trace_segment is not None and not own_addresses:
+                a.next_addr = trace_segment
+            b = a.malloc(size)
+            if not own_addresses:
+                a.next_addr = own
             made = a.segment_allocs > before
-            if made != expect_segment and out["first_difference"] is None:
-                out["first_difference"] = {"event": i, "size": size, "trace_made_segment": expect_segment, "replay_made_segment": made}
-            expect_segment = False
+            live[addr] = b
+            if made != (trace_segment is not None) and out["first_difference"] is None:
+                out["first_difference"] = {"event": i, "size": size, "trace_made_segment": trace_segment is not None,
+                                           "replay_made_segment": made}
+            if not own_addresses and b.addr != addr:
+                out["other_blocks"] += 1  # the allocator handed out another block than this replay chose
+            trace_segment = None
         elif action == "f":
             if addr in live:
                 a.release(live.pop(addr))
         elif action == "F":
             a.release_segment(size)
-        out["allocated_at_marks"] += [a.allocated for m in marks if m == i + 1]
+        at_marks(i + 1)
     out.update(replay_segment_allocs=a.segment_allocs, replay_peak_reserved=a.peak_reserved, replay_peak_allocated=a.peak_allocated,
                measured_max_reserved=case.get("max_reserved"), measured_max_allocated=case.get("max_allocated"))
     return out
+
+
+def exact(r):
+    """Every block where the allocator put it, and both peaks to the byte."""
+    return (r["first_difference"] is None and r["other_blocks"] == 0 and r["replay_peak_reserved"] == r["measured_max_reserved"]
+            and r["replay_peak_allocated"] == r["measured_max_allocated"])
 
 
 def self_test():
@@ -215,18 +241,28 @@ def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--self-test":
         self_test()
         return 0
-    if len(sys.argv) != 2:
+    check = "--check" in sys.argv
+    own = "--own-addresses" in sys.argv
+    paths = [p for p in sys.argv[1:] if not p.startswith("--")]
+    if len(paths) != 1 or (check and own):
         print(__doc__, file=sys.stderr)
         return 2
-    path = sys.argv[1]
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+    with (gzip.open(paths[0], "rt") if paths[0].endswith(".gz") else open(paths[0])) as f:
         data = json.load(f)
+    replayed = failed = 0
     for case in data["cases"]:
         if "events" not in case:
             print(case["name"], "no events:", case.get("error", ""))
             continue
-        r = replay(case)
+        r = replay(case, own_addresses=own)
+        replayed += 1
+        if check and not exact(r):
+            failed += 1
+            print("NOT REPRODUCED", end=" ")
         print(case["name"], json.dumps(r))
+    if check:
+        print("%d of %d recorded steps reproduced exactly" % (replayed - failed, replayed))
+        return 1 if failed or not replayed else 0
     return 0
 
 
