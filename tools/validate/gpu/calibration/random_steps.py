@@ -5,7 +5,13 @@ combinations nobody picked.  Two stages, so that zeromem's predictions exist bef
   python3 random_steps.py draw --count N --seed S [--zeromem BIN] CASES.json   # no torch: the cases, their configs
   python3 random_steps.py measure CASES.json OUT.json [--deadline SECONDS]
   python3 random_steps.py misses CASES.json OUT.json PERCENT [COUNT]   # the measured cases furthest from their prediction
+  python3 random_steps.py draw --fsdp --count N --seed S [--zeromem BIN] CASES.json   # rank 0 of FSDP2 / DDP jobs
+  python3 random_steps.py measure-fsdp CASES.json OUT.json [--deadline SECONDS]        # as fsdp_fake.py runs them
 
+With --fsdp, each draw becomes rank 0 of a data-parallel job as fsdp_fake.py runs one (PyTorch's fake process group on
+one GPU): FSDP2 with FULL_SHARD or SHARD_GRAD_OP, or DDP, over 2-64 ranks, pure bf16 or (FSDP2 only) fp32 parameters
+under MixedPrecisionPolicy(bf16, reduce fp32), SDPA, AdamW (foreach), one micro-batch a step; `measure-fsdp` runs them
+in one process, in fsdp_fake.py's record shape (the calibration set's fsdp_rank0 section).
 With --zeromem, each draw is predicted first (as tests/unit/test_calibration.cpp asks, on an H200) and its phases
 written beside it; a draw zeromem refuses is kept under "refused" with its message and not measured.
 `measure` runs the cases in order until the deadline (seconds since it started; a case is not begun after it), writing
@@ -130,13 +136,26 @@ def draw_one(rng, index, seed):
     return case, c
 
 
-def draw(count, seed):
+def as_data_parallel(rng, case):
+    """A single-GPU draw as rank 0 of a data-parallel job (fsdp_fake.py's record fields)."""
+    mode = rng.choice(["full", "full", "grad_op", "ddp"])
+    mixed = mode != "ddp" and rng.random() < 0.5  # fsdp_fake.py's DDP steps run without autocast: pure bf16 only
+    world = rng.choice([2, 4, 8, 16, 32, 64])
+    name = (f"{case['config']}-{'ddp' if mode == 'ddp' else 'fsdp-' + mode}-w{world}-{'mixed' if mixed else 'bf16'}"
+            f"-s{case['seq']}-b{case['micro_batch']}" + ("-ckpt" if case["checkpointing"] else ""))
+    return {"name": name, "config": case["config"], "world": world, "mode": mode, "mixed": mixed, "seq": case["seq"],
+            "micro_batch": case["micro_batch"], "checkpointing": case["checkpointing"], "foreach": True}
+
+
+def draw(count, seed, data_parallel=False):
     rng = random.Random(seed)
     drawn = []
     while len(drawn) < count:
         one = draw_one(rng, len(drawn), seed)
         if one:
             case, config = one
+            if data_parallel:
+                case = as_data_parallel(rng, case)
             drawn.append(dict(case, config_json=config))
     return drawn
 
@@ -151,8 +170,14 @@ def predict(binary, case, first):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(case["config_json"], f)
     args = [binary, "estimate", "--hf-config", f.name, "--seq-len", str(case["seq"]), "--micro-batch", str(case["micro_batch"]),
-            "--precision", "amp-bf16" if case["precision"] == "amp" else case["precision"], "--attention", case["attention"],
+            "--precision", "amp-bf16" if case.get("precision") == "amp" else case.get("precision", "bf16"),
+            "--attention", case.get("attention", "sdpa"),
             "--implementation", "hf", "--json"] + H200
+    if "world" in case:  # rank 0 of a data-parallel job, flagged as test_calibration.cpp's flags_of flags one
+        args[args.index("--precision") + 1] = "mixed-bf16" if case["mixed"] else "bf16"
+        args[args.index("--attention") + 1] = "sdpa"
+        args += (["--ddp", "--dp", str(case["world"])] if case["mode"] == "ddp" else
+                 ["--fsdp", "FULL_SHARD" if case["mode"] == "full" else "SHARD_GRAD_OP", "--dp", str(case["world"])])
     if case["checkpointing"]:
         args += ["--recompute", "full"]
     args += ["--optimizer", case["algorithm"]] if "algorithm" in case else ["--optimizer-impl", "foreach"]
@@ -205,10 +230,45 @@ def measure(cases_file, out_file, deadline):
             json.dump(results, f, indent=1)
 
 
+def measure_data_parallel(cases_file, out_file, deadline):
+    """The data-parallel draws in one process, each as fsdp_fake.py's run() measures it (its fake group made and
+    destroyed per case), written after each case as {info, cases}."""
+    sys.path.insert(0, HERE)
+    import measure_hf
+    import fsdp_fake
+    import torch
+    import transformers
+    import tempfile
+    with open(cases_file) as f:
+        cases = json.load(f)["cases"]
+    configs = tempfile.mkdtemp()
+    for c in cases:
+        os.makedirs(os.path.join(configs, c["config"]), exist_ok=True)
+        with open(os.path.join(configs, c["config"], "config.json"), "w") as f:
+            json.dump(c["config_json"], f)
+    measure_hf.config_path = lambda name: os.path.join(configs, name)  # fsdp_fake's build looks it up here
+    x = torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+    info = dict(torch=torch.__version__, transformers=transformers.__version__, device=torch.cuda.get_device_name(0),
+                total=torch.cuda.mem_get_info()[1], context_used=torch.cuda.mem_get_info()[1] - torch.cuda.mem_get_info()[0])
+    del x
+    start, results = time.time(), dict(info=info, cases=[])
+    for c in cases:
+        if time.time() - start > deadline:
+            print(f"deadline: {len(results['cases'])} of {len(cases)} cases measured", flush=True)
+            break
+        rec = fsdp_fake.run((c["name"], c["config"], c["world"], c["mode"], c["mixed"], c["seq"], c["micro_batch"],
+                             c["checkpointing"], c["foreach"]))
+        rec["config_json"] = c["config_json"]
+        print(json.dumps({k: v for k, v in rec.items() if k != "config_json"}), flush=True)
+        results["cases"].append(rec)
+        with open(out_file, "w") as f:
+            json.dump(results, f, indent=1)
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "draw":
         count, seed = int(sys.argv[sys.argv.index("--count") + 1]), int(sys.argv[sys.argv.index("--seed") + 1])
-        cases, refused = draw(count, seed), []
+        cases, refused = draw(count, seed, data_parallel="--fsdp" in sys.argv), []
         if "--zeromem" in sys.argv:
             binary, kept = sys.argv[sys.argv.index("--zeromem") + 1], []
             for c in cases:
@@ -225,6 +285,10 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "measure":
         deadline = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else float("inf")
         measure(sys.argv[2], sys.argv[3], deadline)
+        return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "measure-fsdp":
+        deadline = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else float("inf")
+        measure_data_parallel(sys.argv[2], sys.argv[3], deadline)
         return 0
     if len(sys.argv) >= 5 and sys.argv[1] == "misses":  # names, for step_anatomy.py, of the worst predicted peaks
         predicted = {c["name"]: c["zeromem"]["peak"] for c in json.load(open(sys.argv[2]))["cases"]}
