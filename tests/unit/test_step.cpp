@@ -594,6 +594,52 @@ TEST_CASE("step: FSDP2's backward peaks in layer 1, with layer 0 prefetched and 
   CHECK(e.backward.gradients == bytes_of(2'050'568'192));
 }
 
+TEST_CASE("step: FSDP2's root holds a tied table's three gradients at the end, and reduces after resharding", "[step]") {
+  // Two H200 ranks from random_steps.py's data-parallel draw (tests/data/calibration/h200-random-fsdp-steps-20261203.json).
+  // (a) random-20261203-025: Gemma-3's layout, hidden 4096, 2 layers (4 heads of 256, 1 KV head, ffn 4096), vocabulary
+  // 128,256 tied; SHARD_GRAD_OP over 2 ranks, pure bf16, s 256, b 2. Parameters: the embedding 128,256 x 4096 =
+  // 525,336,576, the final norm 4096, two layers of 60,834,304. At the embedding's backward the rank holds, in bf16:
+  //   gradients: the layers' shards 121,668,608 / 2 x 2 = 121,668,608 (the root's own shard is not made yet), the root's
+  //              unsharded gradients (525,336,576 + 4096) x 2 = 1,050,681,344, lm_head's gradient waiting in the
+  //              input buffer 1,050,673,152 and the sum of the two tables 1,050,673,152: 3,273,696,256;
+  //   gathered: the root, 1,050,681,344; communication: layer 0's reduce-scatter input, 60,834,304 x 2 = 121,668,608.
+  // With its resting states (323,504,640 x 2 x 3 = 1,941,027,840) and the process's cuBLAS workspaces (67,108,864) that
+  // is 6,454,182,912 B; the H200 measured 6,454,193,152 B (zeromem read the root as untied: −24.4%).
+  const transformer_config g = parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 4096, "intermediate_size": 4096,
+      "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "num_hidden_layers": 2, "vocab_size": 128256,
+      "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+      "rope_local_base_freq": 10000, "sliding_window": 512, "sliding_window_pattern": 6, "max_position_embeddings": 32768})");
+  step_config s{};
+  s.fsdp_world = 2;
+  s.reshard_after_forward = false;
+  training_states t = pure_bf16();
+  t.dp = 2;
+  activation_config a = sdpa(256, 2);
+  a.impl = implementation::hf;
+  const step_estimate tied = estimate_step(g, t, a, s);
+  CHECK(tied.peak_phase == step_phase::backward);
+  CHECK(tied.backward.gradients == bytes_of(3'273'696'256LL));
+  CHECK(tied.backward.gathered == bytes_of(1'050'681'344LL));
+  CHECK(tied.backward.communication == bytes_of(121'668'608));
+  CHECK(tied.peak == bytes_of(6'454'182'912LL));
+  // (b) random-20261203-026: Llama's layout, hidden 1024, 2 layers (16 heads, 2 KV heads, ffn 2048), vocabulary 151,936
+  // untied; FULL_SHARD over 64 ranks, fp32 parameters under MixedPrecisionPolicy(bf16, reduce fp32), s 128, b 2. The
+  // root (2 x 155,582,464 + 1024 = 311,165,952) is reduced in backward's final callback after it has resharded: its
+  // bf16 gradients 622,331,904 beside its fp32 reduce-scatter input 1,244,663,808 and the layers' fp32 shards
+  // 17,305,600 / 64 x 4 = 1,081,600, nothing gathered. The H200 measured 1,997,907,456 B (−28.5% before).
+  const transformer_config l = parse_hf_config(R"({"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2048,
+      "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 151936, "hidden_act": "silu",
+      "rms_norm_eps": 1e-05, "max_position_embeddings": 4096, "tie_word_embeddings": false})");
+  s.fsdp_world = 64;
+  s.reshard_after_forward = true;
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.dp = 64;
+  const step_estimate untied = estimate_step(l, t, sdpa(128, 2), s);
+  CHECK(untied.backward.gradients == bytes_of(622'331'904 + 1'081'600));
+  CHECK(untied.backward.communication == bytes_of(1'244'663'808LL));
+  CHECK(untied.backward.gathered == bytes{});
+}
+
 TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's kind too", "[step]") {
   // Gemma-2-2B (google/gemma-2-2b config.json: hidden 2304, 26 layers, 8 heads of 256, 4 KV heads, ffn 9216, vocab
   // 256000 tied), 2 ranks, pure bf16, SDPA, full recompute, s 4096 = its sliding window, b 2, fused loss. Layers 0, 2,
@@ -604,15 +650,24 @@ TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's
   // it holds one checkpoint more (2 x 8192 x 2304 = 37,748,736) and the sliding extras (100,663,296), and one layer's
   // gradient shard less (ceil(77,865,984 / 2) x 2 = 77,865,984): +60,546,048 B. A layer holds 2 x (2304 x 2048 + 2304 x
   // 1024) + 2048 x 2304 + 2304 x 2048 + 3 x 2304 x 9216 + 4 x 2304 = 77,865,984 parameters.
+  // With its 256,000-token tied table the end of backward is higher still: the layers' 26 shards 2,024,515,584, the
+  // root unsharded (589,824,000 + 2304) x 2 = 1,179,652,608 and two more tables, lm_head's gradient waiting for the
+  // embedding's and their sum, 2 x 1,179,648,000: 5,563,464,192 B of gradients. So the walk is read at a 1,024-token
+  // vocabulary, where the root is 1024 x 2304 + 2304 = 2,361,600 parameters.
   transformer_config m = find_preset("gemma-2-2b").config;
   step_config s{};
   s.fsdp_world = 2;
   s.loss = loss_impl::fused;
   s.blas_workspaces = bytes{};
+  const step_estimate whole = estimate_step(m, pure_bf16(), sdpa(4096, 2, recompute::full), s);
+  CHECK(whole.backward.gradients == bytes_of(5'563'464'192LL));
+  CHECK(whole.backward.gathered == bytes_of(1'179'652'608LL));
+  m.vocab = 1024;
   const step_estimate e = estimate_step(m, pure_bf16(), sdpa(4096, 2, recompute::full), s);
   CHECK(e.peak_phase == step_phase::backward);
-  // Layers 3 .. 25's gradient shards, 23 x 77,865,984, and the root's final norm, 2304 x 2.
-  CHECK(e.backward.gradients == bytes_of(1'790'917'632 + 4'608));
+  // Layers 3 .. 25's gradient shards, 23 x 77,865,984, the root's final norm, 2304 x 2, and lm_head's tied gradient,
+  // 1024 x 2304 x 2.
+  CHECK(e.backward.gradients == bytes_of(1'790'917'632 + 4'608 + 4'718'592));
   // Three checkpoints (layers 0, 1, 2), the token ids 8 x 8192, the rotary tables 2 x 2 x 4096 x 256 and the
   // checkpointed calls' position ids 8 x 4096 and the sliding layers' boolean mask, 4096 x 4096.
   CHECK(e.backward.activations == bytes_of(3 * 37'748'736 + 65'536 + 4'194'304 + 32'768 + 16'777'216));
@@ -623,13 +678,13 @@ TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's
   // gate, up, act(gate) and product (4 x 2 x 8192 x 9216); the sliding layer adds its extras.
   const std::int64_t full_layer = 3 * 151'036'928 + 2 * 37'748'736 + 33'554'432 + 2 * 16'777'216 + 262'144 + 33'554'432 + 603'979'776;
   CHECK(e.backward.recomputed == bytes_of(full_layer + 67'108'864 + 2 * 16'777'216));
-  // The root (589,824,000 + 2304) and layers 2 and 3 unsharded in bf16; layer 3's reduce-scatter input.
-  CHECK(e.backward.gathered == bytes_of((589'826'304 + 2 * 77'865'984) * 2));
+  // The root (2,361,600) and layers 2 and 3 unsharded in bf16; layer 3's reduce-scatter input.
+  CHECK(e.backward.gathered == bytes_of((2'361'600 + 2 * 77'865'984) * 2));
   CHECK(e.backward.communication == bytes_of(77'865'984 * 2));
-  // Resting: the rank's shard of 2,614,341,888 parameters (26 layers and the 589,826,304 of the root), 1,307,170,944,
+  // Resting: the rank's shard of 2,026,877,184 parameters (26 layers and the 2,361,600 of the root), 1,013,438,592,
   // as bf16 weights and AdamW's two bf16 moments; flowing: dL/d(residual) 2 x 8192 x 2304 and the norm's six fp32
   // copies of its input 6 x 4 x 8192 x 2304.
-  CHECK(e.backward.resting == bytes_of(1'307'170'944LL * 2 * 3));
+  CHECK(e.backward.resting == bytes_of(1'013'438'592LL * 2 * 3));
   CHECK(e.backward.flowing == bytes_of(37'748'736 + 452'984'832));
 }
 

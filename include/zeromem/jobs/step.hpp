@@ -384,7 +384,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool accumulating = s.keep_gradients || t.gradient_accumulation_steps > 1;
   double per_param = 0.0;  // gradient bytes per parameter without FSDP2 (share)
   const auto share = [&](elements part) { return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5)); };
-  bytes new_layer_grad{}, new_embedding_grad{}, tied_gradient{};
+  bytes new_layer_grad{}, new_embedding_grad{}, tied_gradient{}, root_shard_grads{}, root_reduce_input{};
+  // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
+  // its AccumulateGrad before that runs (torch/csrc/autograd/input_buffer.cpp accumulate). lm_head's, made by the
+  // walk's first node, waits there through every layer's moment (beside the existing gradient when accumulating);
+  // the embedding's backward at the end makes a new whole table (embedding_dense_backward), and the two are summed
+  // out of place, into a third table, once dL/d(embedding output) is freed: the CPU step oracle and the H200's
+  // Gemma-7B step (its backward at that moment, −2.18% before) both hold the three. Under FSDP2 the same three
+  // unsharded tables, in the compute dtype (an H200's FSDP2 rank of a tied Gemma-3 over 2 ranks, −24.4% before).
+  const bool tied_head = m.tied_embeddings && p.pp == 1 && split.embedding_trainable.count() > 0;
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
@@ -410,6 +418,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_unsharded = elements_of(checked_sum(layer_params.count(), pad)) * size_of(compute);
     layer_grads_unsharded = layer_trainable * size_of(compute);
     reduce_input = elements_of(checked_sum(layer_trainable.count(), trainable_pad)) * size_of(storage);  // reduce_dtype: the gradients' (fp32 when mixed)
+    if (tied_head) tied_gradient = largest_share(split.embedding_trainable, a.tp) * size_of(compute);  // lm_head's, waiting
+    head_grads += tied_gradient;
+    // The root's own group is reduced last, in the final callback of backward (_fully_shard/_fsdp_state.py
+    // _root_post_backward_final_callback): until then its sharded gradients do not exist (zero_grad(set_to_none)), and
+    // its reduce-scatter input, all its gradients in the reduce dtype, is made after it has resharded
+    // (_fsdp_param_group.py post_backward: reshard, then foreach_reduce; parameters dim 0 padded to the ranks, not counted).
+    root_shard_grads = elements_of(detail::ceil_div(root_trainable.count(), n)) * size_of(storage);
+    root_reduce_input = root_trainable * size_of(storage);
   } else {
     const model_state_estimate e = detail::estimate_model_states_unchecked(t, -1);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
@@ -425,13 +441,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
       new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
-    // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
-    // its AccumulateGrad before that runs (torch/csrc/autograd/input_buffer.cpp accumulate). lm_head's, made by the
-    // walk's first node, waits there through every layer's moment (beside the existing gradient when accumulating);
-    // the embedding's backward at the end makes a new whole table (embedding_dense_backward), and the two are summed
-    // out of place, into a third table, once dL/d(embedding output) is freed: the CPU step oracle and the H200's
-    // Gemma-7B step (its backward at that moment, −2.18% before) both hold the three.
-    const bool tied_head = m.tied_embeddings && p.pp == 1 && split.embedding_trainable.count() > 0;
     if (accumulating || tied_head) new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));
     if (tied_head) tied_gradient = new_embedding_grad;  // the same table's share, held in the input buffer
     head_grads += tied_gradient;
@@ -1087,12 +1096,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tensor the buffer alone holds, so the embedding's is added into it in place (torch/csrc/autograd/input_buffer.cpp
   // accumulate: can_accumulate_inplace(old_var)): no third table (an H200's GPT-2 step under AMP, +21% before).
   const bytes tied_sum = a.autocast ? bytes{} : tied_gradient;
-  const bytes grads_end = fsdp ? grads_all + root_trainable * size_of(compute)
+  // FSDP2: every layer's sharded gradients (the root's too when accumulating) and the root's unsharded ones.
+  const bytes grads_before_root = fsdp ? grads_all - (accumulating ? bytes{} : root_shard_grads) + root_trainable * size_of(compute) : bytes{};
+  const bytes grads_end = fsdp ? grads_before_root + tied_gradient + tied_sum
                                : grads_all + new_embedding_grad + tied_sum + (accumulating ? tied_gradient : bytes{});
   const auto end_moment = [&] {
     return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
                       fsdp ? root_unsharded : bytes{},
                       comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+  };
+  // (5) FSDP2's root reduced, after backward: its parameters resharded, its unsharded gradients copied into its
+  // reduce-scatter input (the last layer's released before it is made). Where the vocabulary is large beside the
+  // layers this tops the end: an H200's FSDP2 ranks of 1-2 layer models with 152k-token vocabularies, mixed
+  // precision (fp32 reduce), −28.5% and −13.2% before.
+  const auto root_reduce_moment = [&] {
+    return step_terms{resting, grads_before_root, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm + root_reduce_input, bytes{}, bytes{}, bytes{}};
   };
   // (1c) Then the final RMSNorm differentiated at pow's node, as a layer's norm is at (2b): lm_head's input and the
   // norm's saved tensors are gone but its fp32 input, which is among the six fp32 copies of the norm's input; its
@@ -1108,7 +1126,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
-  enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, end };
+  enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, end, root_reduce };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
@@ -1171,6 +1189,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   if (const bytes total = end_moment().total(); total > backward_total) {
     backward_total = total;
     highest = moment_kind::end;
+  }
+  if (fsdp && root_trainable.count() > 0) {
+    if (const bytes total = root_reduce_moment().total(); total > backward_total) {
+      backward_total = total;
+      highest = moment_kind::root_reduce;
+    }
   }
   for (std::int64_t residue = 0; F > 0 && residue < N && residue < L; ++residue) {
     const std::int64_t last = residue + (L - 1 - residue) / N * N;
@@ -1267,6 +1291,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::head         ? head_moment()
                     : highest == moment_kind::final_norm   ? final_norm_moment()
                     : highest == moment_kind::end          ? end_moment()
+                    : highest == moment_kind::root_reduce  ? root_reduce_moment()
                     : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer), highest_layer == 0)
                     : highest == moment_kind::attention_kernel ? attention_kernel_moment(layer_at(highest_layer))
                     : highest == moment_kind::vision_start ? vision_moment(false)

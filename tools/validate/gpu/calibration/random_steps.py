@@ -6,7 +6,7 @@ combinations nobody picked.  Two stages, so that zeromem's predictions exist bef
   python3 random_steps.py measure CASES.json OUT.json [--deadline SECONDS]
   python3 random_steps.py misses CASES.json OUT.json PERCENT [COUNT]   # the measured cases furthest from their prediction
   python3 random_steps.py draw --fsdp --count N --seed S [--zeromem BIN] CASES.json   # rank 0 of FSDP2 / DDP jobs
-  python3 random_steps.py measure-fsdp CASES.json OUT.json [--deadline SECONDS]        # as fsdp_fake.py runs them
+  python3 random_steps.py measure-fsdp CASES.json OUT.json [--deadline SECONDS] [--only NAME]   # as fsdp_fake.py runs them
 
 With --fsdp, each draw becomes rank 0 of a data-parallel job as fsdp_fake.py runs one (PyTorch's fake process group on
 one GPU): FSDP2 with FULL_SHARD or SHARD_GRAD_OP, or DDP, over 2-64 ranks, pure bf16 or (FSDP2 only) fp32 parameters
@@ -230,9 +230,12 @@ def measure(cases_file, out_file, deadline):
             json.dump(results, f, indent=1)
 
 
-def measure_data_parallel(cases_file, out_file, deadline):
-    """The data-parallel draws in one process, each as fsdp_fake.py's run() measures it (its fake group made and
-    destroyed per case), written after each case as {info, cases}."""
+def measure_data_parallel(cases_file, out_file, deadline, only=None):
+    """The data-parallel draws, each as fsdp_fake.py's run() measures it (its fake group made and destroyed per case),
+    written after each case as {info, cases}; with `only`, that one case. Run one case a process (--only NAME), as
+    fsdp_fake.py does: in one process a case's FSDP2 or DDP state can outlive it, so that the next case's baseline holds
+    it and its peak above that baseline is wrong (an H200, 2026-11-28: 44 of 60 steps held 0.07-2.97 GB before they
+    began)."""
     sys.path.insert(0, HERE)
     import measure_hf
     import fsdp_fake
@@ -240,7 +243,9 @@ def measure_data_parallel(cases_file, out_file, deadline):
     import transformers
     import tempfile
     with open(cases_file) as f:
-        cases = json.load(f)["cases"]
+        cases = [c for c in json.load(f)["cases"] if only is None or c["name"] == only]
+    if not cases:
+        raise SystemExit(f"no case named {only} in {cases_file}")
     configs = tempfile.mkdtemp()
     for c in cases:
         os.makedirs(os.path.join(configs, c["config"]), exist_ok=True)
@@ -288,7 +293,8 @@ def main():
         return 0
     if len(sys.argv) >= 4 and sys.argv[1] == "measure-fsdp":
         deadline = float(sys.argv[sys.argv.index("--deadline") + 1]) if "--deadline" in sys.argv else float("inf")
-        measure_data_parallel(sys.argv[2], sys.argv[3], deadline)
+        measure_data_parallel(sys.argv[2], sys.argv[3], deadline,
+                              sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None)
         return 0
     if len(sys.argv) >= 5 and sys.argv[1] == "misses":  # names, for step_anatomy.py, of the worst predicted peaks
         predicted = {c["name"]: c["zeromem"]["peak"] for c in json.load(open(sys.argv[2]))["cases"]}
