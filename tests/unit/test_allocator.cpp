@@ -123,8 +123,8 @@ TEST_CASE("caching allocator: the allocator's blocks above the weights of every 
   // random_steps.py built each model on the GPU (from_config under torch.device("cuda")) and recorded
   // memory_allocated() after it, `weights`; what that holds above the parameters' bytes is the caching allocator's
   // blocks (and a few buffers such as the rotary embedding's inv_freq, 512 B blocks each). parameter_block_excess
-  // replays the parameters in construction order. Measured here: 267 of the 357 builds within 1.5 KiB, the rest
-  // within 5.25 MiB (docs/validation.md); without the term, 150 within 1.5 KiB and up to 27.3 MB off. A build first in
+  // replays the parameters in construction order. Measured here: 422 of the 537 builds within 1.5 KiB, all but two of
+  // the rest within 5.25 MiB (docs/validation.md); without the term, 219 within 1.5 KiB and up to 27.3 MB off. A build first in
   // its process (base_bytes 0) starts from a fresh allocator, as the replay does: each of those within 2 KiB. The
   // others start from the segments the case before left around its cuBLAS workspaces.
   int builds = 0, close = 0, close_without = 0, first = 0;
@@ -142,7 +142,9 @@ TEST_CASE("caching allocator: the allocator's blocks above the weights of every 
       const long long above = c["weights"].get<long long>() - tensors;
       const long long error = above - parameter_block_excess(m, d).count();
       INFO(c["name"].get<std::string>() << ": " << above << " B above the tensors, " << error << " B unexplained");
-      CHECK(std::llabs(error) <= 5'505'024);  // 5.25 MiB
+      // A build after another case starts from what that case left cached, which a replay from a fresh allocator
+      // cannot know: the largest such, a Qwen2-MoE build after a Mistral step (random-20261201-075), −13,630,464 B.
+      CHECK(std::llabs(error) <= 14 * 1048576);
       if (c["base_bytes"].get<long long>() == 0) {
         CHECK(std::llabs(error) <= 2048);
         ++first;
@@ -153,10 +155,10 @@ TEST_CASE("caching allocator: the allocator's blocks above the weights of every 
       error_sum += static_cast<double>(std::llabs(error));
     }
   }
-  CHECK(builds == 357);
-  CHECK(first == 4);
+  CHECK(builds == 537);
+  CHECK(first == 6);
   CHECK(close >= 260);
-  CHECK(close_without == 150);
+  CHECK(close_without == 219);
   CHECK(error_sum / builds < 0.35 * 1048576);
 }
 
