@@ -10,8 +10,9 @@ combinations nobody picked.  Two stages, so that zeromem's predictions exist bef
 
 With --fsdp, each draw becomes rank 0 of a data-parallel job as fsdp_fake.py runs one (PyTorch's fake process group on
 one GPU): FSDP2 with FULL_SHARD or SHARD_GRAD_OP, or DDP, over 2-64 ranks, pure bf16 or (FSDP2 only) fp32 parameters
-under MixedPrecisionPolicy(bf16, reduce fp32), SDPA, AdamW (foreach), one micro-batch a step; `measure-fsdp` runs them
-in one process, in fsdp_fake.py's record shape (the calibration set's fsdp_rank0 section).
+under MixedPrecisionPolicy(bf16, reduce fp32), SDPA, AdamW (foreach), one micro-batch a step; `measure-fsdp` measures
+them in fsdp_fake.py's record shape (the calibration set's fsdp_rank0 section). Run it one case a process (--only NAME;
+merge_measured.py joins the files): in one process a case's state can outlive it and spoil the next one's baseline.
 With --zeromem, each draw is predicted first (as tests/unit/test_calibration.cpp asks, on an H200) and its phases
 written beside it; a draw zeromem refuses is kept under "refused" with its message and not measured.
 `measure` runs the cases in order until the deadline (seconds since it started; a case is not begun after it), writing
@@ -194,19 +195,25 @@ def predict(binary, case, first):
             **{p: j["phases"][p]["peak_bytes"] for p in ("forward", "backward", "optimizer_step")}}, None
 
 
-def measure(cases_file, out_file, deadline):
-    sys.path.insert(0, HERE)
-    import measure_hf
-    import torch
-    import transformers
+def write_configs(cases):
+    """Each draw's config.json in a temporary directory, configs/<config>/config.json, where measure_hf.build looks."""
     import tempfile
-    with open(cases_file) as f:
-        cases = json.load(f)["cases"]
     configs = tempfile.mkdtemp()
     for c in cases:
         os.makedirs(os.path.join(configs, c["config"]), exist_ok=True)
         with open(os.path.join(configs, c["config"], "config.json"), "w") as f:
             json.dump(c["config_json"], f)
+    return configs
+
+
+def measure(cases_file, out_file, deadline):
+    sys.path.insert(0, HERE)
+    import measure_hf
+    import torch
+    import transformers
+    with open(cases_file) as f:
+        cases = json.load(f)["cases"]
+    configs = write_configs(cases)
     measure_hf.config_path = lambda name: os.path.join(configs, name)
     info = dict(torch=torch.__version__, transformers=transformers.__version__, device=torch.cuda.get_device_name(0),
                 total=torch.cuda.mem_get_info()[1])
@@ -241,16 +248,11 @@ def measure_data_parallel(cases_file, out_file, deadline, only=None):
     import fsdp_fake
     import torch
     import transformers
-    import tempfile
     with open(cases_file) as f:
         cases = [c for c in json.load(f)["cases"] if only is None or c["name"] == only]
     if not cases:
         raise SystemExit(f"no case named {only} in {cases_file}")
-    configs = tempfile.mkdtemp()
-    for c in cases:
-        os.makedirs(os.path.join(configs, c["config"]), exist_ok=True)
-        with open(os.path.join(configs, c["config"], "config.json"), "w") as f:
-            json.dump(c["config_json"], f)
+    configs = write_configs(cases)
     measure_hf.config_path = lambda name: os.path.join(configs, name)  # fsdp_fake's build looks it up here
     x = torch.zeros(1, device="cuda"); torch.cuda.synchronize()
     info = dict(torch=torch.__version__, transformers=transformers.__version__, device=torch.cuda.get_device_name(0),
