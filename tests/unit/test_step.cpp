@@ -561,12 +561,54 @@ TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one la
   t.dp = 8;
   const step_estimate e = estimate_step(llama2(), t, sdpa(2048, 1, recompute::full), s);
   CHECK(e.forward.resting == bytes_of(842'301'952LL * 6));
-  // The root (embedding, final norm, lm_head: 2 x 131,072,000 + 4096) stays unsharded in bf16 through forward.
-  CHECK(e.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2));
-  // SHARD_GRAD_OP keeps all 32 layers unsharded (32 x 202,383,360 x 2 B) besides the root when backward starts.
+  // The root (embedding, final norm, lm_head: 2 x 131,072,000 + 4096) stays unsharded in bf16 through forward, and the
+  // last layer's flat all-gather output (202,383,360 x 2 B) waits for the root's post-forward, after the loss.
+  CHECK(e.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2 + 202'383'360LL * 2));
+  // SHARD_GRAD_OP keeps all 32 layers unsharded (32 x 202,383,360 x 2 B) besides the root and that output.
   s.reshard_after_forward = false;
   const step_estimate g = estimate_step(llama2(), t, sdpa(2048, 1, recompute::full), s);
-  CHECK(g.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2 + 32 * 202'383'360LL * 2));
+  CHECK(g.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2 + 33 * 202'383'360LL * 2));
+  // One rank copies nothing out (wait_for_unshard's world_size == 1 branch): the root and the layers alone.
+  s.fsdp_world = 1;
+  t.dp = 1;
+  const step_estimate one = estimate_step(llama2(), t, sdpa(2048, 1, recompute::full), s);
+  CHECK(one.forward.gathered == bytes_of((2 * 131'072'000LL + 4096) * 2 + 32 * 202'383'360LL * 2));
+}
+
+TEST_CASE("step: FSDP2 frees a forward all-gather output only at the next copy-out, the last at the root's post-forward", "[step][moe]") {
+  // random-20261203-037 (tests/data/calibration/h200-random-fsdp-steps-20261203.json): a one-layer Qwen2-MoE layout
+  // (hidden 512, 8 heads, 2 KV heads, 4 experts of 512 and a shared expert of 512, top 1, vocabulary 32,000 untied),
+  // SHARD_GRAD_OP over 32 ranks, fp32 parameters under MixedPrecisionPolicy(bf16, reduce fp32), s 512, b 1. Parameters:
+  //   the root: embedding and lm_head 2 x 32,000 x 512 + the final norm 512 = 32,768,512;
+  //   the layer: q 512 x 512 + 512, k and v 128 x 512 + 128 each, o 512 x 512 (656,128), two norms 1,024, the router
+  //   4 x 512, experts 4 x (1,024 x 512 + 512 x 512) = 3,145,728, the shared expert 3 x 512 x 512 and its gate 512:
+  //   4,591,872; FSDP2 pads the experts' dim 0 to 32 rows (_fsdp_param.py), 28 x 786,432 = 22,020,096 more.
+  // In forward the gathered layer stays (no reshard after forward) and its flat all-gather output, the same padded
+  // 26,611,968 elements, is kept in comm_ctx.all_gather_state until the root's post-forward: in bf16,
+  //   32,768,512 x 2 + 2 x 26,611,968 x 2 = 65,537,024 + 106,447,872 = 171,984,896 B,
+  // which puts the step's peak at the forward's loss: 438,763,320 B predicted, 442,460,672 B measured (−0.84%; −5.46%
+  // in backward without that output).
+  const transformer_config q = parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 512, "intermediate_size": 512,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": 32000, "hidden_act": "silu",
+      "rms_norm_eps": 1e-06, "max_position_embeddings": 8192, "tie_word_embeddings": false, "decoder_sparse_step": 1,
+      "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts_per_tok": 1, "num_experts": 4,
+      "norm_topk_prob": false, "use_sliding_window": false})");
+  step_config s{};
+  s.fsdp_world = 32;
+  s.reshard_after_forward = false;
+  training_states t{};
+  t.recipe = recipe_of(precision::mixed_bf16);
+  t.optimizer.kind = optimizer_kind::adamw;
+  t.dp = 32;
+  activation_config a = sdpa(512, 1);
+  a.impl = implementation::hf;
+  const step_estimate e = estimate_step(q, t, a, s);
+  CHECK(e.forward.gathered == bytes_of(171'984'896));
+  CHECK(e.peak_phase == step_phase::forward);
+  CHECK(std::abs(static_cast<double>(e.peak.count()) / 442'460'672.0 - 1.0) < 0.01);
+  // FULL_SHARD: the layer is resharded after its forward, its all-gather output is not: 65,537,024 + 53,223,936.
+  s.reshard_after_forward = true;
+  CHECK(estimate_step(q, t, a, s).forward.gathered == bytes_of(118'760'960));
 }
 
 TEST_CASE("step: FSDP2's backward peaks in layer 1, with layer 0 prefetched and layer 2's reduce-scatter input held", "[step]") {
@@ -1255,9 +1297,10 @@ TEST_CASE("step: transformers 5's experts are two 3D parameters a layer, stepped
   // The all-gather outputs are 16 x the padded chunk (_fsdp_collectives.py): a layer gathers 16 experts' rows of each
   // expert tensor, the eight real ones and eight of padding, (1,451,270,144 + 8 x 176,160,768) x 2 B = 5,721,112,576 B.
   // Under SHARD_GRAD_OP every layer stays gathered through forward, beside the root (embedding, final norm and lm_head:
-  // (2 x 131,072,000 + 4096) x 2 B = 524,296,192 B).
+  // (2 x 131,072,000 + 4096) x 2 B = 524,296,192 B) and the last layer's flat all-gather output, kept to the root's
+  // post-forward.
   s.reshard_after_forward = false;
-  CHECK(estimate_step(m, t, sdpa(1024, 1), s).forward.gathered == bytes_of(524'296'192 + 2 * 5'721'112'576LL));
+  CHECK(estimate_step(m, t, sdpa(1024, 1), s).forward.gathered == bytes_of(524'296'192 + 3 * 5'721'112'576LL));
   s.reshard_after_forward = true;
   // Over 8 ranks each holds one expert of each whether stacked or not: the even share, (3,164,688,384 / 8) x 6 B.
   t.dp = 8;

@@ -493,7 +493,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   }
 
   // ---- forward: every saved activation, then the loss ----
-  const bytes gathered_forward = fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) : bytes{};
+  // FSDP2 keeps a group's flat all-gather output (ranks x its padded shard, compute dtype) in forward until the next
+  // group's copy-out (_fsdp_param_group.py wait_for_unshard: comm_ctx.all_gather_state), and the last layer's until the
+  // root's post-forward (_fsdp_state.py _post_forward), after the loss a CausalLM's forward computes: one layer's
+  // beside every forward moment. One rank copies nothing (world_size == 1).
+  const bytes deferred_all_gather = fsdp && s.fsdp_world > 1 ? layer_unsharded : bytes{};
+  const bytes gathered_forward =
+      fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) + deferred_all_gather : bytes{};
   // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
   // freed, after the loss: every layer's K and V copies that attention does not keep itself.
   const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
@@ -611,13 +617,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     eager_forward = before_output - later + softmax_fp32 + scores_c + eager_mask + positions + embedding_output + layer_input + frame;
   }
+  // Inside the last layer FULL_SHARD's gathered layer is still there too (the loss comes after its post-forward reshard).
+  const bytes last_layer_gathered = fsdp && s.reshard_after_forward ? layer_unsharded : bytes{};
   const auto forward = [&] {
     if (eager_forward > saved + loss_forward)
       return step_terms{resting, grads_alive, eager_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
     if (checkpointed_forward > saved + loss_forward)
       return step_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, bytes{}};
-    if (routed_forward > saved + loss_forward)
-      return step_terms{resting, grads_alive, routed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
+    if (routed_forward > bytes{} && routed_forward + last_layer_gathered > saved + loss_forward)
+      return step_terms{resting, grads_alive, routed_forward, bytes{}, bytes{}, bytes{}, gathered_forward + last_layer_gathered, comm,
+                        bytes{}, bytes{}, kv_cache};
     step_terms loss_moment_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
     loss_moment_terms.autocast_cache = autocast_cache;
     return loss_moment_terms;
