@@ -682,6 +682,43 @@ TEST_CASE("step: FSDP2's root holds a tied table's three gradients at the end, a
   CHECK(untied.backward.gathered == bytes{});
 }
 
+TEST_CASE("step: FSDP2's gathered layer is walked to its attention input linear, whose weight gradient is made last", "[step]") {
+  // random-20261203-017 (tests/data/calibration/h200-random-fsdp-steps-20261203.json): an OLMo layout, hidden 2048,
+  // 2 layers (32 heads of 64, ffn 5440, non-parametric LayerNorms), vocabulary 1,024 tied; FULL_SHARD over 64 ranks,
+  // pure bf16, SDPA, s 256, b 2 (512 tokens against 2048-wide layers). A layer holds 4 x 2048^2 + 3 x 2048 x 5440 =
+  // 50,200,576 parameters (100,401,152 B in bf16), the tied table 1,024 x 2048 = 2,097,152. At layer 1's q_proj node
+  // (MmBackward0, its weight's gradient made with its input kept) the rank holds:
+  //   gradients: the tied table's from lm_head, waiting in the input buffer, 4,194,304, and all of layer 1's,
+  //              100,401,152: 104,595,456;
+  //   activations: layer 0's saved tensors (two fp32 LayerNorm inputs with their statistics 2 x 4,198,400, the norms'
+  //              outputs, q, k, v, the attention output 6 x 2,097,152, SDPA's fp32 log-sum-exp 2 x 32 x 256 x 4 =
+  //              65,536, the MLP's gate, up, act and product 4 x 512 x 5440 x 2 = 22,282,240: 43,327,488), the token ids
+  //              4,096 and the rotary tables 131,072, and layer 1's input norm (4,198,400) and its output, the linear's
+  //              kept input (2,097,152): 49,758,208;
+  //   flowing: dL/d(residual), q_proj's incoming gradient, k's and v's input gradients summed, and the input gradient
+  //              q_proj made, 4 x 512 x 2048 x 2 = 8,388,608;
+  //   gathered: the root 4,194,304, layer 1 and the prefetched layer 0, 2 x 100,401,152: 204,996,608;
+  // with the resting shards ceil(102,498,304 / 64) x 2 B x 3 = 9,609,216 and the cuBLAS workspaces 67,108,864:
+  // 444,456,960 B. The H200 measured 449,441,280 B (−1.11%; −3.09% at layer 0's copy-out before this node was walked
+  // under FSDP2).
+  const transformer_config o = parse_hf_config(R"({"model_type": "olmo", "hidden_size": 2048, "intermediate_size": 5440,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 2, "vocab_size": 1024, "hidden_act": "silu",
+      "max_position_embeddings": 2048, "tie_word_embeddings": true, "attention_bias": false, "clip_qkv": null})");
+  step_config s{};
+  s.fsdp_world = 64;
+  training_states t = pure_bf16();
+  t.dp = 64;
+  activation_config a = sdpa(256, 2);
+  a.impl = implementation::hf;
+  const step_estimate e = estimate_step(o, t, a, s);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gradients == bytes_of(104'595'456));
+  CHECK(e.backward.activations == bytes_of(49'758'208));
+  CHECK(e.backward.flowing == bytes_of(8'388'608));
+  CHECK(e.backward.gathered == bytes_of(204'996'608));
+  CHECK(e.peak == bytes_of(444'456'960));
+}
+
 TEST_CASE("step: FSDP2 with alternating layers walks the next layer of layer 0's kind too", "[step]") {
   // Gemma-2-2B (google/gemma-2-2b config.json: hidden 2304, 26 layers, 8 heads of 256, 4 KV heads, ffn 9216, vocab
   // 256000 tied), 2 ranks, pure bf16, SDPA, full recompute, s 4096 = its sliding window, b 2, fused loss. Layers 0, 2,
