@@ -606,6 +606,11 @@ TEST_CASE("step: FSDP2 frees a forward all-gather output only at the next copy-o
   CHECK(e.forward.gathered == bytes_of(171'984'896));
   CHECK(e.peak_phase == step_phase::forward);
   CHECK(std::abs(static_cast<double>(e.peak.count()) / 442'460'672.0 - 1.0) < 0.01);
+  // A loss taken from the returned logits (verl's log-probs) comes after the root's post-forward has freed that
+  // output: the root and the layer at the loss, 65,537,024 + 53,223,936.
+  s.loss_in_forward = false;
+  CHECK(estimate_step(q, t, a, s).forward.gathered == bytes_of(118'760'960));
+  s.loss_in_forward = true;
   // FULL_SHARD: the layer is resharded after its forward, its all-gather output is not: 65,537,024 + 53,223,936.
   s.reshard_after_forward = true;
   CHECK(estimate_step(q, t, a, s).forward.gathered == bytes_of(118'760'960));

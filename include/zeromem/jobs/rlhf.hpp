@@ -365,6 +365,9 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   if (t.model.vision.blocks == 0) t.activations.image_tokens = 0;  // a text critic beside a vision-language actor
   t.step = j.step;
   t.step.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
+  // The trainers take log-probs (and values) from the returned logits, after the model's forward (verl dp_actor.py
+  // _forward_micro_batch: logprobs_from_logits; OpenRLHF Actor.forward: log_probs_from_logits).
+  t.step.loss_in_forward = false;
   t.overheads = j.overheads;
   if (r.fsdp && r.zero_stage >= 2) {
     t.step.fsdp_world = r.gpus;

@@ -83,6 +83,10 @@ struct step_config {
   std::int64_t fsdp_world = 0;
   /// FSDP2 reshard_after_forward: true for FULL_SHARD, false for SHARD_GRAD_OP.
   bool reshard_after_forward = true;
+  /// The loss is computed inside the model's forward call (transformers' CausalLM given labels), so FSDP2's root
+  /// post-forward, which frees the last layer's all-gather output, comes after it; false where the loss is taken from
+  /// the returned logits (verl's and OpenRLHF's log-probs).
+  bool loss_in_forward = true;
   /// PyTorch DistributedDataParallel: its Reducer allocates all-reduce buckets as large as every gradient when it
   /// is built (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets: bucket.gradients = at::empty(...)),
   /// so they are alive through every phase; autograd's gradients are copied into them.
@@ -495,11 +499,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // ---- forward: every saved activation, then the loss ----
   // FSDP2 keeps a group's flat all-gather output (ranks x its padded shard, compute dtype) in forward until the next
   // group's copy-out (_fsdp_param_group.py wait_for_unshard: comm_ctx.all_gather_state), and the last layer's until the
-  // root's post-forward (_fsdp_state.py _post_forward), after the loss a CausalLM's forward computes: one layer's
-  // beside every forward moment. One rank copies nothing (world_size == 1).
+  // root's post-forward (_fsdp_state.py _post_forward): one layer's beside every forward moment inside the layers, and
+  // beside the loss where the model's forward computes it (a CausalLM given labels; not a loss taken from the returned
+  // logits, step_config::loss_in_forward). One rank copies nothing (world_size == 1).
   const bytes deferred_all_gather = fsdp && s.fsdp_world > 1 ? layer_unsharded : bytes{};
   const bytes gathered_forward =
-      fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) + deferred_all_gather : bytes{};
+      fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) + (s.loss_in_forward ? deferred_all_gather : bytes{})
+           : bytes{};
   // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
   // freed, after the loss: every layer's K and V copies that attention does not keep itself.
   const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
@@ -617,8 +623,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     eager_forward = before_output - later + softmax_fp32 + scores_c + eager_mask + positions + embedding_output + layer_input + frame;
   }
-  // Inside the last layer FULL_SHARD's gathered layer is still there too (the loss comes after its post-forward reshard).
-  const bytes last_layer_gathered = fsdp && s.reshard_after_forward ? layer_unsharded : bytes{};
+  // Inside the last layer its all-gather output is there whatever computes the loss, and FULL_SHARD's gathered layer
+  // too (the loss comes after its post-forward reshard).
+  const bytes last_layer_gathered = (s.loss_in_forward ? bytes{} : deferred_all_gather) + (fsdp && s.reshard_after_forward ? layer_unsharded : bytes{});
   const auto forward = [&] {
     if (eager_forward > saved + loss_forward)
       return step_terms{resting, grads_alive, eager_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
