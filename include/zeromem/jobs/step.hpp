@@ -911,8 +911,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // log-sum-exp it kept are alive. The workspace is cuDNN's (get_workspace_size, not in PyTorch's source): an H200's
   // StableLM trace held 1,597,696 B at 512 tokens of 12 heads of 64, the fp32 dq accumulator 4 sb heads d and the fp32
   // row sums 4 b heads s (256 B more not explained) (−4.4% before). Below the norms' moments in RMSNorm layers (their
-  // six fp32 copies), it is read for LayerNorm layers (GPT-NeoX, StableLM, Phi, StarCoder2), 16-bit, without autocast,
-  // dropout, with as many key heads as query heads (under FSDP2 too, on the gathered layer).
+  // six fp32 copies), it is read for LayerNorm layers (GPT-NeoX, StableLM, Phi, StarCoder2), 16-bit, without autocast
+  // or dropout, with as many key heads as query heads (under FSDP2 too, on the gathered layer).
   const bool attention_kernel_walk = mlp_walk && core_layout && m.norm == norm_kind::layernorm && a.attention == attention_kind::flash &&
                                      a.device == device_kind::cuda && !a.autocast && a.dropout == 0.0 && !m.post_residual_norms &&
                                      (compute == dtype::bf16 || compute == dtype::fp16) && m.kv_heads == m.heads;
