@@ -33,6 +33,16 @@ activation_config sdpa(std::int64_t s, std::int64_t b, recompute r = recompute::
   return a;
 }
 
+// Rank 0 of an FSDP2 job over `ranks` (FULL_SHARD, or SHARD_GRAD_OP where reshard_after_forward is false), its
+// data-parallel degree set to match.
+step_estimate fsdp2_rank(const transformer_config& m, training_states t, const activation_config& a, std::int64_t ranks,
+                         bool reshard_after_forward = true, step_config s = {}) {
+  s.fsdp_world = ranks;
+  s.reshard_after_forward = reshard_after_forward;
+  t.dp = ranks;
+  return estimate_step(m, t, a, s);
+}
+
 // The CPU step oracles' step (tests/oracle): pure bf16, eager attention in transformers' code on the CPU under torch 1,
 // no cuBLAS workspaces.
 step_estimate oracle_step(const transformer_config& m, std::int64_t s, std::int64_t b, recompute r, device_kind device = device_kind::cpu) {
@@ -593,27 +603,20 @@ TEST_CASE("step: FSDP2 frees a forward all-gather output only at the next copy-o
       "rms_norm_eps": 1e-06, "max_position_embeddings": 8192, "tie_word_embeddings": false, "decoder_sparse_step": 1,
       "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts_per_tok": 1, "num_experts": 4,
       "norm_topk_prob": false, "use_sliding_window": false})");
-  step_config s{};
-  s.fsdp_world = 32;
-  s.reshard_after_forward = false;
-  training_states t{};
+  training_states t = pure_bf16();
   t.recipe = recipe_of(precision::mixed_bf16);
-  t.optimizer.kind = optimizer_kind::adamw;
-  t.dp = 32;
-  activation_config a = sdpa(512, 1);
-  a.impl = implementation::hf;
-  const step_estimate e = estimate_step(q, t, a, s);
+  const activation_config a = sdpa(512, 1);
+  const step_estimate e = fsdp2_rank(q, t, a, 32, false);
   CHECK(e.forward.gathered == bytes_of(171'984'896));
   CHECK(e.peak_phase == step_phase::forward);
   CHECK(std::abs(static_cast<double>(e.peak.count()) / 442'460'672.0 - 1.0) < 0.01);
   // A loss taken from the returned logits (verl's log-probs) comes after the root's post-forward has freed that
   // output: the root and the layer at the loss, 65,537,024 + 53,223,936.
-  s.loss_in_forward = false;
-  CHECK(estimate_step(q, t, a, s).forward.gathered == bytes_of(118'760'960));
-  s.loss_in_forward = true;
+  step_config outside{};
+  outside.loss_in_forward = false;
+  CHECK(fsdp2_rank(q, t, a, 32, false, outside).forward.gathered == bytes_of(118'760'960));
   // FULL_SHARD: the layer is resharded after its forward, its all-gather output is not: 65,537,024 + 53,223,936.
-  s.reshard_after_forward = true;
-  CHECK(estimate_step(q, t, a, s).forward.gathered == bytes_of(118'760'960));
+  CHECK(fsdp2_rank(q, t, a, 32).forward.gathered == bytes_of(118'760'960));
 }
 
 TEST_CASE("step: FSDP2's backward peaks in layer 1, with layer 0 prefetched and layer 2's reduce-scatter input held", "[step]") {
@@ -656,14 +659,7 @@ TEST_CASE("step: FSDP2's root holds a tied table's three gradients at the end, a
       "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "num_hidden_layers": 2, "vocab_size": 128256,
       "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
       "rope_local_base_freq": 10000, "sliding_window": 512, "sliding_window_pattern": 6, "max_position_embeddings": 32768})");
-  step_config s{};
-  s.fsdp_world = 2;
-  s.reshard_after_forward = false;
-  training_states t = pure_bf16();
-  t.dp = 2;
-  activation_config a = sdpa(256, 2);
-  a.impl = implementation::hf;
-  const step_estimate tied = estimate_step(g, t, a, s);
+  const step_estimate tied = fsdp2_rank(g, pure_bf16(), sdpa(256, 2), 2, false);
   CHECK(tied.peak_phase == step_phase::backward);
   CHECK(tied.backward.gradients == bytes_of(3'273'696'256LL));
   CHECK(tied.backward.gathered == bytes_of(1'050'681'344LL));
@@ -677,11 +673,9 @@ TEST_CASE("step: FSDP2's root holds a tied table's three gradients at the end, a
   const transformer_config l = parse_hf_config(R"({"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2048,
       "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 151936, "hidden_act": "silu",
       "rms_norm_eps": 1e-05, "max_position_embeddings": 4096, "tie_word_embeddings": false})");
-  s.fsdp_world = 64;
-  s.reshard_after_forward = true;
-  t.recipe = recipe_of(precision::mixed_bf16);
-  t.dp = 64;
-  const step_estimate untied = estimate_step(l, t, sdpa(128, 2), s);
+  training_states mixed = pure_bf16();
+  mixed.recipe = recipe_of(precision::mixed_bf16);
+  const step_estimate untied = fsdp2_rank(l, mixed, sdpa(128, 2), 64);
   CHECK(untied.backward.gradients == bytes_of(622'331'904 + 1'081'600));
   CHECK(untied.backward.communication == bytes_of(1'244'663'808LL));
   CHECK(untied.backward.gathered == bytes{});
@@ -709,13 +703,7 @@ TEST_CASE("step: FSDP2's gathered layer is walked to its attention input linear,
   const transformer_config o = parse_hf_config(R"({"model_type": "olmo", "hidden_size": 2048, "intermediate_size": 5440,
       "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 2, "vocab_size": 1024, "hidden_act": "silu",
       "max_position_embeddings": 2048, "tie_word_embeddings": true, "attention_bias": false, "clip_qkv": null})");
-  step_config s{};
-  s.fsdp_world = 64;
-  training_states t = pure_bf16();
-  t.dp = 64;
-  activation_config a = sdpa(256, 2);
-  a.impl = implementation::hf;
-  const step_estimate e = estimate_step(o, t, a, s);
+  const step_estimate e = fsdp2_rank(o, pure_bf16(), sdpa(256, 2), 64);
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.gradients == bytes_of(104'595'456));
   CHECK(e.backward.activations == bytes_of(49'758'208));
