@@ -1704,6 +1704,35 @@ TEST_CASE("step: LayerNorm layers' last eager softmax, beside what the attention
   CHECK(p.forward.total() - p.forward.resting == bytes_of(19'556'368 - 16));
 }
 
+TEST_CASE("step: with a KV cache, a LayerNorm layer's last eager softmax keeps the projections the frame still names", "[step]") {
+  // The H200's StableLM step (random-20261202-009, torch 2.11.0+cu130, transformers 5.17.0): hidden 512, 1 layer, 8 heads
+  // of 64, SwiGLU ffn 1536, vocabulary 1024 untied, RoPE on 16 of each head's 64 dimensions, use_cache true, 2048 tokens
+  // x 1, bf16, eager. Its forward peaked at 388,182,016 B above what the process held before, on 27,308,032 B of weights
+  // and AdamW states: 360,873,984 B above them, where the loss's moment is 268,664,840 (-25.6%).
+  const auto config = [](double rotary) {
+    return parse_hf_config(R"({"model_type": "stablelm", "hidden_size": 512, "intermediate_size": 1536, "num_attention_heads": 8,
+        "num_key_value_heads": 8, "num_hidden_layers": 1, "vocab_size": 1024, "hidden_act": "silu", "layer_norm_eps": 1e-05,
+        "max_position_embeddings": 4096, "qk_layernorm": false, "rope_theta": 10000, "tie_word_embeddings": false,
+        "use_parallel_residual": false, "use_qkv_bias": true, "hidden_dropout": 0.0, "attention_dropout": 0.0, "use_cache": true,
+        "partial_rotary_factor": )" + std::to_string(rotary) + "}");
+  };
+  activation_config a = sdpa(2048, 1);
+  a.attention = attention_kind::eager;
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(config(0.25), pure_bf16(), a, s);
+  CHECK(e.forward.loss == bytes{});  // the last layer's softmax, not the loss
+  const double above = static_cast<double>((e.forward.total() - e.forward.resting).count());
+  CHECK(above == Approx(360'873'984.0).epsilon(0.005));  // -0.29%
+  // The cache rebinds key_states and value_states to its copies; query_pass and key_pass still hold q_proj's and k_proj's
+  // outputs (2 x 2048 x 512 x 2 B), query_rot and key_rot the rotated parts (2 x 2048 x 8 x 16 x 2 B). RoPE on 32
+  // dimensions widens the rotated parts by 2 x 2048 x 8 x 16 x 2 = 1,048,576 B and cos and sin (2048 x 32, bf16) by
+  // 2 x 2048 x 16 x 2 = 131,072 B; nothing else at this moment depends on the fraction (torch.cat joins the parts).
+  const step_estimate wider = estimate_step(config(0.5), pure_bf16(), a, s);
+  CHECK(wider.forward.loss == bytes{});
+  CHECK(wider.forward.activations - e.forward.activations == bytes_of(1'048'576 + 131'072));
+}
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six
