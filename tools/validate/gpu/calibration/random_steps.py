@@ -2,7 +2,7 @@
 runs its cases (one GPU, random weights, phases of one optimizer step), so that the step model meets shapes and
 combinations nobody picked.  Two stages, so that zeromem's predictions exist before anything is measured:
 
-  python3 random_steps.py draw --count N --seed S [--zeromem BIN] CASES.json   # no torch: the cases, their configs
+  python3 random_steps.py draw --count N --seed S [--families F,G] [--zeromem BIN] CASES.json   # no torch: the cases, their configs
   python3 random_steps.py measure CASES.json OUT.json [--deadline SECONDS]
   python3 random_steps.py misses CASES.json OUT.json PERCENT [COUNT]   # the measured cases furthest from their prediction
   python3 random_steps.py draw --fsdp --count N --seed S [--zeromem BIN] CASES.json   # rank 0 of FSDP2 / DDP jobs
@@ -34,6 +34,11 @@ BASES = {"llama": "llama-2-7b", "qwen2": "qwen2.5-1.5b", "qwen3": "qwen3-8b", "m
          "phi3": "phi-3-mini-4k", "phi": "phi-2", "gpt_neox": "pythia-1b", "stablelm": "stablelm-2-1.6b", "opt": "opt-350m",
          "gpt2": "gpt2", "mixtral": "mixtral-8x7b-2layers", "qwen3_moe": "qwen3-moe-2layers-vocab1024",
          "olmoe": "olmoe-1b-7b-2layers", "qwen2_moe": "qwen1.5-moe-2layers-vocab1024"}
+# Families zeromem reads that no GPU has measured yet, drawn only when named (draw --families ...), so that the default
+# draw of a seed stays the one committed: their configuration classes' defaults (transformers 5,
+# configuration_<family>.py), no published config.json being kept here.
+UNMEASURED = {"starcoder2": "starcoder2-defaults", "granite": "granite-defaults", "smollm3": "smollm3-defaults",
+              "olmo3": "olmo3-defaults"}
 MOE = ("mixtral", "qwen3_moe", "olmoe", "qwen2_moe")
 OPTIMIZERS = ["adamw"] * 6 + ["adam", "sgd", "sgd-momentum", "rmsprop", "adagrad", "nadam", "adamax", "adafactor"]
 
@@ -55,9 +60,9 @@ def rough_bytes(f, cfg):
     return params * (18 if f != "amp" else 20) + acts
 
 
-def draw_one(rng, index, seed):
-    family = rng.choice(list(BASES))
-    c = load(BASES[family])
+def draw_one(rng, index, seed, families=None):
+    family = rng.choice(families or list(BASES))
+    c = load({**BASES, **UNMEASURED}[family])
     moe = family in MOE
     d = rng.choice([64, 128]) if family not in ("gemma", "gemma2", "gemma3_text") else rng.choice([64, 128, 256])
     heads = rng.choice([2, 4, 8, 12, 16, 32])
@@ -108,13 +113,20 @@ def draw_one(rng, index, seed):
         c.pop("intermediate_size")
     if family in ("gemma", "gemma2", "gemma3_text"):
         c["query_pre_attn_scalar"] = d
-    if family in ("gemma2", "gemma3_text", "mistral", "phi3"):
+    if family in ("gemma2", "gemma3_text", "mistral", "phi3", "olmo3"):
         c["sliding_window"] = rng.choice([128, 512, 4096])
+    if family == "starcoder2":  # bigcode's released configs drop out 0.1 on the residual, embeddings and probabilities
+        p = rng.choice([0.0, 0.1])
+        c.update({"residual_dropout": p, "embedding_dropout": p, "attention_dropout": p, "use_bias": rng.random() < 0.8,
+                  "sliding_window": rng.choice([None, 512, 4096])})
+    if family == "granite":  # ibm-granite 3.x's multipliers: no size changes with them, but their products are tensors
+        c.update({"embedding_multiplier": 12.0, "logits_scaling": 8.0, "residual_multiplier": 0.22,
+                  "attention_multiplier": 0.015625, "attention_bias": rng.random() < 0.3})
     if family == "phi":
         c["partial_rotary_factor"] = rng.choice([0.25, 0.5])  # 0.4 of a 64- or 128-wide head is no whole dimension
     if family == "gpt_neox":
         c["rotary_pct"] = rng.choice([0.25, 0.5, 1.0])
-    if family in ("llama", "qwen2", "qwen3", "mistral", "olmo2", "phi3", "stablelm") and rng.random() < 0.3:
+    if family in ("llama", "qwen2", "qwen3", "mistral", "olmo2", "phi3", "stablelm", "granite", "olmo3") and rng.random() < 0.3:
         c["tie_word_embeddings"] = True
     if moe:
         experts = "num_local_experts" if family == "mixtral" else "num_experts"
@@ -148,11 +160,11 @@ def as_data_parallel(rng, case):
             "micro_batch": case["micro_batch"], "checkpointing": case["checkpointing"], "foreach": True}
 
 
-def draw(count, seed, data_parallel=False):
+def draw(count, seed, data_parallel=False, families=None):
     rng = random.Random(seed)
     drawn = []
     while len(drawn) < count:
-        one = draw_one(rng, len(drawn), seed)
+        one = draw_one(rng, len(drawn), seed, families)
         if one:
             case, config = one
             if data_parallel:
@@ -275,7 +287,11 @@ def measure_data_parallel(cases_file, out_file, deadline, only=None):
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "draw":
         count, seed = int(sys.argv[sys.argv.index("--count") + 1]), int(sys.argv[sys.argv.index("--seed") + 1])
-        cases, refused = draw(count, seed, data_parallel="--fsdp" in sys.argv), []
+        families = sys.argv[sys.argv.index("--families") + 1].split(",") if "--families" in sys.argv else None
+        unknown = [f for f in families or [] if f not in BASES and f not in UNMEASURED]
+        if unknown:
+            raise SystemExit(f"unknown families {unknown}; known: {', '.join(list(BASES) + list(UNMEASURED))}")
+        cases, refused = draw(count, seed, data_parallel="--fsdp" in sys.argv, families=families), []
         if "--zeromem" in sys.argv:
             binary, kept = sys.argv[sys.argv.index("--zeromem") + 1], []
             for c in cases:
