@@ -259,6 +259,32 @@ TEST_CASE("estimate --hf-config takes a model's directory as AutoConfig.from_pre
   CHECK(bad.err == "zeromem: directory '" ZEROMEM_FIXTURES_DIR "/hf-bad' holds no config.json; pass a model's directory or its config.json\n");
 }
 
+TEST_CASE("estimate --hf-config of a prequantized checkpoint: its quantization_config must match --quantize", "[cli][model]") {
+  // A bitsandbytes NF4 checkpoint's config.json (BitsAndBytesConfig.to_dict()): read as unquantized it would count
+  // 16-bit weights. Without --quantize: one line naming the fix, exit 2. With it: the estimate of the same config
+  // without quantization_config quantized at load time (QLoRA), to the byte.
+  const std::string shape = R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 1000)";
+  const std::filesystem::path quantized = std::filesystem::temp_directory_path() / "zeromem-cli-nf4.json";
+  const std::filesystem::path plain = std::filesystem::temp_directory_path() / "zeromem-cli-nf4-plain.json";
+  std::ofstream(quantized) << shape << R"(, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true,
+    "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true}})";
+  std::ofstream(plain) << shape << "}";
+  const result bad = run_cli({"estimate", "--hf-config", quantized.string(), "--seq-len", "128"});
+  CHECK(bad.code == 2);
+  CHECK(bad.out.empty());
+  CHECK(bad.err == "zeromem: config.json '" + quantized.string() + "': quantization_config stores the weights in bitsandbytes NF4 "
+                   "with double quantization, but the base is modelled as unquantized weights: model it so (--quantize nf4; "
+                   "adaptation::quantize) or drop quantization_config for the unquantized weights\n");
+  const std::vector<std::string> qlora{"--seq-len", "128", "--quantize", "nf4", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--json"};
+  const nlohmann::json a = run_json(plus({"estimate", "--hf-config", quantized.string()}, qlora));
+  const nlohmann::json b = run_json(plus({"estimate", "--hf-config", plain.string()}, qlora));
+  CHECK(a["per_gpu"]["peak_bytes"] == b["per_gpu"]["peak_bytes"]);
+  CHECK(run_cli({"estimate", "--hf-config", quantized.string(), "--seq-len", "128", "--forward-only", "--quantize", "nf4"}).code == 0);
+  std::filesystem::remove(quantized);
+  std::filesystem::remove(plain);
+}
+
 TEST_CASE("estimate with a model given by flags", "[cli][model]") {
   // Llama-2-7B by hand: 6,738,415,616 parameters; 16 B each unsharded.
   const auto j = run_json({"estimate", "--hidden", "4096", "--layers", "32", "--heads", "32", "--ffn", "11008",

@@ -851,6 +851,41 @@ TEST_CASE("Granite's config: Llama's layer with scalar multipliers", "[model][hf
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("scaled residual branch (Granite's) is modelled on Llama's pre-norm layer"));
 }
 
+TEST_CASE("config.json's quantization_config: bitsandbytes' NF4 and 8-bit are matched with the base's quantization, others refused", "[model][hf]") {
+  // A prequantized checkpoint's config.json carries what from_pretrained loads it with (BitsAndBytesConfig.to_dict():
+  // quant_method "bitsandbytes", load_in_4bit, bnb_4bit_quant_type, bnb_4bit_use_double_quant, ...). Read as if
+  // unquantized, its 4-bit weights would count 16-bit: the base's quantization must say the same or it is refused.
+  const std::string llama = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 100)";
+  const std::string nf4 = llama + R"(, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true,
+    "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, "bnb_4bit_compute_dtype": "bfloat16"}})";
+  const hf_quantization qlora{quantization::nf4, true};
+  CHECK(count_parameters(parse_hf_config(nf4, qlora)).total == count_parameters(parse_hf_config(llama + "}")).total);
+  CHECK_THROWS_WITH(parse_hf_config(nf4), Catch::Matchers::Contains("quantization_config stores the weights in bitsandbytes NF4 with "
+                                                                    "double quantization, but the base is modelled as unquantized weights: "
+                                                                    "model it so (--quantize nf4; adaptation::quantize)"));
+  CHECK_THROWS_WITH(parse_hf_config(nf4, hf_quantization{quantization::nf4, false}), Catch::Matchers::Contains("without double quantization"));
+  // bnb_4bit_use_double_quant is false by default (BitsAndBytesConfig), and the fix then names --no-double-quant.
+  const std::string single = llama + R"(, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}})";
+  CHECK_NOTHROW(parse_hf_config(single, hf_quantization{quantization::nf4, false}));
+  CHECK_THROWS_WITH(parse_hf_config(single, qlora), Catch::Matchers::Contains("(--quantize nf4 --no-double-quant;"));
+  const std::string int8 = llama + R"(, "quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": true}})";
+  CHECK_NOTHROW(parse_hf_config(int8, hf_quantization{quantization::int8, true}));
+  CHECK_THROWS_WITH(parse_hf_config(int8, qlora), Catch::Matchers::Contains("(--quantize int8;"));
+  // No quantization_config (or null): the weights as stored, quantized or not as they load (QLoRA's runtime quantization).
+  CHECK_NOTHROW(parse_hf_config(llama + "}", qlora));
+  CHECK_NOTHROW(parse_hf_config(llama + R"(, "quantization_config": null})"));
+  // What is not modelled is refused by name: 4-bit fp4 (BitsAndBytesConfig's default type), other methods, a bad field.
+  CHECK_THROWS_WITH(parse_hf_config(llama + R"(, "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true}})", qlora),
+                    Catch::Matchers::Contains("4-bit fp4"));
+  CHECK_THROWS_WITH(parse_hf_config(llama + R"(, "quantization_config": {"quant_method": "awq", "bits": 4}})", qlora),
+                    Catch::Matchers::Contains(R"(quant_method '"awq"' is not modelled)"));
+  CHECK_THROWS_WITH(parse_hf_config(llama + R"(, "quantization_config": {"bits": 4}})"), Catch::Matchers::Contains("quant_method missing"));
+  CHECK_THROWS_WITH(parse_hf_config(llama + R"(, "quantization_config": {"quant_method": "bitsandbytes"}})"),
+                    Catch::Matchers::Contains("exactly one of load_in_4bit and load_in_8bit"));
+  CHECK_THROWS_WITH(parse_hf_config(llama + R"(, "quantization_config": 4})"), Catch::Matchers::Contains("must be an object"));
+}
+
 TEST_CASE("GPT-2's activation_function is read, and what is not modelled is refused by key", "[model][hf]") {
   const std::string gpt2 = R"({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100, "n_positions": 128)";
   const transformer_config base = parse_hf_config(gpt2 + "}");  // GPT2Config(activation_function="gelu_new")

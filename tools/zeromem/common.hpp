@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "zeromem/model/hf_config.hpp"
 #include "zeromem/zeromem.hpp"
 
 namespace zeromem::cli {
@@ -97,8 +98,9 @@ struct model_flags {
 /// --model, --hf-config and the shape flags; `attention_only` (kv) adds just the attention shape flags. A shape flag
 /// next to --model or --hf-config is an error: the preset's own value would silently win.
 void add_model_flags(CLI::App& app, model_flags& f, bool attention_only);
-/// The model the flags describe (a preset, a config.json, or a full set of shape flags).
-transformer_config model_of(const model_flags& f);
+/// The model the flags describe (a preset, a config.json, or a full set of shape flags). `base`: how the command models
+/// the frozen base (estimate's --quantize), which a config.json's quantization_config must match.
+transformer_config model_of(const model_flags& f, const hf_quantization& base = {});
 
 // ---- the device a verdict is against ----------------------------------------------------------------------
 /// A catalogued GPU (--gpu, any case) or a capacity (--gpu-memory 24GiB); neither: no verdict.

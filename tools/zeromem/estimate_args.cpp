@@ -243,7 +243,7 @@ estimate_inputs to_inputs(const estimate_args& a) {
   in.has_model = a.model.given();
   if (in.has_model && !a.params.empty()) detail::fail("give either --params or a model (--model, --hf-config, --hidden ...), not both");
   if (!in.has_model && a.params.empty()) detail::fail("give --params (such as 7.5B) or a model (--model, --hf-config, --hidden ...)");
-  if (in.has_model) in.job.model = model_of(a.model);
+  if (in.has_model) in.job.model = model_of(a.model, hf_quantization{parse_quantization(a.quantize), !a.no_double_quant});
   set_model_states(a, in);
 
   constexpr activation_config defaults{};

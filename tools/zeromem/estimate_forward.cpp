@@ -27,7 +27,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
        "--allocator, --reserve-fraction, --gradient-as-bucket-view, --keep-grads, --explain and --svg"}};
   for (const auto& [given, flags] : training_only)
     if (given) detail::fail(std::string("--forward-only runs the model without training; drop ") + flags);
-  const transformer_config m = model_of(a.model);
+  const quantization q = parse_quantization(a.quantize);
+  const transformer_config m = model_of(a.model, hf_quantization{q, !a.no_double_quant});
   const precision p = parse_precision(a.precision_name);
   forward_only_config f{};
   f.seq_len = a.seq_len;
@@ -38,7 +39,6 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   f.output = parse_forward_output(a.forward_output);
   f.device = parse_device(a.device_name);
   f.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, 1, f.blas_workspaces);  // the forward's thread
-  const quantization q = parse_quantization(a.quantize);
   if (a.no_double_quant && q != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
   // Inference keeps the weights in the compute dtype (a mixed or AMP recipe's fp32 copies belong to training).
   const forward_only_estimate e = estimate_forward_only(m, f, forward_weight_bytes(m, f.compute, q, !a.no_double_quant));

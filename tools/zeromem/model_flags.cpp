@@ -108,8 +108,10 @@ namespace {
 transformer_config shaped_model_of(const model_flags& f);
 }  // namespace
 
-transformer_config model_of(const model_flags& f) {
-  transformer_config m = !f.preset.empty() ? find_preset(f.preset).config : !f.hf_config.empty() ? read_hf_config(f.hf_config) : shaped_model_of(f);
+transformer_config model_of(const model_flags& f, const hf_quantization& base) {
+  transformer_config m = !f.preset.empty()      ? find_preset(f.preset).config
+                         : !f.hf_config.empty() ? read_hf_config(f.hf_config, base)
+                                                : shaped_model_of(f);
   if (f.expert_linears) {
     if (m.moe.experts == 0) detail::fail("--expert-linears: the model has no experts; drop it");
     m.moe.stacked = false;

@@ -15,9 +15,18 @@
 #include <system_error>
 
 #include "zeromem/core/error.hpp"
+#include "zeromem/model/adapters.hpp"
 #include "zeromem/model/model.hpp"
 
 namespace zeromem {
+
+/// How a checkpoint's weights are stored: config.json's quantization_config, which from_pretrained loads them by
+/// (transformers quantizers/auto.py). zeromem reads bitsandbytes' two (BitsAndBytesConfig): 4-bit NF4, with or without
+/// double quantization, and 8-bit (LLM.int8()).
+struct hf_quantization {
+  quantization kind = quantization::none;
+  bool double_quant = true;  // NF4's bnb_4bit_use_double_quant (adaptation::double_quant)
+};
 
 /// The config.json model types parse_hf_config reads.
 inline constexpr std::string_view supported_model_types =
@@ -287,11 +296,42 @@ inline void gemma_layers(const json& j, transformer_config& m, const std::string
   m.sliding_window_pattern = m.sliding_window > 0 ? sliding_pattern_of(j, m.layers, period, type) : 0;
 }
 
+// quantization_config (transformers utils/quantization_config.py): absent or null, the weights as their dtype says;
+// bitsandbytes' load_in_4bit with bnb_4bit_quant_type (BitsAndBytesConfig's default "fp4") and
+// bnb_4bit_use_double_quant (default false), or load_in_8bit. Any other method is refused by name.
+inline hf_quantization declared_quantization(const json& j) {
+  const json* q = find(j, "quantization_config");
+  if (q == nullptr) return {};
+  if (!q->is_object()) fail_config("field 'quantization_config' must be an object, got " + shown(*q));
+  const json* method = find(*q, "quant_method");
+  if (method == nullptr || *method != "bitsandbytes")
+    fail_config("quantization_config with quant_method " + (method == nullptr ? std::string("missing") : shown(*method)) +
+                " is not modelled (zeromem reads bitsandbytes' nf4 and 8-bit); drop quantization_config to estimate the unquantized weights");
+  const bool four = boolean_or(*q, "load_in_4bit", false), eight = boolean_or(*q, "load_in_8bit", false);
+  if (four == eight) fail_config("quantization_config (bitsandbytes) must set exactly one of load_in_4bit and load_in_8bit");
+  if (eight) return {quantization::int8, true};
+  const json* type = find(*q, "bnb_4bit_quant_type");
+  if (type != nullptr && *type != "nf4" && *type != "fp4")
+    fail_config(R"(field 'quantization_config.bnb_4bit_quant_type' must be "nf4" or "fp4", got )" + shown(*type));
+  if (type == nullptr || *type == "fp4")
+    fail_config("quantization_config stores the weights in bitsandbytes' 4-bit fp4 (bnb_4bit_quant_type, \"fp4\" by default), "
+                "which is not modelled; zeromem reads nf4");
+  return {quantization::nf4, boolean_or(*q, "bnb_4bit_use_double_quant", false)};
+}
+
+inline std::string described(const hf_quantization& q) {
+  if (q.kind == quantization::none) return "unquantized weights";
+  if (q.kind == quantization::int8) return "bitsandbytes 8-bit (int8)";
+  return std::string("bitsandbytes NF4 ") + (q.double_quant ? "with" : "without") + " double quantization";
+}
 }  // namespace detail::hf
 
 /// Parses config.json text. Throws std::invalid_argument ("zeromem: config.json: ...") for malformed JSON, an
-/// unsupported model_type, or a missing or mistyped field.
-inline transformer_config parse_hf_config(const std::string& text) {
+/// unsupported model_type, or a missing or mistyped field. `base`: the quantization the caller models the frozen base
+/// with (adaptation::quantize, double_quant); a quantization_config that stores the weights otherwise is refused,
+/// naming the setting that matches it. Without one the base may still be quantized as it loads (QLoRA's
+/// BitsAndBytesConfig passed to from_pretrained).
+inline transformer_config parse_hf_config(const std::string& text, const hf_quantization& base = {}) {
   using namespace detail::hf;
   // Real config.json files nest 3 levels; a deeper document is refused while it is read, before it can exhaust the
   // stack of a recursive dump or destructor.
@@ -310,6 +350,15 @@ inline transformer_config parse_hf_config(const std::string& text) {
   const json* type_field = find(j, "model_type");
   if (type_field == nullptr || !type_field->is_string()) fail_config("missing field 'model_type'");
   const std::string type = type_field->get<std::string>();
+  if (const hf_quantization declared = declared_quantization(j);
+      declared.kind != quantization::none &&
+      (declared.kind != base.kind || (declared.kind == quantization::nf4 && declared.double_quant != base.double_quant))) {
+    const std::string flags = declared.kind == quantization::int8 ? "--quantize int8"
+                              : declared.double_quant             ? "--quantize nf4"
+                                                                  : "--quantize nf4 --no-double-quant";
+    fail_config("quantization_config stores the weights in " + described(declared) + ", but the base is modelled as " + described(base) +
+                ": model it so (" + flags + "; adaptation::quantize) or drop quantization_config for the unquantized weights");
+  }
 
   transformer_config m{};
   if (type == "llama") {
@@ -652,7 +701,7 @@ inline std::string hf_config_file(const std::string& path) {
 
 /// Reads and parses a config.json file, or the config.json in a model's directory (the one function of zeromem that
 /// reads a file; at most 16 MiB).
-inline transformer_config read_hf_config(const std::string& given) {
+inline transformer_config read_hf_config(const std::string& given, const hf_quantization& base = {}) {
   const std::string path = hf_config_file(given);
   // The largest config.json on the Hugging Face Hub is a few hundred KB; anything past 16 MiB (or a device that
   // never ends, such as /dev/zero) is refused after reading at most one byte more than that.
@@ -665,7 +714,7 @@ inline transformer_config read_hf_config(const std::string& given) {
   text.resize(static_cast<std::size_t>(in.gcount()));
   if (text.size() > largest) detail::fail("config.json file " + detail::quoted(path, 256) + " is larger than 16 MiB; pass a model's config.json");
   try {
-    return parse_hf_config(text);
+    return parse_hf_config(text, base);
   } catch (const std::invalid_argument& e) {
     // Name the file: "zeromem: config.json: X" becomes "zeromem: config.json 'path': X".
     const std::string m = e.what(), prefix = "zeromem: config.json: ";
