@@ -405,6 +405,76 @@ class PhiLayer(torch.nn.Module):
         return hidden_states
 
 
+class StableLmAttention(torch.nn.Module):
+    """StableLmAttention.forward (modeling_stablelm.py, eager): q_proj, k_proj and v_proj (use_qkv_bias) viewed per
+    head and transposed; query_rot / query_pass and key_rot / key_pass sliced, the rotated parts by Llama's
+    apply_rotary_pos_emb, each joined to its passed part by torch.cat; the cache's copies; QK^T / sqrt(d), the mask
+    added in place, softmax in fp32 and the cast back (attention_dropout with p = 0 returns its input), P @ V,
+    transpose(1, 2).contiguous(), reshape, o_proj without bias; attn_weights set to None before the return."""
+
+    def __init__(self, h, heads, rotary, bias):
+        super().__init__()
+        self.heads, self.d, self.rotary_ndims = heads, h // heads, rotary
+        self.q_proj = torch.nn.Linear(h, h, bias=bias)
+        self.k_proj = torch.nn.Linear(h, h, bias=bias)
+        self.v_proj = torch.nn.Linear(h, h, bias=bias)
+        self.o_proj = torch.nn.Linear(h, h, bias=False)
+
+    def forward(self, hidden_states, cos, sin, mask, cache):
+        bsz, q_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states)
+        key_states = self.k_proj(hidden_states)
+        value_states = self.v_proj(hidden_states)
+        query_states = query_states.view(bsz, q_len, self.heads, self.d).transpose(1, 2)
+        key_states = key_states.view(bsz, q_len, self.heads, self.d).transpose(1, 2)
+        value_states = value_states.view(bsz, q_len, self.heads, self.d).transpose(1, 2)
+        query_rot, query_pass = query_states[..., :self.rotary_ndims], query_states[..., self.rotary_ndims:]
+        key_rot, key_pass = key_states[..., :self.rotary_ndims], key_states[..., self.rotary_ndims:]
+        query_rot, key_rot = apply_rotary(query_rot, key_rot, cos, sin)
+        query_states = torch.cat((query_rot, query_pass), dim=-1)
+        key_states = torch.cat((key_rot, key_pass), dim=-1)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) / math.sqrt(self.d)
+        attn_weights += mask
+        attn_weights = F.softmax(attn_weights, dtype=torch.float32, dim=-1).to(query_states.dtype)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(bsz, q_len, -1)
+        attn_output = self.o_proj(attn_output)
+        attn_weights = None
+        return attn_output, attn_weights
+
+
+class StableLmLayer(torch.nn.Module):
+    """StableLmDecoderLayer.forward: residual = x; hidden_states = input_layernorm(x), never rebound before the layer's
+    last line; the attention output bound as self_attn_output; use_parallel_residual: the MLP (StableLmMLP, LlamaMLP's
+    frame) over the same normed input, then residual + self_attn_output + mlp_output; in sequence: residual = residual
+    + self_attn_output, the MLP over post_attention_layernorm(residual), residual + mlp_output. hidden_dropout with
+    p = 0 returns its input."""
+
+    def __init__(self, h, heads, ffn, rotary, parallel, bias):
+        super().__init__()
+        self.parallel = parallel
+        self.self_attn = StableLmAttention(h, heads, rotary, bias)
+        self.mlp = MLP(h, ffn)
+        self.input_layernorm = torch.nn.LayerNorm(h)
+        self.post_attention_layernorm = None if parallel else torch.nn.LayerNorm(h)
+
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        self_attn_output, self_attn_weights = self.self_attn(hidden_states, cos, sin, mask, cache)
+        if self.parallel:
+            mlp_output = self.mlp(hidden_states)
+            hidden_states = residual + self_attn_output + mlp_output
+        else:
+            residual = residual + self_attn_output
+            mlp_output = self.mlp(self.post_attention_layernorm(residual))
+            hidden_states = residual + mlp_output
+        return hidden_states
+
+
 def gpt2_eager_attention(query, key, value, mask):
     """modeling_gpt2.py eager_attention_forward (transformers 5): QK^T, divided by a 0-dim sqrt(d), the additive mask,
     softmax in the scores' dtype, .type(value.dtype) (itself), P @ V, transpose(1, 2) as a view."""
@@ -544,7 +614,12 @@ class CausalLM(torch.nn.Module):
         # final_layer_norm; embed_out. Its rotary tables are rotary_pct of a head wide.
         self.neox = cfg.get("neox", False)
         self.phi = cfg.get("phi", False)  # PhiForCausalLM: PhiModel (LlamaModel's frames, final_layernorm), lm_head with a bias
-        if self.phi:
+        # StableLmForCausalLM: StableLmModel (LlamaModel's frames, a final LayerNorm), lm_head without a bias.
+        self.stablelm = cfg.get("stablelm", False)
+        if self.stablelm:
+            self.layers = torch.nn.ModuleList(StableLmLayer(h, heads, cfg["ffn"], cfg["rotary_dims"], cfg.get("parallel", False),
+                                                            cfg.get("qkv_bias", False)) for _ in range(cfg["layers"]))
+        elif self.phi:
             self.layers = torch.nn.ModuleList(PhiLayer(h, heads, cfg["kv_heads"], cfg["ffn"], cfg.get("act", "gelu_new"), cfg["rotary_dims"])
                                               for _ in range(cfg["layers"]))
         elif self.neox:
@@ -560,7 +635,7 @@ class CausalLM(torch.nn.Module):
         # Gemma-2 / Gemma-3: layer i has full attention when (i + 1) % pattern == 0, the others slide over `window`
         # tokens; the model holds both masks (causal_mask_mapping) and, for Gemma-3, a second (local) rotary pair.
         self.pattern, self.window, self.local_rope = cfg.get("pattern", 0), cfg.get("window", 0), cfg.get("local_rope", False)
-        self.norm = torch.nn.LayerNorm(h) if self.neox or self.phi or cfg.get("starcoder2") else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
+        self.norm = torch.nn.LayerNorm(h) if self.neox or self.phi or self.stablelm or cfg.get("starcoder2") else blocks.OlmoLayerNorm(h) if self.olmo else blocks.Olmo2RMSNorm(h) if self.olmo2 else blocks.GemmaRMSNorm(h) if self.gemma else RMSNorm(h)
         self.lm_head = torch.nn.Linear(h, cfg["vocab"], bias=self.phi)
         # Phi3RotaryEmbedding with partial_rotary_factor (Phi-4-mini): tables of rotary_dims = factor x head_dim.
         r = cfg.get("rotary_dims") or self.d

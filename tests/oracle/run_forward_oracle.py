@@ -1,9 +1,9 @@
 """The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them)
-and StarCoder2, Phi, GPT-2 and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
+and StarCoder2, Phi, StableLM, GPT-2 and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
-usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S]
+usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S] [--stablelm-configs N]
 """
 import argparse
 import json
@@ -20,10 +20,12 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("--configs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=20261123)
+    parser.add_argument("--stablelm-configs", type=int, default=12)
     opts = parser.parse_args()
     rng = random.Random(opts.seed)
     passed = failed = 0
     worst = 0.0
+    configs = []
     for i in range(opts.configs):
         heads = rng.choice([1, 2, 4, 8])
         cfg = {"hidden": heads * rng.choice([8, 16, 32]), "heads": heads, "seq_len": rng.randint(1, 96),
@@ -82,6 +84,21 @@ def main():
             cfg.update(qk_norm=False, gemma=False, sandwich=False, softcap=0.0, final_softcap=0.0,
                        starcoder2=rng.choice(["gelu_pytorch_tanh", "gelu_pytorch_tanh", "gelu_new"]))
         cfg["fp32"] = rng.random() < 0.2  # an fp32 model: no upcast copies (Tensor.to returns self)
+        configs.append(cfg)
+    # StableLM, drawn apart so that the draws above stay as they were: LayerNorms, Phi's attention frame with
+    # use_qkv_bias or not, a SwiGLU MLP, in sequence or in parallel behind one norm.
+    rng = random.Random(opts.seed + 1)
+    for i in range(opts.stablelm_configs):
+        heads = rng.choice([1, 2, 4, 8])
+        cfg = {"hidden": heads * rng.choice([8, 16, 32]), "heads": heads, "seq_len": rng.randint(1, 96),
+               "micro_batch": rng.randint(1, 3), "layers": rng.randint(1, 3), "vocab": rng.randint(50, 1000),
+               "ffn": rng.randint(8, 512), "use_cache": rng.random() < 0.5, "seed": rng.randint(0, 10**6),
+               "output": rng.choice(["hidden-states", "logits", "log-probs"]), "qk_norm": False, "gemma": False, "sandwich": False}
+        d = cfg["hidden"] // heads
+        cfg.update(stablelm=True, kv_heads=heads, parallel=rng.random() < 0.5, qkv_bias=rng.random() < 0.5,
+                   rotary_dims=2 * rng.randint(1, d // 2), fp32=rng.random() < 0.2)
+        configs.append(cfg)
+    for i, cfg in enumerate(configs):
         measured = forward.measure_forward_model(cfg, forward.torch.float32 if cfg["fp32"] else forward.torch.bfloat16)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
                 "--heads", str(cfg["heads"]), "--kv-heads", str(cfg["kv_heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(cfg["vocab"]),
@@ -111,6 +128,9 @@ def main():
                      str(cfg["rotary_dims"]), "--qkv-bias", "--device", "cpu"]
             args += ["--parallel-residual"] if cfg["parallel"] else []
             args += {"gelu_new": ["--gelu-new"], "gelu_fast": ["--gelu-fast"]}.get(cfg["act"], [])
+        if cfg.get("stablelm"):  # the CPU's LayerNorm statistics are in the input's dtype
+            args += ["--norm", "layernorm", "--rope-concat", "--rotary-dims", str(cfg["rotary_dims"]), "--device", "cpu"]
+            args += (["--qkv-bias"] if cfg["qkv_bias"] else []) + (["--parallel-residual", "--shared-layer-norm"] if cfg["parallel"] else [])
         if cfg.get("nope_period"):
             args += ["--nope-period", str(cfg["nope_period"])]
         if cfg.get("head_dim"):

@@ -371,6 +371,35 @@ TEST_CASE("forward only: StarCoder2's LayerNorms and GELU MLP in Llama's frames,
   CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 8'192 + 8'192 + 524'288 + 12'582'912 + 62'914'560);
 }
 
+TEST_CASE("forward only: StableLM's layer, Phi's attention frame with Y and the attention output held, term by term", "[forward]") {
+  // StableLM-2-1.6B: h 2048, 32 heads of 64 (MHA), ffn 5632, partial_rotary_factor 0.25 (16 of 64 values), q, k, v
+  // biases, LayerNorms in sequence; bf16, one sequence of 2048 tokens, SDPA, with the cache. H = Q = K = 2 x 2048 x 2048
+  // = 8,388,608 B; F = 2 x 2048 x 5632 = 23,068,672 B; the rotated parts R = 2 x 2048 x 32 x 16 = 2,097,152 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "stablelm", "hidden_size": 2048, "num_hidden_layers": 24,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 5632, "vocab_size": 100352,
+      "partial_rotary_factor": 0.25, "use_qkv_bias": true})");
+  forward_only_config f{};
+  f.seq_len = 2048;
+  f.output = forward_output::hidden_states;
+  // Attention (StableLmSdpaAttention, Phi's frame): Y, q, k, v (4H), query_rot and key_rot (2R), torch.cat's q and k
+  // (2H) = 54,525,952 B; the cache's copies of K and V beside them, or SDPA's output and its transposed copy: + 2H =
+  // 71,303,168 B. StableLmDecoderLayer keeps Y and the attention output to its end, beside the cache (4H): R1,
+  // post_attention_layernorm's output and the MLP's act(gate), up and product (3F): 6H + 3F = 50,331,648 + 69,206,016 =
+  // 119,537,664 B, the layer's highest.
+  CHECK(forward_layer_peak(m, f).count() == 119'537'664);
+  // use_parallel_residual: one norm, the MLP over Y beside Y, the attention output and the cache: 4H + 3F.
+  const transformer_config parallel = parse_hf_config(R"({"model_type": "stablelm", "hidden_size": 2048, "num_hidden_layers": 24,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 5632, "vocab_size": 100352,
+      "partial_rotary_factor": 0.25, "use_qkv_bias": true, "use_parallel_residual": true})");
+  CHECK(forward_layer_peak(parallel, f).count() == 33'554'432 + 69'206'016);
+  // Without the cache the MLP stands beside 4H (Y, the attention output, R1 and the norm's output): 4H + 3F.
+  f.use_cache = false;
+  CHECK(forward_layer_peak(m, f).count() == 33'554'432 + 69'206'016);
+  // Token ids 16,384 + positions 16,384 + rotary cos and sin 2 x 2 x 2048 x 16 = 131,072 + the layer input and
+  // inputs_embeds (2H) + the layer.
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 16'384 + 16'384 + 131'072 + 16'777'216 + 33'554'432 + 69'206'016);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

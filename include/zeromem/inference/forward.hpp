@@ -99,6 +99,16 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 }
 }  // namespace detail
 
+namespace detail {
+/// StableLM's layer layout: LayerNorms, separate projections with RoPE joined by torch.cat, a SwiGLU MLP.
+constexpr bool stablelm_layer(const transformer_config& m) {
+  return m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::swiglu && !m.fused_qkv && !m.fused_gate_up &&
+         m.rope_concat && m.positions == position_kind::rope && m.shared_layer_norm == m.parallel_residual && !m.post_residual_norms &&
+         !m.post_norms && !m.sandwich_norms && !m.scaled_residual && !m.projected_embedding() && m.moe.experts == 0 &&
+         m.vision.blocks == 0 && m.nope_period == 0;
+}
+}  // namespace detail
+
 /// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: Llama-family text layers
 /// (RMSNorm or OLMo's LayerNorm, SwiGLU; separate q/k/v rotating whole heads, or Phi-3's fused projections), dense or,
 /// with `experts`, transformers 5's routed experts (alone or beside Qwen2-MoE's gated shared expert), and no SDPA
@@ -123,6 +133,10 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
                    m.positions == position_kind::rope && m.shared_layer_norm && m.parallel_residual && !m.qk_norm &&
                    !m.projected_embedding() && m.moe.experts == 0 && m.vision.blocks == 0 && m.nope_period == 0;
   if (phi) return !sliding;
+  // StableLM's layer (modeling_stablelm.py): LayerNorms, Phi's attention frame (separate q, k, v, a partial rotation
+  // joined by torch.cat), a SwiGLU MLP, in sequence or in parallel behind one norm; as many key/value heads as heads and
+  // no per-head qk_layernorm (both refused where config.json is read).
+  if (detail::stablelm_layer(m)) return m.kv_heads == m.heads && !m.qk_norm && !sliding;
   // GPT-2's block (modeling_gpt2.py): learned positions, LayerNorms, one c_attn split into [all q | all k | all v], the
   // eager softmax in the model's dtype, a GELU or ReLU MLP, in sequence.
   const bool gpt2 = m.positions == position_kind::learned && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.fused_qkv &&
@@ -153,19 +167,21 @@ namespace detail {
 /// (aten/src/ATen/native/Dropout.cpp).
 constexpr std::int64_t dropout_mask_bytes(const forward_only_config& f, std::int64_t c) { return f.device == device_kind::cuda ? 1 : c; }
 
-/// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP) or a
-/// Phi layer (modeling_phi.py PhiDecoderLayer, PhiAttention, PhiMLP) adds above its input under no_grad. Sizes as
-/// forward_layer_peak's; R = c sb heads r and its k twin R_k over the rotated r = rotary_width() values of a head.
+/// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP), a
+/// Phi layer (modeling_phi.py PhiDecoderLayer, PhiAttention, PhiMLP) or a StableLM layer (modeling_stablelm.py
+/// StableLmDecoderLayer, StableLmAttention / StableLmSdpaAttention, StableLmMLP) adds above its input under no_grad.
+/// Sizes as forward_layer_peak's; R = c sb heads r and its k twin R_k over the rotated r = rotary_width() values of a head.
 constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config& m, const forward_only_config& f) {
   const std::int64_t c = dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, d = m.head_size(), r = m.rotary_width();
   const std::int64_t sb = checked_product(s, b);
   const std::int64_t H = checked_product(c, sb, m.hidden), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
   const std::int64_t F = checked_product(c, sb, m.ffn), Qr = checked_product(c, sb, m.heads, r), Kr = checked_product(c, sb, m.kv_heads, r);
   const std::int64_t norm = forward_norm_peak(m, c, sb, m.hidden, f.device);
-  // The input norm's output Y: GPT-NeoX passes it to attention as an argument, alive until attention returns; Phi binds it
-  // to hidden_states, alive through both branches. The projections' outputs (Q + 2K) stay to the attention frame's end:
-  // GPT-NeoX's qkv (q, k and v chunks of it), Phi's through query_pass and key_pass (views of q and k) and v.
-  const bool phi = !m.qkv_per_head;
+  // The input norm's output Y: GPT-NeoX passes it to attention as an argument, alive until attention returns; Phi and
+  // StableLM bind it to hidden_states, which neither rebinds: alive to the layer's end. The projections' outputs
+  // (Q + 2K) stay to the attention frame's end: GPT-NeoX's qkv (q, k and v chunks of it), Phi's and StableLM's through
+  // query_pass and key_pass (views of q and k) and v. StableLM's attention frame is Phi's (the same names and ops).
+  const bool phi = !m.qkv_per_head, stablelm = m.mlp == mlp_kind::swiglu;
   const std::int64_t qkv = checked_sum(H, Q, checked_product(2, K));
   // apply_rotary_pos_emb on the rotated parts: q_rot * cos, rotate_half and its product with sin, the sum (3 R at most);
   // then k's beside q's rotated part; then torch.cat joins q's parts (a new Q) and k's (a new K). GPT-NeoX's rotated
@@ -201,7 +217,9 @@ constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config&
     attention = max_of(attention, checked_sum(base, cA, fold_v, Q));
     attention = max_of(attention, checked_sum(base, cA, transposed));
     attention = max_of(attention, checked_sum(after_rope, cA, Q, H));
-    probs_kept = cA;  // returned as attn_weights, bound in the layer's frame to its end
+    // Returned as attn_weights, bound in the layer's frame to its end; StableLmAttention sets them to None before it
+    // returns (output_attentions false).
+    probs_kept = stablelm ? 0 : cA;
   } else {
     // sdpa_attention_forward (as forward_layer_peak's): the output and the fp32 log-sum-exp, the transposed copy, dense.
     attention = max_of(attention, checked_sum(after_rope, Q, checked_product(4, m.heads, s, b)));
@@ -214,6 +232,19 @@ constexpr std::int64_t forward_partial_rope_layer_peak(const transformer_config&
   // output and fc2's. Parallel: attn + mlp, then + x, both sums beside the branches (and Phi's Y, bound until the sum is
   // assigned). Sequential: R1 = attn + x replaces the attention output, the MLP over ln2(R1), then mlp + R1.
   const std::int64_t held = checked_sum(phi ? H : 0, H, probs_kept, f.use_cache ? checked_product(2, K) : 0);
+  if (stablelm) {
+    // StableLmDecoderLayer keeps Y (hidden_states) and the attention output (self_attn_output) bound to its end, beside
+    // the cache's K and V (held). StableLmMLP down(act(gate(x)) * up(x)): gate's output and act's, then act's, up's
+    // and their product (3F), then the product and down's output (F + H). Parallel (use_parallel_residual): the MLP
+    // over Y, then residual + attention output (a new tensor) + the MLP output. In sequence: R1 = residual + attention
+    // output; post_attention_layernorm(R1), the argument the MLP reads to its return; R1 + the MLP output.
+    // hidden_dropout > 0 is refused where config.json is read (attention_dropout runs inside SDPA's kernel).
+    const std::int64_t swiglu = max_of(checked_product(3, F), checked_sum(F, H));
+    const std::int64_t end = checked_sum(held, checked_product(3, H));  // parallel: M, x + A, the sum; in sequence: R1, M, R1 + M
+    if (m.parallel_residual) return max_of(max_of(norm, attention), max_of(checked_sum(held, swiglu), end));
+    const std::int64_t mlp_norm = checked_sum(held, H, norm), mlp = checked_sum(held, checked_product(2, H), swiglu);
+    return max_of(max_of(norm, attention), max_of(max_of(mlp_norm, mlp), end));
+  }
   const std::int64_t act = m.gelu_fast_ops ? checked_product(5, F) : m.gelu_tensor_ops ? checked_product(4, F) : checked_product(2, F);
   const std::int64_t mlp = checked_sum(held, phi ? 0 : H, max_of(act, checked_sum(F, H)));
   const std::int64_t second_norm = phi ? 0 : checked_sum(held, norm);
@@ -286,8 +317,8 @@ constexpr std::int64_t forward_gpt2_layer_peak(const transformer_config& m, cons
 /// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
 constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum, detail::max_of;
-  // GPT-NeoX's query_key_value and Phi's shared norm, each with a partial rotation joined by torch.cat.
-  if (m.qkv_per_head || m.shared_layer_norm) return bytes_of(detail::forward_partial_rope_layer_peak(m, f));
+  // GPT-NeoX's query_key_value, Phi's shared norm and StableLM's layer, each with a partial rotation joined by torch.cat.
+  if (m.qkv_per_head || m.shared_layer_norm || detail::stablelm_layer(m)) return bytes_of(detail::forward_partial_rope_layer_peak(m, f));
   if (m.positions == position_kind::learned) return bytes_of(detail::forward_gpt2_layer_peak(m, f));  // GPT-2's block
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
@@ -457,8 +488,8 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
     detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
-                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-2's, GPT-NeoX's, Phi's and "
-                 "StarCoder2's layers; pass such a model or estimate the step instead");
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-2's, GPT-NeoX's, Phi's, "
+                 "StableLM's and StarCoder2's layers; pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   // A learned position table has one row per position (GPT2Model's wpe(position_ids)), as in training.
   if (m.positions == position_kind::learned && f.seq_len > m.max_positions - m.position_offset)
