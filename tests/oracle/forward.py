@@ -570,6 +570,130 @@ class GPT2LM(torch.nn.Module):
         return F.linear(hidden_states, self.wte.weight)  # lm_head tied to wte
 
 
+def opt_eager_attention(query, key, value, mask, scaling):
+    """modeling_opt.py eager_attention_forward: QK^T times scaling (1.0 from OPTAttention: a new tensor still), the
+    additive mask, softmax in fp32 and the cast back (dropout with p = 0 returns its input), P @ V,
+    transpose(1, 2).contiguous(); the weights are returned."""
+    attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    attn_weights = attn_weights + mask
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_output = torch.matmul(attn_weights, value)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class OPTAttention(torch.nn.Module):
+    """OPTAttention.forward: q_proj's output times head_dim ** -0.5, viewed per head and transposed; k_proj's and v_proj's
+    likewise; the cache's copies; eager attention with scaling 1.0; reshape(...).contiguous() (a view of the contiguous
+    output), out_proj; the attention weights set to None before the return."""
+
+    def __init__(self, h, heads, bias):
+        super().__init__()
+        self.heads, self.d = heads, h // heads
+        self.scaling = self.d ** -0.5
+        self.k_proj = torch.nn.Linear(h, h, bias=bias)
+        self.v_proj = torch.nn.Linear(h, h, bias=bias)
+        self.q_proj = torch.nn.Linear(h, h, bias=bias)
+        self.out_proj = torch.nn.Linear(h, h, bias=bias)
+
+    def forward(self, hidden_states, mask, cache):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states) * self.scaling
+        query_states = query_states.view(bsz, -1, self.heads, self.d).transpose(1, 2)
+        key_states = self.k_proj(hidden_states)
+        value_states = self.v_proj(hidden_states)
+        key_states = key_states.view(bsz, -1, self.heads, self.d).transpose(1, 2)
+        value_states = value_states.view(bsz, -1, self.heads, self.d).transpose(1, 2)
+        if cache is not None:
+            key_states, value_states = cache_update(cache, key_states, value_states)
+        attn_output, attn_weights = opt_eager_attention(query_states, key_states, value_states, mask, 1.0)
+        attn_output = attn_output.reshape(bsz, tgt_len, -1).contiguous()
+        attn_output = self.out_proj(attn_output)
+        attn_weights = None
+        return attn_output, attn_weights
+
+
+class OPTLayer(torch.nn.Module):
+    """OPTDecoderLayer.forward: self_attn_layer_norm before attention (do_layer_norm_before) or after its residual add
+    (OPT-350M), hidden_states rebound at each step; the MLP's residual bound to the layer's end, final_layer_norm before
+    fc1 or after the last add; ReLU; dropout with p = 0 (and in eval) returns its input."""
+
+    def __init__(self, h, heads, ffn, before, bias):
+        super().__init__()
+        self.self_attn = OPTAttention(h, heads, bias)
+        self.do_layer_norm_before = before
+        self.self_attn_layer_norm = torch.nn.LayerNorm(h)
+        self.fc1 = torch.nn.Linear(h, ffn, bias=bias)
+        self.fc2 = torch.nn.Linear(ffn, h, bias=bias)
+        self.final_layer_norm = torch.nn.LayerNorm(h)
+
+    def forward(self, hidden_states, mask, cache):
+        residual = hidden_states
+        if self.do_layer_norm_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(hidden_states, mask, cache)
+        hidden_states = residual + hidden_states
+        if not self.do_layer_norm_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states_shape = hidden_states.shape
+        hidden_states = hidden_states.reshape(-1, hidden_states.size(-1))
+        residual = hidden_states
+        if self.do_layer_norm_before:
+            hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.fc1(hidden_states)
+        hidden_states = F.relu(hidden_states)
+        hidden_states = self.fc2(hidden_states)
+        hidden_states = (residual + hidden_states).view(hidden_states_shape)
+        if not self.do_layer_norm_before:
+            hidden_states = self.final_layer_norm(hidden_states)
+        return hidden_states
+
+
+class OPTLM(torch.nn.Module):
+    """OPTForCausalLM's frames: OPTDecoder.forward (embed_tokens, the int64 cache_position, the fp32 attention mask of
+    ones it makes, the additive causal mask, position_ids by cumsum (one row a sequence), embed_positions at offset 2,
+    project_in where word_embed_proj_dim is narrower, the sum, the layers, final_layer_norm (do_layer_norm_before),
+    project_out) with inputs_embeds, pos_embeds and the masks bound to its end; lm_head tied to embed_tokens."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h, w = cfg["hidden"], cfg["embed_width"]
+        before = cfg["before"]
+        self.embed_tokens = torch.nn.Embedding(cfg["vocab"], w)
+        self.embed_positions = torch.nn.Embedding(cfg["max_positions"] + 2, h)
+        self.project_in = torch.nn.Linear(w, h, bias=False) if w != h else None
+        self.project_out = torch.nn.Linear(h, w, bias=False) if w != h else None
+        self.final_layer_norm = torch.nn.LayerNorm(h) if before else None
+        self.layers = torch.nn.ModuleList(OPTLayer(h, cfg["heads"], cfg["ffn"], before, cfg["bias"]) for _ in range(cfg["layers"]))
+
+    def decoder(self, input_ids, cache):
+        inputs_embeds = self.embed_tokens(input_ids)
+        b, s = input_ids.shape
+        cache_position = torch.arange(s)
+        attention_mask = torch.ones(b, s)
+        mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
+        position_ids = torch.cumsum(attention_mask, dim=1)
+        position_ids = (position_ids * attention_mask - 1).long()
+        position_ids = position_ids[:, 0:]
+        pos_embeds = self.embed_positions(position_ids + 2)  # OPTLearnedPositionalEmbedding.forward's offset
+        if self.project_in is not None:
+            inputs_embeds = self.project_in(inputs_embeds)
+        hidden_states = inputs_embeds + pos_embeds
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, mask, cache)
+        if self.final_layer_norm is not None:
+            hidden_states = self.final_layer_norm(hidden_states)
+        if self.project_out is not None:
+            hidden_states = self.project_out(hidden_states)
+        return hidden_states
+
+    def forward(self, input_ids, cache, output):
+        hidden_states = self.decoder(input_ids, cache)
+        if output == "hidden-states":
+            return hidden_states
+        return F.linear(hidden_states, self.embed_tokens.weight).contiguous()  # lm_head tied to embed_tokens
+
+
 def measure_forward_layer(cfg, dtype=torch.bfloat16):
     """Bytes one layer adds above its input at its peak under torch.no_grad, eager attention."""
     b, s, h, heads = cfg["micro_batch"], cfg["seq_len"], cfg["hidden"], cfg["heads"]
@@ -708,10 +832,10 @@ def measure_forward_model(cfg, dtype=torch.bfloat16):
     """Bytes a whole forward adds above the weights and the token ids at its peak (no_grad, eager attention), with
     the caller's log_softmax(logits.float()) for the log-probs output."""
     torch.manual_seed(cfg.get("seed", 0))
-    model = (GPT2LM(cfg) if cfg.get("gpt2") else CausalLM(cfg)).to(dtype)
+    model = (GPT2LM(cfg) if cfg.get("gpt2") else OPTLM(cfg) if cfg.get("opt") else CausalLM(cfg)).to(dtype)
     # from_pretrained(torch_dtype=...) builds the model in that dtype, but LlamaRotaryEmbedding computes inv_freq as
     # float explicitly, so it stays fp32 (.to(dtype) would have cast it).
-    if not cfg.get("gpt2"):
+    if not cfg.get("gpt2") and not cfg.get("opt"):
         model.inv_freq = model.inv_freq.float()
     ids = torch.randint(0, cfg["vocab"], (cfg["micro_batch"], cfg["seq_len"]))
     cache = [] if cfg["use_cache"] else None

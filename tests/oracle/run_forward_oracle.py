@@ -1,9 +1,9 @@
 """The forward-only oracle: random Llama-style models (OLMo, OLMo-2, SmolLM3's NoPE layers and Phi-3's fused projections among them)
-and StarCoder2, Phi, StableLM, GPT-2 and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
+and StarCoder2, Phi, StableLM, GPT-2, OPT and GPT-NeoX models run forward under torch.no_grad on the CPU (forward.py,
 eager attention), their peak above the weights and token ids measured op by op and compared with
 `zeromem estimate --forward-only --json` (peak_bytes - weights_bytes - the token ids). Target: within 1%.
 
-usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S] [--stablelm-configs N]
+usage: python3 run_forward_oracle.py ZEROMEM_BINARY [--configs N] [--seed S] [--stablelm-configs N] [--opt-configs N]
 """
 import argparse
 import json
@@ -21,6 +21,7 @@ def main():
     parser.add_argument("--configs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--stablelm-configs", type=int, default=12)
+    parser.add_argument("--opt-configs", type=int, default=12)
     opts = parser.parse_args()
     rng = random.Random(opts.seed)
     passed = failed = 0
@@ -98,6 +99,19 @@ def main():
         cfg.update(stablelm=True, kv_heads=heads, parallel=rng.random() < 0.5, qkv_bias=rng.random() < 0.5,
                    rotary_dims=2 * rng.randint(1, d // 2), fp32=rng.random() < 0.2)
         configs.append(cfg)
+    # OPT, drawn apart as StableLM is, read through an OPT config.json (the mapping checked too): LayerNorms before the
+    # branches or after each residual add (OPT-350M), a narrower embedding with project_in / project_out, biases or not.
+    rng = random.Random(opts.seed + 2)
+    for i in range(opts.opt_configs):
+        heads = rng.choice([1, 2, 4, 8])
+        hidden = heads * rng.choice([8, 16, 32])
+        cfg = {"hidden": hidden, "heads": heads, "kv_heads": heads, "seq_len": rng.randint(1, 96), "micro_batch": rng.randint(1, 3),
+               "layers": rng.randint(1, 3), "vocab": rng.randint(50, 1000), "ffn": rng.randint(8, 512), "use_cache": rng.random() < 0.5,
+               "seed": rng.randint(0, 10**6), "output": rng.choice(["hidden-states", "logits", "log-probs"]), "qk_norm": False,
+               "gemma": False, "sandwich": False, "opt": True, "before": rng.random() < 0.6, "bias": rng.random() < 0.8,
+               "embed_width": rng.choice([hidden, hidden, hidden // 2, 2 * hidden]), "fp32": rng.random() < 0.2}
+        cfg["max_positions"] = cfg["seq_len"] + rng.randint(0, 64)
+        configs.append(cfg)
     for i, cfg in enumerate(configs):
         measured = forward.measure_forward_model(cfg, forward.torch.float32 if cfg["fp32"] else forward.torch.bfloat16)
         args = [opts.binary, "estimate", "--json", "--forward-only", "--hidden", str(cfg["hidden"]), "--layers", str(cfg["layers"]),
@@ -114,6 +128,16 @@ def main():
             config = {"model_type": "gpt2", "n_embd": cfg["hidden"], "n_layer": cfg["layers"], "n_head": cfg["heads"], "n_inner": cfg["ffn"],
                       "vocab_size": cfg["vocab"], "n_positions": cfg["max_positions"], "activation_function": cfg["act"]}
             config_path = os.path.join(tempfile.gettempdir(), f"zeromem-forward-oracle-gpt2-{os.getpid()}.json")
+            with open(config_path, "w") as out:
+                json.dump(config, out)
+            shape = {"--hidden", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab"}
+            args = [a for k, a in enumerate(args) if a not in shape and (k == 0 or args[k - 1] not in shape)]
+            args += ["--hf-config", config_path, "--device", "cpu"]
+        if cfg.get("opt"):  # read as an OPT config.json; the CPU's LayerNorm statistics are in the input's dtype
+            config = {"model_type": "opt", "hidden_size": cfg["hidden"], "num_hidden_layers": cfg["layers"], "num_attention_heads": cfg["heads"],
+                      "ffn_dim": cfg["ffn"], "vocab_size": cfg["vocab"], "max_position_embeddings": cfg["max_positions"],
+                      "do_layer_norm_before": cfg["before"], "enable_bias": cfg["bias"], "word_embed_proj_dim": cfg["embed_width"]}
+            config_path = os.path.join(tempfile.gettempdir(), f"zeromem-forward-oracle-opt-{os.getpid()}.json")
             with open(config_path, "w") as out:
                 json.dump(config, out)
             shape = {"--hidden", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab"}

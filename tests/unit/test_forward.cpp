@@ -400,6 +400,40 @@ TEST_CASE("forward only: StableLM's layer, Phi's attention frame with Y and the 
   CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 16'384 + 16'384 + 131'072 + 16'777'216 + 33'554'432 + 69'206'016);
 }
 
+TEST_CASE("forward only: OPT's layer and OPTDecoder's positions, one row a sequence, term by term", "[forward]") {
+  // OPT-1.3B: h 2048, 32 heads of 64, ffn 8192, LayerNorms before the branches, ReLU; bf16, one sequence of 2048
+  // tokens, SDPA, no cache. H = Q = 2 x 2048 x 2048 = 8,388,608 B; F = 2 x 2048 x 8192 = 33,554,432 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "opt", "hidden_size": 2048, "num_hidden_layers": 24,
+      "num_attention_heads": 32, "ffn_dim": 8192, "vocab_size": 50272, "max_position_embeddings": 2048})");
+  forward_only_config f{};
+  f.seq_len = 2048;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // Attention (OPTAttention): Y, q_proj's output times the scaling, k and v (4H); SDPA's output and its transposed copy,
+  // or the copy and out_proj's output: 6H = 50,331,648 B. The MLP beside R1 (the residual, bound to the layer's end):
+  // fc1's output and ReLU's (2F): H + 2F = 75,497,472 B, the layer's highest.
+  CHECK(forward_layer_peak(m, f).count() == 8'388'608 + 67'108'864);
+  // OPTDecoder: token ids 16,384 + cache_position 16,384 + its fp32 mask of ones 4 x 2048 = 8,192 and the int64
+  // position_ids 8 x 2048 = 16,384 + pos_embeds (one row a sequence, H) + inputs_embeds and the layer input (2H) + the layer.
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 16'384 + 16'384 + 8'192 + 16'384 + 8'388'608 + 16'777'216 + 75'497'472);
+  // Two sequences: the positions are two rows (2 x H, not one), as the mask and position_ids are.
+  f.micro_batch = 2;
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() ==
+        32'768 + 16'384 + 16'384 + 32'768 + 16'777'216 + 33'554'432 + (16'777'216 + 134'217'728));
+  // OPT-350M: h 1024, 16 heads, ffn 4096, each LayerNorm after its residual add, no final norm, a 512-wide embedding
+  // (project_in, project_out). One sequence: H = 4,194,304 B, F = 16,777,216 B; attention reads the layer input itself
+  // (3Q, then the copy and out_proj's output: 5H); the MLP reads Y1, the residual: H + 2F = 37,748,736 B.
+  const transformer_config small = parse_hf_config(R"({"model_type": "opt", "hidden_size": 1024, "num_hidden_layers": 24,
+      "num_attention_heads": 16, "ffn_dim": 4096, "vocab_size": 50272, "max_position_embeddings": 2048,
+      "do_layer_norm_before": false, "word_embed_proj_dim": 512})");
+  f.micro_batch = 1;
+  CHECK(forward_layer_peak(small, f).count() == 4'194'304 + 33'554'432);
+  // project_out's 512-wide output is the last hidden state: 2 x 2048 x 512 = 2,097,152 B beside the logits,
+  // 2 x 2048 x 50,272 = 205,914,112 B, and the token ids.
+  f.output = forward_output::logits;
+  CHECK(estimate_forward_only(small, f, bytes{}).output_phase.count() == 16'384 + 2'097'152 + 205'914'112);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

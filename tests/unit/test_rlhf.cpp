@@ -491,6 +491,15 @@ TEST_CASE("an OpenRLHF job with StableLM's layers sizes its experience pass (it 
   CHECK(term(phase(j, "experience"), "actor", "forward peak (2 sequences, 1024 x 2 tokens)") == 16'384 + 2'055'208'960LL);
 }
 
+TEST_CASE("an OpenRLHF job with OPT's layers sizes its experience pass (it stopped at a refusal)", "[rlhf][hf]") {
+  // DeepSpeed-Chat's usual actor, facebook/opt-1.3b, in ORZ's launch: the pass peaks at the output, token ids 16,384 B
+  // beside the bf16 logits, their fp32 copy and its log-softmax, (2 + 4 + 4) x 2048 x 50,272 = 1,029,570,560 B
+  // (test_forward.cpp writes out the layer's frames and OPTDecoder's positions).
+  const std::string config = std::string(ZEROMEM_FIXTURES_DIR) + "/hf/opt-1.3b.json";
+  const nlohmann::json j = job("orz-1.5b-ppo.args", {"pretrain=" + config, "critic_pretrain=" + config});
+  CHECK(term(phase(j, "experience"), "actor", "forward peak (2 sequences, 1024 x 2 tokens)") == 16'384 + 1'029'570'560LL);
+}
+
 TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, with the defaults of their version", "[rlhf]") {
   // OpenRLHF's hybrid-engine example at v0.11.0: data.max_len 2048 caps prompt + response; train.dynamic_batch_enable
   // packs passes of at most train.max_tokens_per_gpu 16,384 tokens. Training: train.batch_size 128 over 8 ranks = 16

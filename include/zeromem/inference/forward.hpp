@@ -144,6 +144,12 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
                     m.kv_heads == m.heads && !m.parallel_residual && !m.post_residual_norms && !m.projected_embedding() &&
                     m.moe.experts == 0 && m.vision.blocks == 0;
   if (gpt2) return !sliding;
+  // OPT's layer (modeling_opt.py): learned positions, LayerNorms before the branches or after each residual add
+  // (OPT-350M, whose embedding may be narrower: project_in, project_out), separate q, k, v, a ReLU MLP, in sequence.
+  const bool opt = m.positions == position_kind::learned && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && !m.fused_qkv &&
+                   m.mlp == mlp_kind::relu && m.kv_heads == m.heads && !m.parallel_residual && !m.shared_layer_norm && !m.qk_norm &&
+                   !m.rope_concat && m.moe.experts == 0 && m.vision.blocks == 0;
+  if (opt) return !sliding;
   // StarCoder2's layer (modular_starcoder2.py): Llama's frames with nn.LayerNorm and a GELU MLP (c_fc, act, c_proj).
   const bool starcoder2 = llama && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && !m.gelu_fast_ops &&
                           m.positions == position_kind::rope && !m.parallel_residual && !m.post_residual_norms && !m.qk_norm &&
@@ -310,6 +316,66 @@ constexpr std::int64_t forward_gpt2_layer_peak(const transformer_config& m, cons
   const std::int64_t end = checked_sum(held_r1, checked_product(3, H));
   return max_of(max_of(max_of(norm, attention), max_of(first_sum, checked_sum(held_r1, norm))), max_of(mlp, end));
 }
+
+/// Bytes an OPT decoder layer (modeling_opt.py OPTDecoderLayer, OPTAttention, its eager_attention_forward) adds above
+/// its input under no_grad, before its LayerNorms (do_layer_norm_before) or after each residual add (OPT-350M). Sizes as
+/// forward_layer_peak's (MHA: K = Q = H).
+constexpr std::int64_t forward_opt_layer_peak(const transformer_config& m, const forward_only_config& f) {
+  const std::int64_t c = dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, d = m.head_size();
+  const std::int64_t sb = checked_product(s, b);
+  const std::int64_t H = checked_product(c, sb, m.hidden), Q = checked_product(c, sb, m.heads, d), F = checked_product(c, sb, m.ffn);
+  const std::int64_t norm = forward_norm_peak(m, c, sb, m.hidden, f.device);
+  const bool before = !m.post_residual_norms;  // do_layer_norm_before: attention reads the first norm's output Y
+  const std::int64_t Y = before ? H : 0;       // bound to hidden_states until the attention output rebinds it
+  // OPTAttention: q_proj's output times scaling (a new tensor; the product's input goes with the expression), then k_proj's
+  // and v_proj's; with a cache, DynamicLayer.update copies K and V and the originals go on rebinding.
+  std::int64_t attention = max_of(before ? norm : 0, checked_sum(Y, checked_product(2, Q)));
+  const std::int64_t base = checked_sum(Y, checked_product(3, Q));
+  if (f.use_cache) attention = max_of(attention, checked_sum(base, checked_product(2, Q)));
+  // The dropouts under model.train(): each site's output beside its input and, for the op's span, the mask.
+  const std::int64_t mask = dropout_mask_bytes(f, c);
+  const bool resid = f.train_dropout && m.residual_dropout > 0.0;
+  const std::int64_t dropped = checked_sum(H, checked_product(mask, sb, m.hidden));
+  if (f.attention == attention_kind::eager) {
+    // eager_attention_forward: QK^T (q, and K unless it is the cache's head-major copy, are transposed views of token-major
+    // projections: matmul copies each to fold (batch, heads) when b, heads and s exceed 1), times scaling (1.0, a new
+    // tensor), the mask added (a new tensor), softmax with dtype=float32 (a cast, then its output), .to(c), attention
+    // dropout under model.train(), P @ V (V folded as K is), transpose(1, 2).contiguous(); OPTAttention then reshapes
+    // (a view) and runs out_proj with the probabilities still bound, setting them to None only before it returns.
+    const std::int64_t A = checked_product(m.heads, s, s, b), cA = checked_product(c, A);
+    const std::int64_t fold_q = b > 1 && s > 1 && m.heads > 1 ? Q : 0, fold_kv = f.use_cache ? 0 : fold_q;
+    const bool fp32 = c >= 4;
+    attention = max_of(attention, checked_sum(base, fold_q, fold_kv, cA));
+    attention = max_of(attention, checked_sum(base, checked_product(2, cA)));
+    attention = max_of(attention, checked_sum(base, cA, checked_product(fp32 ? 4 : 8, A)));
+    if (!fp32) attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(4, A)));
+    if (f.train_dropout && m.attention_dropout > 0.0)
+      attention = max_of(attention, checked_sum(base, checked_product(2, cA), checked_product(mask, A)));
+    attention = max_of(attention, checked_sum(base, cA, fold_kv, Q));
+    attention = max_of(attention, checked_sum(base, cA, s > 1 && m.heads > 1 ? checked_product(2, Q) : Q));
+    attention = max_of(attention, checked_sum(base, cA, Q, H));
+  } else {
+    // sdpa_attention_forward (as forward_layer_peak's): the output and the fp32 log-sum-exp, the transposed copy, out_proj.
+    attention = max_of(attention, checked_sum(base, Q, checked_product(4, m.heads, s, b)));
+    attention = max_of(attention, checked_sum(base, checked_product(2, Q)));
+    attention = max_of(attention, checked_sum(base, Q, H));
+  }
+  // After attention (Y gone with the rebinding; the cache's K and V held): the residual dropout on its output, then
+  // R1 = residual + it. OPT-350M normalises R1 into Y1 (R1 goes with the rebinding). The MLP's residual (R1, or Y1) is
+  // bound to the layer's end; before it, final_layer_norm's output Y2 is fc1's input until fc1's output rebinds it
+  // (OPT-350M's fc1 reads Y1 itself); ReLU beside fc1's output, fc2's output beside ReLU's, the residual dropout on it,
+  // the sum; OPT-350M's final_layer_norm over that sum beside the residual.
+  const std::int64_t cached = f.use_cache ? checked_product(2, Q) : 0;
+  std::int64_t after = checked_sum(cached, checked_product(2, H));  // the attention output (or its dropped copy) and R1
+  if (resid) after = max_of(after, checked_sum(cached, H, dropped));
+  if (!before) after = max_of(after, checked_sum(cached, H, norm));  // self_attn_layer_norm over R1
+  const std::int64_t held = checked_sum(cached, H);                   // R1 (before) or Y1 (after)
+  std::int64_t mlp = checked_sum(held, max_of(checked_product(2, F), checked_sum(F, H)));
+  if (before) mlp = max_of(max_of(mlp, checked_sum(held, norm)), checked_sum(held, H, F));  // final_layer_norm, then fc1 beside Y2
+  if (resid) mlp = max_of(mlp, checked_sum(held, H, dropped));
+  const std::int64_t end = before ? checked_sum(held, checked_product(2, H)) : checked_sum(held, H, norm);
+  return max_of(max_of(attention, after), max_of(mlp, end));
+}
 }  // namespace detail
 
 /// Bytes decoder layer `layer` of a Llama-family model adds above its input under no_grad, what the model holds
@@ -319,7 +385,8 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   using detail::checked_product, detail::checked_sum, detail::max_of;
   // GPT-NeoX's query_key_value, Phi's shared norm and StableLM's layer, each with a partial rotation joined by torch.cat.
   if (m.qkv_per_head || m.shared_layer_norm || detail::stablelm_layer(m)) return bytes_of(detail::forward_partial_rope_layer_peak(m, f));
-  if (m.positions == position_kind::learned) return bytes_of(detail::forward_gpt2_layer_peak(m, f));  // GPT-2's block
+  if (m.positions == position_kind::learned)  // GPT-2's block (one c_attn), or OPT's layer
+    return bytes_of(m.fused_qkv ? detail::forward_gpt2_layer_peak(m, f) : detail::forward_opt_layer_peak(m, f));
   const std::int64_t c = detail::dtype_bytes_ceil(f.compute), s = f.seq_len, b = f.micro_batch, h = m.hidden, d = m.head_size();
   const std::int64_t sb = checked_product(s, b), sbh = checked_product(sb, h);
   const std::int64_t H = checked_product(c, sbh), Q = checked_product(c, sb, m.heads, d), K = checked_product(c, sb, m.kv_heads, d);
@@ -488,8 +555,8 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Qwen1.5-MoE steps under recompute (forward within 0.26%, docs/validation.md).
   if (!forward_layer_modelled(m, attention_kind::eager, f.seq_len, true))
     detail::fail("forward-only peaks are modelled for Llama-family text models (RMSNorm or OLMo's LayerNorm, SwiGLU, separate q/k/v "
-                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-2's, GPT-NeoX's, Phi's, "
-                 "StableLM's and StarCoder2's layers; pass such a model or estimate the step instead");
+                 "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-2's, OPT's, GPT-NeoX's, "
+                 "Phi's, StableLM's and StarCoder2's layers; pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
   // A learned position table has one row per position (GPT2Model's wpe(position_ids)), as in training.
   if (m.positions == position_kind::learned && f.seq_len > m.max_positions - m.position_offset)
@@ -509,9 +576,17 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // pairs, global and local.
   const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
   // GPT2Model (learned positions) holds wpe's output for one row of positions (c s h) instead of rotary tables.
-  const bool learned = m.positions == position_kind::learned;
-  const std::int64_t rotary = learned ? checked_product(c, s, m.hidden) : checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);
-  const std::int64_t positions = checked_product(8, s);  // cache_position = torch.arange(s) (int64), position_ids a view of it
+  // OPTDecoder (modeling_opt.py) builds its positions from the attention mask it makes (torch.ones(b, s), fp32) by
+  // cumsum, one row a sequence (int64 position_ids, b s), and holds embed_positions' output for all of them (c sb h)
+  // beside inputs_embeds (project_in's output where the embedding is narrower) and their sum.
+  const bool learned = m.positions == position_kind::learned, opt = learned && !m.fused_qkv;
+  const std::int64_t rotary = opt       ? H
+                              : learned ? checked_product(c, s, m.hidden)
+                                        : checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);
+  // cache_position = torch.arange(s) (int64), position_ids a view of it; OPT's fp32 mask and int64 position_ids besides.
+  const std::int64_t positions = checked_sum(checked_product(8, s), opt ? checked_product(12, sb) : 0);
+  // OPT-350M's project_out narrows the last hidden state (word_embed_proj_dim) before lm_head.
+  const std::int64_t last_hidden = m.projected_embedding() ? checked_product(c, sb, m.token_width()) : H;
   const std::int64_t cache = f.use_cache ? checked_product(2, K) : 0;  // one layer's K and V
   forward_only_estimate e{};
   e.weights = weights;
@@ -532,7 +607,9 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
       if (other > e.layer_peak) e.layer_peak = other;
       break;
     }
-  const std::int64_t final_norm = layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden, f.device));
+  // The final norm (OPT-350M has none), then OPT-350M's project_out beside the last hidden state.
+  std::int64_t final_norm = m.post_residual_norms ? 0 : layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden, f.device));
+  if (m.projected_embedding()) final_norm = max_of(final_norm, layer_moment(m.layers, last_hidden));
   // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
   // positions (4 s), freqs = inv_freq @ positions (4 s d/2), emb = cat(freqs, freqs) (4 s d), cos and sin in fp32
   // (8 s d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.
@@ -550,10 +627,10 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // logits / logits_scaling, the quotient beside lm_head's output.
   const std::int64_t n = checked_product(sb, m.vocab);
   const std::int64_t logits = checked_product(m.final_logit_softcap > 0.0 || m.scaled_logits ? 2 * c : c, n);
-  std::int64_t output = H;
-  if (f.output == forward_output::logits) output = checked_sum(H, logits);
+  std::int64_t output = last_hidden;
+  if (f.output == forward_output::logits) output = checked_sum(last_hidden, logits);
   // In fp32, logits.float() is the logits themselves (Tensor.to returns self when nothing changes): c + 4 bytes a logit.
-  if (f.output == forward_output::log_probs) output = max_of(checked_sum(H, logits), checked_product(c >= 4 ? c + 4 : c + 8, n));
+  if (f.output == forward_output::log_probs) output = max_of(checked_sum(last_hidden, logits), checked_product(c >= 4 ? c + 4 : c + 8, n));
   e.output_phase = bytes_of(checked_sum(ids, checked_product(cache, m.layers), output));
   e.blas_workspaces = f.blas_workspaces;
   e.peak = weights + f.blas_workspaces + (e.layers_phase > e.output_phase ? e.layers_phase : e.output_phase);

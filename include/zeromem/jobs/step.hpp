@@ -519,8 +519,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // frames follow it (dropout_modelled); elsewhere the forward keeps its moment at the loss.
   // Inside the last layer the output layer's tensors do not exist yet; GemmaModel's inputs_embeds stays referenced
   // beside its scaled copy (the first checkpoint) until the model returns, and GPT2Model's inputs_embeds and
-  // position_embeds (one row of positions) beside their sum.
-  const bytes position_rows = m.positions == position_kind::learned ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
+  // position_embeds (one row of positions) beside their sum; OPTDecoder's pos_embeds are one row a sequence, beside the
+  // fp32 attention mask it makes and the int64 position_ids (estimate_forward_only's model-level terms).
+  const bool opt_positions = m.positions == position_kind::learned && !m.fused_qkv;
+  const bytes position_rows = m.positions != position_kind::learned ? bytes{}
+                              : opt_positions ? elements_of(checked_product(sb, m.hidden)) * size_of(compute) + bytes_of(checked_product(12, sb))
+                                              : elements_of(checked_product(s_local, m.hidden)) * size_of(compute);
   const bytes before_output = saved - stage.output_layer + (m.scaled_embedding || m.positions == position_kind::learned ? hidden_grad : bytes{}) +
                               position_rows;
   bytes checkpointed_forward{};

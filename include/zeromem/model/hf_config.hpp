@@ -612,7 +612,6 @@ inline transformer_config parse_hf_config(const std::string& text, const hf_quan
     // (enable_bias), a LayerNorm before attention and before the MLP, ReLU (activation_function), learned positions
     // of max_position_embeddings + 2 rows (OPTLearnedPositionalEmbedding's offset), a final LayerNorm, the output layer
     // tied; `dropout` (0.1 by default) on both branches, attention_dropout on the probabilities, none on the embeddings.
-    // OPT-350M's layout (norms after the branches, word_embed_proj_dim 512 with project_in / project_out) is refused.
     m.hidden = integer(j, "hidden_size", type);
     m.layers = integer(j, "num_hidden_layers", type);
     m.heads = m.kv_heads = integer(j, "num_attention_heads", type);
