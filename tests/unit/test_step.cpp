@@ -1733,6 +1733,27 @@ TEST_CASE("step: with a KV cache, a LayerNorm layer's last eager softmax keeps t
   CHECK(wider.forward.activations - e.forward.activations == bytes_of(1'048'576 + 131'072));
 }
 
+TEST_CASE("step: OPT's last eager softmax in forward, without rotation, beside OPTDecoder's positions", "[step]") {
+  // The H200's OPT step (random-20261129-001, torch 2.11.0+cu130, transformers 5.17.0): hidden 1024, 1 layer, 16 heads,
+  // ffn 2688, vocabulary 8192 tied, LayerNorms after the residual adds (do_layer_norm_before false), dropout 0.1, 2048
+  // tokens x 8, bf16, eager, Adafactor over 3 micro-batches (their gradients alive from the start). Its forward peaked
+  // at 5,787,683,328 B; the loss's moment is 5,068,638,792 B (-12.4%).
+  const transformer_config m = parse_hf_config(R"({"model_type": "opt", "hidden_size": 1024, "num_hidden_layers": 1,
+      "num_attention_heads": 16, "ffn_dim": 2688, "vocab_size": 8192, "max_position_embeddings": 2048,
+      "do_layer_norm_before": false, "dropout": 0.1, "attention_dropout": 0.0, "use_cache": false})");
+  training_states t = pure_bf16();
+  t.optimizer.kind = optimizer_kind::adafactor;
+  t.gradient_accumulation_steps = 3;
+  activation_config a = sdpa(2048, 8);
+  a.attention = attention_kind::eager;
+  step_config s{};
+  s.optimizer = pytorch_default_impl(optimizer_kind::adafactor);
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, t, a, s);
+  CHECK(e.forward.loss == bytes{});  // the last layer's softmax, not the loss
+  CHECK(static_cast<double>(e.forward.total().count()) == Approx(5'787'683'328.0).epsilon(0.01));  // +0.55%
+}
+
 TEST_CASE("step: the final RMSNorm differentiated sets the backward where the vocabulary is small", "[step]") {
   // Hidden 512, 4 layers, 8 heads (4 KV), ffn 512, vocabulary 500 tied, bf16, SDPA, s 64, b 4 (sb h = 131,072). After
   // lm_head's node the loss's tensors and lm_head's input are gone; the final norm's backward at pow's node holds six

@@ -582,7 +582,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // RMSNorm, OLMo's LayerNorm), also the embedding's output the model still refers to (inputs_embeds) and the layer's
   // input (its residual). Read from an H200's Llama trace at 2048 x 4 (the forward −3.7% before) for pre-norm layers
   // with rotary positions; no measured peak is here: the backward's softmax node holds three fp32 s^2 tensors.
-  // (OPT-350M's linears read their input, and learned positions make tensors of their own: not read.)
+  // OPT's layer too (no rotation: the frame is Llama's, q_proj's scaled output and k_proj's token-major ones copied by
+  // matmul; OPTDecoder's positions are in before_output). Measured on an H200: a one-layer OPT-350M-style step (norms
+  // after the residual adds, eager, 2048 x 8) read its forward −12.4% without this moment, +0.55% with it. GPT-2's
+  // softmax runs in the model's dtype (eager_softmax_fp32 false): not read.
   // The attention frame also holds, beside what attention keeps (the layer's query, key and value terms), what its
   // names still refer to (the CPU step oracles' live allocations at this moment, four LayerNorm families and Llama's):
   //  - Llama's frame (q, k and v projections, apply_rotary_pos_emb's q * cos + rotate_half(q) * sin): the rotated q and
@@ -598,7 +601,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   if (ZEROMEM_RARELY(a.recomputation == recompute::none && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
                      p.pp == 1 && !fsdp && t.zero.stage < 3 && stage.microbatches_in_flight == 1 && !m.post_norms &&
-                     m.positions == position_kind::rope && (m.rope_concat || !m.fused_qkv))) {
+                     ((m.positions == position_kind::rope && (m.rope_concat || !m.fused_qkv)) || opt_positions))) {
     const layer_activations& w = F > 0 && full_attention_layer(m, L - 1) ? full_whole : layer_whole;
     const bytes scores_c = elements_of(checked_product(m.heads, s_local, s_local, a.micro_batch)) * size_of(compute);
     const bytes softmax_fp32 = w.attention_scores - scores_c;  // its output, kept; its input's fp32 copy is as large
