@@ -570,18 +570,6 @@ class GPT2LM(torch.nn.Module):
         return F.linear(hidden_states, self.wte.weight)  # lm_head tied to wte
 
 
-def opt_eager_attention(query, key, value, mask, scaling):
-    """modeling_opt.py eager_attention_forward: QK^T times scaling (1.0 from OPTAttention: a new tensor still), the
-    additive mask, softmax in fp32 and the cast back (dropout with p = 0 returns its input), P @ V,
-    transpose(1, 2).contiguous(); the weights are returned."""
-    attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
-    attn_weights = attn_weights + mask
-    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
-    attn_output = torch.matmul(attn_weights, value)
-    attn_output = attn_output.transpose(1, 2).contiguous()
-    return attn_output, attn_weights
-
-
 class OPTAttention(torch.nn.Module):
     """OPTAttention.forward: q_proj's output times head_dim ** -0.5, viewed per head and transposed; k_proj's and v_proj's
     likewise; the cache's copies; eager attention with scaling 1.0; reshape(...).contiguous() (a view of the contiguous
@@ -606,7 +594,9 @@ class OPTAttention(torch.nn.Module):
         value_states = value_states.view(bsz, -1, self.heads, self.d).transpose(1, 2)
         if cache is not None:
             key_states, value_states = cache_update(cache, key_states, value_states)
-        attn_output, attn_weights = opt_eager_attention(query_states, key_states, value_states, mask, 1.0)
+        # modeling_opt.py's eager_attention_forward: eager_attention's ops without repeat_kv (n_rep 1 returns K and V);
+        # times scaling 1.0 is a new tensor still.
+        attn_output, attn_weights = eager_attention(query_states, key_states, value_states, mask, 1.0, 1)
         attn_output = attn_output.reshape(bsz, tgt_len, -1).contiguous()
         attn_output = self.out_proj(attn_output)
         attn_weights = None

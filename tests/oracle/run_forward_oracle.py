@@ -15,6 +15,18 @@ import tempfile
 
 import forward
 
+def read_as_config(args, config):
+    """The estimate's arguments with the shape flags replaced by a config.json of the model (written to a temporary
+    file), so that zeromem's reading of the family's config is checked too; on the CPU (LayerNorm statistics in the
+    input's dtype)."""
+    config_path = os.path.join(tempfile.gettempdir(), f"zeromem-forward-oracle-{config['model_type']}-{os.getpid()}.json")
+    with open(config_path, "w") as out:
+        json.dump(config, out)
+    shape = {"--hidden", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab"}
+    args = [a for k, a in enumerate(args) if a not in shape and (k == 0 or args[k - 1] not in shape)]
+    return args + ["--hf-config", config_path, "--device", "cpu"]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
@@ -125,24 +137,14 @@ def main():
             args += ["--norm", "layernorm", "--mlp", "gelu", "--qkv-bias", "--device", "cpu"]
             args += ["--gelu-new"] if cfg["starcoder2"] == "gelu_new" else []
         if cfg.get("gpt2"):  # read as a GPT-2 config.json; the CPU's LayerNorm statistics are in the input's dtype
-            config = {"model_type": "gpt2", "n_embd": cfg["hidden"], "n_layer": cfg["layers"], "n_head": cfg["heads"], "n_inner": cfg["ffn"],
-                      "vocab_size": cfg["vocab"], "n_positions": cfg["max_positions"], "activation_function": cfg["act"]}
-            config_path = os.path.join(tempfile.gettempdir(), f"zeromem-forward-oracle-gpt2-{os.getpid()}.json")
-            with open(config_path, "w") as out:
-                json.dump(config, out)
-            shape = {"--hidden", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab"}
-            args = [a for k, a in enumerate(args) if a not in shape and (k == 0 or args[k - 1] not in shape)]
-            args += ["--hf-config", config_path, "--device", "cpu"]
+            args = read_as_config(args, {"model_type": "gpt2", "n_embd": cfg["hidden"], "n_layer": cfg["layers"], "n_head": cfg["heads"],
+                                         "n_inner": cfg["ffn"], "vocab_size": cfg["vocab"], "n_positions": cfg["max_positions"],
+                                         "activation_function": cfg["act"]})
         if cfg.get("opt"):  # read as an OPT config.json; the CPU's LayerNorm statistics are in the input's dtype
-            config = {"model_type": "opt", "hidden_size": cfg["hidden"], "num_hidden_layers": cfg["layers"], "num_attention_heads": cfg["heads"],
-                      "ffn_dim": cfg["ffn"], "vocab_size": cfg["vocab"], "max_position_embeddings": cfg["max_positions"],
-                      "do_layer_norm_before": cfg["before"], "enable_bias": cfg["bias"], "word_embed_proj_dim": cfg["embed_width"]}
-            config_path = os.path.join(tempfile.gettempdir(), f"zeromem-forward-oracle-opt-{os.getpid()}.json")
-            with open(config_path, "w") as out:
-                json.dump(config, out)
-            shape = {"--hidden", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab"}
-            args = [a for k, a in enumerate(args) if a not in shape and (k == 0 or args[k - 1] not in shape)]
-            args += ["--hf-config", config_path, "--device", "cpu"]
+            args = read_as_config(args, {"model_type": "opt", "hidden_size": cfg["hidden"], "num_hidden_layers": cfg["layers"],
+                                         "num_attention_heads": cfg["heads"], "ffn_dim": cfg["ffn"], "vocab_size": cfg["vocab"],
+                                         "max_position_embeddings": cfg["max_positions"], "do_layer_norm_before": cfg["before"],
+                                         "enable_bias": cfg["bias"], "word_embed_proj_dim": cfg["embed_width"]})
         if cfg.get("phi"):  # the CPU's LayerNorm statistics are in the input's dtype
             args += ["--norm", "layernorm", "--mlp", "gelu", "--parallel-residual", "--shared-layer-norm", "--rope-concat",
                      "--rotary-dims", str(cfg["rotary_dims"]), "--qkv-bias", "--lm-head-bias", "--device", "cpu"]
