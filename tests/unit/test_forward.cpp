@@ -434,6 +434,32 @@ TEST_CASE("forward only: OPT's layer and OPTDecoder's positions, one row a seque
   CHECK(estimate_forward_only(small, f, bytes{}).output_phase.count() == 16'384 + 2'097'152 + 205'914'112);
 }
 
+TEST_CASE("forward only: SDPA over the sliding-window mask, once the sequence reaches the window, term by term", "[forward]") {
+  // A small Mistral: h 256, 4 heads and 2 kv heads of 64, ffn 512, sliding_window 512, 2 layers; bf16, 2 sequences of
+  // 2048 tokens, SDPA, no cache. H = Q = 2 x 4096 x 256 = 2,097,152 B; K = 1,048,576 B.
+  const transformer_config m = parse_hf_config(R"({"model_type": "mistral", "hidden_size": 256, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "sliding_window": 512})");
+  forward_only_config f{};
+  f.seq_len = 2048;
+  f.micro_batch = 2;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  // With the mask, sdpa_attention_forward repeats K and V to the 4 heads (2Q) beside Y, q_embed, k_embed and v (H + Q
+  // + 2K): 10,485,760 B. PyTorch's SDPA makes the additive mask over the batch, 2 x 2 x 2048 x 2048 = 16,777,216 B
+  // (2048 a multiple of 8: not padded); the memory-efficient kernel's output Q and its log-sum-exp, 4 x 4 heads x 2048
+  // (rows padded to 32) x 2 = 65,536 B: 29,425,664 B, the layer's highest (its MLP's moment is 16,777,216 B).
+  CHECK(forward_layer_peak(m, f).count() == 10'485'760 + 16'777'216 + 2'097'152 + 65'536);
+  // The model holds the boolean mask once, 1 x 1 x 2048 x 2048 B expanded to the batch: token ids 32,768 + positions
+  // 16,384 + the mask 4,194,304 + cos and sin 2 x 2 x 2048 x 64 = 524,288 + inputs_embeds and the layer input (2H) +
+  // the layer.
+  CHECK(estimate_forward_only(m, f, bytes{}).layers_phase.count() == 32'768 + 16'384 + 4'194'304 + 524'288 + 4'194'304 + 29'425'664);
+  // 2047 tokens, one short of a multiple of 8: the additive mask (2 x 2 x 2047 x 2047 = 16,760,836 B) and its copy padded to
+  // 2048 columns (2 x 2 x 2047 x 2048 = 16,769,024 B) at once, before the kernel.
+  f.seq_len = 2047;
+  const std::int64_t H = 2 * 2 * 2047 * 256, K = H / 2;
+  CHECK(forward_layer_peak(m, f).count() == (H + H + 2 * K + 2 * H) + 16'760'836 + 16'769'024);
+}
+
 TEST_CASE("forward only: models it does not model are refused", "[forward][errors]") {
   forward_only_config f{};
   f.seq_len = 128;

@@ -99,7 +99,32 @@ constexpr std::int64_t forward_norm_peak(const transformer_config& m, std::int64
 }
 }  // namespace detail
 
+/// Whether layer `layer` runs SDPA over transformers' boolean sliding-window mask: a sliding layer (full_attention_layer)
+/// once the sequence reaches the window (masking_utils.py sdpa_mask skips it only while kv_length < sliding_window).
+constexpr bool sliding_mask(const transformer_config& m, const forward_only_config& f, std::int64_t layer) {
+  return f.attention == attention_kind::flash && !full_attention_layer(m, layer) && f.seq_len >= m.sliding_window;
+}
+
 namespace detail {
+/// Calls f(i) for the last layer i below `last` of each kind of layer other than last's: those that skip RoPE (SmolLM3's
+/// NoPE layers, rope_layer) and those that run SDPA over the sliding-window mask (Gemma-2's and Gemma-3's sliding
+/// layers beside their full-attention ones, sliding_mask), whose peaks differ.
+template <class F>
+constexpr void for_each_other_layer_kind(const transformer_config& m, const forward_only_config& f, std::int64_t last, F&& call) {
+  const bool masks_differ = m.sliding_window_pattern >= 2 && sliding_mask(m, f, 0) != sliding_mask(m, f, m.sliding_window_pattern - 1);
+  const int kinds = (m.nope_period > 0 ? 2 : 1) * (masks_differ ? 2 : 1);
+  if (kinds == 1) return;
+  const auto kind = [&](std::int64_t i) { return (rope_layer(m, i) ? 1u : 0u) | (sliding_mask(m, f, i) ? 2u : 0u); };
+  unsigned seen = 1u << kind(last);
+  int found = 1;
+  for (std::int64_t i = last - 1; i >= 0 && found < kinds; --i)
+    if (const unsigned k = 1u << kind(i); (seen & k) == 0) {
+      seen |= k;
+      ++found;
+      call(i);
+    }
+}
+
 /// StableLM's layer layout: LayerNorms, separate projections with RoPE joined by torch.cat, a SwiGLU MLP.
 constexpr bool stablelm_layer(const transformer_config& m) {
   return m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::swiglu && !m.fused_qkv && !m.fused_gate_up &&
@@ -111,8 +136,8 @@ constexpr bool stablelm_layer(const transformer_config& m) {
 
 /// Whether forward_layer_peak models model m's layers with `attention` over `seq_len` tokens: Llama-family text layers
 /// (RMSNorm or OLMo's LayerNorm, SwiGLU; separate q/k/v rotating whole heads, or Phi-3's fused projections), dense or,
-/// with `experts`, transformers 5's routed experts (alone or beside Qwen2-MoE's gated shared expert), and no SDPA
-/// sliding-window mask (a sequence as long as the window), which the model does not hold.
+/// with `experts`, transformers 5's routed experts (alone or beside Qwen2-MoE's gated shared expert), with SDPA's
+/// sliding-window mask too (sliding_mask); the other families without it (a sequence as long as the window).
 constexpr bool forward_layer_modelled(const transformer_config& m, attention_kind attention, std::int64_t seq_len, bool experts = false) {
   // transformers 5's routed experts, alone or beside Qwen2-MoE's gated shared expert.
   const bool mlp = m.moe.experts == 0 || (experts && m.moe.stacked && (m.moe.shared_experts == 0 || m.moe.shared_expert_gate));
@@ -154,9 +179,8 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
   const bool starcoder2 = llama && m.norm == norm_kind::layernorm && !m.norm_input_fp32 && m.mlp == mlp_kind::gelu && !m.gelu_fast_ops &&
                           m.positions == position_kind::rope && !m.parallel_residual && !m.post_residual_norms && !m.qk_norm &&
                           !m.sandwich_norms && !m.post_norms && !m.scaled_residual && m.nope_period == 0 && m.moe.experts == 0;
-  if (starcoder2) return m.vision.blocks == 0 && !sliding;
-  return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 &&
-         (phi3 || llama) && !sliding;
+  if (starcoder2) return m.vision.blocks == 0;
+  return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 && (phi3 || llama);
 }
 
 /// Whether forward_layer_peak follows model m's own dropout under model.train() (forward_only_config::train_dropout):
@@ -475,6 +499,21 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     attention = max_of(attention, checked_sum(after_rope, Q, lse));
     attention = max_of(attention, checked_sum(after_rope, checked_product(2, Q)));
     attention = max_of(attention, checked_sum(after_rope, Q, H));
+    if (sliding_mask(m, f, layer)) {
+      // A sliding layer once the sequence reaches the window gets the model's boolean mask (attention_layout::sdpa_mask,
+      // as in training): sdpa_attention_forward repeats K and V to every head (use_gqa_in_sdpa needs no mask: copies
+      // under GQA, a stride-0 view for one kv head), kept to its return. PyTorch's SDPA makes the additive mask:
+      // zeros_like(mask, query dtype) over the batch (c b s^2) beside mask.logical_not() (b s^2, attention.cpp
+      // convert_boolean_attn_mask); preprocess_mask pads its rows to 8 (pad_bias, a copy beside it) unless s is a
+      // multiple of 8; the memory-efficient kernel writes its token-major output and the fp32 log-sum-exp, rows padded
+      // to 32 (attention.cu _efficient_attention_forward), and transpose().contiguous() then copies nothing.
+      const std::int64_t repeated = m.heads > m.kv_heads && m.kv_heads > 1 ? checked_product(2, Q) : 0;
+      const std::int64_t additive = checked_product(c, b, s, s), padded = s % 8 == 0 ? additive : checked_product(c, b, s, detail::ceil_div(s, 8), 8);
+      const std::int64_t held = checked_sum(after_rope, repeated);
+      attention = max_of(attention, checked_sum(held, additive));
+      if (s % 8 != 0) attention = max_of(attention, checked_sum(held, additive, padded));
+      attention = max_of(attention, checked_sum(held, padded, Q, checked_product(4, m.heads, detail::ceil_div(s, 32), 32, b)));
+    }
   }
   // With a cache, this layer's K and V stay alive after attention returns: transformers 5's DynamicLayer.update copies
   // them (torch.cat) and hands attention the copies, the originals freed on rebinding; the moment of both pairs,
@@ -574,7 +613,13 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // q * cos broadcasts over the batch), the embedding output (inputs_embeds) and the layer input.
   // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
   // pairs, global and local.
-  const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1) : 0;
+  // Under SDPA the sliding layers' boolean mask once the sequence reaches the window (sliding_mask; full-attention layers
+  // pass None): masking_utils.py sdpa_mask builds it over the query and key positions only, 1 x 1 x s x s expanded to
+  // the batch (measured in training, step.hpp's checkpoint_arguments).
+  const bool sliding_layers = sliding_mask(m, f, 0);  // layer 0 slides where any does
+  const std::int64_t mask = f.attention == attention_kind::eager ? checked_product(c, b, s, s, m.sliding_window_pattern >= 2 ? 2 : 1)
+                            : sliding_layers                      ? checked_product(s, s)
+                                                                  : 0;
   // GPT2Model (learned positions) holds wpe's output for one row of positions (c s h) instead of rotary tables.
   // OPTDecoder (modeling_opt.py) builds its positions from the attention mask it makes (torch.ones(b, s), fp32) by
   // cumsum, one row a sequence (int64 position_ids, b s), and holds embed_positions' output for all of them (c sb h)
@@ -600,13 +645,11 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   const std::int64_t last = m.layers - 1;
   e.layer_peak = forward_layer_peak(m, f, last);
   std::int64_t last_layer = layer_moment(last, e.layer_peak.count());
-  for (std::int64_t i = last - 1; i >= 0 && m.nope_period > 0; --i)
-    if (rope_layer(m, i) != rope_layer(m, last)) {
-      const bytes other = forward_layer_peak(m, f, i);
-      last_layer = max_of(last_layer, layer_moment(i, other.count()));
-      if (other > e.layer_peak) e.layer_peak = other;
-      break;
-    }
+  detail::for_each_other_layer_kind(m, f, last, [&](std::int64_t i) {
+    const bytes other = forward_layer_peak(m, f, i);
+    last_layer = max_of(last_layer, layer_moment(i, other.count()));
+    if (other > e.layer_peak) e.layer_peak = other;
+  });
   // The final norm (OPT-350M has none), then OPT-350M's project_out beside the last hidden state.
   std::int64_t final_norm = m.post_residual_norms ? 0 : layer_moment(m.layers, detail::forward_norm_peak(m, c, sb, m.hidden, f.device));
   if (m.projected_embedding()) final_norm = max_of(final_norm, layer_moment(m.layers, last_hidden));

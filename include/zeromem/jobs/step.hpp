@@ -539,14 +539,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     f.use_cache = false;  // transformers turns the cache off under gradient checkpointing
     f.device = a.device;
     f.train_dropout = true;  // model.train(): config.json's dropout runs
-    // The last layer, and with NoPE layers (SmolLM3) the last of the other kind, with fewer checkpoints beside it.
+    // The last layer, and the last of each other kind (SmolLM3's NoPE layers; under SDPA's sliding-window mask Gemma-2's
+    // and Gemma-3's sliding and full-attention layers), with fewer checkpoints beside it: those of the layers after it.
     checkpointed_forward = before_output + forward_layer_peak(m, f, L - 1);
-    for (std::int64_t i = L - 2; i >= 0 && m.nope_period > 0; --i)
-      if (rope_layer(m, i) != rope_layer(m, L - 1)) {
-        const bytes other = before_output - per_layer_saved * (L - 1 - i) + forward_layer_peak(m, f, i);
-        if (other > checkpointed_forward) checkpointed_forward = other;
-        break;
-      }
+    detail::for_each_other_layer_kind(m, f, L - 1, [&](std::int64_t i) {
+      bytes later{};
+      for (std::int64_t j = i + 1; j < L; ++j) later += F > 0 && full_attention_layer(m, j) ? full_layer_saved : per_layer_saved;
+      const bytes other = before_output - later + forward_layer_peak(m, f, i);
+      if (other > checkpointed_forward) checkpointed_forward = other;
+    });
   }
   // Without recompute, the last layer's routed experts (transformers 5's grouped_mm_experts_forward) hold two [S, h]
   // tensors autograd keeps neither of beside every saved one: the routing-weight product out_g * w (mul keeps its
