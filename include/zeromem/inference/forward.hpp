@@ -502,11 +502,11 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     if (sliding_mask(m, f, layer)) {
       // A sliding layer once the sequence reaches the window gets the model's boolean mask (attention_layout::sdpa_mask,
       // as in training): sdpa_attention_forward repeats K and V to every head (use_gqa_in_sdpa needs no mask: copies
-      // under GQA, a stride-0 view for one kv head), kept to its return. PyTorch's SDPA makes the additive mask:
-      // zeros_like(mask, query dtype) over the batch (c b s^2) beside mask.logical_not() (b s^2, attention.cpp
-      // convert_boolean_attn_mask); preprocess_mask pads its rows to 8 (pad_bias, a copy beside it) unless s is a
-      // multiple of 8; the memory-efficient kernel writes its token-major output and the fp32 log-sum-exp, rows padded
-      // to 32 (attention.cu _efficient_attention_forward), and transpose().contiguous() then copies nothing.
+      // under GQA, a stride-0 view for one kv head), kept to its return. PyTorch's SDPA makes the additive mask,
+      // at::where(mask, 0, -inf) in the query dtype over the batch (c b s^2, attention.cpp convert_boolean_attn_mask);
+      // preprocess_mask pads its rows to 8 (pad_bias, a copy beside it) unless s is a multiple of 8; the
+      // memory-efficient kernel writes its token-major output and the fp32 log-sum-exp, rows padded to 32 (attention.cu
+      // _efficient_attention_forward), and transpose().contiguous() then copies nothing.
       const std::int64_t repeated = m.heads > m.kv_heads && m.kv_heads > 1 ? checked_product(2, Q) : 0;
       const std::int64_t additive = checked_product(c, b, s, s), padded = s % 8 == 0 ? additive : checked_product(c, b, s, detail::ceil_div(s, 8), 8);
       const std::int64_t held = checked_sum(after_rope, repeated);
