@@ -624,7 +624,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // OPTDecoder (modeling_opt.py) builds its positions from the attention mask it makes (torch.ones(b, s), fp32) by
   // cumsum, one row a sequence (int64 position_ids, b s), and holds embed_positions' output for all of them (c sb h)
   // beside inputs_embeds (project_in's output where the embedding is narrower) and their sum.
-  const bool learned = m.positions == position_kind::learned, opt = learned && !m.fused_qkv;
+  const bool learned = m.positions == position_kind::learned, opt = positions_per_sequence(m);
   const std::int64_t rotary = opt       ? H
                               : learned ? checked_product(c, s, m.hidden)
                                         : checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);

@@ -521,7 +521,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // beside its scaled copy (the first checkpoint) until the model returns, and GPT2Model's inputs_embeds and
   // position_embeds (one row of positions) beside their sum; OPTDecoder's pos_embeds are one row a sequence, beside the
   // fp32 attention mask it makes and the int64 position_ids (estimate_forward_only's model-level terms).
-  const bool opt_positions = m.positions == position_kind::learned && !m.fused_qkv;
+  const bool opt_positions = positions_per_sequence(m);
   const bytes position_rows = m.positions != position_kind::learned ? bytes{}
                               : opt_positions ? elements_of(checked_product(sb, m.hidden)) * size_of(compute) + bytes_of(checked_product(12, sb))
                                               : elements_of(checked_product(s_local, m.hidden)) * size_of(compute);

@@ -281,6 +281,11 @@ constexpr bool full_attention_layer(const transformer_config& m, std::int64_t i)
   return m.sliding_window == 0 || (m.sliding_window_pattern > 0 && (i + 1) % m.sliding_window_pattern == 0);
 }
 
+/// Whether the model's learned positions are OPT's (modeling_opt.py OPTLearnedPositionalEmbedding, its offset rows
+/// first): OPTDecoder computes them by cumsum over the attention mask, one row a sequence, where GPT-2's wpe (no offset)
+/// takes one row for the whole batch.
+constexpr bool positions_per_sequence(const transformer_config& m) { return m.positions == position_kind::learned && m.position_offset > 0; }
+
 /// Whether decoder layer i rotates q and k: rotary positions, unless layer i is one of SmolLM3's NoPE layers
 /// ((i + 1) % nope_period == 0; SmolLM3Config: no_rope_layers[i] = int((i + 1) % no_rope_layer_interval != 0)).
 constexpr bool rope_layer(const transformer_config& m, std::int64_t i) {
