@@ -71,7 +71,6 @@ struct estimate_args {
   bool json = false;
 };
 
-/// The job the flags describe, as the library's types. Every printed number is computed from this.
 /// The job the flags describe (the library's training_job, which plan and the RLHF roles evaluate too), and what
 /// the flags left out: a model (--params alone gives model states only) and the activations (no --seq-len).
 struct estimate_inputs {
@@ -82,6 +81,9 @@ struct estimate_inputs {
 };
 
 void add_estimate_flags(CLI::App& app, estimate_args& a);
+/// --quantize and --no-double-quant, as the model's reader and the adaptation take them; throws std::invalid_argument
+/// for --no-double-quant without nf4.
+hf_quantization quantization_of(const estimate_args& a);
 /// Validates the flags together and builds the job; throws std::invalid_argument naming the flag.
 estimate_inputs to_inputs(const estimate_args& a);
 int run_estimate(const estimate_args& a, std::ostream& out);

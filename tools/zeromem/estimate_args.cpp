@@ -99,6 +99,12 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   app.add_flag("--json", a.json, "print JSON with exact byte counts");
 }
 
+hf_quantization quantization_of(const estimate_args& a) {
+  const quantization q = parse_quantization(a.quantize);
+  if (a.no_double_quant && q != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
+  return hf_quantization{q, !a.no_double_quant};
+}
+
 namespace {
 
 adaptation adaptation_of(const estimate_args& a) {
@@ -107,10 +113,10 @@ adaptation adaptation_of(const estimate_args& a) {
   if (!a.lora_targets.empty()) d.lora.targets = parse_lora_targets(a.lora_targets);
   d.lora.dropout = a.lora_dropout;
   d.lora.adapter_dtype = parse_dtype(a.lora_dtype);
-  d.quantize = parse_quantization(a.quantize);
-  d.double_quant = !a.no_double_quant;
+  const hf_quantization q = quantization_of(a);
+  d.quantize = q.kind;
+  d.double_quant = q.double_quant;
   d.paged_optimizer = a.paged_optimizer;
-  if (a.no_double_quant && d.quantize != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
   if (a.lora_dropout != 0.0 && a.lora_rank == 0) detail::fail("--lora-dropout needs LoRA; add --lora-rank and --lora-targets");
   std::string_view list = a.freeze;
   while (!list.empty()) {
@@ -243,7 +249,7 @@ estimate_inputs to_inputs(const estimate_args& a) {
   in.has_model = a.model.given();
   if (in.has_model && !a.params.empty()) detail::fail("give either --params or a model (--model, --hf-config, --hidden ...), not both");
   if (!in.has_model && a.params.empty()) detail::fail("give --params (such as 7.5B) or a model (--model, --hf-config, --hidden ...)");
-  if (in.has_model) in.job.model = model_of(a.model, hf_quantization{parse_quantization(a.quantize), !a.no_double_quant});
+  if (in.has_model) in.job.model = model_of(a.model, quantization_of(a));
   set_model_states(a, in);
 
   constexpr activation_config defaults{};

@@ -27,8 +27,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
        "--allocator, --reserve-fraction, --gradient-as-bucket-view, --keep-grads, --explain and --svg"}};
   for (const auto& [given, flags] : training_only)
     if (given) detail::fail(std::string("--forward-only runs the model without training; drop ") + flags);
-  const quantization q = parse_quantization(a.quantize);
-  const transformer_config m = model_of(a.model, hf_quantization{q, !a.no_double_quant});
+  const hf_quantization q = quantization_of(a);
+  const transformer_config m = model_of(a.model, q);
   const precision p = parse_precision(a.precision_name);
   forward_only_config f{};
   f.seq_len = a.seq_len;
@@ -39,9 +39,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   f.output = parse_forward_output(a.forward_output);
   f.device = parse_device(a.device_name);
   f.blas_workspaces = blas_workspaces_arg(a.blas_workspaces, a.gpu, 1, f.blas_workspaces);  // the forward's thread
-  if (a.no_double_quant && q != quantization::nf4) detail::fail("--no-double-quant applies to --quantize nf4; drop it");
   // Inference keeps the weights in the compute dtype (a mixed or AMP recipe's fp32 copies belong to training).
-  const forward_only_estimate e = estimate_forward_only(m, f, forward_weight_bytes(m, f.compute, q, !a.no_double_quant));
+  const forward_only_estimate e = estimate_forward_only(m, f, forward_weight_bytes(m, f.compute, q.kind, q.double_quant));
   const bytes context = a.cuda_context.empty() ? step_config{}.cuda_context : parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   const bytes used = e.peak + context;
   const device_choice device = device_of(a.gpu, a.gpu_memory);
@@ -54,7 +53,7 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
                          {"peak_bytes", e.peak.count()}, {"cuda_context_bytes", context.count()}, {"device_used_bytes", used.count()},
                          {"peak_in", e.layers_phase > e.output_phase ? "layers" : "output"}, {"output", std::string(name(f.output))},
                          {"use_cache", f.use_cache}, {"attention", std::string(name(f.attention))},
-                         {"compute_dtype", std::string(name(f.compute))}, {"quantize", std::string(name(q))}};
+                         {"compute_dtype", std::string(name(f.compute))}, {"quantize", std::string(name(q.kind))}};
     j["model"] = {{"params", count_parameters(m).total.count()}};
     if (device.given())
       j["verdict"] = {{"gpu", device.name}, {"capacity_bytes", device.capacity.count()}, {"capacity_source", device.source},
