@@ -208,6 +208,30 @@ TEST_CASE("caching allocator: the step holds the blocks of its weights, states a
   CHECK(estimate_step(m, zero3, a, step_config{}).forward.allocator_blocks.count() == 0);
 }
 
+TEST_CASE("caching allocator: backward moments are compared with their gradients' blocks", "[allocator][step]") {
+  // Gemma-3-1B under AMP (fp32 weights, gradients and Adam's two states, one tensor per parameter each), SDPA, no
+  // recompute. At 504 tokens the backward peaks at its end, every gradient alive with the blocks above them. At 512 the
+  // loss's moment, without gradients, comes within those blocks of the end: compared without them it was taken, and the
+  // peak fell by 18,176,000 B as the sequence grew (tests/cli/monotone.py found it). More tokens never lower a moment.
+  const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-3-1b.json");
+  training_states t{};
+  t.recipe = recipe_of(precision::amp_bf16);
+  t.optimizer.kind = optimizer_kind::adam;
+  activation_config a{};
+  a.micro_batch = 1;
+  a.attention = attention_kind::flash;
+  a.impl = implementation::hf;
+  a.autocast = true;
+  a.seq_len = 504;
+  const step_estimate shorter = estimate_step(m, t, a, step_config{});
+  a.seq_len = 512;
+  const step_estimate longer = estimate_step(m, t, a, step_config{});
+  CHECK(longer.backward.total() >= shorter.backward.total());
+  CHECK(longer.backward.gradients == shorter.backward.gradients);
+  CHECK(longer.backward.allocator_blocks == shorter.backward.allocator_blocks);
+  CHECK(longer.backward.loss == bytes{});
+}
+
 TEST_CASE("caching allocator: transformers 4's experts, four 1.125 MiB linears each, fill a layer's segments", "[allocator]") {
   // One layer of h 1024 (q, k, v, o: 2 MiB each in bf16) and 4 experts of expert_ffn 576 (gate, up, down: 1.125 MiB
   // each, nn.Linear per expert), a vocabulary of 512 (a 1 MiB tied table: the small pool). Layer 0: a 20 MiB segment

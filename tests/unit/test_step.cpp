@@ -513,6 +513,14 @@ TEST_CASE("step: gradients alive from the start, kept between steps or accumulat
   const step_estimate f8_first = estimate_step(llama2(), t8, sdpa(2048, 1, recompute::full), sharded);
   CHECK(f8_first.forward.gradients == bytes{});
   CHECK(f8.forward.total() - f8_first.forward.total() == bytes_of(1'684'603'904));
+  // Its backward peaks in layer 30's MLP, layer 31's reduce-scatter input still alive. There, beside every kept
+  // shard, the root's unsharded gradients: lm_head's and the final norm's, 32000 x 4096 x 2 + 4096 x 2 = 262,152,192 B,
+  // added into the shards only in backward's final callback. The layer's new unsharded gate, up and down gradients and
+  // its norm's are there too: 3 x 4096 x 11008 x 2 + 4096 x 2 = 270,540,800 B. The root's were left out before
+  // (2026-11-29), so keeping gradients could lower an FSDP2 peak.
+  CHECK(f8.peak_phase == step_phase::backward);
+  CHECK(f8.backward.gradients == bytes_of(1'684'603'904LL + 262'152'192 + 270'540'800));
+  CHECK(f8.peak > f8_first.peak);
 }
 
 TEST_CASE("step: a tied embedding's two gradients are summed out of place at the end of backward", "[step][tied]") {

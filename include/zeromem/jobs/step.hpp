@@ -262,30 +262,43 @@ ZEROMEM_ALWAYS_INLINE constexpr std::int64_t fsdp2_expert_padding(const transfor
 }  // namespace detail
 
 namespace detail {
+/// Whether every parameter trains as one tensor of its own (no frozen part, adapter or paged state): then torch.optim's
+/// states and the gradients are laid out as the weights are, and their allocator blocks are counted.
+constexpr bool every_parameter_trains(const training_states& t) {
+  return t.frozen.count() == 0 && !t.adapt.paged_optimizer && !t.adapt.lora_enabled();
+}
+/// The caching allocator's blocks above the gradients, one tensor per parameter (parameter_block_excess), all of them.
+ZEROMEM_NOINLINE ZEROMEM_COLD constexpr bytes gradient_block_excess(const transformer_config& m, const training_states& t,
+                                                                     const precision_recipe& r, bool expandable, bytes grads_all) {
+  if (!every_parameter_trains(t) || grads_all.count() == 0) return bytes{};
+  return parameter_block_excess(m, r.gradients, expandable);
+}
+/// A moment's share of them: as many as its gradients are of all the gradients.
+constexpr bytes held_block_excess(bytes gradients, bytes grads_all, bytes grads_excess) {
+  if (grads_all.count() == 0) return bytes{};
+  const double held = std::min(1.0, static_cast<double>(gradients.count()) / static_cast<double>(grads_all.count()));
+  return bytes_of(static_cast<std::int64_t>(held * static_cast<double>(grads_excess.count()) + 0.5));
+}
 /// The caching allocator's blocks above the weights, torch.optim's states and the gradients, one tensor per parameter
 /// each (parameter_block_excess; the states and gradients laid out as the weights are built): in every phase the
 /// weights' and states', the gradients' where they are alive, a backward moment's share of them. The peak, its phase
 /// and the reserved bytes are compared again. Out of line and cold: ZeRO's, FSDP2's and mixed-precision steps never run
 /// it, and their hot path stays as compact as it was.
 ZEROMEM_NOINLINE ZEROMEM_COLD constexpr void add_allocator_blocks(step_estimate& out, const transformer_config& m, const training_states& t,
-                                                     const precision_recipe& r, bool expandable, bytes grads_all, bool accumulating) {
+                                                     const precision_recipe& r, bool expandable, bytes grads_all, bytes grads_excess,
+                                                     bool accumulating) {
   // The weights in their storage dtype (under LoRA the frozen base's; the adapters, small tensors, are left out).
-  const bytes weights_excess = parameter_block_excess(m, t.recipe.weights, expandable);
-  const bool every_parameter_trains = t.frozen.count() == 0 && !t.adapt.paged_optimizer && !t.adapt.lora_enabled();
+  const bytes weights_excess =
+      grads_excess.count() > 0 && r.gradients == t.recipe.weights ? grads_excess : parameter_block_excess(m, t.recipe.weights, expandable);
   const optimizer_traits& ot = traits_of(t.optimizer.kind);
-  const int states = !every_parameter_trains ? 0
-                     : ot.moments >= 0       ? ot.moments + extra_states(t.optimizer)
-                                             : (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_momentum ? 1 : 0);
+  const int states = !every_parameter_trains(t) ? 0
+                     : ot.moments >= 0          ? ot.moments + extra_states(t.optimizer)
+                                                : (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_momentum ? 1 : 0);
   const dtype state = r.optimizer_dtype();
   const bytes state_excess = states == 0 ? bytes{} : state == t.recipe.weights ? weights_excess : parameter_block_excess(m, state, expandable);
   const bytes resting_excess = weights_excess + state_excess * states;
-  const bytes grads_excess = !every_parameter_trains || grads_all.count() == 0 ? bytes{}
-                             : r.gradients == t.recipe.weights                  ? weights_excess
-                                                                                 : parameter_block_excess(m, r.gradients, expandable);
-  const double held =
-      grads_all.count() > 0 ? std::min(1.0, static_cast<double>(out.backward.gradients.count()) / static_cast<double>(grads_all.count())) : 0.0;
   out.forward.allocator_blocks = resting_excess + (accumulating ? grads_excess : bytes{});
-  out.backward.allocator_blocks = resting_excess + bytes_of(static_cast<std::int64_t>(held * static_cast<double>(grads_excess.count()) + 0.5));
+  out.backward.allocator_blocks = resting_excess + held_block_excess(out.backward.gradients, grads_all, grads_excess);
   out.optimizer_step.allocator_blocks = resting_excess + grads_excess;
   out.peak = out.forward.total();
   out.peak_phase = step_phase::forward;
@@ -457,6 +470,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   }
 
   const bytes grads_alive = accumulating ? grads_all : bytes{};  // held from the start of forward
+  // Accumulating, after the output layer's backward: every gradient, and beside them lm_head's waiting in a tied table's
+  // input buffer; under FSDP2 the root's unsharded gradients (head_grads, the tied one among them), which its
+  // post-backward adds into the kept shards only in backward's final callback (_fsdp_state.py
+  // _root_post_backward_final_callback), as without accumulation.
+  const bytes kept_accumulating = grads_all + (fsdp ? head_grads : tied_gradient);
 
   // QLoRA: the frozen weight of the matmul being differentiated, dequantized to 16 bits.
   const bytes dequantized = bytes_of(detail::ceil_div(split.dequantized_weight.count(), a.tp));
@@ -947,7 +965,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // layer below: layer 0, with nothing below, holds its own output there in the prefetched layer's place.
     const bytes copy_out = fsdp && s.reshard_after_forward && i == 0 ? layer_unsharded : bytes{};
     const layer_activations& w = full ? full_whole : layer_whole;
-    return layer_context{accumulating ? grads_all + tied_gradient : head_grads + layer_grads_kept * above,
+    return layer_context{accumulating ? kept_accumulating : head_grads + layer_grads_kept * above,
                          accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
                          per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
                          fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{},
@@ -1112,7 +1130,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements patch_embedding = elements_of(checked_product(m.vision.hidden, m.vision.in_channels, m.vision.temporal_patch,
                                                                    m.vision.patch, m.vision.patch));  // Conv3d, no bias
       const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
-      vision_grads_start = (accumulating ? grads_all + tied_gradient : head_grads + layer_grads_kept * L) + grad_bytes(merger);
+      vision_grads_start = (accumulating ? kept_accumulating : head_grads + layer_grads_kept * L) + grad_bytes(merger);
       vision_grads_blocks = grad_bytes(counts.vision - merger - patch_embedding);
     }
   }
@@ -1159,18 +1177,33 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
   // on a tie. Alternating layers: between layers i and i + N the walk changes by the same amounts, so each residue of
   // i mod N has its highest moments at its first or last layer on the stage.
+  // Where the caching allocator's blocks are counted (one tensor per parameter: add_allocator_blocks), a moment holds
+  // its gradients' share of those above the gradients, and moments are compared with it: one holding more gradients
+  // (the end) can top one that is higher without them (the loss's), as a step's peak does.
+  const bool blocks_counted = a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy &&
+                              t.adapt.quantize == quantization::none && a.tp == 1 && p.pp == 1;
+  const bytes grads_excess =
+      ZEROMEM_RARELY(blocks_counted) ? detail::gradient_block_excess(m, t, r, s.allocator == allocator_mode::expandable, grads_all) : bytes{};
+  const auto total_of = [&](const step_terms& x) ZEROMEM_ALWAYS_INLINE {
+    return ZEROMEM_RARELY(grads_excess.count() > 0) ? x.total() + detail::held_block_excess(x.gradients, grads_all, grads_excess) : x.total();
+  };
   enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, end, root_reduce };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
-  bytes backward_total = loss_moment().total();
+  bytes backward_total = total_of(loss_moment());
   // lm_head's moment differs from the loss's by its new gradients, the two flowing gradients and the loss's tensors.
-  if (head_made > loss_backward) {
+  if (ZEROMEM_RARELY(grads_excess.count() > 0)) {
+    if (const bytes total = total_of(head_moment()); total > backward_total) {
+      backward_total = total;
+      highest = moment_kind::head;
+    }
+  } else if (head_made > loss_backward) {
     backward_total += head_made - loss_backward;
     highest = moment_kind::head;
   }
   if (final_norm_walk) {
-    if (const bytes total = final_norm_moment().total(); total > backward_total) {
+    if (const bytes total = total_of(final_norm_moment()); total > backward_total) {
       backward_total = total;
       highest = moment_kind::final_norm;
     }
@@ -1188,7 +1221,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const layer_context layer = layer_at(i);
     for (unsigned rest = walked_parts; rest != 0; rest &= rest - 1) {
       const auto part = static_cast<layer_part>(detail::log2_of_power_of_two(static_cast<std::int64_t>(rest & (0u - rest))));
-      if (const bytes total = layer_moment(layer, part, i == 0).total(); total > backward_total) {
+      if (const bytes total = total_of(layer_moment(layer, part, i == 0)); total > backward_total) {
         backward_total = total;
         highest = moment_kind::layer;
         highest_layer = i;
@@ -1209,22 +1242,22 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   };
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_input_walk) break;
-    else take_apart(attention_input_moment(layer_at(i), i == 0).total(), moment_kind::attention_input, i);
+    else take_apart(total_of(attention_input_moment(layer_at(i), i == 0)), moment_kind::attention_input, i);
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_kernel_walk) break;
-    else take_apart(attention_kernel_moment(layer_at(i)).total(), moment_kind::attention_kernel, i);
+    else take_apart(total_of(attention_kernel_moment(layer_at(i))), moment_kind::attention_kernel, i);
   for (const bool end : {false, true})
     if (!vision_trains) break;
-    else if (const bytes total = vision_moment(end).total(); total > backward_total) {
+    else if (const bytes total = total_of(vision_moment(end)); total > backward_total) {
       backward_total = total;
       highest = end ? moment_kind::vision_end : moment_kind::vision_start;
     }
-  if (const bytes total = end_moment().total(); total > backward_total) {
+  if (const bytes total = total_of(end_moment()); total > backward_total) {
     backward_total = total;
     highest = moment_kind::end;
   }
   if (fsdp && root_trainable.count() > 0) {
-    if (const bytes total = root_reduce_moment().total(); total > backward_total) {
+    if (const bytes total = total_of(root_reduce_moment()); total > backward_total) {
       backward_total = total;
       highest = moment_kind::root_reduce;
     }
@@ -1338,9 +1371,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     s.cuda_modules};
   out.forward.blas_workspaces = out.backward.blas_workspaces = out.optimizer_step.blas_workspaces = s.blas_workspaces;
   // One tensor per parameter on CUDA: the caching allocator's blocks above them (detail::add_allocator_blocks).
-  if (a.device == device_kind::cuda && !fsdp && t.zero.stage == 0 && !r.fp32_master && !r.fp32_gradient_copy &&
-      t.adapt.quantize == quantization::none && a.tp == 1 && p.pp == 1)
-    detail::add_allocator_blocks(out, m, t, r, s.allocator == allocator_mode::expandable, grads_all, accumulating);
+  if (blocks_counted) detail::add_allocator_blocks(out, m, t, r, s.allocator == allocator_mode::expandable, grads_all, grads_excess, accumulating);
   if (s.reserve_fraction > 0.0)
     out.reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
   return out;
