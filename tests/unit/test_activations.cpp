@@ -584,6 +584,9 @@ TEST_CASE("the rotary cos and sin every rotating layer keeps, one row for the ba
   activation_config checkpointed = hf_sdpa(2048);
   checkpointed.recomputation = recompute::full;
   CHECK(first_stage_activations(sliding_only, checkpointed).rotary_tables.count() == 4'194'304);
+  // Selective recompute checkpoints no layer call: the local pair only, as without recompute.
+  checkpointed.recomputation = recompute::selective;
+  CHECK(first_stage_activations(sliding_only, checkpointed).rotary_tables.count() == 2'097'152);
   // Learned positions (GPT-2) have none.
   CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json"), hf_sdpa(1024)).rotary_tables.count() == 0);
 }
@@ -1059,6 +1062,10 @@ TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "
   all.lora.targets = bit(lora_module::all_linear);
   all.lora.dropout = 0.05;
   CHECK(first_stage_activations(qwen, c, {}, all).first_layer_unkept.count() == 50'364'416 + 37'748'736);
+  // Selective recompute recomputes inside each layer and is no gradient checkpointing in transformers: the same
+  // 134,250,496 B are taken off (before 2026-11-29 they were not, and selective read above no recompute).
+  c.recomputation = recompute::selective;
+  CHECK(first_stage_activations(llama, c, {}, lora).first_layer_unkept.count() == 134'217'728 + 32'768);
   // Under full recompute (enable_input_require_grads), without LoRA, or adapting only the MLP of a sequential layer
   // (not modelled), nothing is taken off.
   c.recomputation = recompute::full;

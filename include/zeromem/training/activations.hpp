@@ -678,8 +678,9 @@ constexpr bool stage_has_full_attention_layers(const transformer_config& m, std:
 }  // namespace detail
 
 namespace detail {
-/// LoRA without recompute: the frozen embedding's output does not require grad (PEFT and transformers call
-/// enable_input_require_grads only for gradient checkpointing: modeling_utils.py gradient_checkpointing_enable), so
+/// LoRA without full recompute (selective recomputes inside a layer and is no gradient checkpointing in transformers):
+/// the frozen embedding's output does not require grad (PEFT and transformers call enable_input_require_grads only for
+/// gradient checkpointing: modeling_utils.py gradient_checkpointing_enable), so
 /// the first decoder layer keeps only what its adapters make require grad (autograd saves a tensor for a derivative it
 /// computes: tools/autograd/gen_variable_type.py). Not kept there: the input norm's tensors (its input and weight need
 /// no gradient), the LoRA dropout masks of the adapters reading that norm's output, and in parallel layers (GPT-NeoX,
@@ -688,7 +689,7 @@ namespace detail {
 /// Llama-2-7B +134,215,168 B, Phi-2 +732,984,832 B, Qwen2.5-1.5B on every linear +86,115,840 B before this term.
 constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt,
                                          const layer_activations& w) {
-  if (!adapt.lora_enabled() || c.impl != implementation::hf || c.recomputation != recompute::none || c.image_tokens > 0 ||
+  if (!adapt.lora_enabled() || c.impl != implementation::hf || c.recomputation == recompute::full || c.image_tokens > 0 ||
       m.projected_embedding())
     return bytes{};
   const std::int64_t sb = checked_product(quotient(c.seq_len, c.cp), c.micro_batch);
@@ -738,13 +739,13 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // layers all skip RoPE (NoPE period 1) keeps none, but under full recompute, where each layer's checkpointed call
   // holds the tables it was passed (below; SmolLM3Model.forward passes them to every layer). Gemma-3 passes a global and a
   // local pair to every layer (modeling_gemma3.py Gemma3TextModel.forward): a stage keeps the pair of each kind of layer
-  // it has, and both under recompute, where each layer's checkpointed call holds its arguments.
+  // it has, and both under full recompute, where each layer's checkpointed call holds its arguments.
   // The kinds of layer on the stage (stage_has_sliding_layers, stage_has_full_attention_layers).
   const bool sliding = detail::stage_has_sliding_layers(m), full = detail::stage_has_full_attention_layers(m, layers_on_stage);
   bytes rotary_tables{};
   if (c.impl == implementation::hf && m.positions == position_kind::rope && (m.nope_period != 1 || c.recomputation == recompute::full)) {
     const std::int64_t table = c.autocast || m.rope_fp32 ? 4 : a;
-    const std::int64_t pairs = m.local_rope && (c.recomputation != recompute::none || (sliding && full)) ? 2 : 1;
+    const std::int64_t pairs = m.local_rope && (c.recomputation == recompute::full || (sliding && full)) ? 2 : 1;
     rotary_tables = bytes_of(checked_product(2, table, s, m.rotary_width(), pairs, inflight));
   }
   // Full recompute in transformers (modeling_layers.py GradientCheckpointingLayer.__call__: checkpoint(partial(layer,
