@@ -212,7 +212,8 @@ TEST_CASE("caching allocator: backward moments are compared with their gradients
   // Gemma-3-1B under AMP (fp32 weights, gradients and Adam's two states, one tensor per parameter each), SDPA, no
   // recompute. At 504 tokens the backward peaks at its end, every gradient alive with the blocks above them. At 512 the
   // loss's moment, without gradients, comes within those blocks of the end: compared without them it was taken, and the
-  // peak fell by 18,176,000 B as the sequence grew (tests/cli/monotone.py found it). More tokens never lower a moment.
+  // peak fell by 18,176,000 B as the sequence grew (test_invariants.cpp's draws found it). More tokens never lower a
+  // moment.
   const transformer_config m = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-3-1b.json");
   training_states t{};
   t.recipe = recipe_of(precision::amp_bf16);
