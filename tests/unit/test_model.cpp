@@ -922,6 +922,9 @@ TEST_CASE("OPT-350M's projected embedding and post-residual norms, written out",
   CHECK(c.final_norm.count() == 0);
   CHECK(c.layer.count() == 12'596'224);
   CHECK(c.total.count() == 331'196'416);
+  // One rank holds them all, project_out among them though the output layer is tied; over 2 tensor-parallel ranks half.
+  CHECK(parameters_per_rank(m, 1, 1).most_loaded.count() == 331'196'416);
+  CHECK(parameters_per_rank(m, 2, 1).most_loaded.count() == 165'598'208);
   // Untied, the output layer is vocab x 512.
   transformer_config untied = m;
   untied.tied_embeddings = false;

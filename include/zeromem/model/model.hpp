@@ -681,7 +681,8 @@ constexpr stage_parameters parameters_per_rank(const transformer_config& m, cons
   if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", pp, "lower pp");
   const elements layers = c.layer * detail::ceil_div(m.layers, pp);
   const elements first = layers + c.embedding + c.position_embedding + c.vision;
-  const elements head = c.final_norm + (m.tied_embeddings ? (pp > 1 ? c.embedding : elements{}) : c.lm_head);
+  // The output-layer group holds no weight when tied, but OPT-350M's project_out (parameter_counts::lm_head) all the same.
+  const elements head = c.final_norm + c.lm_head + (m.tied_embeddings && pp > 1 ? c.embedding : elements{});
   stage_parameters r{};
   r.first_stage = largest_share(pp == 1 ? first + head : first, tp);
   r.last_stage = pp == 1 ? r.first_stage : largest_share(layers + head, tp);
