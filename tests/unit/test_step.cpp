@@ -548,6 +548,62 @@ TEST_CASE("step: a tied embedding's two gradients are summed out of place at the
   CHECK(k.backward.flowing == bytes{});
 }
 
+TEST_CASE("step: the tied tables at the end of backward are the token table's, not the learned positions' or project_in's", "[step][tied]") {
+  // GPT-2's layout (hidden 256, 4 heads, ffn 256, 2 layers, vocabulary 4,000, 61 positions, GELU), the CPU step oracle's
+  // step (s 32, b 2, eager, pure bf16): wte 4,000 x 256 = 1,024,000 and wpe 61 x 256 = 15,616; a layer's ln_1 512,
+  // c_attn 256 x 768 + 768 = 197,376, c_proj 65,792, ln_2 512, c_fc 65,792 and c_proj 65,792: 395,776, x 2 = 791,552;
+  // ln_f 512: 1,831,680 parameters, 3,663,360 B of gradients. At the end: every gradient, lm_head's gradient of wte
+  // waiting and the embedding's own, two more 4,000 x 256 x 2 = 2,048,000 B tables: 7,759,360 B above the resting states.
+  // The profiler measured 7,759,880 B (520 B of scalars); wpe's gradient is made and kept by its own node (zeromem
+  // counted two more position tables with them before: 7,821,824 B).
+  const transformer_config gpt2 = parse_hf_config(
+      R"({"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "n_inner": 256, "vocab_size": 4000, "n_positions": 61,
+          "activation_function": "gelu", "use_cache": false, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0})");
+  const step_estimate g = oracle_step(gpt2, 32, 2, recompute::none);
+  CHECK(g.peak_phase == step_phase::backward);
+  CHECK(g.backward.gradients == bytes_of(3'663'360 + 2 * 2'048'000));
+  CHECK(g.backward.total() - g.backward.resting == bytes_of(7'759'360));
+  // OPT's projected layout (hidden 256, 4 heads, ffn 640, 4 layers, vocabulary 8,192, word_embed_proj_dim 512, 2,048
+  // positions), s 128, b 1: embed_tokens 8,192 x 512 = 4,194,304, embed_positions 2,050 x 256 = 524,800, project_in and
+  // project_out 2 x 131,072; a layer's q, k, v, out_proj 4 x 65,792 = 263,168, fc1 164,480, fc2 164,096, two LayerNorms
+  // 1,024: 592,768, x 4 = 2,371,072; the final LayerNorm 512: 7,352,832 parameters, project_out among them on the rank
+  // (it was left out as a tied output layer's: 131,072 fewer). Resting: weights and AdamW's two bf16 moments, 6 B each:
+  // 44,116,992 B. At the end: 14,705,664 B of gradients and two 8,192 x 512 x 2 = 8,388,608 B tables, 31,482,880 B; the
+  // profiler measured 31,483,912 B (1,032 B of scalars).
+  const transformer_config opt = parse_hf_config(
+      R"({"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "ffn_dim": 640,
+          "vocab_size": 8192, "max_position_embeddings": 2048, "word_embed_proj_dim": 512, "use_cache": false, "dropout": 0.0})");
+  const step_estimate o = oracle_step(opt, 128, 1, recompute::none);
+  CHECK(o.backward.resting == bytes_of(44'116'992));
+  CHECK(o.backward.gradients == bytes_of(14'705'664 + 2 * 8'388'608));
+  CHECK(o.backward.total() - o.backward.resting == bytes_of(31'482'880));
+}
+
+TEST_CASE("step: GPT-2's eager core is differentiated with its 16-bit probabilities and c_attn's whole output", "[step]") {
+  // GPT-2's layout (hidden 128, 8 heads of 16, ffn 128, 2 layers, vocabulary 500 tied, 145 positions, ReLU), the CPU
+  // step oracle's step under full recompute (s 128, b 1, eager, pure bf16). Layer 0 recomputed, its softmax's node:
+  //  - recomputed: P (8 x 128 x 128 x 2 = 262,144 B, softmax's output, `.type` returned it), c_attn's output that the Q
+  //    and K views keep through QK^T (128 x 384 x 2 = 98,304 B), ln_1's output (32,768 B) and its statistics (512 B);
+  //  - flowing: dL/dP from P @ V's node and dL/d(scores) made here (2 x 262,144 B), dL/dV (32,768 B), the residual's
+  //    gradient (32,768 B);
+  //  - gradients: layer 1's (c_attn 98,304 + 768, three 128 x 128 linears 3 x (32,768 + 256), two LayerNorms 1,024),
+  //    layer 0's MLP and c_proj (3 x (32,768 + 256)) and ln_2 (512), ln_f (512), and lm_head's of the tied table waiting
+  //    (500 x 128 x 2 = 128,000 B): 427,264 B;
+  //  - the checkpoint (32,768 B), the mask the checkpointed calls hold (1 x 1 x 128 x 128 x 2 = 32,768 B), the token ids
+  //    and positions (2 x 1,024 B).
+  // 1,478,400 B above the resting states; the profiler measured 1,478,410 B (zeromem read 1,051,904 B before, -28.8%).
+  const transformer_config gpt2 = parse_hf_config(
+      R"({"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 8, "n_inner": 128, "vocab_size": 500, "n_positions": 145,
+          "activation_function": "relu", "use_cache": false, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0})");
+  const step_estimate g = oracle_step(gpt2, 128, 1, recompute::full);
+  CHECK(g.peak_phase == step_phase::backward);
+  CHECK(g.backward.recomputed == bytes_of(262'144 + 98'304 + 32'768 + 512));
+  CHECK(g.backward.flowing == bytes_of(2 * 262'144 + 32'768 + 32'768));
+  CHECK(g.backward.gradients == bytes_of(427'264));
+  CHECK(g.backward.activations == bytes_of(2 * 32'768 + 2 * 1'024));
+  CHECK(g.backward.total() - g.backward.resting == bytes_of(1'478'400));
+}
+
 TEST_CASE("step: lm_head's backward holds its weight's new gradient beside the logits' 16-bit gradient", "[step]") {
   // Llama-2-7B, pure bf16, SDPA, 128 tokens, full recompute, fused AdamW, gradients kept (accumulating): at lm_head's
   // backward every gradient (13,476,831,232 B) is alive, lm_head's new one (32000 x 4096 x 2 = 262,144,000 B) is made
@@ -1288,14 +1344,16 @@ TEST_CASE("step: eager attention's core in LayerNorm layers, in parallel and beh
   const step_estimate shared = estimate_step(phi, pure_bf16(), a, step_config{});
   CHECK(shared.backward.flowing.count() == 1'090'519'040 + 8'388'608);
   CHECK(shared.backward.gradients.count() == 2 * (1'026'048 + 3 * 12'594'176LL + 4'198'400 + 4'195'328 + 1'049'600));
-  // GPT-2's fused qkv without RoPE leaves Q and K views of the projection's output, which V's node does not free: the
-  // core is not walked there, and the layer's moments keep their values.
+  // GPT-2's fused qkv without RoPE leaves Q and K views of the projection's output, which QK^T keeps after V's node has
+  // run: the core is walked there too, the same gradients flowing and made (V's node frees nothing of the output; the
+  // GPT-2 case above writes out what stays).
   transformer_config learned = neox;
   learned.positions = position_kind::learned;
   learned.rotary_dims = 0;
   learned.max_positions = 4096;
   const step_estimate views = estimate_step(learned, pure_bf16(), a, step_config{});
-  CHECK(views.backward.flowing.count() < 1'073'741'824);  // no fp32 s x s gradients (8A B) among them
+  CHECK(views.backward.flowing.count() == 1'090'519'040);
+  CHECK(views.backward.gradients == e.backward.gradients);
 }
 
 TEST_CASE("step: transformers 5's experts are two 3D parameters a layer, stepped and sharded whole", "[step][moe]") {

@@ -410,6 +410,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Gemma-7B step (its backward at that moment, −2.18% before) both hold the three. Under FSDP2 the same three
   // unsharded tables, in the compute dtype (an H200's FSDP2 rank of a tied Gemma-3 over 2 ranks, −24.4% before).
   const bool tied_head = m.tied_embeddings && p.pp == 1 && split.embedding_trainable.count() > 0;
+  // Those tables are the token embedding alone (vocab x its width), the one parameter tied and the one
+  // embedding_dense_backward makes at the end: learned positions (GPT-2's wpe, OPT's embed_positions) and OPT-350M's
+  // project_in, in the embedding group too, get their own gradients, each kept as it is made (the CPU step oracle's
+  // GPT-2 and OPT steps: all gradients and two more token tables at the end, not two more embedding groups).
+  const elements token_table = split.embedding_trainable.count() > 0 ? elements_of(checked_product(m.vocab, m.token_width())) : elements{};
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
@@ -435,7 +440,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_unsharded = elements_of(checked_sum(layer_params.count(), pad)) * size_of(compute);
     layer_grads_unsharded = layer_trainable * size_of(compute);
     reduce_input = elements_of(checked_sum(layer_trainable.count(), trainable_pad)) * size_of(storage);  // reduce_dtype: the gradients' (fp32 when mixed)
-    if (tied_head) tied_gradient = largest_share(split.embedding_trainable, a.tp) * size_of(compute);  // lm_head's, waiting
+    if (tied_head) tied_gradient = largest_share(token_table, a.tp) * size_of(compute);  // lm_head's, waiting
     head_grads += tied_gradient;
     // The root's own group is reduced last, in the final callback of backward (_fully_shard/_fsdp_state.py
     // _root_post_backward_final_callback): until then its sharded gradients do not exist (zero_grad(set_to_none)), and
@@ -458,7 +463,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
       new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
-    if (accumulating || tied_head) new_embedding_grad = share(largest_share(split.embedding_trainable, a.tp));
+    if (accumulating || tied_head) new_embedding_grad = share(largest_share(token_table, a.tp));
     if (tied_head) tied_gradient = new_embedding_grad;  // the same table's share, held in the input buffer
     head_grads += tied_gradient;
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
@@ -508,7 +513,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
-    const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? counts.embedding : counts.lm_head, a.tp) : elements{};
+    const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? token_table : counts.lm_head, a.tp) : elements{};
     loss_held = head_input_grad + head_weight * size_of(r.gradients);
     loss_forward = loss_held;
     loss_backward = loss_held;
@@ -850,20 +855,36 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.sandwich_norms)) &&
                            (!m.fused_qkv || (m.positions == position_kind::rope && m.nope_period == 0));
   const auto o_proj_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)); };
-  const bool attention_core_walk = norm_walk && core_layout && a.attention == attention_kind::eager && m.eager_softmax_fp32 &&
-                                   m.attention_softcap == 0.0 && a.dropout == 0.0;
+  // GPT-2's layer (modeling_gpt2.py: c_attn's output split into Q, K and V, no RoPE; eager_attention_forward's softmax
+  // in the scores' dtype, `.type(value.dtype)` returning P itself) is walked there too: softmax's node holds P, which it
+  // kept, the 16-bit dL/dP that P @ V's node made, and makes the 16-bit dL/d(scores) (with grad * output on CUDA); Q, K
+  // and V views of c_attn's output keep all of it alive through QK^T's saved Q and K (fused_views_of). Under autocast
+  // its softmax runs in fp32 and .type casts, as Llama's (the CPU step oracle's GPT-2 steps under recompute: −28.8%
+  // before, where the scores are large beside a small model).
+  const bool gpt2_core = m.fused_qkv && m.positions == position_kind::learned && m.norm == norm_kind::layernorm && !m.sandwich_norms;
+  const bool softmax_fp32 = m.eager_softmax_fp32 || a.autocast;
+  const bool attention_core_walk = norm_walk && (core_layout || gpt2_core) && a.attention == attention_kind::eager &&
+                                   (softmax_fp32 || gpt2_core) && m.attention_softcap == 0.0 && a.dropout == 0.0;
   // Computed only where walked: heads x s^2 x b need not fit an int64 for SDPA's long sequences.
   const std::int64_t score_values = attention_core_walk ? checked_product(m.heads, s_local, s_local, a.micro_batch) : 0;
   bytes probabilities{}, softmax_gradients{}, value_grad{}, o_proj_grad{}, o_proj_cast{};
   if (attention_core_walk) {
-    probabilities = elements_of(score_values) * size_of(compute);
+    probabilities = softmax_fp32 ? elements_of(score_values) * size_of(compute) : bytes{};  // the 16-bit copy P @ V kept
     // On CUDA, softmax_backward_cuda_out first forms grad * output (aten/src/ATen/native/cuda/SoftMax.cu: `Tensor tmp =
-    // grad * output`), a third fp32 s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
-    softmax_gradients = elements_of(checked_product(a.device == device_kind::cuda ? 3 : 2, score_values)) * size_of(dtype::fp32);
+    // grad * output`), a third s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
+    softmax_gradients = elements_of(checked_product(a.device == device_kind::cuda && softmax_fp32 ? 3 : 2, score_values)) * size_of(softmax_fp32 ? dtype::fp32 : compute);
     value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
     o_proj_grad = new_grads(o_proj_params());
     if (a.autocast) o_proj_cast = o_proj_params() * size_of(compute);  // freed with o_proj's node
   }
+  // What P @ V's node frees of V once it has run: V itself; of GPT-2's c_attn output, a copy of V (a cache's, a batch
+  // fold's), the whole output where V alone viewed it, nothing where QK^T still keeps Q or K as views of it.
+  const auto value_freed = [&](const layer_activations& w) {
+    if (!gpt2_core) return w.value;
+    const activation_config wc = recomputes ? whole() : a;  // the configuration w was computed for
+    const detail::fused_qkv_views v = detail::fused_views_of(m, wc, detail::attention_layout_of(m, wc, 0), 0);
+    return !v.v ? w.key : v.q || v.k ? bytes{} : w.value;
+  };
   // (2g) A mixture of experts' backward as transformers 5 runs it (integrations/moe.py grouped_mm_experts_forward:
   // out = grouped_mm(act(gate) * up, down) * w, reordered and summed over the k choices, then cast back). Its nodes,
   // last first, over S = k sb routed rows: the routing-weight product's MulBackward0 holds its incoming gradient and
@@ -1052,8 +1073,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (part == layer_part::attention_core) {
       // The residual dropout after o_proj was differentiated before it, and a norm after the attention's residual add
       // (OPT-350M's self_attn_layer_norm) before that: their saved tensors are gone (an H200's OPT step, eager).
-      const bytes alive = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities - w.value -
-                          w.attention_residual_mask - (m.post_residual_norms ? w.attention_norm : bytes{}) - o_proj_cast;
+      const bytes alive = l.attention_half - (m.post_norms ? attention_branch_norm(w) : bytes{}) - w.attention_output - probabilities -
+                          value_freed(w) - w.attention_residual_mask - (m.post_residual_norms ? w.attention_norm : bytes{}) - o_proj_cast;
       const bytes flowing = hidden_grad * (m.shared_layer_norm ? 2 : 1) + value_grad + softmax_gradients;
       const bytes made = (m.shared_layer_norm ? mlp_linear_grads : mlp_grads) + o_proj_grad;
       if (a.recomputation == recompute::full)

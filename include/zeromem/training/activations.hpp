@@ -242,6 +242,19 @@ constexpr attention_layout attention_layout_of(const transformer_config& m, cons
   l.cached = keeps_forward_cache(m, c);
   return l;
 }
+
+/// transformers' fused qkv projection (GPT-2's c_attn, GPT-NeoX's query_key_value, Phi-3's qkv_proj): which of Q, K and V
+/// attention keeps as views of its one output. The others are new tensors: RoPE's rotated Q and K, a KV cache's copies,
+/// eager matmul's batch-folded copies (a view where b = 1 or one head: nothing to fold).
+struct fused_qkv_views {
+  bool q = false, k = false, v = false;
+};
+constexpr fused_qkv_views fused_views_of(const transformer_config& m, const activation_config& c, const attention_layout& at,
+                                         std::int64_t layer) {
+  const bool rope = rope_layer(m, layer);  // SmolLM3's NoPE layers leave q and k views too
+  return {!rope && (c.attention != attention_kind::eager || c.micro_batch == 1 || at.heads == 1 || c.recomputation == recompute::selective),
+          !rope && !at.cached && at.kv_view, !at.cached && (!at.repeat || at.kv_view)};
+}
 }  // namespace detail
 
 /// The K and V copies a training forward's KV cache holds beyond what attention keeps, per layer: alive from the
@@ -389,13 +402,10 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // profiles keep Q, K and V as the paper's separate tensors.)
   bytes value = key;
   if (m.fused_qkv && c.impl == implementation::hf) {
-    const bool rope = rope_layer(m, layer);  // SmolLM3's NoPE layers leave q and k views too
-    const bool q_view = !rope && (c.attention != attention_kind::eager || b == 1 || heads == 1 || c.recomputation == recompute::selective);
-    const bool k_view = !rope && !at.cached && at.kv_view;
-    const bool v_view = !at.cached && (!at.repeat || at.kv_view);
-    if (q_view || k_view || v_view) {
+    const detail::fused_qkv_views views = detail::fused_views_of(m, c, at, layer);
+    if (views.q || views.k || views.v) {
       const bytes whole = bytes_of(checked_product(a, sb, checked_sum(heads, checked_product(2, kv_heads)), d));
-      value = whole + (q_view ? bytes{} : query) + (k_view ? bytes{} : key) + (v_view ? bytes{} : key) - query - key;
+      value = whole + (views.q ? bytes{} : query) + (views.k ? bytes{} : key) + (views.v ? bytes{} : key) - query - key;
     }
   }
   bytes scores{}, scores_dropout{};
