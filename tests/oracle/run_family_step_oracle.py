@@ -1,8 +1,10 @@
 """The training-step oracle for the families outside Llama's frames: GPT-NeoX (Pythia), Phi, StarCoder2 and StableLM,
 whole causal LMs around blocks.py's layers (the embedding, every layer, the final LayerNorm, the family's output
-layer and transformers' ForCausalLMLoss), taking a real training step on the CPU under PyTorch's profiler with
+layer and transformers' ForCausalLMLoss), and GPT-2 and OPT whole in forward.py's frames (learned positions, OPT's
+projected embedding, tied output layers), taking a real training step on the CPU under PyTorch's profiler with
 profile_memory=True, as run_step_oracle.py does for Llama's. The highest bytes above the resting states in forward
-(with the loss) and backward are compared with `zeromem estimate --json` (run_oracle.py's flags for the family). The
+(with the loss) and backward are compared with `zeromem estimate --json` (run_oracle.py's flags for the family; GPT-2's
+and OPT's config.json files, written out, so that their mapping is checked too). The
 step uses plain SGD (no temporaries), so its optimizer phase is the gradients alone: these models' parameter order
 is blocks.py's, not transformers', and the for-loop optimizers' order is run_step_oracle.py's to check.
 Target: within 0.1% each phase.
@@ -11,8 +13,9 @@ The step runs without oneDNN (its bf16 matmuls allocate scratch through the allo
 not) and checkpoints layers as PyTorch 2 does (blocks.checkpoint_early_stop: recomputation stops at the layer's last
 saved tensor; torch 1.13's own checkpoint reruns the layer to its end, GPT-NeoX's backward then reads +1.5 c sbh).
 
-With --random N --seed S, N shapes drawn over the four families (widths, heads, GQA where the family has it, rotary
-widths, ffn 1-8 x hidden, 16-256 tokens x 1-3, 1-3 layers, recompute or not). Seeds 1-20 (600 steps, 2026-11-28) found
+With --random N --seed S, N shapes drawn over the six families (widths, heads, GQA where the family has it, rotary
+widths, learned positions up to 4,096 beyond the tokens, OPT's embedding widths, ffn 1-8 x hidden, 16-256 tokens x 1-3,
+1-3 layers, recompute or not; GPT-2 and OPT since 2026-11-29, so earlier seeds draw other shapes now). Seeds 1-20 (600 steps, 2026-11-28) found
 the two moments now in CASES; what they still miss is named in docs/validation.md: behind Phi's shared norm without
 recompute the forward can peak at the last layer's branches' sum, below the step's backward. (The last layer's eager
 softmax, found there too, is modelled since seed 31.)
@@ -27,8 +30,10 @@ usage: python3 run_family_step_oracle.py ZEROMEM_BINARY [--random N --seed S]
 """
 import functools
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import blocks  # first: it caps oneDNN's ISA before torch loads
 import forward
@@ -117,6 +122,31 @@ CASES = [
     # c_fc's node making its weight's gradient with its input kept, before its bias's (seed 17, +0.19% before)
     {"family": "starcoder2", "shared": False, "parallel": False, "kv_heads": 2, "heads": 4, "hidden": 128, "rotary": 32, "lm_head_bias": False,
      "tied": True, "ffn": 1024, "seq_len": 64, "micro_batch": 1, "layers": 1, "vocab": 500, "recompute": "full"},
+    # GPT-2 and OPT whole (forward.GPT2LM, forward.OPTLM: learned positions, OPT's project_in / project_out, the tied output
+    # layer), read through their config.json files (2026-11-29). The tied tables at the end of backward are the token
+    # table's alone, where wpe and embed_positions have their own gradients: with the positions counted in them, backward
+    # read +0.8% at 61 positions beside 4,000 tokens of vocabulary (the first case) and +7.5% to +87% at 1,056 to 4,128
+    # positions beside small models (the others); OPT's project_out, where the embedding is projected, was left off the
+    # rank (the fourth's and sixth's optimizer steps -1.8% and -1.4%).
+    {"family": "gpt2", "act": "gelu", "hidden": 256, "heads": 4, "ffn": 256, "layers": 2, "vocab": 4000, "max_positions": 61,
+     "seq_len": 32},
+    {"family": "gpt2", "act": "gelu_new", "hidden": 128, "heads": 8, "ffn": 256, "layers": 1, "vocab": 4000, "max_positions": 4128,
+     "seq_len": 32, "micro_batch": 3, "recompute": "full"},
+    {"family": "gpt2", "act": "relu", "hidden": 256, "heads": 4, "ffn": 640, "layers": 4, "vocab": 8192, "max_positions": 2048,
+     "seq_len": 128, "micro_batch": 1},
+    {"family": "opt", "before": True, "bias": True, "embed_width": 512, "hidden": 256, "heads": 4, "ffn": 640, "layers": 4,
+     "vocab": 8192, "max_positions": 2048, "seq_len": 128, "micro_batch": 1},
+    {"family": "opt", "before": True, "bias": True, "embed_width": 64, "hidden": 64, "heads": 2, "ffn": 256, "layers": 3, "vocab": 1000,
+     "max_positions": 4112, "seq_len": 16, "micro_batch": 3, "recompute": "full"},
+    {"family": "opt", "before": False, "bias": True, "embed_width": 64, "hidden": 128, "heads": 2, "ffn": 256, "layers": 3, "vocab": 500,
+     "max_positions": 1056, "seq_len": 32, "recompute": "full"},
+    # GPT-2's eager core differentiated at softmax's node (P, dL/dP and dL/d(scores) in bf16; c_attn's output alive through
+    # the Q and K views QK^T kept, b = 1; batch-folded copies, b = 3), where the scores are large beside the model
+    # (gpt_step seed 1: -28.8% before)
+    {"family": "gpt2", "act": "relu", "hidden": 128, "heads": 8, "ffn": 128, "layers": 2, "vocab": 500, "max_positions": 145,
+     "seq_len": 128, "micro_batch": 1, "recompute": "full"},
+    {"family": "gpt2", "act": "gelu_new", "hidden": 128, "heads": 8, "ffn": 128, "layers": 2, "vocab": 500, "max_positions": 145,
+     "seq_len": 128, "micro_batch": 3, "recompute": "full"},
 ]
 
 
@@ -189,12 +219,28 @@ def call_layer(layer, x, mask, cos, sin):
     return layer(x, mask, cos, sin)
 
 
+def gpt_lm(cfg):
+    """GPT-2's and OPT's whole models in transformers' frames (forward.GPT2LM, forward.OPTLM), each layer checkpointed
+    as FamilyLM's are under full recompute; called as FamilyLM is, for the logits."""
+    model = forward.GPT2LM(cfg) if cfg["family"] == "gpt2" else forward.OPTLM(cfg)
+    if cfg["recompute"] == "full":
+        for layer in model.h if cfg["family"] == "gpt2" else model.layers:
+            call = layer.forward
+            layer.forward = lambda x, mask, cache, call=call: blocks.checkpoint_early_stop(functools.partial(call, mask=mask, cache=cache), x)
+    model = model.to(torch.bfloat16)
+    return lambda ids: model(ids, None, "logits"), model
+
+
 def measure(cfg):
     torch.manual_seed(0)
-    model = FamilyLM(cfg).to(torch.bfloat16)
-    model.inv_freq = model.inv_freq.float()
-    if cfg.get("tied"):
-        model.head.weight = model.embed.weight
+    if cfg["family"] in ("gpt2", "opt"):
+        run_model, model = gpt_lm(cfg)
+    else:
+        model = FamilyLM(cfg).to(torch.bfloat16)
+        model.inv_freq = model.inv_freq.float()
+        if cfg.get("tied"):
+            model.head.weight = model.embed.weight
+        run_model = model
     vocab = cfg["vocab"]
     ids = torch.randint(0, vocab, (cfg["micro_batch"], cfg["seq_len"]))
     opt = torch.optim.SGD(model.parameters(), lr=1e-4, foreach=False)
@@ -206,7 +252,7 @@ def measure(cfg):
         return F.cross_entropy(logits.view(-1, vocab), shift_labels.view(-1), ignore_index=-100, reduction="mean")
 
     def loss_fn():  # *ForCausalLM.forward: the 16-bit logits stay referenced through the loss
-        logits = model(ids)
+        logits = run_model(ids)
         return causal_lm_loss(logits, ids)
 
     loss_fn().backward()
@@ -215,7 +261,29 @@ def measure(cfg):
     return run_step_oracle.phase_peaks(loss_fn, opt, ids)
 
 
+def gpt_config(cfg):
+    """The model's config.json (modeling_gpt2.py's GPT2Config, modeling_opt.py's OPTConfig fields), without dropout."""
+    if cfg["family"] == "gpt2":
+        return {"model_type": "gpt2", "n_embd": cfg["hidden"], "n_layer": cfg["layers"], "n_head": cfg["heads"], "n_inner": cfg["ffn"],
+                "vocab_size": cfg["vocab"], "n_positions": cfg["max_positions"], "activation_function": cfg["act"], "use_cache": False,
+                "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}
+    return {"model_type": "opt", "hidden_size": cfg["hidden"], "num_hidden_layers": cfg["layers"], "num_attention_heads": cfg["heads"],
+            "ffn_dim": cfg["ffn"], "vocab_size": cfg["vocab"], "max_position_embeddings": cfg["max_positions"],
+            "do_layer_norm_before": cfg["before"], "enable_bias": cfg["bias"], "word_embed_proj_dim": cfg["embed_width"],
+            "use_cache": False, "dropout": 0.0}
+
+
 def predict(binary, cfg):
+    if cfg["family"] in ("gpt2", "opt"):
+        path = os.path.join(tempfile.gettempdir(), f"zeromem-family-step-oracle-{os.getpid()}.json")
+        with open(path, "w") as out:
+            json.dump(gpt_config(cfg), out)
+        args = [binary, "estimate", "--json", "--hf-config", path, "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]),
+                "--recompute", cfg["recompute"], "--attention", "eager", "--device", "cpu", "--torch-version", "1",
+                "--precision", "bf16", "--blas-workspaces", "0B", "--optimizer", "sgd", "--optimizer-impl", "forloop"]
+        phases = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["phases"]
+        resting = phases["forward"]["terms"]["resting_states_bytes"]
+        return {k: v["peak_bytes"] - resting for k, v in phases.items()}
     args = run_oracle.estimate_args(binary, "neox", cfg, cfg["layers"], cfg["vocab"])
     args += ["--precision", "bf16", "--blas-workspaces", "0B", "--optimizer", "sgd",
              "--optimizer-impl", "forloop", "--rotary-dims", str(cfg["rotary"])]
@@ -229,8 +297,8 @@ def predict(binary, cfg):
 
 
 def random_shape(rng):
-    """A random step of one of the four families, in the layouts CASES reads them (eager attention, SGD)."""
-    family = rng.choice(["neox", "neox", "phi", "starcoder2", "stablelm"])
+    """A random step of one of the six families, in the layouts CASES reads them (eager attention, SGD)."""
+    family = rng.choice(["neox", "neox", "phi", "starcoder2", "stablelm", "gpt2", "opt"])
     heads, d = rng.choice([2, 4, 8]), rng.choice([32, 64])
     h = heads * d
     divisors = [k for k in (1, 2, 4, 8) if heads % k == 0]
@@ -246,6 +314,12 @@ def random_shape(rng):
         cfg.update(shared=True, parallel=True, lm_head_bias=True, kv_heads=rng.choice(divisors), rotary=rng.choice([d // 4, d // 2]))
     elif family == "starcoder2":
         cfg.update(kv_heads=rng.choice(divisors), rotary=d, tied=True)
+    elif family in ("gpt2", "opt"):  # learned positions from as many as the tokens to far more (a large wpe beside the layers)
+        cfg["max_positions"] = cfg["seq_len"] + rng.choice([0, 17, 64, 1024, 4096])
+        if family == "gpt2":
+            cfg["act"] = rng.choice(["gelu_new", "gelu", "relu"])
+        else:
+            cfg.update(before=rng.random() < 0.7, bias=rng.random() < 0.8, embed_width=rng.choice([h, h, h // 2, 2 * h]))
     else:
         shared = rng.random() < 0.5
         cfg.update(shared=shared, parallel=shared, rotary=d // 4, qkv_bias=rng.random() < 0.5)
