@@ -414,7 +414,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // embedding_dense_backward makes at the end: learned positions (GPT-2's wpe, OPT's embed_positions) and OPT-350M's
   // project_in, in the embedding group too, get their own gradients, each kept as it is made (the CPU step oracle's
   // GPT-2 and OPT steps: all gradients and two more token tables at the end, not two more embedding groups).
-  const elements token_table = split.embedding_trainable.count() > 0 ? elements_of(checked_product(m.vocab, m.token_width())) : elements{};
+  const auto token_table = [&] {  // computed where read: tied, accumulating, or the fused loss
+    return split.embedding_trainable.count() > 0 ? elements_of(checked_product(m.vocab, m.token_width())) : elements{};
+  };
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
@@ -440,7 +442,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_unsharded = elements_of(checked_sum(layer_params.count(), pad)) * size_of(compute);
     layer_grads_unsharded = layer_trainable * size_of(compute);
     reduce_input = elements_of(checked_sum(layer_trainable.count(), trainable_pad)) * size_of(storage);  // reduce_dtype: the gradients' (fp32 when mixed)
-    if (tied_head) tied_gradient = largest_share(token_table, a.tp) * size_of(compute);  // lm_head's, waiting
+    if (tied_head) tied_gradient = largest_share(token_table(), a.tp) * size_of(compute);  // lm_head's, waiting
     head_grads += tied_gradient;
     // The root's own group is reduced last, in the final callback of backward (_fully_shard/_fsdp_state.py
     // _root_post_backward_final_callback): until then its sharded gradients do not exist (zero_grad(set_to_none)), and
@@ -463,7 +465,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
       new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
-    if (accumulating || tied_head) new_embedding_grad = share(largest_share(token_table, a.tp));
+    if (accumulating || tied_head) new_embedding_grad = share(largest_share(token_table(), a.tp));
     if (tied_head) tied_gradient = new_embedding_grad;  // the same table's share, held in the input buffer
     head_grads += tied_gradient;
     if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
@@ -513,7 +515,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
-    const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? token_table : counts.lm_head, a.tp) : elements{};
+    const elements head_weight = head_trains ? largest_share(m.tied_embeddings ? token_table() : counts.lm_head, a.tp) : elements{};
     loss_held = head_input_grad + head_weight * size_of(r.gradients);
     loss_forward = loss_held;
     loss_backward = loss_held;
