@@ -859,8 +859,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto o_proj_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)); };
   // GPT-2's layer (modeling_gpt2.py: c_attn's output split into Q, K and V, no RoPE; eager_attention_forward's softmax
   // in the scores' dtype, `.type(value.dtype)` returning P itself) is walked there too: softmax's node holds P, which it
-  // kept, the 16-bit dL/dP that P @ V's node made, and makes the 16-bit dL/d(scores) (with grad * output on CUDA); Q, K
-  // and V views of c_attn's output keep all of it alive through QK^T's saved Q and K (fused_views_of). Under autocast
+  // kept, the 16-bit dL/dP that P @ V's node made, and makes the 16-bit dL/d(scores); Q, K and V views of c_attn's
+  // output keep all of it alive through QK^T's saved Q and K (fused_views_of). Under autocast
   // its softmax runs in fp32 and .type casts, as Llama's (the CPU step oracle's GPT-2 steps under recompute: −28.8%
   // before, where the scores are large beside a small model).
   const bool gpt2_core = m.fused_qkv && m.positions == position_kind::learned && m.norm == norm_kind::layernorm && !m.sandwich_norms;
@@ -873,7 +873,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   if (attention_core_walk) {
     probabilities = softmax_fp32 ? elements_of(score_values) * size_of(compute) : bytes{};  // the 16-bit copy P @ V kept
     // On CUDA, softmax_backward_cuda_out first forms grad * output (aten/src/ATen/native/cuda/SoftMax.cu: `Tensor tmp =
-    // grad * output`), a third s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
+    // grad * output`), a third fp32 s x s tensor beside the two (measured on an H200, 2026-11-27: Llama eager −6.9% before).
+    // Not counted for a 16-bit softmax: with it the two H200 GPT-2 eager steps that reach this moment read +2.61% and
+    // +1.56%, without it +0.41% and +0.60% (what the kernel allocates there is not established).
     softmax_gradients = elements_of(checked_product(a.device == device_kind::cuda && softmax_fp32 ? 3 : 2, score_values)) * size_of(softmax_fp32 ? dtype::fp32 : compute);
     value_grad = elements_of(checked_product(sb, m.heads, m.head_size())) * size_of(compute);
     o_proj_grad = new_grads(o_proj_params());
