@@ -577,6 +577,16 @@ TEST_CASE("step: the tied tables at the end of backward are the token table's, n
   CHECK(o.backward.resting == bytes_of(44'116'992));
   CHECK(o.backward.gradients == bytes_of(14'705'664 + 2 * 8'388'608));
   CHECK(o.backward.total() - o.backward.resting == bytes_of(31'482'880));
+  // The fused loss holds, from forward on, lm_head's input gradient (project_out's output: 128 x 512 x 2 = 131,072 B) and
+  // its weight's, the tied token table's (8,388,608 B; project_in was counted with it before, 262,144 B more).
+  activation_config a = sdpa(128, 1);
+  a.attention = attention_kind::eager;
+  a.device = device_kind::cpu;
+  a.torch_major = 1;
+  step_config fused{};
+  fused.blas_workspaces = bytes{};
+  fused.loss = loss_impl::fused;
+  CHECK(estimate_step(opt, pure_bf16(), a, fused).forward.loss == bytes_of(131'072 + 8'388'608));
 }
 
 TEST_CASE("step: GPT-2's eager core is differentiated with its 16-bit probabilities and c_attn's whole output", "[step]") {
