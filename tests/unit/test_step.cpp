@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "catch.hpp"
@@ -45,14 +46,24 @@ step_estimate fsdp2_rank(const transformer_config& m, training_states t, const a
 
 // The CPU step oracles' step (tests/oracle): pure bf16, eager attention in transformers' code on the CPU under torch 1,
 // no cuBLAS workspaces.
-step_estimate oracle_step(const transformer_config& m, std::int64_t s, std::int64_t b, recompute r, device_kind device = device_kind::cpu) {
+step_estimate oracle_step(const transformer_config& m, std::int64_t s, std::int64_t b, recompute r, device_kind device = device_kind::cpu,
+                          loss_impl loss = loss_impl::hf) {
   activation_config a = sdpa(s, b, r);
   a.attention = attention_kind::eager;
   a.device = device;
   a.torch_major = 1;
   step_config c{};
   c.blas_workspaces = bytes{};
+  c.loss = loss;
   return estimate_step(m, pure_bf16(), a, c);
+}
+
+// A GPT-2 layout as its config.json gives it, without dropout or a cache (the family step oracle's GPT-2 steps).
+transformer_config gpt2_layout(int hidden, int layers, int heads, int ffn, int vocab, int positions, const std::string& act) {
+  return parse_hf_config(R"({"model_type": "gpt2", "n_embd": )" + std::to_string(hidden) + R"(, "n_layer": )" + std::to_string(layers) +
+                         R"(, "n_head": )" + std::to_string(heads) + R"(, "n_inner": )" + std::to_string(ffn) + R"(, "vocab_size": )" +
+                         std::to_string(vocab) + R"(, "n_positions": )" + std::to_string(positions) + R"(, "activation_function": ")" +
+                         act + R"(", "use_cache": false, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0})");
 }
 }  // namespace
 
@@ -556,10 +567,7 @@ TEST_CASE("step: the tied tables at the end of backward are the token table's, n
   // waiting and the embedding's own, two more 4,000 x 256 x 2 = 2,048,000 B tables: 7,759,360 B above the resting states.
   // The profiler measured 7,759,880 B (520 B of scalars); wpe's gradient is made and kept by its own node (zeromem
   // counted two more position tables with them before: 7,821,824 B).
-  const transformer_config gpt2 = parse_hf_config(
-      R"({"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "n_inner": 256, "vocab_size": 4000, "n_positions": 61,
-          "activation_function": "gelu", "use_cache": false, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0})");
-  const step_estimate g = oracle_step(gpt2, 32, 2, recompute::none);
+  const step_estimate g = oracle_step(gpt2_layout(256, 2, 4, 256, 4000, 61, "gelu"), 32, 2, recompute::none);
   CHECK(g.peak_phase == step_phase::backward);
   CHECK(g.backward.gradients == bytes_of(3'663'360 + 2 * 2'048'000));
   CHECK(g.backward.total() - g.backward.resting == bytes_of(7'759'360));
@@ -579,14 +587,7 @@ TEST_CASE("step: the tied tables at the end of backward are the token table's, n
   CHECK(o.backward.total() - o.backward.resting == bytes_of(31'482'880));
   // The fused loss holds, from forward on, lm_head's input gradient (project_out's output: 128 x 512 x 2 = 131,072 B) and
   // its weight's, the tied token table's (8,388,608 B; project_in was counted with it before, 262,144 B more).
-  activation_config a = sdpa(128, 1);
-  a.attention = attention_kind::eager;
-  a.device = device_kind::cpu;
-  a.torch_major = 1;
-  step_config fused{};
-  fused.blas_workspaces = bytes{};
-  fused.loss = loss_impl::fused;
-  CHECK(estimate_step(opt, pure_bf16(), a, fused).forward.loss == bytes_of(131'072 + 8'388'608));
+  CHECK(oracle_step(opt, 128, 1, recompute::none, device_kind::cpu, loss_impl::fused).forward.loss == bytes_of(131'072 + 8'388'608));
 }
 
 TEST_CASE("step: GPT-2's eager core is differentiated with its 16-bit probabilities and c_attn's whole output", "[step]") {
@@ -602,10 +603,7 @@ TEST_CASE("step: GPT-2's eager core is differentiated with its 16-bit probabilit
   //  - the checkpoint (32,768 B), the mask the checkpointed calls hold (1 x 1 x 128 x 128 x 2 = 32,768 B), the token ids
   //    and positions (2 x 1,024 B).
   // 1,478,400 B above the resting states; the profiler measured 1,478,410 B (zeromem read 1,051,904 B before, -28.8%).
-  const transformer_config gpt2 = parse_hf_config(
-      R"({"model_type": "gpt2", "n_embd": 128, "n_layer": 2, "n_head": 8, "n_inner": 128, "vocab_size": 500, "n_positions": 145,
-          "activation_function": "relu", "use_cache": false, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0})");
-  const step_estimate g = oracle_step(gpt2, 128, 1, recompute::full);
+  const step_estimate g = oracle_step(gpt2_layout(128, 2, 8, 128, 500, 145, "relu"), 128, 1, recompute::full);
   CHECK(g.peak_phase == step_phase::backward);
   CHECK(g.backward.recomputed == bytes_of(262'144 + 98'304 + 32'768 + 512));
   CHECK(g.backward.flowing == bytes_of(2 * 262'144 + 32'768 + 32'768));
