@@ -612,6 +612,34 @@ TEST_CASE("step: GPT-2's eager core is differentiated with its 16-bit probabilit
   CHECK(g.backward.total() - g.backward.resting == bytes_of(1'478'400));
 }
 
+TEST_CASE("step: a ReLU MLP's first linear output stands beside the ReLU's in forward, and its gradient beside ReLU's in backward", "[step]") {
+  // OPT's layout without biases (hidden 512, 8 heads, ffn 4,096, 3 layers, vocabulary 500, 320 positions, pre-norm), the
+  // family step oracle's step (s 256, b 3: 768 tokens; eager, pure bf16, no recompute). A layer keeps 22,026,240 B: two
+  // LayerNorms' inputs with their bf16 statistics (2 x (786,432 + 2 x 1,536)), their outputs (the q/k/v input and fc1's,
+  // 2 x 786,432), q, k, v and the attention output (4 x 786,432), the fp32 and bf16 probabilities (3 x 8 x 256 x 256 x
+  // (4 + 2) = 9,437,184) and ReLU's output (768 x 4,096 x 2 = 6,291,456), which fc2 reads.
+  const transformer_config opt = parse_hf_config(
+      R"({"model_type": "opt", "hidden_size": 512, "num_hidden_layers": 3, "num_attention_heads": 8, "ffn_dim": 4096,
+          "vocab_size": 500, "max_position_embeddings": 320, "do_layer_norm_before": true, "enable_bias": false,
+          "word_embed_proj_dim": 512, "use_cache": false, "dropout": 0.0})");
+  const step_estimate e = oracle_step(opt, 256, 3, recompute::none);
+  // Forward, at the last layer's ReLU: the three layers' tensors (66,078,720 B), the token ids (6,144 B), inputs_embeds
+  // and the position embeddings (2 x 786,432 B), OPTDecoder's fp32 mask and int64 position_ids (4 x 768 + 8 x 768 =
+  // 9,216 B), the 3 x 1 x 256 x 256 bf16 causal mask (393,216 B), cache_position (8 x 256 = 2,048 B), and fc1's output,
+  // which relu does not keep (6,291,456 B): 74,353,664 B. The loss's moment holds 71,513,112 B. The profiler measured
+  // 74,359,856 B (the embedding's int64 position indices, 6,144 B, and scalars beside).
+  CHECK(e.forward.total() - e.forward.resting == bytes_of(66'078'720 + 6'144 + 2 * 786'432 + 9'216 + 393'216 + 2'048 + 6'291'456));
+  // Backward, at the last layer's ReLU: fc2's node has run, but ReLU keeps the output it read; the node makes dL/d(fc1's
+  // output) beside dL/d(ReLU's output) (2 x 6,291,456 B) and the residual's gradient (786,432 B), with lm_head's
+  // (500 x 512 x 2), ln_f's (2 x 1,024) and fc2's (512 x 4,096 x 2) gradients, 4,708,352 B, and the layers' tensors and
+  // token ids: 84,162,560 B. At fc2's node a c sb ffn fewer: 77,871,104 B (zeromem's peak before, -7.48%). The profiler
+  // measured 84,168,760 B.
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gradients == bytes_of(512'000 + 2'048 + 4'194'304));
+  CHECK(e.backward.flowing == bytes_of(2 * 6'291'456 + 786'432));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(66'078'720 + 6'144 + 4'708'352 + 2 * 6'291'456 + 786'432));
+}
+
 TEST_CASE("step: lm_head's backward holds its weight's new gradient beside the logits' 16-bit gradient", "[step]") {
   // Llama-2-7B, pure bf16, SDPA, 128 tokens, full recompute, fused AdamW, gradients kept (accumulating): at lm_head's
   // backward every gradient (13,476,831,232 B) is alive, lm_head's new one (32000 x 4096 x 2 = 262,144,000 B) is made

@@ -622,7 +622,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   //  - GPT-NeoX's and Phi-3's fused projection: V is a view of it, so the whole output stays beside the copy of V that
   //    attention keeps from the second matmul on;
   //  - and under GQA repeat_kv's copies of K and V (one kv head: a view) beside the frame's own K and V.
-  bytes eager_forward{};
+  // The model's b x 1 x s x s additive mask of each kind of layer under eager attention (masking_utils.py eager_mask).
+  const auto eager_masks = [&] {
+    const std::int64_t masks = (detail::stage_has_sliding_layers(m) ? 1 : 0) + (detail::stage_has_full_attention_layers(m, L) ? 1 : 0);
+    return elements_of(checked_product(masks, a.micro_batch, s_local, s_local)) * size_of(compute);
+  };
+  bytes last_layer_forward{};  // the last layer's highest moment without recompute: the eager softmax's, or ReLU's below
   const bool norm_copies_layer_input = m.norm == norm_kind::rmsnorm || m.norm_input_fp32;
   if (ZEROMEM_RARELY(a.recomputation == recompute::none && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
@@ -632,8 +637,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes scores_c = elements_of(checked_product(m.heads, s_local, s_local, a.micro_batch)) * size_of(compute);
     const bytes softmax_fp32 = w.attention_scores - scores_c;  // its output, kept; its input's fp32 copy is as large
     const bytes later = w.total() - w.attention_norm - w.attention_input - w.query - w.key - w.value - softmax_fp32;
-    const std::int64_t masks = (detail::stage_has_sliding_layers(m) ? 1 : 0) + (detail::stage_has_full_attention_layers(m, L) ? 1 : 0);
-    const bytes eager_mask = elements_of(checked_product(masks, a.micro_batch, s_local, s_local)) * size_of(compute);
+    const bytes eager_mask = eager_masks();
     const bytes positions = bytes_of(checked_product(8, s_local));
     const bytes embedding_output = norm_copies_layer_input && !m.scaled_embedding ? hidden_grad : bytes{};
     const bytes layer_input = norm_copies_layer_input && L > 1 ? hidden_grad : bytes{};  // with one layer, its input is inputs_embeds
@@ -661,14 +665,30 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // without this moment, −0.41% with it).
       frame = m.fused_qkv ? fused_output : q + kv + rotated_qk;
     }
-    eager_forward = before_output - later + softmax_fp32 + scores_c + eager_mask + positions + embedding_output + layer_input + frame;
+    last_layer_forward = before_output - later + softmax_fp32 + scores_c + eager_mask + positions + embedding_output + layer_input + frame;
+  }
+  // Without recompute, the last layer's ReLU: fc1's output, which nothing keeps (relu keeps its own output), beside
+  // that output, every earlier layer's saved tensors and this layer's (but post-norm layers' final_layer_norm, after
+  // it), the model's mask under eager attention (SDPA runs is_causal without one) and its positions (cache_position,
+  // int64); GPT2Block's frame also keeps c_proj's output, bound as attn_output to its end. Read for OPT's and GPT-2's
+  // layers (activation_function relu), whose LayerNorms keep the residual stream the frame refers to. Above the loss's
+  // moment where the vocabulary is small beside ffn (the family step oracle: OPT, seed 81, forward -3.83% before;
+  // GPT-2 at ffn 16 h, -1.41% without attn_output).
+  if (ZEROMEM_RARELY(m.mlp == mlp_kind::relu && m.positions == position_kind::learned && m.norm == norm_kind::layernorm &&
+                     a.recomputation == recompute::none && a.impl == implementation::hf && !a.autocast && a.dropout == 0.0 && a.tp == 1 &&
+                     a.cp == 1 && p.pp == 1 && !fsdp && t.zero.stage < 3 && stage.microbatches_in_flight == 1)) {
+    const bytes later = m.post_residual_norms ? layer_whole.mlp_norm : bytes{};
+    const bytes attn_output = m.fused_qkv ? hidden_grad : bytes{};  // GPT-2's c_attn: GPT2Block
+    const bytes relu_forward = before_output - later + elements_of(checked_product(sb, m.ffn)) * size_of(compute) + attn_output +
+                               (a.attention == attention_kind::eager ? eager_masks() : bytes{}) + bytes_of(checked_product(8, s_local));
+    if (relu_forward > last_layer_forward) last_layer_forward = relu_forward;  // after the softmax's, in the same layer
   }
   // Inside the last layer its all-gather output is there whatever computes the loss, and FULL_SHARD's gathered layer
   // too (the loss comes after its post-forward reshard).
   const bytes last_layer_gathered = (s.loss_in_forward ? bytes{} : deferred_all_gather) + (fsdp && s.reshard_after_forward ? layer_unsharded : bytes{});
   const auto forward = [&] {
-    if (eager_forward > saved + loss_forward)
-      return step_terms{resting, grads_alive, eager_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
+    if (last_layer_forward > saved + loss_forward)
+      return step_terms{resting, grads_alive, last_layer_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
     if (checkpointed_forward > saved + loss_forward)
       return step_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, bytes{}};
     if (routed_forward > bytes{} && routed_forward + last_layer_gathered > saved + loss_forward)
@@ -783,11 +803,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes down_grad = mlp_walk ? new_grads(down_params) : bytes{};
   // (2c') Before it, the MLP's second linear differentiated (fc2's AddmmBackward0): the whole layer alive (recomputed,
   // under full recompute), fc2's weight and bias gradients made beside the input gradient it makes (c sb ffn) and
-  // dL/d(layer output). It is a non-gated MLP's highest moment (GELU, ReLU: the activation's backward after it holds
-  // as much, less fc2's saved input); a product's moment (2c) is higher, so it is read for non-gated MLPs only, and
+  // dL/d(layer output). It is a GELU MLP's highest moment (GELU's backward after it holds as much, less fc2's saved
+  // input; ReLU's holds more: 2c''); a product's moment (2c) is higher, so it is read for non-gated MLPs only, and
   // for gated ones when accumulating: there down's weight gradient is gone by the product's moment, and this one
   // stands higher where the layer's tokens are fewer than its hidden size (the CPU step oracle's random shapes).
   const bool down_walk = mlp_walk && (m.mlp != mlp_kind::swiglu || adding_in) && !m.post_residual_norms;  // OPT-350M: its last norm went first
+  // (2c'') Next, ReLU's node (threshold_backward(grad, result), derivatives.yaml relu: result): relu keeps its output,
+  // the very tensor fc2 kept, so fc2's node freed nothing, and the node makes dL/d(fc1's output) beside dL/d(its
+  // output): c sb ffn above (2c') where fc2's bias sum staged less; fc2's gradients made, added in when accumulating
+  // (AccumulateGrad runs first). Behind post-norm layers (OPT-350M) final_layer_norm went first, its saved input gone.
+  // The family step oracle's OPT steps (seed 81: wide MLP, 500-token vocabulary): backward -7.48% before.
+  const bool activation_walk = mlp_walk && m.mlp == mlp_kind::relu;
   // (2d) The MLP's last node, its first linear differentiated (fc1; SwiGLU's gate_proj, made before up_proj): every
   // MLP weight gradient has appeared and the MLP's hidden tensors are freed; the linear's input (the norm's output)
   // and the norm's saved tensors are alive beside the attention half, with the gradient of the linear's output
@@ -974,7 +1000,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool attention_kernel_walk = mlp_walk && core_layout && m.norm == norm_kind::layernorm && a.attention == attention_kind::flash &&
                                      a.device == device_kind::cuda && !a.autocast && a.dropout == 0.0 && !m.post_residual_norms &&
                                      (compute == dtype::bf16 || compute == dtype::fp16) && m.kv_heads == m.heads;
-  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_product, mlp_first_linear, mlp_norm, attention_core, attention_norm, after };
+  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_activation, mlp_product, mlp_first_linear, mlp_norm, attention_core,
+                          attention_norm, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
     bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
@@ -1086,6 +1113,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                           gathered, l.communication, bytes{}, bytes{}, bytes{}};
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
+    }
+    if (part == layer_part::mlp_activation) {  // ReLU MLPs only: tested late
+      const bytes made = adding_in ? bytes{} : made_here(down_params), gone = m.post_residual_norms ? w.mlp_norm : bytes{};
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, hidden_grad + product * 2, bytes{}, gathered,
+                          l.communication, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + made, below + layer_saved - gone, bytes{}, hidden_grad + product * 2, bytes{}, gathered,
+                        l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::attention_norm)  // under full recompute the checkpoint's input stays to the layer's end
       return step_terms{resting, kept + (adding_in ? mlp_norm_made : l.appeared),
@@ -1238,7 +1273,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
   const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) | (branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
                                 (moe_walk ? bit(layer_part::moe_experts) : 0u) |
-                                (down_walk ? bit(layer_part::mlp_down) : 0u) | (gated_walk ? bit(layer_part::mlp_product) : 0u) |
+                                (down_walk ? bit(layer_part::mlp_down) : 0u) | (activation_walk ? bit(layer_part::mlp_activation) : 0u) |
+                                (gated_walk ? bit(layer_part::mlp_product) : 0u) |
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
                                 (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u) |
                                 (attention_norm_walk ? bit(layer_part::attention_norm) : 0u);
