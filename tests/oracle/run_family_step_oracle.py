@@ -157,6 +157,10 @@ CASES = [
      "vocab": 500, "max_positions": 192, "seq_len": 128, "recompute": "full"},
     {"family": "gpt2", "act": "relu", "hidden": 256, "heads": 4, "ffn": 4096, "layers": 2, "vocab": 500, "max_positions": 128,
      "seq_len": 128},
+    # Post-norm OPT's fc1 differentiated (final_layer_norm, after the MLP, went first), few tokens beside wide layers under
+    # recompute: layer 0's fc1 node with every MLP weight gradient made (a scratch ReLU draw: backward -4.64% before)
+    {"family": "opt", "before": False, "bias": True, "embed_width": 256, "hidden": 512, "heads": 8, "ffn": 4096, "layers": 2,
+     "vocab": 500, "max_positions": 81, "seq_len": 64, "micro_batch": 3, "recompute": "full"},
 ]
 
 
