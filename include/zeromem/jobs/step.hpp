@@ -1118,7 +1118,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       return step_terms{resting, kept + made, below + layer_saved - w.total() + alive, bytes{}, flowing, bytes{},
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
-    if (part == layer_part::mlp_activation) {  // ReLU MLPs only: tested late
+    if (part == layer_part::mlp_activation) {  // (2c''), ReLU MLPs only: tested after the common parts
       const bytes made = adding_in ? bytes{} : made_here(down_params), gone = m.post_residual_norms ? w.mlp_norm : bytes{};
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, hidden_grad + product * 2, bytes{}, gathered,
