@@ -807,7 +807,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // input; ReLU's holds more: 2c''); a product's moment (2c) is higher, so it is read for non-gated MLPs only, and
   // for gated ones when accumulating: there down's weight gradient is gone by the product's moment, and this one
   // stands higher where the layer's tokens are fewer than its hidden size (the CPU step oracle's random shapes).
-  const bool down_walk = mlp_walk && (m.mlp != mlp_kind::swiglu || adding_in) && !m.post_residual_norms;  // OPT-350M: its last norm went first
+  // Behind post-norm layers (OPT-350M) final_layer_norm, after the MLP, went first: its saved tensors are gone. Where
+  // gradients are kept, fc2's new weight gradient waits beside its input's there (the family step oracle's post-norm
+  // OPT under --keep-grads: -8.39% before).
+  const bool down_walk = mlp_walk && (m.mlp != mlp_kind::swiglu || adding_in);
   // (2c'') Next, ReLU's node (threshold_backward(grad, result), derivatives.yaml relu: result): relu keeps its output,
   // the very tensor fc2 kept, so fc2's node freed nothing, and the node makes dL/d(fc1's output) beside dL/d(its
   // output): c sb ffn above (2c') where fc2's bias sum staged less; fc2's gradients made, added in when accumulating
@@ -1069,7 +1072,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_down) {
-      const bytes made = made_here(down_params), gone = attention_branch_norm(w);  // OLMo-2's norm over the MLP went first
+      // OLMo-2's norm over the MLP went first, and OPT-350M's final_layer_norm.
+      const bytes made = made_here(down_params), gone = attention_branch_norm(w) + (m.post_residual_norms ? w.mlp_norm : bytes{});
       // Where the branch's output is scaled (Granite's residual_multiplier) or normalised (OLMo-2's and Gemma-2's norm
       // over the MLP's output) before the residual add, down's incoming gradient is a tensor of its own beside the
       // residual's.
@@ -1215,10 +1219,27 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes grads_before_root = fsdp ? grads_all - (accumulating ? bytes{} : root_shard_grads) + root_trainable * size_of(compute) : bytes{};
   const bytes grads_end = fsdp ? grads_before_root + tied_gradient + tied_sum
                                : grads_all + new_embedding_grad + tied_sum + (accumulating ? tied_gradient : bytes{});
+  // Accumulating without FSDP2, learned positions (GPT-2's wpe, OPT's embed_positions, made after the token embedding
+  // and so differentiated first) make their own new table first, beside every kept gradient, lm_head's tied one
+  // waiting and dL/d(embedding output): above the end where the position table is large beside the token table (the
+  // family step oracle's GPT-2 under --keep-grads, 1,040 positions beside 500 tokens: -3.73% before). GPT-2's one row
+  // of positions gets the batch's gradient summed into a row of its own (the add's broadcast: sum_to), c s h.
+  const bytes positions_new = accumulating && !fsdp && m.positions == position_kind::learned && split.embedding_trainable.count() > 0
+                                  ? share(largest_share(counts.position_embedding, a.tp))
+                                  : bytes{};
+  const bytes positions_row_grad =
+      positions_new.count() > 0 && !opt_positions && a.micro_batch > 1 ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
   const auto end_moment = [&] {
-    return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
-                      fsdp ? root_unsharded : bytes{},
-                      comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+    const step_terms end{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
+                         fsdp ? root_unsharded : bytes{},
+                         comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
+    if (ZEROMEM_RARELY(positions_new.count() > 0)) {
+      const step_terms positions{resting, grads_all + positions_new + tied_gradient, pixel_values, bytes{}, hidden_grad + positions_row_grad,
+                                 bytes{},  bytes{},                                    comm,         bytes{}, bytes{},
+                                 bytes{}};
+      if (positions.total() > end.total()) return positions;
+    }
+    return end;
   };
   // (5) FSDP2's root reduced, after backward: its parameters resharded, its unsharded gradients copied into its
   // reduce-scatter input (the last layer's released before it is made). Where the vocabulary is large beside the
