@@ -1229,17 +1229,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                   : bytes{};
   const bytes positions_row_grad =
       positions_new.count() > 0 && !opt_positions && a.micro_batch > 1 ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
+  const auto positions_moment = [&] {
+    return step_terms{resting, grads_all + positions_new + tied_gradient, pixel_values, bytes{}, hidden_grad + positions_row_grad, bytes{},
+                      bytes{}, comm, bytes{}, bytes{}, bytes{}};
+  };
   const auto end_moment = [&] {
-    const step_terms end{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
-                         fsdp ? root_unsharded : bytes{},
-                         comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
-    if (ZEROMEM_RARELY(positions_new.count() > 0)) {
-      const step_terms positions{resting, grads_all + positions_new + tied_gradient, pixel_values, bytes{}, hidden_grad + positions_row_grad,
-                                 bytes{},  bytes{},                                    comm,         bytes{}, bytes{},
-                                 bytes{}};
-      if (positions.total() > end.total()) return positions;
-    }
-    return end;
+    return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
+                      fsdp ? root_unsharded : bytes{},
+                      comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // (5) FSDP2's root reduced, after backward: its parameters resharded, its unsharded gradients copied into its
   // reduce-scatter input (the last layer's released before it is made). Where the vocabulary is large beside the
@@ -1272,7 +1269,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto total_of = [&](const step_terms& x) ZEROMEM_ALWAYS_INLINE {
     return ZEROMEM_RARELY(grads_excess.count() > 0) ? x.total() + detail::held_block_excess(x.gradients, grads_all, grads_excess) : x.total();
   };
-  enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, end, root_reduce };
+  enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, positions, end, root_reduce };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
@@ -1337,6 +1334,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     else if (const bytes total = total_of(vision_moment(end)); total > backward_total) {
       backward_total = total;
       highest = end ? moment_kind::vision_end : moment_kind::vision_start;
+    }
+  if (ZEROMEM_RARELY(positions_new.count() > 0))
+    if (const bytes total = total_of(positions_moment()); total > backward_total) {
+      backward_total = total;
+      highest = moment_kind::positions;
     }
   if (const bytes total = total_of(end_moment()); total > backward_total) {
     backward_total = total;
@@ -1443,6 +1445,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::head         ? head_moment()
                     : highest == moment_kind::final_norm   ? final_norm_moment()
                     : highest == moment_kind::end          ? end_moment()
+                    : highest == moment_kind::positions    ? positions_moment()
                     : highest == moment_kind::root_reduce  ? root_reduce_moment()
                     : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer), highest_layer == 0)
                     : highest == moment_kind::attention_kernel ? attention_kernel_moment(layer_at(highest_layer))
