@@ -617,7 +617,8 @@ class OPTLayer(torch.nn.Module):
         self.fc2 = torch.nn.Linear(ffn, h, bias=bias)
         self.final_layer_norm = torch.nn.LayerNorm(h)
 
-    def forward(self, hidden_states, mask, cache):
+    def forward(self, hidden_states, mask, cache, position_ids=None, cache_position=None):
+        # position_ids and cache_position: passed by OPTDecoder, read by no op here (held by a checkpointed call)
         residual = hidden_states
         if self.do_layer_norm_before:
             hidden_states = self.self_attn_layer_norm(hidden_states)
@@ -669,8 +670,8 @@ class OPTLM(torch.nn.Module):
         if self.project_in is not None:
             inputs_embeds = self.project_in(inputs_embeds)
         hidden_states = inputs_embeds + pos_embeds
-        for layer in self.layers:
-            hidden_states = layer(hidden_states, mask, cache)
+        for layer in self.layers:  # OPTDecoder.forward: decoder_layer(..., position_ids=position_ids, cache_position=cache_position)
+            hidden_states = layer(hidden_states, mask, cache, position_ids=position_ids, cache_position=cache_position)
         if self.final_layer_norm is not None:
             hidden_states = self.final_layer_norm(hidden_states)
         if self.project_out is not None:

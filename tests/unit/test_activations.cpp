@@ -67,15 +67,18 @@ TEST_CASE("Megatron-LM's first pipeline stage for GPT-3 tp8 pp8", "[activations]
   // theoretical_memory_usage.py prints activation 9816.02 MiB = 10,292,838,400 B for tp 8, pp 8, b 1 with
   // sequence parallelism and selective recompute: 96 x 34sbh/t + 8sbp/t (token ids) + sbhp/t (embedding dropout).
   // zeromem keeps the int64 token ids on every tensor-parallel rank (the vocabulary-parallel embedding needs
-  // them all), so it counts 8sbp, not 8sbp/t: 8 x 2048 x 8 = 131,072 instead of 16,384.
+  // them all), so it counts 8sbp, not 8sbp/t: 8 x 2048 x 8 = 131,072 instead of 16,384. It also counts the int64
+  // position ids the learned position embedding keeps, which the formula leaves out: one row of s a micro-batch
+  // (get_ltor_masks_and_position_ids: arange(s).unsqueeze(0).expand_as(data)), 8 x 2048 x 8 = 131,072.
   activation_config c = gpt3_paper();
   c.sequence_parallel = true;
   c.recomputation = recompute::selective;
   const stage_activations st = first_stage_activations(gpt3(), c, pipeline_config{8, 1, 0});
   CHECK(st.layers_on_stage == 12);
   CHECK(st.microbatches_in_flight == 8);
-  CHECK(st.total.count() == 10'292'838'400LL - 16'384 + 131'072);
-  CHECK(to_mib(st.total - st.input_ids + bytes_of(16'384)) == Approx(9816.02).margin(0.005));
+  CHECK(st.position_ids.count() == 131'072);
+  CHECK(st.total.count() == 10'292'838'400LL - 16'384 + 131'072 + 131'072);
+  CHECK(to_mib(st.total - st.input_ids - st.position_ids + bytes_of(16'384)) == Approx(9816.02).margin(0.005));
 }
 
 TEST_CASE("pipeline schedule factors", "[activations]") {
@@ -591,6 +594,38 @@ TEST_CASE("the rotary cos and sin every rotating layer keeps, one row for the ba
   CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json"), hf_sdpa(1024)).rotary_tables.count() == 0);
 }
 
+TEST_CASE("a learned position embedding keeps its int64 position ids", "[activations]") {
+  // derivatives.yaml embedding: the weight's gradient reads `indices`, saved from forward to the embedding's node.
+  // GPT-2 (wpe over position_ids = cache_position.unsqueeze(0)): one row of s int64, 8 x 1024 = 8,192 B, whatever b.
+  const transformer_config gpt2 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gpt2.json");
+  activation_config c = hf_sdpa(1024);
+  c.micro_batch = 4;
+  CHECK(first_stage_activations(gpt2, c).position_ids.count() == 8'192);
+  // OPT (OPTLearnedPositionalEmbedding: position_ids + offset, a new b x s tensor): 8 x 4 x 1024 = 32,768 B.
+  const transformer_config opt = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
+  CHECK(first_stage_activations(opt, c).position_ids.count() == 32'768);
+  // Both are in the stage's total: the total less every other term is the ids.
+  const stage_activations st = first_stage_activations(opt, c);
+  CHECK((st.total - st.layers - st.input_ids - st.rotary_tables - st.checkpoint_arguments - st.embedding_dropout - st.embedding_projection -
+         st.output_layer - st.logits - st.vision)
+            .count() == 32'768);
+  // Under full recompute GPT-2's row is cache_position's storage, which each checkpointed call holds (checkpoint_arguments
+  // counts it, 8 s = 8,192 B, beside the b x 1 x s x s eager masks here none: SDPA): not twice. OPT's decoder also passes
+  // its b x s position_ids to every layer: the checkpoints hold 8 s + 8 s b = 8,192 + 32,768 = 40,960 B, beside the
+  // embedding's own ids.
+  activation_config checkpointed = c;
+  checkpointed.recomputation = recompute::full;
+  CHECK(first_stage_activations(gpt2, checkpointed).position_ids.count() == 0);
+  CHECK(first_stage_activations(gpt2, checkpointed).checkpoint_arguments.count() == 8'192);
+  CHECK(first_stage_activations(opt, checkpointed).position_ids.count() == 32'768);
+  CHECK(first_stage_activations(opt, checkpointed).checkpoint_arguments.count() == 40'960);
+  // A frozen table (LoRA's base, --freeze-embeddings) keeps no ids; rotary positions have none.
+  adaptation frozen{};
+  frozen.freeze_embeddings = true;
+  CHECK(first_stage_activations(opt, c, {}, frozen).position_ids.count() == 0);
+  CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/qwen2.5-1.5b.json"), c).position_ids.count() == 0);
+}
+
 TEST_CASE("OLMo's OlmoLayerNorm keeps an fp32 copy of its input", "[activations]") {
   // OLMo-1B-hf (hidden 2048, 16 heads of 128, 16 KV heads, intermediate 8192), s = 2048, b = 1, bf16, SDPA, use_cache
   // true. sbh = 4,194,304; 2sbh = 8,388,608. Each OlmoLayerNorm runs F.layer_norm on x.to(torch.float32): it keeps that
@@ -753,7 +788,8 @@ TEST_CASE("OPT-350M's norms after the residual adds and its projected embedding"
   CHECK(st.embedding_projection.count() == 2'097'152);
   CHECK(st.output_layer.count() == 4'194'304 + 2'097'152);
   CHECK(st.logits.count() == 411'828'224);
-  CHECK(st.total == st.layers + st.input_ids + st.embedding_projection + st.output_layer + st.logits);
+  CHECK(st.position_ids.count() == 8 * 2048);  // position_ids + 2, b x s int64
+  CHECK(st.total == st.layers + st.input_ids + st.position_ids + st.embedding_projection + st.output_layer + st.logits);
   // Frozen embeddings keep no project_in input; LoRA keeps neither projection's input nor lm_head's.
   adaptation frozen{};
   frozen.freeze_embeddings = true;

@@ -212,7 +212,10 @@ TEST_CASE("estimate with a model preset adds parameters and activations", "[cli]
   CHECK(j["model"]["params"] == 174'604'259'328LL);
   CHECK(j["model"]["largest_layer_params"] == 617'558'016);  // the 50257 x 12288 embedding
   CHECK(j["activations"]["per_layer_bytes"] == 106'954'752);
-  CHECK(j["activations"]["total_bytes"] == 10'292'838'400LL - 16'384 + 131'072);
+  // Megatron's figure (test_activations.cpp) with the token ids on every rank and the learned positions' ids (8 x 2048 x 8
+  // each): 10,292,838,400 - 16,384 + 131,072 + 131,072.
+  CHECK(j["activations"]["total_bytes"] == 10'292'838'400LL - 16'384 + 131'072 + 131'072);
+  CHECK(j["activations"]["position_ids_bytes"] == 131'072);
   CHECK(j["per_gpu"]["activations_bytes"] == j["activations"]["total_bytes"]);
   CHECK(j["per_gpu"]["total_bytes"] == j["per_gpu"]["model_states_bytes"].get<std::int64_t>() +
                                           j["activations"]["total_bytes"].get<std::int64_t>());

@@ -623,21 +623,23 @@ TEST_CASE("step: a ReLU MLP's first linear output stands beside the ReLU's in fo
           "vocab_size": 500, "max_position_embeddings": 320, "do_layer_norm_before": true, "enable_bias": false,
           "word_embed_proj_dim": 512, "use_cache": false, "dropout": 0.0})");
   const step_estimate e = oracle_step(opt, 256, 3, recompute::none);
-  // Forward, at the last layer's ReLU: the three layers' tensors (66,078,720 B), the token ids (6,144 B), inputs_embeds
-  // and the position embeddings (2 x 786,432 B), OPTDecoder's fp32 mask and int64 position_ids (4 x 768 + 8 x 768 =
-  // 9,216 B), the 3 x 1 x 256 x 256 bf16 causal mask (393,216 B), cache_position (8 x 256 = 2,048 B), and fc1's output,
-  // which relu does not keep (6,291,456 B): 74,353,664 B. The loss's moment holds 71,513,112 B. The profiler measured
-  // 74,359,856 B (the embedding's int64 position indices, 6,144 B, and scalars beside).
-  CHECK(e.forward.total() - e.forward.resting == bytes_of(66'078'720 + 6'144 + 2 * 786'432 + 9'216 + 393'216 + 2'048 + 6'291'456));
+  // Forward, at the last layer's ReLU: the three layers' tensors (66,078,720 B), the token ids (6,144 B), the position
+  // indices embed_positions keeps (position_ids + 2, 8 x 768 = 6,144 B), inputs_embeds and the position embeddings
+  // (2 x 786,432 B), OPTDecoder's fp32 mask and int64 position_ids (4 x 768 + 8 x 768 = 9,216 B), the 3 x 1 x 256 x 256
+  // bf16 causal mask (393,216 B), cache_position (8 x 256 = 2,048 B), and fc1's output, which relu does not keep
+  // (6,291,456 B): 74,359,808 B. The loss's moment holds 71,519,256 B. The profiler measured 74,359,856 B (48 B of
+  // scalars beside).
+  CHECK(e.forward.total() - e.forward.resting ==
+        bytes_of(66'078'720 + 6'144 + 6'144 + 2 * 786'432 + 9'216 + 393'216 + 2'048 + 6'291'456));
   // Backward, at the last layer's ReLU: fc2's node has run, but ReLU keeps the output it read; the node makes dL/d(fc1's
   // output) beside dL/d(ReLU's output) (2 x 6,291,456 B) and the residual's gradient (786,432 B), with lm_head's
-  // (500 x 512 x 2), ln_f's (2 x 1,024) and fc2's (512 x 4,096 x 2) gradients, 4,708,352 B, and the layers' tensors and
-  // token ids: 84,162,560 B. At fc2's node a c sb ffn fewer: 77,871,104 B (zeromem's peak before, -7.48%). The profiler
-  // measured 84,168,760 B.
+  // (500 x 512 x 2), ln_f's (2 x 1,024) and fc2's (512 x 4,096 x 2) gradients, 4,708,352 B, and the layers' tensors,
+  // token ids and position indices: 84,168,704 B. At fc2's node a c sb ffn fewer: 77,877,248 B (zeromem's peak before,
+  // -7.48%). The profiler measured 84,168,760 B.
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.gradients == bytes_of(512'000 + 2'048 + 4'194'304));
   CHECK(e.backward.flowing == bytes_of(2 * 6'291'456 + 786'432));
-  CHECK(e.backward.total() - e.backward.resting == bytes_of(66'078'720 + 6'144 + 4'708'352 + 2 * 6'291'456 + 786'432));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(66'078'720 + 6'144 + 6'144 + 4'708'352 + 2 * 6'291'456 + 786'432));
 }
 
 TEST_CASE("step: lm_head's backward holds its weight's new gradient beside the logits' 16-bit gradient", "[step]") {

@@ -164,6 +164,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
                         {"per_layer_bytes", act->per_layer.total().count()}, {"per_layer_terms", terms},
                         {"layers_on_stage", act->layers_on_stage}, {"microbatches_in_flight", act->microbatches_in_flight},
                         {"layers_bytes", act->layers.count()}, {"input_ids_bytes", act->input_ids.count()},
+                        {"position_ids_bytes", act->position_ids.count()},
                         {"rotary_tables_bytes", act->rotary_tables.count()},
                         {"checkpoint_arguments_bytes", act->checkpoint_arguments.count()},
                         {"embedding_dropout_bytes", act->embedding_dropout.count()},

@@ -147,6 +147,7 @@ void print_activations(std::ostream& out, const stage_activations& act) {
     out << bytes_row("1 full-attention layer (x" + std::to_string(act.full_attention_layers) + ")", act.full_attention_layer.total()) << "\n";
   out << bytes_row("all layers in flight", act.layers) << "\n";
   if (act.input_ids.count() != 0) out << bytes_row("input token ids", act.input_ids) << "\n";
+  if (act.position_ids.count() != 0) out << bytes_row("learned positions' ids", act.position_ids) << "\n";
   if (act.rotary_tables.count() != 0) out << bytes_row("rotary cos and sin", act.rotary_tables) << "\n";
   if (act.checkpoint_arguments.count() != 0) out << bytes_row("checkpointed calls' masks, positions", act.checkpoint_arguments) << "\n";
   if (act.embedding_dropout.count() != 0) out << bytes_row("embedding dropout", act.embedding_dropout) << "\n";

@@ -545,10 +545,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Inside the last layer the output layer's tensors do not exist yet; GemmaModel's inputs_embeds stays referenced
   // beside its scaled copy (the first checkpoint) until the model returns, and GPT2Model's inputs_embeds and
   // position_embeds (one row of positions) beside their sum; OPTDecoder's pos_embeds are one row a sequence, beside the
-  // fp32 attention mask it makes and the int64 position_ids (estimate_forward_only's model-level terms).
+  // fp32 attention mask it makes and the int64 position_ids (estimate_forward_only's model-level terms), which each
+  // checkpointed layer's call holds under full recompute (stage.checkpoint_arguments).
   const bool opt_positions = positions_per_sequence(m);
+  const bool checkpointed_calls = a.impl == implementation::hf && a.recomputation == recompute::full;
   const bytes position_rows = m.positions != position_kind::learned ? bytes{}
-                              : opt_positions ? elements_of(checked_product(sb, m.hidden)) * size_of(compute) + bytes_of(checked_product(12, sb))
+                              : opt_positions ? elements_of(checked_product(sb, m.hidden)) * size_of(compute) +
+                                                    bytes_of(checked_product(checkpointed_calls ? 4 : 12, sb))
                                               : elements_of(checked_product(s_local, m.hidden)) * size_of(compute);
   const bytes before_output = saved - stage.output_layer + (m.scaled_embedding || m.positions == position_kind::learned ? hidden_grad : bytes{}) +
                               position_rows;
@@ -679,8 +682,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                      a.cp == 1 && p.pp == 1 && !fsdp && t.zero.stage < 3 && stage.microbatches_in_flight == 1)) {
     const bytes later = m.post_residual_norms ? layer_whole.mlp_norm : bytes{};
     const bytes attn_output = m.fused_qkv ? hidden_grad : bytes{};  // GPT-2's c_attn: GPT2Block
+    // cache_position: GPT-2's position ids are a view of it, counted once in the stage where wpe keeps them.
+    const bytes cache_position = !opt_positions && stage.position_ids.count() > 0 ? bytes{} : bytes_of(checked_product(8, s_local));
     const bytes relu_forward = before_output - later + elements_of(checked_product(sb, m.ffn)) * size_of(compute) + attn_output +
-                               (a.attention == attention_kind::eager ? eager_masks() : bytes{}) + bytes_of(checked_product(8, s_local));
+                               (a.attention == attention_kind::eager ? eager_masks() : bytes{}) + cache_position;
     if (relu_forward > last_layer_forward) last_layer_forward = relu_forward;  // after the softmax's, in the same layer
   }
   // Inside the last layer its all-gather output is there whatever computes the loss, and FULL_SHARD's gathered layer
@@ -1229,9 +1234,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                   : bytes{};
   const bytes positions_row_grad =
       positions_new.count() > 0 && !opt_positions && a.micro_batch > 1 ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
+  // The embedding's node still holds the int64 position ids it saved (stage.position_ids; GPT-2's row under full
+  // recompute is counted with the checkpoints', which are gone by then).
   const auto positions_moment = [&] {
-    return step_terms{resting, grads_all + positions_new + tied_gradient, pixel_values, bytes{}, hidden_grad + positions_row_grad, bytes{},
-                      bytes{}, comm, bytes{}, bytes{}, bytes{}};
+    const bytes ids = bytes_of(checked_product(8, opt_positions ? sb : s_local));
+    return step_terms{resting, grads_all + positions_new + tied_gradient, pixel_values + ids, bytes{}, hidden_grad + positions_row_grad,
+                      bytes{}, bytes{}, comm, bytes{}, bytes{}, bytes{}};
   };
   const auto end_moment = [&] {
     return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},

@@ -650,6 +650,7 @@ struct stage_activations {
   std::int64_t microbatches_in_flight = 0;
   bytes layers{};              // per_layer x layers x micro-batches in flight (x the interleaving factor)
   bytes input_ids{};           // int64 token ids kept by the embedding lookup
+  bytes position_ids{};        // int64 position ids a learned position embedding keeps (GPT-2's wpe, OPT's embed_positions)
   bytes rotary_tables{};       // the rotary cos and sin every rotating layer's q * cos and k * sin keep
   bytes checkpoint_arguments{};  // full recompute: the eager masks and position ids each checkpointed layer call holds
   bytes embedding_dropout{};   // embedding dropout mask
@@ -771,8 +772,23 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   if (c.impl == implementation::hf && c.recomputation == recompute::full) {
     const std::int64_t masks = c.attention == attention_kind::eager ? (sliding ? 1 : 0) + (full ? 1 : 0) : 0;
     const bool sdpa_sliding_mask = sliding && detail::attention_layout_of(m, c, 0).sdpa_mask;
-    checkpoint_arguments = bytes_of(checked_product(
-        checked_sum(checked_product(masks, a, b, s, s), sdpa_sliding_mask ? checked_product(s, s) : 0, checked_product(8, s)), inflight));
+    // OPTDecoder passes its per-sequence position_ids (b x s int64) to each layer as well (modeling_opt.py OPTDecoder.forward:
+    // decoder_layer(hidden_states, ..., position_ids=position_ids, cache_position=cache_position)).
+    const std::int64_t opt_position_ids = positions_per_sequence(m) ? checked_product(8, sb) : 0;
+    checkpoint_arguments = bytes_of(checked_product(checked_sum(checked_product(masks, a, b, s, s), sdpa_sliding_mask ? checked_product(s, s) : 0,
+                                                                checked_product(8, s), opt_position_ids),
+                                                    inflight));
+  }
+  // A learned position embedding keeps its int64 indices for its weight's gradient (derivatives.yaml embedding: indices),
+  // from forward to its node in backward, unless its table is frozen. OPT's (modeling_opt.py
+  // OPTLearnedPositionalEmbedding.forward: position_ids + self.offset) are a new b x s tensor; GPT-2's (modeling_gpt2.py:
+  // position_ids = cache_position.unsqueeze(0)) one row, the storage of cache_position, which a checkpointed layer's
+  // call already holds under full recompute (checkpoint_arguments). Megatron's learned positions are one row too
+  // (megatron/training/utils.py get_ltor_masks_and_position_ids: arange(s).unsqueeze(0).expand_as(data), a view).
+  bytes position_ids{};
+  if (m.positions == position_kind::learned && !adapt.lora_enabled() && !adapt.freeze_embeddings) {
+    if (positions_per_sequence(m)) position_ids = bytes_of(checked_product(8, sb, inflight));
+    else if (checkpoint_arguments.count() == 0) position_ids = bytes_of(checked_product(8, s, inflight));
   }
   bytes embedding_dropout{}, embedding_projection{}, output_layer{}, logits{};
   // OPT-350M's project_in (modeling_opt.py OPTDecoder): an nn.Linear over the token embedding output keeps that input
@@ -827,10 +843,10 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     }
     const bytes unkept = detail::first_layer_unkept_bytes(m, c, adapt, per_layer) * inflight;
     layers -= unkept;
-    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, rotary_tables, checkpoint_arguments,
+    return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, position_ids, rotary_tables, checkpoint_arguments,
                              embedding_dropout, embedding_projection, output_layer, logits, vision,
-                             layers + input_ids + rotary_tables + checkpoint_arguments + embedding_dropout + embedding_projection +
-                                 output_layer + logits + vision,
+                             layers + input_ids + position_ids + rotary_tables + checkpoint_arguments + embedding_dropout +
+                                 embedding_projection + output_layer + logits + vision,
                              full_layer,   full_layers, unkept};
   };
   if (!mixed) return with_layers(per_layer, 0);
