@@ -606,10 +606,12 @@ class OPTAttention(torch.nn.Module):
 class OPTLayer(torch.nn.Module):
     """OPTDecoderLayer.forward: self_attn_layer_norm before attention (do_layer_norm_before) or after its residual add
     (OPT-350M), hidden_states rebound at each step; the MLP's residual bound to the layer's end, final_layer_norm before
-    fc1 or after the last add; ReLU; dropout with p = 0 (and in eval) returns its input."""
+    fc1 or after the last add; ReLU; config.json's dropout after the attention and after fc2 (with p = 0 it returns its
+    input)."""
 
-    def __init__(self, h, heads, ffn, before, bias):
+    def __init__(self, h, heads, ffn, before, bias, dropout=0.0):
         super().__init__()
+        self.dropout = dropout
         self.self_attn = OPTAttention(h, heads, bias)
         self.do_layer_norm_before = before
         self.self_attn_layer_norm = torch.nn.LayerNorm(h)
@@ -623,6 +625,7 @@ class OPTLayer(torch.nn.Module):
         if self.do_layer_norm_before:
             hidden_states = self.self_attn_layer_norm(hidden_states)
         hidden_states, self_attn_weights = self.self_attn(hidden_states, mask, cache)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = residual + hidden_states
         if not self.do_layer_norm_before:
             hidden_states = self.self_attn_layer_norm(hidden_states)
@@ -634,6 +637,7 @@ class OPTLayer(torch.nn.Module):
         hidden_states = self.fc1(hidden_states)
         hidden_states = F.relu(hidden_states)
         hidden_states = self.fc2(hidden_states)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = (residual + hidden_states).view(hidden_states_shape)
         if not self.do_layer_norm_before:
             hidden_states = self.final_layer_norm(hidden_states)
@@ -655,7 +659,8 @@ class OPTLM(torch.nn.Module):
         self.project_in = torch.nn.Linear(w, h, bias=False) if w != h else None
         self.project_out = torch.nn.Linear(h, w, bias=False) if w != h else None
         self.final_layer_norm = torch.nn.LayerNorm(h) if before else None
-        self.layers = torch.nn.ModuleList(OPTLayer(h, cfg["heads"], cfg["ffn"], before, cfg["bias"]) for _ in range(cfg["layers"]))
+        self.layers = torch.nn.ModuleList(OPTLayer(h, cfg["heads"], cfg["ffn"], before, cfg["bias"], cfg.get("dropout", 0.0))
+                                          for _ in range(cfg["layers"]))
 
     def decoder(self, input_ids, cache):
         inputs_embeds = self.embed_tokens(input_ids)

@@ -1062,7 +1062,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_product) {
       // Gemma-2's and OLMo-2's norm over the MLP's output was differentiated first: its saved tensors are gone.
-      const bytes gone = product + attention_branch_norm(w) + (a.autocast ? down_params * size_of(compute) : bytes{});  // down's cast too
+      // The residual dropout after down was differentiated before it too: its mask is gone.
+      const bytes gone = product + attention_branch_norm(w) + w.mlp_residual_mask +
+                         (a.autocast ? down_params * size_of(compute) : bytes{});  // down's cast too
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product_flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
@@ -1077,12 +1079,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_down) {
-      // OLMo-2's norm over the MLP went first, and OPT-350M's final_layer_norm.
-      const bytes made = made_here(down_params), gone = attention_branch_norm(w) + (m.post_residual_norms ? w.mlp_norm : bytes{});
-      // Where the branch's output is scaled (Granite's residual_multiplier) or normalised (OLMo-2's and Gemma-2's norm
-      // over the MLP's output) before the residual add, down's incoming gradient is a tensor of its own beside the
-      // residual's.
-      const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms;
+      // OLMo-2's norm over the MLP went first, OPT-350M's final_layer_norm, and the residual dropout after down (its mask).
+      const bytes made = made_here(down_params),
+                  gone = attention_branch_norm(w) + w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{});
+      // Where the branch's output is scaled (Granite's residual_multiplier), normalised (OLMo-2's and Gemma-2's norm
+      // over the MLP's output) or dropped out (config.json's residual dropout: the dropout node's output) before the
+      // residual add, down's incoming gradient is a tensor of its own beside the residual's, which the residual path's
+      // input buffer holds until the branch is differentiated.
+      const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms || w.mlp_residual_mask.count() > 0;
       const bytes flowing = hidden_grad * (own_gradient ? 2 : 1) + product + down_staging;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, flowing, bytes{}, gathered,
@@ -1128,7 +1132,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                         gathered, l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::mlp_activation) {  // (2c''), ReLU MLPs only: tested after the common parts
-      const bytes made = adding_in ? bytes{} : made_here(down_params), gone = m.post_residual_norms ? w.mlp_norm : bytes{};
+      const bytes made = adding_in ? bytes{} : made_here(down_params),
+                  gone = w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{});
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, hidden_grad + product * 2, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
