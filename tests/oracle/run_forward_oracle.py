@@ -156,7 +156,7 @@ def main():
             args += {"gelu_new": ["--gelu-new"], "gelu_fast": ["--gelu-fast"]}.get(cfg["act"], [])
         if cfg.get("stablelm"):  # the CPU's LayerNorm statistics are in the input's dtype
             args += ["--norm", "layernorm", "--rope-concat", "--rotary-dims", str(cfg["rotary_dims"]), "--device", "cpu"]
-            args += (["--qkv-bias"] if cfg["qkv_bias"] else []) + (["--parallel-residual", "--shared-layer-norm"] if cfg["parallel"] else [])
+            args += (["--qkv-bias"] if cfg["qkv_bias"] else []) + (["--parallel-residual", "--residual-added-first", "--shared-layer-norm"] if cfg["parallel"] else [])
         if cfg.get("nope_period"):
             args += ["--nope-period", str(cfg["nope_period"])]
         if cfg.get("head_dim"):

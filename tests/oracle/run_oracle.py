@@ -41,7 +41,7 @@ def estimate_args(binary, kind, cfg, layers, vocab):
         if cfg["qkv_bias"]:
             args.append("--qkv-bias")
         if cfg["parallel"]:
-            args += ["--parallel-residual", "--shared-layer-norm"]
+            args += ["--parallel-residual", "--residual-added-first", "--shared-layer-norm"]
     elif kind == "neox":
         args += ["--mlp", "gelu", "--norm", "layernorm", "--kv-heads", str(cfg["kv_heads"]), "--dropout", str(cfg["dropout"]),
                  "--implementation", "hf", "--attention", "eager"]

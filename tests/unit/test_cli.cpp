@@ -979,6 +979,28 @@ TEST_CASE("partial RoPE (--rotary-dims): narrower tables, as config.json's rotar
   check_rejected({wide, learned});
 }
 
+TEST_CASE("the CLI's --residual-added-first: StableLM's residual + attn + mlp casts a gradient for each branch under autocast", "[cli][amp]") {
+  // Pythia-1B's layers beside a 1,024-token vocabulary under AMP, 2048 x 4 tokens, full recompute, fused AdamW: the
+  // peak is fc2's node (exact GELU) in backward. With the residual added to the attention's output first, fc2's
+  // incoming gradient is a 16-bit cast of its own beside the attention's, one more 2 x 8192 x 2048 = 33,554,432 B;
+  // the parallel branches' sum (GPT-NeoX's) shares one.
+  const std::vector<std::string> base = {"estimate", "--json", "--hidden", "2048", "--layers", "16", "--heads", "8", "--ffn", "8192",
+                                         "--vocab", "1024", "--mlp", "gelu", "--norm", "layernorm", "--fused-qkv", "--qkv-per-head",
+                                         "--parallel-residual", "--rotary-dims", "64", "--seq-len", "2048", "--micro-batch", "4",
+                                         "--attention", "sdpa", "--precision", "amp-bf16", "--recompute", "full", "--optimizer-impl", "fused"};
+  std::vector<std::string> first = base;
+  first.push_back("--residual-added-first");
+  const auto shared = run_json(base), own = run_json(first);
+  CHECK(shared["per_gpu"]["peak_phase"] == "backward");
+  CHECK(own["phases"]["backward"]["terms"]["flowing_gradients_bytes"].get<std::int64_t>() -
+            shared["phases"]["backward"]["terms"]["flowing_gradients_bytes"].get<std::int64_t>() ==
+        33'554'432);
+  // Without parallel branches it means nothing: one line, exit 2.
+  std::vector<std::string> sequential = first;
+  sequential.erase(std::find(sequential.begin(), sequential.end(), "--parallel-residual"));
+  check_rejected({sequential});
+}
+
 TEST_CASE("the CLI's weight decay reaches the optimizer step, and is refused where it is not modelled", "[cli]") {
   // SGD with momentum and weight_decay over Qwen2.5-1.5B in pure bf16: torch._foreach_add(grads, params) is one list of
   // every parameter, 1,543,714,304 x 2 B = 3,087,428,608 B (test_step.cpp derives the mechanism).

@@ -536,6 +536,7 @@ TEST_CASE("GPT-NeoX (Pythia) and Phi parameters, written out", "[model][hf][publ
   const transformer_config phi = read_hf_config(dir + "phi-2.json");
   CHECK(phi.parallel_residual);
   CHECK(phi.shared_layer_norm);
+  CHECK_FALSE(phi.residual_added_first);  // attn_outputs + feed_forward_hidden_states + residual
   CHECK(phi.lm_head_bias);
   CHECK_FALSE(phi.fused_qkv);
   CHECK(phi.gelu_tensor_ops);  // gelu_new
@@ -548,6 +549,7 @@ TEST_CASE("GPT-NeoX (Pythia) and Phi parameters, written out", "[model][hf][publ
   const std::string neox = R"({"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
     "intermediate_size": 128, "vocab_size": 100)";
   CHECK(parse_hf_config(neox + "}").parallel_residual);  // GPTNeoXConfig(use_parallel_residual=True)
+  CHECK_FALSE(parse_hf_config(neox + "}").residual_added_first);  // mlp_output + attn_output + hidden_states
   CHECK_FALSE(parse_hf_config(neox + R"(, "use_parallel_residual": false})").parallel_residual);
   CHECK(parse_hf_config(neox + R"(, "attention_bias": false})").qkv_bias == false);
   CHECK(parse_hf_config(neox + R"(, "hidden_dropout": 0.1})").residual_dropout == 0.1);
@@ -578,6 +580,9 @@ TEST_CASE("GPT-NeoX (Pythia) and Phi parameters, written out", "[model][hf][publ
   bad.parallel_residual = false;
   bad.shared_layer_norm = true;
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("set parallel_residual too"));
+  bad.shared_layer_norm = false;
+  bad.residual_added_first = true;
+  CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("the residual added before the parallel branches' sum needs parallel branches; set parallel_residual too"));
   bad = phi;
   bad.tied_embeddings = true;
   CHECK_THROWS_WITH(validate(bad), Catch::Matchers::Contains("an output-layer bias is modelled on an untied output layer"));
@@ -668,6 +673,7 @@ TEST_CASE("OLMo's and StableLM's parameters, written out", "[model][hf]") {
   const transformer_config parallel = parse_hf_config(stablelm + R"(, "use_parallel_residual": true})");
   CHECK(parallel.parallel_residual);
   CHECK(parallel.shared_layer_norm);
+  CHECK(parallel.residual_added_first);  // residual + self_attn_output + mlp_output
   CHECK(count_parameters(parallel).layer.count() == 51'394'560 - 4'096);
   // StableLmConfig's num_key_value_heads defaults to 32 whatever the heads; GQA, qk_layernorm and hidden_dropout are
   // refused by key.

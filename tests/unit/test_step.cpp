@@ -1319,7 +1319,9 @@ TEST_CASE("step: under autocast the walk holds fp32 residual gradients, gelu_new
   // The same layers under autocast (fp32 weights), on the CPU (no bias staging). The residual stream is fp32, so its
   // gradient is 4 x 1024 x 1024 = 4,194,304 B. gelu_new's product is fp32 (pow runs in fp32): its MulBackward0 holds the
   // fp32 gradient fc2's cast hands back and makes two fp32 gradients, the one of 0.5 x cast to 16 bits beside them:
-  // (4 + 4 + 4 + 2) x 1024 x 16384 = 234,881,024 B. Gradients fp32: 4 x (1,026,048 + 3 x 37,774,336 + 16,778,240). The
+  // (4 + 4 + 4 + 2) x 1024 x 16384 = 234,881,024 B. The branches are parallel (attn + mlp, then + residual): their
+  // sum's gradient is one 16-bit cast of the residual's (2 x 1024 x 1024 = 2,097,152 B), which waits in the attention
+  // branch's input buffer through the MLP's nodes. Gradients fp32: 4 x (1,026,048 + 3 x 37,774,336 + 16,778,240). The
   // layer recomputed but its fp32 checkpoint (4,194,304), fc2's saved 16-bit cast of the product (33,554,432) and fc2's
   // 16-bit weight cast, freed with its node: 2 x (16384 x 1024 + 1024) = 33,556,480 B.
   training_states amp = pure_bf16();
@@ -1330,16 +1332,57 @@ TEST_CASE("step: under autocast the walk holds fp32 residual gradients, gelu_new
   transformer_config m = neox_like(16384);
   m.gelu_tensor_ops = true;
   const step_estimate e = estimate_step(m, amp, a, step_config{});
-  CHECK(e.backward.flowing.count() == 4'194'304 + 234'881'024);
+  CHECK(e.backward.flowing.count() == 4'194'304 + 2'097'152 + 234'881'024);
   CHECK(e.backward.gradients.count() == 4 * (1'026'048 + 3 * 37'774'336LL + 16'778'240));
   activation_config whole = a;
   whole.recomputation = recompute::none;
   CHECK(e.backward.recomputed == layer_activation_bytes(m, whole).total() - bytes_of(4'194'304 + 33'554'432 + 33'556'480));
-  // gelu_fast has no pow: its product stays 16-bit, and its node (the residual's 4,194,304 B and 3 x 33,554,432 B, the
-  // product and fc2's cast gone) ties fc2's (4,194,304 + 33,554,432 B flowing, the whole layer alive).
+  // gelu_fast has no pow: its product stays 16-bit, and its node (the residual's 4,194,304 B, the cast 2,097,152 B and
+  // 3 x 33,554,432 B, the product and fc2's cast gone) ties fc2's (the same cast, fc2's incoming gradient, beside
+  // 4,194,304 + 33,554,432 B flowing, the whole layer alive).
   m.gelu_tensor_ops = false;
   m.gelu_fast_ops = true;
-  CHECK(estimate_step(m, amp, a, step_config{}).backward.flowing.count() == 4'194'304 + 33'554'432);
+  CHECK(estimate_step(m, amp, a, step_config{}).backward.flowing.count() == 4'194'304 + 2'097'152 + 33'554'432);
+}
+
+TEST_CASE("step: under autocast a parallel layer's attention branch waits with its 16-bit cast of the residual's gradient", "[step][amp]") {
+  // An H200 step (random-20261130-048: Phi, hidden 2048, 32 heads, 2 KV heads, ffn 4096, 2 layers, 1,024-token
+  // vocabulary, resid_pdrop 0.1, AMP, SDPA, 2048 x 4 tokens, no recompute) peaks in backward at layer 1's gelu_new
+  // product node; sbh = 8192 x 2048 = 16,777,216, sb ffn = 8192 x 4096 = 33,554,432. PhiDecoderLayer sums
+  // attn + mlp (both 16-bit) before adding the fp32 residual: that add's node hands the sum a 16-bit cast of the fp32
+  // gradient (engine.cpp validate_outputs), and the sum's node passes that one tensor to both branches. The MLP branch
+  // runs first; the attention's dropout node holds the cast in its input buffer until then. At the product's node:
+  // the residual's fp32 gradient 4 sbh, the cast 2 sbh, and the product's fp32 incoming and two fp32 gradients with
+  // one 16-bit cast, (4 + 4 + 4 + 2) sb ffn: 67,108,864 + 33,554,432 + 469,762,048 = 570,425,344 B. Measured
+  // 2,592,708,608 B; zeromem read 2,559,187,968 B (-1.29%) without the cast, 33,520,640 B short.
+  const transformer_config phi = parse_hf_config(R"({"model_type": "phi", "hidden_size": 2048, "num_attention_heads": 32,
+      "num_key_value_heads": 2, "intermediate_size": 4096, "num_hidden_layers": 2, "vocab_size": 1024, "hidden_act": "gelu_new",
+      "max_position_embeddings": 2048, "partial_rotary_factor": 0.25, "resid_pdrop": 0.1, "embd_pdrop": 0.0,
+      "attention_dropout": 0.0, "tie_word_embeddings": false, "use_cache": false})");
+  training_states amp = pure_bf16();
+  amp.recipe = recipe_of(precision::amp_bf16);
+  amp.optimizer.kind = optimizer_kind::sgd;
+  activation_config a = sdpa(2048, 4);
+  a.autocast = true;
+  const step_estimate e = estimate_step(phi, amp, a, step_config{});
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing.count() == 570'425'344);
+  // The other two layouts, on the layers of the test above (GPT-NeoX's, gelu_fast) at 1024 tokens, full recompute, CPU.
+  activation_config cpu = sdpa(1024, 1, recompute::full);
+  cpu.autocast = true;
+  cpu.device = device_kind::cpu;
+  transformer_config neox = neox_like(16384);
+  neox.gelu_fast_ops = true;
+  // StableLM's residual + attn + mlp (residual_added_first): the add of the residual to the attention's output runs
+  // first and casts for the attention; the last add casts for the MLP, fc2's incoming gradient. At fc2's node the
+  // residual's 4 x 1024 x 1024 = 4,194,304 B, two casts of 2,097,152 B and fc2's input gradient, 2 x 1024 x 16384 =
+  // 33,554,432 B, above the product's node (which holds one cast).
+  neox.residual_added_first = true;
+  CHECK(estimate_step(neox, amp, cpu, step_config{}).backward.flowing.count() == 4'194'304 + 2 * 2'097'152 + 33'554'432);
+  // In sequence (x + attn, then + mlp) the MLP's cast is fc2's incoming gradient and nothing waits for the attention:
+  // 4,194,304 + 2,097,152 + 33,554,432 B at fc2's node.
+  neox.residual_added_first = neox.parallel_residual = false;
+  CHECK(estimate_step(neox, amp, cpu, step_config{}).backward.flowing.count() == 4'194'304 + 2'097'152 + 33'554'432);
 }
 
 TEST_CASE("step: under autocast eager attention's core differentiated keeps the attention's weight casts but o_proj's", "[step][recompute][amp]") {

@@ -80,7 +80,7 @@ struct model_flags {
   bool norm_scale_fp32 = false, scaled_embedding = false, sandwich_norms = false, local_rope = false;
   bool no_norm_weights = false, norm_input_fp32 = false, gelu_fast = false, post_residual_norms = false, clip_qkv = false;
   std::int64_t embedding_width = 0;
-  bool parallel_residual = false, shared_layer_norm = false, lm_head_bias = false, gelu_new = false, qkv_per_head = false;
+  bool parallel_residual = false, residual_added_first = false, shared_layer_norm = false, lm_head_bias = false, gelu_new = false, qkv_per_head = false;
   double attention_softcap = 0.0, final_logit_softcap = 0.0;
   std::int64_t sliding_window_pattern = 0, nope_period = 0, rotary_dims = 0;
   bool rope_concat = false;

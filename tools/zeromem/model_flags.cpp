@@ -72,6 +72,9 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "the sliding layers rotate with their own base, a second cos/sin pair (Gemma-3's rope_local_base_freq)"));
     shape.push_back(app.add_flag("--parallel-residual", f.parallel_residual,
                                  "attention and the MLP both read the layer input, x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX, Phi)"));
+    shape.push_back(app.add_flag("--residual-added-first", f.residual_added_first,
+                                 "parallel branches summed as residual + attn + mlp, the residual added first (StableLM); with "
+                                 "--parallel-residual"));
     shape.push_back(app.add_flag("--shared-layer-norm", f.shared_layer_norm,
                                  "one norm feeds both parallel branches, one norm a layer (Phi's input_layernorm)"));
     shape.push_back(app.add_flag("--lm-head-bias", f.lm_head_bias, "the output layer has a bias (Phi's lm_head)"));
@@ -166,6 +169,7 @@ transformer_config shaped_model_of(const model_flags& f) {
   m.sliding_window_pattern = f.sliding_window_pattern;
   m.local_rope = f.local_rope;
   m.parallel_residual = f.parallel_residual;
+  m.residual_added_first = f.residual_added_first;
   m.shared_layer_norm = f.shared_layer_norm;
   m.lm_head_bias = f.lm_head_bias;
   if (f.gelu_new && m.mlp != mlp_kind::gelu) detail::fail("--gelu-new is a GELU MLP's activation; pass --mlp gelu with it");

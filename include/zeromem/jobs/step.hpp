@@ -796,6 +796,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool gated_walk = mlp_walk && (m.mlp == mlp_kind::swiglu ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
+  // A 16-bit gradient of the residual stream's width, c sbh: a branch's own (its output scaled, normalised or dropped
+  // out before the residual add), or under autocast the cast of the fp32 one that a 16-bit branch output gets
+  // (validate_outputs). GPT-NeoX's and Phi's parallel branches are summed before the residual is added (attn + mlp,
+  // then + residual): both read one cast. StableLM's residual + attn + mlp adds the residual to the attention's output
+  // first, and that add's node, made after the MLP, runs before it: a cast for each. Either way the attention branch's
+  // cast waits in its input buffer through every node of the MLP branch (a CPU autocast probe of the three layouts; an
+  // H200's Phi step under AMP, at the product's node: -1.29% before, 33,554,432 B short, 2 sbh).
+  const bytes branch_grad = mlp_walk ? elements_of(checked_product(sb, m.hidden)) * size_of(compute) : bytes{};
+  const bytes attention_cast_waiting = a.autocast && m.parallel_residual ? branch_grad : bytes{};
   // Under autocast gelu_new's product is fp32 (its 1 + tanh is: pow runs in fp32), so its MulBackward0 holds the fp32
   // gradient fc2's cast hands back (ToCopyBackward) and makes two fp32 gradients, the one of 0.5 x then cast to x's 16
   // bits in validate_outputs beside them: 4 + 4 + 4 + c bytes an element against 3c (an H200's Phi-2 step under AMP:
@@ -849,8 +858,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // OLMo-2's MLP reads the residual stream itself (post_norms): up_proj's input gradient was added into the residual's,
   // which waits in the same input buffer (torch/csrc/autograd/input_buffer.cpp accumulate: in place, into whichever of
   // the two it alone holds), so beside gate_proj's node one c sbh fewer waits (the CPU step oracle, seed 203: +0.55%).
+  // Under autocast the linear reads its own 16-bit cast of the norm's fp32 output: the input gradient it makes is 16-bit
+  // (c sbh), up_proj's waits as fp32 (its cast's ToCopyBackward0 ran), and the attention branch's cast of a parallel
+  // layer's gradient waits too (attention_cast_waiting).
   const std::int64_t first_linear_waiting = m.mlp == mlp_kind::swiglu && !m.post_norms ? 3 : 2;
-  const bytes first_linear_flowing = mlp_walk ? hidden_grad * first_linear_waiting + product : bytes{};
+  const bytes first_linear_flowing =
+      mlp_walk ? hidden_grad * (first_linear_waiting - 1) + branch_grad + attention_cast_waiting + product : bytes{};
   // A biased first linear's node has two instants, as the attention input linear's (2i): (A) its weight's gradient made
   // (AddmmBackward0's second mm) with its input kept and its bias's gradient not made; (B) once it has freed that input,
   // the bias's gradient and, on CUDA, its sum's staging (the family step oracle's StarCoder2 trace: c_fc's input freed
@@ -1066,9 +1079,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const bytes gone = product + attention_branch_norm(w) + w.mlp_residual_mask +
                          (a.autocast ? down_params * size_of(compute) : bytes{});  // down's cast too
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + product_flowing, bytes{}, gathered,
+        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + attention_cast_waiting + product_flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + product_flowing, bytes{}, gathered,
+      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + attention_cast_waiting + product_flowing, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::moe_experts) {
@@ -1085,9 +1098,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // Where the branch's output is scaled (Granite's residual_multiplier), normalised (OLMo-2's and Gemma-2's norm
       // over the MLP's output) or dropped out (config.json's residual dropout: the dropout node's output) before the
       // residual add, down's incoming gradient is a tensor of its own beside the residual's, which the residual path's
-      // input buffer holds until the branch is differentiated.
-      const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms || w.mlp_residual_mask.count() > 0;
-      const bytes flowing = hidden_grad * (own_gradient ? 2 : 1) + product + down_staging;
+      // input buffer holds until the branch is differentiated. Under autocast it is otherwise the branch's cast: its
+      // own, or the one the attention's parallel branch shares (counted as attention_cast_waiting).
+      const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms || w.mlp_residual_mask.count() > 0 ||
+                                (a.autocast && (!m.parallel_residual || m.residual_added_first));
+      const bytes flowing = hidden_grad + (own_gradient ? branch_grad : bytes{}) + attention_cast_waiting + product + down_staging;
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
@@ -1135,9 +1150,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const bytes made = adding_in ? bytes{} : made_here(down_params),
                   gone = w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{});
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, hidden_grad + product * 2, bytes{}, gathered,
+        return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, hidden_grad + attention_cast_waiting + product * 2, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + made, below + layer_saved - gone, bytes{}, hidden_grad + product * 2, bytes{}, gathered,
+      return step_terms{resting, kept + made, below + layer_saved - gone, bytes{}, hidden_grad + attention_cast_waiting + product * 2, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::attention_norm)  // under full recompute the checkpoint's input stays to the layer's end

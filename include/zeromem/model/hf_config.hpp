@@ -516,7 +516,7 @@ inline transformer_config parse_hf_config(const std::string& text, const hf_quan
     m.norm = norm_kind::layernorm;
     m.rotary_dims = rotary_dims_of(j, "partial_rotary_factor", 0.25, m.head_size());  // StableLmConfig's default
     m.rope_concat = true;  // apply_rotary_pos_emb: torch.cat of the rotated and passed parts
-    m.parallel_residual = m.shared_layer_norm = boolean_or(j, "use_parallel_residual", false);
+    m.parallel_residual = m.shared_layer_norm = m.residual_added_first = boolean_or(j, "use_parallel_residual", false);
     if (boolean_or(j, "qk_layernorm", false)) fail_config("qk_layernorm true (a LayerNorm per head on q and k) is not modelled for model_type 'stablelm'; set it false");
     if (probability_or(j, "hidden_dropout", 0.0) > 0.0)
       fail_config("hidden_dropout > 0 (dropout on the MLP branch only) is not modelled for model_type 'stablelm'; set it 0");

@@ -181,6 +181,10 @@ struct transformer_config {
   /// Attention and the MLP both read the layer's input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX's
   /// use_parallel_residual, modeling_gpt_neox.py GPTNeoXLayer; Phi-1/2's PhiDecoderLayer), instead of x + attn, then + mlp.
   bool parallel_residual = false;
+  /// Parallel branches summed as residual + attn + mlp (StableLM's StableLmDecoderLayer), the residual added to the
+  /// attention's output first, instead of attn + mlp, then + residual (GPT-NeoX, Phi). Under autocast each 16-bit
+  /// branch then gets a cast of its own of the fp32 gradient, where the others share one.
+  bool residual_added_first = false;
   /// One norm feeds both parallel branches (Phi's input_layernorm, modeling_phi.py): a layer holds one norm.
   bool shared_layer_norm = false;
   /// The output layer carries a bias of vocab elements (Phi's lm_head = nn.Linear(hidden, vocab, bias=True)).
@@ -249,6 +253,8 @@ constexpr void validate(const transformer_config& m) {
     detail::fail("parallel attention and MLP branches are modelled with LayerNorm and no sandwich norms (GPT-NeoX, Phi); pass norm layernorm");
   if (m.qkv_per_head && (!m.fused_qkv || m.kv_heads != m.heads))
     detail::fail("a per-head [q | k | v] layout is a fused qkv projection with as many key/value heads as heads; set fused_qkv");
+  if (m.residual_added_first && !m.parallel_residual)
+    detail::fail("the residual added before the parallel branches' sum needs parallel branches; set parallel_residual too");
   if (m.shared_layer_norm && !m.parallel_residual)
     detail::fail("one norm shared by attention and the MLP needs parallel branches; set parallel_residual too");
   if ((m.gelu_tensor_ops || m.gelu_fast_ops) && m.mlp != mlp_kind::gelu) detail::fail("GELU written as tensor ops is a GELU MLP's activation; pass mlp gelu");
