@@ -604,6 +604,9 @@ TEST_CASE("a learned position embedding keeps its int64 position ids", "[activat
   // OPT (OPTLearnedPositionalEmbedding: position_ids + offset, a new b x s tensor): 8 x 4 x 1024 = 32,768 B.
   const transformer_config opt = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/opt-1.3b.json");
   CHECK(first_stage_activations(opt, c).position_ids.count() == 32'768);
+  // The per-micro-batch size both use (the stage and the backward's moment at the embedding's node).
+  CHECK(learned_position_id_bytes(gpt2, 1024, 4) == 8'192);
+  CHECK(learned_position_id_bytes(opt, 1024, 4) == 32'768);
   // Both are in the stage's total: the total less every other term is the ids.
   const stage_activations st = first_stage_activations(opt, c);
   CHECK((st.total - st.layers - st.input_ids - st.rotary_tables - st.checkpoint_arguments - st.embedding_dropout - st.embedding_projection -

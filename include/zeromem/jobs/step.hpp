@@ -1257,7 +1257,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The embedding's node still holds the int64 position ids it saved (stage.position_ids; GPT-2's row under full
   // recompute is counted with the checkpoints', which are gone by then).
   const auto positions_moment = [&] {
-    const bytes ids = bytes_of(checked_product(8, opt_positions ? sb : s_local));
+    const bytes ids = bytes_of(learned_position_id_bytes(m, s_local, a.micro_batch));
     return step_terms{resting, grads_all + positions_new + tied_gradient, pixel_values + ids, bytes{}, hidden_grad + positions_row_grad,
                       bytes{}, bytes{}, comm, bytes{}, bytes{}, bytes{}};
   };

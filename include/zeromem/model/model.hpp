@@ -292,6 +292,13 @@ constexpr bool full_attention_layer(const transformer_config& m, std::int64_t i)
 /// takes one row for the whole batch.
 constexpr bool positions_per_sequence(const transformer_config& m) { return m.positions == position_kind::learned && m.position_offset > 0; }
 
+/// Bytes of the int64 indices a learned position embedding keeps for its weight's gradient (derivatives.yaml embedding:
+/// indices) over b sequences of s tokens: OPT's position_ids + offset, a row a sequence (8 s b); GPT-2's and Megatron's
+/// one row for the batch (8 s).
+constexpr std::int64_t learned_position_id_bytes(const transformer_config& m, std::int64_t s, std::int64_t b) {
+  return detail::checked_product(8, s, positions_per_sequence(m) ? b : 1);
+}
+
 /// Whether decoder layer i rotates q and k: rotary positions, unless layer i is one of SmolLM3's NoPE layers
 /// ((i + 1) % nope_period == 0; SmolLM3Config: no_rope_layers[i] = int((i + 1) % no_rope_layer_interval != 0)).
 constexpr bool rope_layer(const transformer_config& m, std::int64_t i) {

@@ -787,8 +787,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // (megatron/training/utils.py get_ltor_masks_and_position_ids: arange(s).unsqueeze(0).expand_as(data), a view).
   bytes position_ids{};
   if (m.positions == position_kind::learned && !adapt.lora_enabled() && !adapt.freeze_embeddings) {
-    if (positions_per_sequence(m)) position_ids = bytes_of(checked_product(8, sb, inflight));
-    else if (checkpoint_arguments.count() == 0) position_ids = bytes_of(checked_product(8, s, inflight));
+    if (positions_per_sequence(m) || checkpoint_arguments.count() == 0)
+      position_ids = bytes_of(checked_product(learned_position_id_bytes(m, s, b), inflight));
   }
   bytes embedding_dropout{}, embedding_projection{}, output_layer{}, logits{};
   // OPT-350M's project_in (modeling_opt.py OPTDecoder): an nn.Linear over the token embedding output keeps that input
