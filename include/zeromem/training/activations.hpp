@@ -763,7 +763,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // **kwargs), hidden_states)): each layer's call holds its keyword arguments until that layer's backward, so what
   // the model's forward would free on return stays: the int64 position ids (cache_position.unsqueeze(0), one row) and,
   // under eager attention, the b x 1 x s x s additive mask in the model's dtype of each kind of layer on the stage
-  // (Gemma-2's and Gemma-3's sliding and full-attention masks, causal_mask_mapping). Under SDPA the sliding layers'
+  // (Gemma-2's and Gemma-3's sliding and full-attention masks, causal_mask_mapping): inputs_embeds' dtype
+  // (masking_utils.py create_causal_mask), fp32 under autocast. Under SDPA the sliding layers'
   // boolean mask, once the sequence reaches the window (attention_layout::sdpa_mask; full-attention layers pass None):
   // masking_utils.py sdpa_mask builds and_masks(causal, sliding_window) over the query and key positions only, a
   // 1 x 1 x s x s bool tensor expanded (a view) to the batch. Measured on an H200 (Mistral, window 512, 4096 tokens x 8,
@@ -775,7 +776,8 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     // OPTDecoder passes its per-sequence position_ids (b x s int64) to each layer as well (modeling_opt.py OPTDecoder.forward:
     // decoder_layer(hidden_states, ..., position_ids=position_ids, cache_position=cache_position)).
     const std::int64_t opt_position_ids = positions_per_sequence(m) ? checked_product(8, sb) : 0;
-    checkpoint_arguments = bytes_of(checked_product(checked_sum(checked_product(masks, a, b, s, s), sdpa_sliding_mask ? checked_product(s, s) : 0,
+    const std::int64_t mask_bytes = c.autocast ? 4 : a;
+    checkpoint_arguments = bytes_of(checked_product(checked_sum(checked_product(masks, mask_bytes, b, s, s), sdpa_sliding_mask ? checked_product(s, s) : 0,
                                                                 checked_product(8, s), opt_position_ids),
                                                     inflight));
   }
