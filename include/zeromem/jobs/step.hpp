@@ -611,8 +611,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // checkpointed call holds (the fp32 mask among them), every layer's cached weight casts so far (autocast_cache, as at
   // the loss's moment), the attention's q, k and v (at least 16-bit) and, behind a pre-norm, the norm's fp32 output
   // the attention reads. A lower bound: the frame's other tensors (RoPE's fp32 products, matmul's fold copies and casts,
-  // repeat_kv) are not counted; forward_layer_peak has one compute dtype and does not read autocast. Measured on an H200: OPT under AMP, eager, 2048 x 4 tokens, 16 heads (random-20261127-021), forward
-  // -58.8% without this moment, -10.7% with it.
+  // repeat_kv) are not counted; forward_layer_peak has one compute dtype and does not read autocast. Measured on an
+  // H200: OPT under AMP, eager, 2048 x 4 tokens, 16 heads (random-20261127-021), forward -58.8% without this moment,
+  // -10.7% with it.
   if (ZEROMEM_RARELY(a.autocast && a.recomputation == recompute::full && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 && p.pp == 1 &&
                      !fsdp && t.zero.stage < 3)) {
@@ -1100,10 +1101,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // The residual dropout after down was differentiated before it too: its mask is gone.
       const bytes gone = product + attention_branch_norm(w) + w.mlp_residual_mask +
                          (a.autocast ? down_params * size_of(compute) : bytes{});  // down's cast too
+      const bytes product_moment_flowing = hidden_grad + attention_cast_waiting + product_flowing;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, hidden_grad + attention_cast_waiting + product_flowing, bytes{}, gathered,
+        return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, product_moment_flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, hidden_grad + attention_cast_waiting + product_flowing, bytes{}, gathered,
+      return step_terms{resting, kept + down_grad, below + layer_saved - gone, bytes{}, product_moment_flowing, bytes{}, gathered,
                         l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::moe_experts) {
@@ -1170,12 +1172,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_activation) {  // (2c''), ReLU MLPs only: tested after the common parts
       const bytes made = adding_in ? bytes{} : made_here(down_params),
-                  gone = w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{});
+                  gone = w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{}),
+                  relu_flowing = hidden_grad + attention_cast_waiting + product * 2;
       if (a.recomputation == recompute::full)
-        return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, hidden_grad + attention_cast_waiting + product * 2, bytes{}, gathered,
-                          l.communication, bytes{}, bytes{}, bytes{}};
-      return step_terms{resting, kept + made, below + layer_saved - gone, bytes{}, hidden_grad + attention_cast_waiting + product * 2, bytes{}, gathered,
-                        l.communication, bytes{}, bytes{}, bytes{}};
+        return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, relu_flowing, bytes{}, gathered, l.communication,
+                          bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + made, below + layer_saved - gone, bytes{}, relu_flowing, bytes{}, gathered, l.communication, bytes{},
+                        bytes{}, bytes{}};
     }
     if (part == layer_part::attention_norm)  // under full recompute the checkpoint's input stays to the layer's end
       return step_terms{resting, kept + (adding_in ? mlp_norm_made : l.appeared),
