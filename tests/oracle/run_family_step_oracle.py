@@ -302,7 +302,8 @@ def measure(cfg):
 
 
 def gpt_config(cfg):
-    """The model's config.json (modeling_gpt2.py's GPT2Config, modeling_opt.py's OPTConfig fields), without dropout."""
+    """The model's config.json (modeling_gpt2.py's GPT2Config, modeling_opt.py's OPTConfig fields): GPT-2's without dropout, OPT's
+    with the case's dropout (0 unless given)."""
     if cfg["family"] == "gpt2":
         return {"model_type": "gpt2", "n_embd": cfg["hidden"], "n_layer": cfg["layers"], "n_head": cfg["heads"], "n_inner": cfg["ffn"],
                 "vocab_size": cfg["vocab"], "n_positions": cfg["max_positions"], "activation_function": cfg["act"], "use_cache": False,
