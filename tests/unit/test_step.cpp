@@ -1299,6 +1299,21 @@ TEST_CASE("step: behind one norm shared by both branches the MLP's first linear 
   CHECK(e.backward.gradients.count() == 27'782'144);
 }
 
+TEST_CASE("step: a checkpointed layer is recomputed without config.json's KV cache", "[step][recompute]") {
+  // transformers drops the cache under gradient checkpointing (modeling_layers.py GradientCheckpointingLayer.__call__:
+  // use_cache=False, past_key_values=None), so a layer's recomputation keeps what it keeps with use_cache false. Without
+  // checkpointing the cache copies K and V, which attention then keeps: GPT-2 (c_attn's q, k, v views of one output),
+  // hidden 256, 128 tokens x 2, bf16: 2 x 2 x 256 x 256 = 262,144 B more a layer.
+  transformer_config cached = gpt2_layout(256, 2, 4, 1024, 500, 128, "gelu_new"), uncached = cached;
+  cached.use_cache = true;
+  CHECK((layer_activation_bytes(cached, sdpa(128, 2)).total() - layer_activation_bytes(uncached, sdpa(128, 2)).total()).count() == 262'144);
+  const step_estimate with_cache = estimate_step(cached, pure_bf16(), sdpa(128, 2, recompute::full), step_config{});
+  const step_estimate without = estimate_step(uncached, pure_bf16(), sdpa(128, 2, recompute::full), step_config{});
+  CHECK(with_cache.backward.recomputed == without.backward.recomputed);
+  CHECK(with_cache.backward.total() == without.backward.total());
+  CHECK(with_cache.forward.total() == without.forward.total());
+}
+
 TEST_CASE("step: GELU written as tensor ops ends with a product, differentiated like a gated MLP's", "[step][recompute]") {
   // gelu_new (and gelu_fast): 0.5 x * (1 + tanh(...)). After fc2's node its saved input, the GELU's output (F), is freed
   // and the product's MulBackward0 makes two F-sized gradients beside its incoming one: dL/d(layer output) H + 3F =

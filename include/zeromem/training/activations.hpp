@@ -62,6 +62,10 @@ struct activation_config {
   /// Image tokens among each sequence's seq_len tokens (Qwen2-VL / Qwen2.5-VL): each is one merged group of
   /// spatial_merge^2 patches the vision tower runs over (vision_activation_bytes). 0: text only.
   std::int64_t image_tokens = 0;
+  /// Whether the forward may build the KV cache config.json's use_cache asks for (transformer_config::use_cache). false:
+  /// the layer runs without one whatever the model says, as a checkpointed layer's recomputation does (transformers
+  /// forces use_cache off under gradient checkpointing), or a training loop passing use_cache=False.
+  bool forward_cache = true;
 };
 
 struct pipeline_config {
@@ -222,7 +226,7 @@ struct attention_layout {
 
 namespace detail {
 constexpr bool keeps_forward_cache(const transformer_config& m, const activation_config& c) {
-  return m.use_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
+  return m.use_cache && c.forward_cache && c.impl == implementation::hf && c.recomputation != recompute::full;
 }
 constexpr attention_layout attention_layout_of(const transformer_config& m, const activation_config& c, std::int64_t layer = 0) {
   attention_layout l{};
