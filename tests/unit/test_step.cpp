@@ -1177,7 +1177,8 @@ TEST_CASE("step: a non-gated MLP's second linear differentiated beside the recom
   // so the checkpoint is counted once. At layer 0 (three layers' gradients outweigh three checkpoints): lm_head
   // (1000 x 1024) and the final norm (2 x 1024): 1,026,048, three layers of qkv 1024 x 3072 + 3072, dense 1024^2 + 1024, fc1
   // 1024 x 16384 + 16384, fc2 16384 x 1024 + 1024 and two norms (4 x 1024): 37,774,336 each, and this layer's fc2
-  // (16,778,240), at 2 B. The same in sequence (StarCoder2's, GPT-NeoX's use_parallel_residual false).
+  // weight (16,777,216; its bias's gradient is summed only once the node has freed its input, a lower instant here),
+  // at 2 B. The same in sequence (StarCoder2's, GPT-NeoX's use_parallel_residual false).
   // (The family step oracle measures both layouts within 0.02%.)
   // On CUDA fc1's bias gradient, the sum of its [1024, 16384] incoming gradient over the tokens, stages its partial sums
   // (Reduce.cuh: vec 4, a 32 x 4 block, 128 blocks of outputs, 256 values a thread, min(ceil(2112 / 128) = 17, 16) = 16
@@ -1192,7 +1193,7 @@ TEST_CASE("step: a non-gated MLP's second linear differentiated beside the recom
     CHECK(cuda.backward.flowing.count() == 2 * 2'097'152 + 33'554'432 + 134'218'240);
     const step_estimate e = estimate_step(m, pure_bf16(), cpu, step_config{});
     CHECK(e.backward.flowing.count() == 2'097'152 + 33'554'432);
-    CHECK(e.backward.gradients.count() == 2 * (1'026'048 + 3 * 37'774'336LL + 16'778'240));
+    CHECK(e.backward.gradients.count() == 2 * (1'026'048 + 3 * 37'774'336LL + 16'777'216));
     activation_config whole = sdpa(1024, 1);
     whole.device = device_kind::cpu;
     CHECK(e.backward.recomputed == layer_activation_bytes(m, whole).total() - bytes_of(2'097'152));
@@ -1312,6 +1313,39 @@ TEST_CASE("step: a checkpointed layer is recomputed without config.json's KV cac
   CHECK(with_cache.backward.recomputed == without.backward.recomputed);
   CHECK(with_cache.backward.total() == without.backward.total());
   CHECK(with_cache.forward.total() == without.forward.total());
+}
+
+TEST_CASE("step: a biased second linear's node is read at two instants, its input kept or its bias's sum staged", "[step][recompute]") {
+  // An H200 step (tests/data/calibration random-20261201-032): GPT-2's config.json with its defaults (dropout 0.1 on
+  // the embeddings, the attention and both residual branches; use_cache true), hidden 4096, 6 layers, 32 heads, n_inner
+  // 8192, gelu_new, vocabulary 1024, 1024 positions; 1024 tokens x 8, bf16, SDPA, full recompute, AdamW (foreach), the
+  // process's cuBLAS workspaces held before the step. Measured backward peak: 7,913,859,072 B. sbh = 33,554,432,
+  // sb ffn = 67,108,864. Its moment is layer 0's gelu_new product node:
+  //  - resting: 813,973,504 parameters x (2 weights + 4 AdamW states) = 4,883,841,024 B;
+  //  - gradients: layers 1-5 (5 x 134,262,784), layer 0's c_proj (8192 x 4096 + 4096), ln_f (8192) and the tied table's
+  //    from lm_head, waiting (1024 x 4096), at 2 B: 1,418,149,888 B;
+  //  - below layer 0: the token ids (8 sb = 65,536), the embedding's dropout mask (sbh = 33,554,432), the checkpoint
+  //    (2 sbh = 67,108,864) and cache_position (8 x 1024): 100,737,024 B;
+  //  - layer 0 recomputed without a cache: ln_1's statistics (65,536), c_attn's input (67,108,864), its q, k, v output
+  //    (201,326,592), the log-sum-exp (32 x 8192 x 4 = 1,048,576), c_proj's input (67,108,864), the attention's residual
+  //    mask (33,554,432), ln_2's input and statistics (67,174,400), c_fc's input (67,108,864), and gelu_new's x, tanh,
+  //    0.5 x and 1 + tanh (4 x 134,217,728); its output and the MLP's mask freed by their nodes: 1,041,367,040 B;
+  //  - flowing: dL/d(layer output), the product's incoming gradient and the two it makes: 67,108,864 + 3 x 134,217,728.
+  // c_proj's node before it is below: at (A) its weight's gradient made beside its input (134,217,728), at (B) that
+  // input freed and the bias's sum staged (138,412,160 B, core/cuda_reduce.hpp). Counting both at once read
+  // 7,985,160,320 B (+0.90%); the cache's K and V copies in the recomputed layer, +2.60% before that.
+  const transformer_config m = parse_hf_config(R"({"model_type": "gpt2", "n_embd": 4096, "n_layer": 6, "n_head": 32, "n_inner": 8192,
+                                                  "n_positions": 1024, "vocab_size": 1024, "activation_function": "gelu_new", "use_cache": true})");
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(1024, 8, recompute::full), s);
+  CHECK(e.backward.resting.count() == 4'883'841'024);
+  CHECK(e.backward.gradients.count() == 2 * (5 * 134'262'784LL + 33'558'528 + 8192 + 4'194'304));
+  CHECK(e.backward.activations.count() == 65'536 + 33'554'432 + 67'108'864 + 8192);
+  CHECK(e.backward.recomputed.count() == 65'536 + 67'108'864 + 201'326'592 + 1'048'576 + 67'108'864 + 33'554'432 + 67'174'400 +
+                                             67'108'864 + 4 * 134'217'728LL);
+  CHECK(e.backward.flowing.count() == 67'108'864 + 3 * 134'217'728LL);
+  CHECK(e.backward.total().count() == 7'913'857'024);  // measured 7,913,859,072 (-0.00003%)
 }
 
 TEST_CASE("step: GELU written as tensor ops ends with a product, differentiated like a gated MLP's", "[step][recompute]") {

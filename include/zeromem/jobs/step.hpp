@@ -883,6 +883,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return mlp_walk && m.mlp_bias && a.device == device_kind::cuda ? bytes_of(cuda_sum_staging_bytes(n, sb, s.multiprocessors)) : bytes{};
   };
   const bytes down_staging = down_walk ? bias_staging(m.hidden) : bytes{};
+  // A biased second linear's node has the first linear's two instants (2d): (A) its weight's gradient made with its
+  // saved input kept and its bias's not yet made; (B) that input freed and the bias's gradient made beside its sum's
+  // staging. The input is freed only where this node alone keeps it: not ReLU's output (relu's node keeps it too), not
+  // an adapted linear's (lora_A keeps it), and not under autocast, whose cast nodes are not walked (all counted at once,
+  // as for the first linear). An H200's GPT-2 step (gelu_new, c_proj's staging 138,412,160 B at 8,192 tokens of 4,096)
+  // read both at once 71,303,296 B above its measured backward peak.
+  const bytes down_input_freed =
+      down_walk && m.mlp_bias && m.mlp != mlp_kind::relu && m.moe.experts == 0 && !a.autocast && !t.adapt.lora_enabled() ? product : bytes{};
+  const bytes down_bias_made =
+      down_input_freed.count() > 0 ? made_here(down_params) - made_here(elements_of(checked_product(m.hidden, m.ffn))) : bytes{};
   // OLMo-2's MLP reads the residual stream itself (post_norms): up_proj's input gradient was added into the residual's,
   // which waits in the same input buffer (torch/csrc/autograd/input_buffer.cpp accumulate: in place, into whichever of
   // the two it alone holds), so beside gate_proj's node one c sbh fewer waits (the CPU step oracle, seed 203: +0.55%).
@@ -1122,8 +1132,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
     if (part == layer_part::mlp_down) {
       // OLMo-2's norm over the MLP went first, OPT-350M's final_layer_norm, and the residual dropout after down (its mask).
-      const bytes made = made_here(down_params),
-                  gone = attention_branch_norm(w) + w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{});
+      const bool at_weight = down_input_freed > down_bias_made + down_staging;  // (A), else (B)
+      const bytes made = made_here(down_params) - (at_weight ? down_bias_made : bytes{}),
+                  gone = attention_branch_norm(w) + w.mlp_residual_mask + (m.post_residual_norms ? w.mlp_norm : bytes{}) +
+                         (at_weight ? bytes{} : down_input_freed);
       // Where the branch's output is scaled (Granite's residual_multiplier), normalised (OLMo-2's and Gemma-2's norm
       // over the MLP's output) or dropped out (config.json's residual dropout: the dropout node's output) before the
       // residual add, down's incoming gradient is a tensor of its own beside the residual's, which the residual path's
@@ -1131,7 +1143,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // own, or the one the attention's parallel branch shares (counted as attention_cast_waiting).
       const bool own_gradient = m.scaled_residual || m.post_norms || m.sandwich_norms || w.mlp_residual_mask.count() > 0 ||
                                 (a.autocast && (!m.parallel_residual || m.residual_added_first));
-      const bytes flowing = hidden_grad + (own_gradient ? branch_grad : bytes{}) + attention_cast_waiting + product + down_staging;
+      const bytes flowing =
+          hidden_grad + (own_gradient ? branch_grad : bytes{}) + attention_cast_waiting + product + (at_weight ? bytes{} : down_staging);
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + made, below + layer_saved, l.recomputed - gone, flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
