@@ -388,19 +388,22 @@ class PhiAttention(torch.nn.Module):
 class PhiLayer(torch.nn.Module):
     """PhiDecoderLayer.forward: residual = x; hidden_states = input_layernorm(x), bound through both branches;
     attention, the MLP (PhiMLP: fc1, act, fc2, as GPTNeoXMLP's frame) over the same normed input, then
-    attn + mlp + residual. resid_dropout with p = 0 returns its input."""
+    attn + mlp + residual; resid_dropout (config.json resid_pdrop) over each branch's output, which with p = 0
+    returns its input."""
 
-    def __init__(self, h, heads, kv_heads, ffn, act, rotary):
+    def __init__(self, h, heads, kv_heads, ffn, act, rotary, dropout=0.0):
         super().__init__()
         self.self_attn = PhiAttention(h, heads, kv_heads, rotary)
         self.mlp = TwoLinearMLP(h, ffn, act)
         self.input_layernorm = torch.nn.LayerNorm(h)
+        self.dropout = dropout
 
     def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         attn_outputs, self_attn_weights = self.self_attn(hidden_states, cos, sin, mask, cache)
-        feed_forward_hidden_states = self.mlp(hidden_states)
+        attn_outputs = F.dropout(attn_outputs, p=self.dropout, training=self.training)
+        feed_forward_hidden_states = F.dropout(self.mlp(hidden_states), p=self.dropout, training=self.training)
         hidden_states = attn_outputs + feed_forward_hidden_states + residual
         return hidden_states
 

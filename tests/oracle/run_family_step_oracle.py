@@ -4,7 +4,7 @@ layer and transformers' ForCausalLMLoss), and GPT-2 and OPT whole in forward.py'
 projected embedding, tied output layers), taking a real training step on the CPU under PyTorch's profiler with
 profile_memory=True, as run_step_oracle.py does for Llama's. The highest bytes above the resting states in forward
 (with the loss) and backward are compared with `zeromem estimate --json` (run_oracle.py's flags for the family; GPT-2's
-and OPT's config.json files, written out, so that their mapping is checked too). The
+and OPT's config.json files, and Phi's where it has residual dropout, written out, so that their mapping is checked too). The
 step uses plain SGD (no temporaries), so its optimizer phase is the gradients alone: these models' parameter order
 is blocks.py's, not transformers', and the for-loop optimizers' order is run_step_oracle.py's to check.
 Target: within 0.1% each phase.
@@ -182,6 +182,13 @@ CASES = [
      "vocab": 128, "max_positions": 256, "seq_len": 128, "micro_batch": 2, "recompute": "full", "dropout": 0.1},
     {"family": "opt", "before": True, "bias": True, "embed_width": 64, "hidden": 256, "heads": 4, "ffn": 512, "layers": 3,
      "vocab": 128, "max_positions": 256, "seq_len": 128, "micro_batch": 2, "recompute": "none", "dropout": 0.1},
+    # Phi's resid_pdrop (PhiDecoderLayer: resid_dropout over the attention's and the MLP's outputs; read from its config.json,
+    # phi_config), one key/value head and gelu_new, as an H200 Phi step that reads -1.23% (random-20261127-032): the CPU
+    # step is exact with recompute and without, so what that step misses is not in these frames (2026-11-29)
+    {"family": "phi", "shared": True, "parallel": True, "kv_heads": 1, "rotary": 16, "lm_head_bias": True, "gelu_new": True,
+     "resid_dropout": 0.1, "micro_batch": 4},
+    {"family": "phi", "shared": True, "parallel": True, "kv_heads": 1, "rotary": 16, "lm_head_bias": True, "gelu_new": True,
+     "resid_dropout": 0.1, "micro_batch": 4, "recompute": "full"},
 ]
 
 
@@ -202,8 +209,8 @@ class FamilyLM(torch.nn.Module):
                                               for _ in range(cfg["layers"]))
         elif cfg["family"] == "phi":  # PhiDecoderLayer's frames (modeling_phi.py)
             act = "gelu_new" if cfg["gelu_new"] else "gelu"
-            self.layers = torch.nn.ModuleList(forward.PhiLayer(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], act, cfg["rotary"])
-                                              for _ in range(cfg["layers"]))
+            self.layers = torch.nn.ModuleList(forward.PhiLayer(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], act, cfg["rotary"],
+                                                               cfg.get("resid_dropout", 0.0)) for _ in range(cfg["layers"]))
         elif cfg["family"] == "starcoder2":  # Starcoder2DecoderLayer's frames (modular_starcoder2.py)
             act = "gelu_new" if cfg["gelu_new"] else "gelu_pytorch_tanh"
             self.layers = torch.nn.ModuleList(forward.DecoderLayer(h, cfg["heads"], cfg["kv_heads"], cfg["ffn"], starcoder2=act)
@@ -314,11 +321,21 @@ def gpt_config(cfg):
             "use_cache": False, "dropout": cfg.get("dropout", 0.0)}
 
 
+def phi_config(cfg):
+    """Phi's config.json (modeling_phi.py's PhiConfig fields) for a step with residual dropout (resid_pdrop), which the
+    model flags do not set apart from the attention's."""
+    return {"model_type": "phi", "hidden_size": cfg["hidden"], "intermediate_size": cfg["ffn"], "num_attention_heads": cfg["heads"],
+            "num_key_value_heads": cfg["kv_heads"], "num_hidden_layers": cfg["layers"], "vocab_size": cfg["vocab"],
+            "partial_rotary_factor": cfg["rotary"] / (cfg["hidden"] // cfg["heads"]), "hidden_act": "gelu_new" if cfg["gelu_new"] else "gelu",
+            "resid_pdrop": cfg["resid_dropout"], "embd_pdrop": 0.0, "attention_dropout": 0.0, "qk_layernorm": False,
+            "tie_word_embeddings": False, "max_position_embeddings": 4096, "use_cache": False}
+
+
 def predict(binary, cfg):
-    if cfg["family"] in ("gpt2", "opt"):
+    if cfg["family"] in ("gpt2", "opt") or cfg.get("resid_dropout"):
         path = os.path.join(tempfile.gettempdir(), f"zeromem-family-step-oracle-{os.getpid()}.json")
         with open(path, "w") as out:
-            json.dump(gpt_config(cfg), out)
+            json.dump(phi_config(cfg) if cfg["family"] == "phi" else gpt_config(cfg), out)
         args = [binary, "estimate", "--json", "--hf-config", path, "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]),
                 "--recompute", cfg["recompute"], "--attention", "eager", "--device", "cpu", "--torch-version", "1",
                 "--precision", "bf16", "--blas-workspaces", "0B", "--optimizer", "sgd", "--optimizer-impl", "forloop"]
