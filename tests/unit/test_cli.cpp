@@ -722,7 +722,7 @@ TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and th
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "512", "--zero-stage", "3"}, "drop --zero-stage");
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only", "--seq-len", "512", "--lora-rank", "8"}, "drop LoRA");
   fails_with({"estimate", "--model", "llama-2-7b", "--forward-only"}, "--seq-len");
-  fails_with({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--no-cache"}, "add --forward-only");
+  fails_with({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--forward-output", "hidden-states"}, "add --forward-only");
   // transformers 5's routed experts are modelled (test_forward.cpp); transformers 4's nn.Linear experts are not.
   CHECK(zeromem::test::run_cli_json({"estimate", "--model", "mixtral-8x7b", "--forward-only", "--seq-len", "512"})["forward_only"]["peak_bytes"] > 0);
   fails_with({"estimate", "--model", "mixtral-8x7b", "--expert-linears", "--forward-only", "--seq-len", "512"}, "Llama-family");
@@ -734,6 +734,23 @@ TEST_CASE("estimate --forward-only: a reference model's peak and verdict, and th
   pythia.insert(pythia.end(), {"--device", "cpu"});
   CHECK(zeromem::test::run_cli_json(pythia)["forward_only"]["layer_peak_bytes"] == 83'886'080);
   fails_with({"estimate", "--model", "pythia-1b", "--forward-only", "--seq-len", "512", "--device", "tpu"}, "unknown device");
+}
+
+TEST_CASE("the CLI's --no-cache: a training forward without config.json's KV cache", "[cli]") {
+  // Pythia-1B's config.json sets use_cache: transformers then copies each layer's V into the cache (K is rotated, a new
+  // tensor either way), and attention keeps that copy (c sbh). With use_cache=False V is a view of query_key_value's
+  // output, which attention then keeps whole (3 c sbh): 2 c sbh = 2 x 2 x 2048 x 2048 = 16,777,216 B more a layer, x 16
+  // layers = 268,435,456 B (bf16, 2048 tokens, SDPA, no recompute).
+  const std::vector<std::string> cached = {"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json", "--seq-len", "2048",
+                                           "--precision", "bf16", "--json"};
+  std::vector<std::string> uncached = cached;
+  uncached.push_back("--no-cache");
+  const auto with_cache = zeromem::test::run_cli_json(cached), without = zeromem::test::run_cli_json(uncached);
+  CHECK(without["activations"]["total_bytes"].get<std::int64_t>() - with_cache["activations"]["total_bytes"].get<std::int64_t>() == 268'435'456);
+  // Under full recompute transformers drops the cache anyway: --no-cache changes nothing.
+  std::vector<std::string> recomputed = cached, recomputed_uncached = uncached;
+  for (auto* v : {&recomputed, &recomputed_uncached}) v->insert(v->end(), {"--recompute", "full"});
+  CHECK(zeromem::test::run_cli_json(recomputed)["per_gpu"]["peak_bytes"] == zeromem::test::run_cli_json(recomputed_uncached)["per_gpu"]["peak_bytes"]);
 }
 
 TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the version's semantics", "[cli][vllm]") {

@@ -78,7 +78,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
                "one forward without autograd (RLHF reference/reward model, log-prob pass): weights + one layer's live tensors + the output");
   text_option(app, "--forward-output", a.forward_output, "with --forward-only: hidden-states | logits | log-probs (log_softmax(logits.float()))")
       ->capture_default_str();
-  app.add_flag("--no-cache", a.no_cache, "with --forward-only: use_cache=False (transformers keeps every layer's K and V by default)");
+  app.add_flag("--no-cache", a.no_cache,
+               "use_cache=False: the forward builds no KV cache whatever config.json says (transformers keeps every layer's K and V "
+               "by default; training without recompute too)");
   app.add_flag("--ddp", a.ddp, "PyTorch DistributedDataParallel: all-reduce buckets as large as the gradients, alive all step");
   app.add_flag("--keep-grads", a.keep_grads,
                "zero_grad(set_to_none=False): gradients stay allocated between steps, alive from the start of forward (as in every "
@@ -202,6 +204,7 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   c.seq_len = a.seq_len;
   c.micro_batch = a.micro_batch;
   c.image_tokens = a.image_tokens;
+  c.forward_cache = !a.no_cache;
   c.activation_dtype =
       a.activation_dtype.empty() ? compute_dtype_of(parse_precision(a.precision_name)) : parse_dtype(a.activation_dtype);
   c.autocast = in.job.states.recipe.autocast;

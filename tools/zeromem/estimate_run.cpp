@@ -254,8 +254,8 @@ void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_
 
 int run_estimate(const estimate_args& a, std::ostream& out) {
   if (a.forward_only) return run_forward_only(a, out);
-  if (a.forward_output != name(forward_only_config{}.output) || a.no_cache)
-    detail::fail("--forward-output and --no-cache describe a forward-only run; add --forward-only");
+  if (a.forward_output != name(forward_only_config{}.output))
+    detail::fail("--forward-output describes a forward-only run; add --forward-only");
   const estimate_inputs in = to_inputs(a);
   const model_state_estimate e = estimate_model_states(in.job.states);
   stage_activations act{};

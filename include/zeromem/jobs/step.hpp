@@ -349,11 +349,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // recomputation saves again (the layer's tensors without recompute, the checkpoint aside).
   // Without recompute they are the stage's own breakdowns, referred to rather than copied or cleared.
   const bool recomputes = a.recomputation != recompute::none;
-  // (The job without recompute is copied only where it is read.)
-  // The recomputation runs the layer's forward under checkpointing, where transformers drops config.json's cache
-  // (modeling_layers.py GradientCheckpointingLayer.__call__: use_cache=False, past_key_values=None): no K and V cache
-  // copies (an H200's GPT-2 step under recompute, use_cache true: backward +2.60% before, 2 c sbh over at the MLP's
-  // product node).
+  // (The job without recompute is copied only where it is read.) The recomputation runs the layer's forward under
+  // checkpointing, where transformers drops config.json's cache (modeling_layers.py GradientCheckpointingLayer.__call__:
+  // use_cache=False, past_key_values=None): no K and V cache copies (an H200's GPT-2 step under recompute, use_cache
+  // true: backward +2.60% before, 2 c sbh over at the MLP's product node).
   const auto whole = [&a] {
     activation_config w = a;
     w.recomputation = recompute::none;
@@ -888,7 +887,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // staging. The input is freed only where this node alone keeps it: not ReLU's output (relu's node keeps it too), not
   // an adapted linear's (lora_A keeps it), and not under autocast, whose cast nodes are not walked (all counted at once,
   // as for the first linear). An H200's GPT-2 step (gelu_new, c_proj's staging 138,412,160 B at 8,192 tokens of 4,096)
-  // read both at once 71,303,296 B above its measured backward peak.
+  // read both at once 71,301,248 B above its measured backward peak.
   const bytes down_input_freed =
       down_walk && m.mlp_bias && m.mlp != mlp_kind::relu && m.moe.experts == 0 && !a.autocast && !t.adapt.lora_enabled() ? product : bytes{};
   const bytes down_bias_made =
