@@ -10,6 +10,7 @@
 
 #include "cli_runner.hpp"
 #include "zeromem/jobs/rlhf_config.hpp"
+#include "zeromem/model/hf_config.hpp"
 
 namespace {
 using zeromem::test::run_cli;
@@ -1290,6 +1291,35 @@ TEST_CASE("verl's critic and reward model run on meshes of their own Ulysses deg
   CHECK(zeromem::estimate_rlhf(j).phases.size() == 3);
   j.critic.ulysses = 3;
   CHECK_THROWS_WITH(zeromem::estimate_rlhf(j), Catch::Contains("a role's own Ulysses degree must divide its GPUs") && Catch::Contains("or 0 for the job's degree"));
+}
+
+TEST_CASE("rlhf: a role's update runs its model without a KV cache, whatever its config.json says", "[rlhf]") {
+  // verl's _forward_micro_batch passes use_cache=False and OpenRLHF's Actor sets config.use_cache = False, in the
+  // update as in the no-grad passes. Phi-3-mini's config.json sets use_cache; with a cache its fused qkv_proj's V would
+  // be the cache's copy (c sbh) and without one a view of the whole output (3 c sbh), so a cache counted in the update
+  // would move the actor's peak: with 16 sequences a pass, its update is the job's peak and read 6.4 GB lower with it.
+  // Without checkpointing, every phase's GPU bytes are those of the same model with use_cache false.
+  zeromem::job_settings s = settings("a100-80gb", "0.6.3");
+  const std::vector<std::pair<std::string, std::string>> keys{{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"}};
+  zeromem::rlhf_job j = zeromem::read_verl(keys, s).job;
+  j.actor.model = zeromem::read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/phi-3-mini-4k.json");
+  j.actor.gradient_checkpointing = false;
+  j.actor.train_micro_batch = 16;
+  REQUIRE(j.actor.model.use_cache);
+  const zeromem::rlhf_estimate cached = zeromem::estimate_rlhf(j);
+  j.actor.model.use_cache = false;
+  const zeromem::rlhf_estimate uncached = zeromem::estimate_rlhf(j);
+  REQUIRE(cached.phases.size() == uncached.phases.size());
+  for (std::size_t i = 0; i < cached.phases.size(); ++i) CHECK(cached.phases[i].memory.gpu_total() == uncached.phases[i].memory.gpu_total());
+  CHECK(cached.phases.back().activity == "actor update");
+  // The library's training job with the cache on (the default) keeps the copy instead: its forward is 2 c sbh a layer lower.
+  zeromem::activation_config a{};
+  a.seq_len = 2048;
+  zeromem::transformer_config phi3 = j.actor.model;
+  phi3.use_cache = true;
+  const std::int64_t with_cache = zeromem::layer_activation_bytes(phi3, a).total().count();
+  a.forward_cache = false;
+  CHECK(zeromem::layer_activation_bytes(phi3, a).total().count() - with_cache == 2LL * 2 * 2048 * 3072);
 }
 
 TEST_CASE("verl removes padding by role and release: the actor's from v0.7.0 by default, the critic's and the reward model's only "

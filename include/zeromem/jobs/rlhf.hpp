@@ -246,6 +246,9 @@ inline activation_config pass_shape(const rlhf_job& j, const rlhf_role& r, std::
   a.attention = j.attention;  // flash-attn or SDPA: no s^2 terms
   a.impl = implementation::hf;
   a.recomputation = checkpointing ? recompute::full : recompute::none;
+  // The trainers run the model without a KV cache whatever its config.json says (verl dp_actor.py _forward_micro_batch:
+  // use_cache=False; OpenRLHF's Actor sets config.use_cache = False), in training as in the no-grad passes.
+  a.forward_cache = false;
   // A packed pass is one row of all its sequences; the image tokens come with each.
   if (j.actor.model.vision.blocks > 0) a.image_tokens = packed ? checked_mul(sequences, j.image_tokens) : j.image_tokens;
   return a;
@@ -333,7 +336,7 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   f.seq_len = a.seq_len;
   f.micro_batch = a.micro_batch;
   f.blas_workspaces = bytes{};  // the group's processes hold them in every phase (gpu_group::blas_handles)
-  f.use_cache = false;  // verl _forward_micro_batch(use_cache=False); OpenRLHF Actor sets config.use_cache = False
+  f.use_cache = a.forward_cache;  // false: pass_shape's trainers run without a cache
   // Log-probs: verl and EasyR1 take them from bf16 logits with flash-attn's cross-entropy kernel, no fp32 copy
   // (verl/utils/torch_functional.py logprobs_from_logits); OpenRLHF is counted with log_softmax of fp32 logits.
   f.output = r.value_model                              ? forward_output::hidden_states
