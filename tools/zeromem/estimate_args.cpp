@@ -79,8 +79,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--forward-output", a.forward_output, "with --forward-only: hidden-states | logits | log-probs (log_softmax(logits.float()))")
       ->capture_default_str();
   app.add_flag("--no-cache", a.no_cache,
-               "use_cache=False: the forward builds no KV cache whatever config.json says (transformers keeps every layer's K and V "
-               "by default; training without recompute too)");
+               "use_cache=False, in a training step or with --forward-only: no KV cache whatever config.json says (transformers "
+               "keeps every layer's K and V by default; full recompute drops it anyway)");
   app.add_flag("--ddp", a.ddp, "PyTorch DistributedDataParallel: all-reduce buckets as large as the gradients, alive all step");
   app.add_flag("--keep-grads", a.keep_grads,
                "zero_grad(set_to_none=False): gradients stay allocated between steps, alive from the start of forward (as in every "

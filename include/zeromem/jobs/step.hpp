@@ -543,9 +543,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // no_grad (forward_layer_peak), beside the checkpoints of the layers so far, before the output layer's tensors exist.
   // Where the MLP is wide beside the vocabulary, or eager attention's s x s scores are large, this is above the loss's
   // moment (the training-step oracle). Read for the layers forward_layer_peak models, in transformers' code with every
-  // layer weight trained, without autocast (under it, the eager softmax's lower bound below), Korthikanti's dropout (--dropout), tensor, context or pipeline parallelism,
-  // FSDP2 or ZeRO-3 (whose gathered layer would stand beside it), and with config.json's dropout only where the layer's
-  // frames follow it (dropout_modelled); elsewhere the forward keeps its moment at the loss.
+  // layer weight trained, without autocast (under it, the eager softmax's lower bound below), Korthikanti's dropout
+  // (--dropout), tensor, context or pipeline parallelism, FSDP2 or ZeRO-3 (whose gathered layer would stand beside it),
+  // and with config.json's dropout only where the layer's frames follow it (dropout_modelled); elsewhere the forward
+  // keeps its moment at the loss.
   // Inside the last layer the output layer's tensors do not exist yet; GemmaModel's inputs_embeds stays referenced
   // beside its scaled copy (the first checkpoint) until the model returns, and GPT2Model's inputs_embeds and
   // position_embeds (one row of positions) beside their sum; OPTDecoder's pos_embeds are one row a sequence, beside the
