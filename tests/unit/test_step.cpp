@@ -1438,16 +1438,20 @@ TEST_CASE("step: under autocast and full recompute the last checkpointed layer's
   // An H200 step (random-20261127-021: OPT with its norms after the residual adds, hidden 2048, 16 heads, ffn 4096,
   // 3 layers, 1,024-token vocabulary, AMP, eager, full recompute, 2048 x 4 tokens). sbh = 16,777,216, A = 16 x 2048^2 x 4
   // = 268,435,456 scores. Under autocast QK^T is 16-bit, but the model's additive mask is fp32 and add promotes; softmax
-  // runs in fp32: its fp32 input and output, 8 A = 2,147,483,648 B. Beside them, the lower bound counts:
+  // runs in fp32: its fp32 input and output, 8 A. OPT's query is not rotated, so it is 16-bit, and
+  // `softmax(...).to(query.dtype)` makes its 16-bit copy before attn_weights lets go of the fp32 input: 2 A more,
+  // 10 A = 2,684,354,560 B. Beside them:
   //  - the stage without its output layer: three fp32 checkpoints 3 x 4 sbh = 201,326,592, the token ids and OPT's
   //    position ids 2 x 8 x 8192 = 131,072, and what each checkpointed call holds: the fp32 mask 4 x 4 x 2048^2 =
   //    67,108,864, position_ids and cache_position 8 x 8192 + 8 x 2048 = 81,920;
   //  - OPTDecoder's fp32 inputs_embeds and pos_embeds, 2 x 4 sbh = 134,217,728, and its fp32 mask of ones, 4 x 8192 =
   //    32,768;
   //  - q, k and v, 3 x 2 sbh = 100,663,296 (attention reads the layer input itself: no norm output).
-  // In all 2,651,045,888 B, beside every layer's cached weight casts, 3 x 2 x (4 x (2048^2 + 2048) + 2 x 2048 x 4096 +
-  // 4096 + 2048) = 201,412,608 B. Measured 4,631,687,168 B; the forward read -58.8% at the loss's moment before, -10.7%
-  // now (the frame's other tensors are not counted).
+  // The weight casts cached by then: two whole layers, 2 x 2 x (4 x (2048^2 + 2048) + 2 x 2048 x 4096 + 4096 + 2048) =
+  // 134,275,072 B, and the last layer's q, k and v, 2 x 3 x (2048^2 + 2048) = 25,178,112 B; its out_proj, fc1 and fc2
+  // are cast after its attention. With the resting states, fp32 weights and AdamW's two fp32 moments of the 107,026,432
+  // parameters the H200 counted, 12 x 107,026,432 = 1,284,317,184 B: 4,631,687,168 B, as measured to the byte. The
+  // forward read -58.8% at the loss's moment before this moment, -10.7% with 8 A beside the whole cache.
   const transformer_config opt = parse_hf_config(R"({"model_type": "opt", "hidden_size": 2048, "num_hidden_layers": 3,
       "num_attention_heads": 16, "ffn_dim": 4096, "vocab_size": 1024, "max_position_embeddings": 2048, "do_layer_norm_before": false,
       "word_embed_proj_dim": 2048, "dropout": 0.1, "attention_dropout": 0.0, "activation_function": "relu", "use_cache": false})");
@@ -1457,9 +1461,12 @@ TEST_CASE("step: under autocast and full recompute the last checkpointed layer's
   a.attention = attention_kind::eager;
   a.autocast = true;
   const step_estimate e = estimate_step(opt, amp, a, step_config{});
-  CHECK(e.forward.activations.count() == 201'326'592 + 131'072 + 67'108'864 + 81'920 + 134'217'728 + 32'768 + 100'663'296 + 2'147'483'648LL);
-  CHECK(e.forward.autocast_cache.count() == 201'412'608);
+  CHECK(e.forward.activations.count() == 201'326'592 + 131'072 + 67'108'864 + 81'920 + 134'217'728 + 32'768 + 100'663'296 + 2'684'354'560LL);
+  CHECK(e.forward.autocast_cache.count() == 134'275'072 + 25'178'112);
   CHECK(e.forward.loss.count() == 0);
+  CHECK(e.forward.resting.count() == 12 * 107'026'432LL);
+  // The measured peak is above a baseline that held the process's cuBLAS workspaces already: the total without them.
+  CHECK((e.forward.total() - e.forward.blas_workspaces).count() == 4'631'687'168LL);
   // SDPA computes no s x s scores: the forward keeps its moment at the loss.
   a.attention = attention_kind::flash;
   CHECK(estimate_step(opt, amp, a, step_config{}).forward.loss.count() > 0);

@@ -613,19 +613,32 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // fp32 (QK^T is 16-bit, but the model's additive mask is made in inputs_embeds' dtype, fp32 under autocast, and add,
   // on no autocast list, promotes: masking_utils.py eager_mask) and its output fp32 (softmax is on CUDA autocast's fp32
   // list; transformers' eager functions also pass dtype=float32): 8 A beside the checkpoints and the arguments every
-  // checkpointed call holds (the fp32 mask among them), every layer's cached weight casts so far (autocast_cache, as at
-  // the loss's moment), the attention's q, k and v (at least 16-bit) and, behind a pre-norm, the norm's fp32 output
-  // the attention reads. A lower bound: the frame's other tensors (RoPE's fp32 products, matmul's fold copies and casts,
-  // repeat_kv) are not counted; forward_layer_peak has one compute dtype and does not read autocast. Measured on an
-  // H200: OPT under AMP, eager, 2048 x 4 tokens, 16 heads (random-20261127-021), forward -58.8% without this moment,
-  // -10.7% with it.
+  // checkpointed call holds (the fp32 mask among them), the weight casts cached so far, the attention's q, k and v (at
+  // least 16-bit) and, behind a pre-norm, the norm's fp32 output the attention reads. `softmax(attn_weights, dim=-1,
+  // dtype=torch.float32).to(query.dtype)` (eager_attention_forward) is one statement: Python evaluates its right-hand
+  // side before it rebinds attn_weights, so where query is 16-bit the copy is made beside both fp32 tensors, 2 A more.
+  // A rotated query is fp32 under autocast (RoPE's cos and sin are in the hidden states' dtype, fp32, and mul promotes),
+  // and `.to` returns it itself; OPT's (learned positions) and a NoPE layer's are 16-bit. The cache holds every earlier
+  // layer's casts and this layer's q, k and v projections' (with their biases), not yet its output projection's or its
+  // MLP's (autocast_mode.cpp cached_cast: a weight is cast at its first use). A lower bound for rotated layers: their
+  // frame's other tensors (the fp32 rotated q and k, matmul's fold copies and casts, repeat_kv) are not counted;
+  // forward_layer_peak has one compute dtype and does not read autocast. Measured on an H200: OPT under AMP, eager,
+  // 2048 x 4 tokens, 16 heads (random-20261127-021), forward -58.8% without this moment, -10.7% with it as 8 A beside
+  // the whole cache, and to the byte with the copy (536,870,912 B) and the last layer's out_proj, fc1 and fc2 casts not
+  // yet made (41,959,424 B).
+  // o_proj's weight and bias, elements (its cast, its gradient).
+  const auto o_proj_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)); };
+  bytes checkpointed_cache = autocast_cache;  // autocast's cached casts at the checkpointed forward's moment
   if (ZEROMEM_RARELY(a.autocast && a.recomputation == recompute::full && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 && p.pp == 1 &&
                      !fsdp && t.zero.stage < 3)) {
     const bytes qkv = elements_of(checked_product(sb, checked_sum(m.heads, checked_product(2, m.kv_heads)), m.head_size())) * size_of(compute);
     const bytes norm_output = m.post_residual_norms || m.post_norms ? bytes{} : hidden_grad;  // fp32 under autocast
-    const bytes scores = bytes_of(checked_product(8, m.heads, s_local, s_local, a.micro_batch));  // 4 + 4 B a score
+    const bool query_16bit = !rope_layer(m, L - 1) && compute != dtype::fp32;
+    const std::int64_t per_score = query_16bit ? checked_sum(8, detail::dtype_bytes_ceil(compute)) : 8;  // 4 + 4 B (+ the copy)
+    const bytes scores = bytes_of(checked_product(per_score, m.heads, s_local, s_local, a.micro_batch));
     checkpointed_forward = before_output + qkv + norm_output + scores;
+    if (split.layer_trainable == counts.layer) checkpointed_cache = autocast_cache - (counts.mlp + o_proj_params()) * size_of(compute);
   }
   // Without recompute, the last layer's eager softmax (softmax(scores + mask, dtype=float32)): every earlier layer's
   // saved tensors and this layer's up to q, k, v and the softmax's fp32 output are alive, with what autograd keeps none
@@ -718,10 +731,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto forward = [&] {
     if (last_layer_forward > saved + loss_forward)
       return step_terms{resting, grads_alive, last_layer_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
-    if (checkpointed_forward > saved + loss_forward) {
+    if (checkpointed_forward + checkpointed_cache > saved + loss_forward + autocast_cache) {
       step_terms checkpointed_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{},
                                     bytes{}, bytes{}};
-      checkpointed_terms.autocast_cache = autocast_cache;  // the weight casts under autocast, else 0
+      checkpointed_terms.autocast_cache = checkpointed_cache;  // the weight casts cast by then under autocast, else 0
       return checkpointed_terms;
     }
     if (routed_forward > bytes{} && routed_forward + last_layer_gathered > saved + loss_forward)
@@ -944,7 +957,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Norms after the residual adds (OPT-350M) are differentiated before the branch they follow.
   const bool core_layout = (mlp_norm_walk || (m.norm == norm_kind::layernorm && !m.sandwich_norms)) &&
                            (!m.fused_qkv || (m.positions == position_kind::rope && m.nope_period == 0));
-  const auto o_proj_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)); };
   // GPT-2's layer (modeling_gpt2.py: c_attn's output split into Q, K and V, no RoPE; eager_attention_forward's softmax
   // in the scores' dtype, `.type(value.dtype)` returning P itself) is walked there too: softmax's node holds P, which it
   // kept, the 16-bit dL/dP that P @ V's node made, and makes the 16-bit dL/d(scores); Q, K and V views of c_attn's
