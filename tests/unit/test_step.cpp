@@ -688,6 +688,40 @@ TEST_CASE("step: lm_head's backward holds its weight's new gradient beside the l
   CHECK(estimate_step(llama2(), pure_bf16(), sdpa(128, 1, recompute::full), s).backward.loss != bytes_of(8'192'000));
 }
 
+TEST_CASE("step: under autocast lm_head's weight cast node makes its fp32 gradient after MmBackward0 has freed the casts", "[step][amp]") {
+  // An H200 step (random-20261129-000): Llama, one layer of 4096 (32 heads, 4 KV heads, ffn 8192), a 50,304-token
+  // vocabulary untied, AMP (fp32 weights, gradients and SGD's momentum; bf16 autocast), eager, 512 x 2 tokens, three
+  // micro-batches (every fp32 gradient alive: 4 x 550,514,688 = 2,202,058,752 B). lm_head's backward:
+  //  (A) MmBackward0: the logits' 16-bit gradient 2 x 1024 x 50,304 = 103,022,592, the weight cast's 16-bit gradient
+  //      2 x 206,045,184 = 412,090,368 and the input cast's 2 x 1024 x 4096 = 8,388,608: 523,501,568 B;
+  //  (B) the input's cast node, then the weight's: the fp32 weight gradient 4 x 206,045,184 = 824,180,736 and dL/d(input)
+  //      in fp32 4 x 1024 x 4096 = 16,777,216, less the input cast MmBackward0 released, 8,388,608 (the weight cast it
+  //      released is replaced by the 16-bit gradient, as large): 832,569,344 B, above (A).
+  // Counted at (A)'s instant with fp32 gradients and the final norm's before (824,197,120 + 16,777,216 + 103,022,592),
+  // the backward read 110,376,448 B over the measured 8,548,686,336 B (+1.29%).
+  const transformer_config m = parse_hf_config(R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 1,
+      "num_attention_heads": 32, "num_key_value_heads": 4, "intermediate_size": 8192, "vocab_size": 50304,
+      "max_position_embeddings": 4096, "tie_word_embeddings": false, "use_cache": false})");
+  training_states amp{};
+  amp.recipe = recipe_of(precision::amp_bf16);
+  amp.optimizer.kind = optimizer_kind::sgd_momentum;
+  amp.gradient_accumulation_steps = 3;
+  activation_config a = sdpa(512, 2);
+  a.attention = attention_kind::eager;
+  a.autocast = true;
+  step_config s{};
+  s.optimizer = pytorch_default_impl(optimizer_kind::sgd_momentum);
+  const step_estimate e = estimate_step(m, amp, a, s);  // with the process's two cuBLAS workspaces, 2 x 32 MiB: a fresh process
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gradients == bytes_of(2'202'058'752LL + 824'180'736));
+  CHECK(e.backward.flowing == bytes_of(16'777'216));
+  CHECK(e.backward.loss == bytes{});
+  CHECK(e.backward.activations == e.forward.activations - bytes_of(8'388'608));  // the forward's moment is the loss's
+  CHECK(e.forward.loss.count() > 0);
+  // Measured 8,548,686,336 B: 1,051,136 B (0.012%) above this moment.
+  CHECK(e.backward.total().count() == 8'548'686'336LL - 1'051'136);
+}
+
 TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one layer", "[step]") {
   // 8 ranks, pure bf16: 6,738,415,616 / 8 = 842,301,952 parameters per rank; weights 2 + moments 4 B each.
   step_config s{};
