@@ -722,6 +722,48 @@ TEST_CASE("step: under autocast lm_head's weight cast node makes its fp32 gradie
   CHECK(e.backward.total().count() == 8'548'686'336LL - 1'051'136);
 }
 
+TEST_CASE("step: under autocast down's node makes its weight cast's 16-bit gradient, and the cast's node the fp32 one", "[step][amp]") {
+  // Two H200 AMP steps with three micro-batches (every fp32 gradient alive), full recompute, SDPA, whose backward peaks
+  // at the last layer's down_proj. down reads a 16-bit cast of its weight: (A) its node makes the cast's 16-bit
+  // gradient beside dL/d(its input), the product's (c sb ffn), and its incoming gradient, the branch's cast (c sbh);
+  // (B) once it has released its input and the weight cast and freed the incoming gradient, the cast's node makes the
+  // fp32 gradient, the 16-bit one in the freed cast's place. B - A = 4hf - 2hf - 2 sb ffn - 2 sbh.
+  //  - Llama (random-20261129-069): hidden 1536, ffn 4608, 4 layers, 2048 tokens: B - A = 14,155,776 - 18,874,368 -
+  //    6,291,456 < 0: (A), down's 2 x 1536 x 4608 = 14,155,776 B beside the 4 x 130,561,536 B of fp32 gradients, with
+  //    the residual's fp32 gradient 4 sbh = 12,582,912, the branch's cast 6,291,456 and the product's 18,874,368.
+  //    Measured 2,455,874,560 B; counted with the fp32 gradient at (A), +0.53%.
+  //  - Gemma-3 (random-20261129-013): hidden 2048, ffn 4096, 4 layers, 128 x 2 tokens, tied: B - A = 16,777,216 -
+  //    2,097,152 - 1,048,576 > 0: (B), down's 4 x 2048 x 4096 = 33,554,432 B beside the 4 x 268,472,320 B of fp32
+  //    gradients and lm_head's tied one waiting (4 x 8192 x 2048), with the residual's fp32 gradient 4 sbh = 2,097,152
+  //    and the product's 2,097,152. Measured 3,518,864,896 B; +0.10% at (A) with the fp32 gradient.
+  training_states amp{};
+  amp.recipe = recipe_of(precision::amp_bf16);
+  amp.gradient_accumulation_steps = 3;
+  step_config s{};
+  s.blas_workspaces = bytes{};  // the measured peaks are above a baseline that held them
+  activation_config a = sdpa(2048, 1, recompute::full);
+  a.autocast = true;
+  const transformer_config llama = parse_hf_config(R"({"model_type": "llama", "hidden_size": 1536, "num_hidden_layers": 4,
+      "num_attention_heads": 12, "num_key_value_heads": 1, "intermediate_size": 4608, "vocab_size": 8192,
+      "max_position_embeddings": 4096, "tie_word_embeddings": false, "use_cache": true})");
+  const step_estimate at_node = estimate_step(llama, amp, a, s);
+  CHECK(at_node.backward.gradients == bytes_of(4 * 130'561'536LL + 14'155'776));
+  CHECK(at_node.backward.flowing == bytes_of(12'582'912 + 6'291'456 + 18'874'368));
+  CHECK(at_node.backward.total().count() == 2'455'874'560LL - 1'051'648);  // -0.043%
+  const transformer_config gemma3 = parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2048, "num_hidden_layers": 4,
+      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 4096, "vocab_size": 8192,
+      "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 128, "sliding_window_pattern": 6,
+      "max_position_embeddings": 32768, "rope_local_base_freq": 10000, "rope_theta": 1000000, "use_cache": false})");
+  amp.optimizer.kind = optimizer_kind::adagrad;
+  s.optimizer = pytorch_default_impl(optimizer_kind::adagrad);
+  a.seq_len = 128;
+  a.micro_batch = 2;
+  const step_estimate at_cast = estimate_step(gemma3, amp, a, s);
+  CHECK(at_cast.backward.gradients == bytes_of(4 * 268'472'320LL + 4 * 8192 * 2048 + 33'554'432));
+  CHECK(at_cast.backward.flowing == bytes_of(2'097'152 + 2'097'152));
+  CHECK(at_cast.backward.total().count() == 3'518'864'896LL + 258'560);  // +0.007%
+}
+
 TEST_CASE("step: FSDP2 shards the resting states and gathers the root and one layer", "[step]") {
   // 8 ranks, pure bf16: 6,738,415,616 / 8 = 842,301,952 parameters per rank; weights 2 + moments 4 B each.
   step_config s{};
@@ -1421,11 +1463,11 @@ TEST_CASE("step: under autocast the walk holds fp32 residual gradients, gelu_new
   whole.recomputation = recompute::none;
   CHECK(e.backward.recomputed == layer_activation_bytes(m, whole).total() - bytes_of(4'194'304 + 33'554'432 + 33'556'480));
   // gelu_fast has no pow: its product stays 16-bit, and its node (the residual's 4,194,304 B, the cast 2,097,152 B and
-  // 3 x 33,554,432 B, the product and fc2's cast gone) ties fc2's (the same cast, fc2's incoming gradient, beside
-  // 4,194,304 + 33,554,432 B flowing, the whole layer alive).
+  // 3 x 33,554,432 B, the product and fc2's cast gone, fc2's fp32 gradients made) is above fc2's, where the weight's
+  // gradient is still its cast's, 16-bit (with fc2's fp32 gradients the two tied).
   m.gelu_tensor_ops = false;
   m.gelu_fast_ops = true;
-  CHECK(estimate_step(m, amp, a, step_config{}).backward.flowing.count() == 4'194'304 + 2'097'152 + 33'554'432);
+  CHECK(estimate_step(m, amp, a, step_config{}).backward.flowing.count() == 4'194'304 + 2'097'152 + 3 * 33'554'432);
 }
 
 TEST_CASE("step: under autocast a parallel layer's attention branch waits with its 16-bit cast of the residual's gradient", "[step][amp]") {
@@ -1450,16 +1492,18 @@ TEST_CASE("step: under autocast a parallel layer's attention branch waits with i
   const step_estimate e = estimate_step(phi, amp, a, step_config{});
   CHECK(e.peak_phase == step_phase::backward);
   CHECK(e.backward.flowing.count() == 570'425'344);
-  // The other two layouts, on the layers of the test above (GPT-NeoX's, gelu_fast) at 1024 tokens, full recompute, CPU.
+  // The other two layouts, on the layers of the test above (GPT-NeoX's, exact GELU: fc2's node is the MLP's highest)
+  // at 1024 tokens, full recompute, CPU. fc2's node makes its weight cast's 16-bit gradient; the cast's own node, after
+  // fc2's input, its cast and its incoming gradient are freed, makes the fp32 one: 2 x 1024 x 16384 more against
+  // 2 x 1024 x 16384 + 2 x 1024 x 1024 less, below.
   activation_config cpu = sdpa(1024, 1, recompute::full);
   cpu.autocast = true;
   cpu.device = device_kind::cpu;
   transformer_config neox = neox_like(16384);
-  neox.gelu_fast_ops = true;
   // StableLM's residual + attn + mlp (residual_added_first): the add of the residual to the attention's output runs
   // first and casts for the attention; the last add casts for the MLP, fc2's incoming gradient. At fc2's node the
   // residual's 4 x 1024 x 1024 = 4,194,304 B, two casts of 2,097,152 B and fc2's input gradient, 2 x 1024 x 16384 =
-  // 33,554,432 B, above the product's node (which holds one cast).
+  // 33,554,432 B.
   neox.residual_added_first = true;
   CHECK(estimate_step(neox, amp, cpu, step_config{}).backward.flowing.count() == 4'194'304 + 2 * 2'097'152 + 33'554'432);
   // In sequence (x + attn, then + mlp) the MLP's cast is fc2's incoming gradient and nothing waits for the attention:
