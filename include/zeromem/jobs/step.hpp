@@ -496,9 +496,28 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes head_input_grad = m.projected_embedding() ? elements_of(checked_product(sb, m.token_width())) * size_of(compute) : hidden_grad;
   bytes loss_forward{}, loss_backward{}, loss_held{};
   bytes logits_grad{}, head_made{};  // lm_head's backward (1b below): the logits' gradient, and what it adds to the loss's moment
-  // lm_head's moment by term: the gradients it has made, what it has freed of the saved tensors, the activations'
-  // gradients flowing, and the logits' gradient.
-  bytes head_gradients = head_grads, head_freed{}, head_flowing = head_input_grad;
+  // Under autocast lm_head reads 16-bit casts of its fp32 weight and of its fp32 input (autocast_mode.cpp cached_cast),
+  // and its backward is three nodes. MmBackward0 makes the two 16-bit gradients beside the logits' (A) and releases
+  // what it saved, both casts. The input's cast node runs next and makes dL/d(input) in fp32 (autocast's wrapper casts
+  // F.linear's arguments right to left, so the input's cast is the later node: the CPU's autograd order), then the
+  // weight's makes the fp32 weight gradient (B), the 16-bit one standing in for the weight cast it replaced (counted
+  // in the saved tensors); the logits' gradient is gone. Tied, the fp32 gradient waits in the input buffer. Measured
+  // on an H200: four AMP steps with accumulation whose backward peaks at lm_head (Llama, Qwen3, OLMo, OLMo-2; a
+  // 50,304-token vocabulary over 4096 wide: 110,376,448 B over at A's terms with fp32 gradients) read +0.36% ... +1.29%
+  // before, −0.018% ... −0.000% with these (22,528 to 1,053,696 B not explained). Read without a lm_head bias, OPT-350M's
+  // project_out (a 16-bit input, not a cast), FSDP2, DDP, ZeRO, tensor parallelism or frozen head weights.
+  struct head_terms {
+    bytes gradients, freed, flowing, logits;  // made; freed of the saved tensors; activations' gradients; the logits'
+  };
+  bool head_casts = false;  // lm_head is read at its casts' nodes (autocast_head)
+  const auto autocast_head = [&]() ZEROMEM_NOINLINE ZEROMEM_COLD -> head_terms {
+    const elements head_weight = m.tied_embeddings ? token_table() : counts.lm_head;
+    const bytes input_cast = elements_of(checked_product(sb, m.hidden)) * size_of(compute);
+    const bytes fp32_weight_grad = m.tied_embeddings ? tied_gradient : share(head_weight);
+    const bytes mm_made = logits_grad + head_weight * size_of(compute) + input_cast;  // (A)
+    if (fp32_weight_grad + hidden_grad > mm_made + input_cast) return {fp32_weight_grad, input_cast, hidden_grad, bytes{}};  // (B)
+    return {head_weight * size_of(compute), bytes{}, input_cast, logits_grad};
+  };
   if (logits > 0 && s.loss == loss_impl::hf) {
     const bytes c = elements_of(logits) * size_of(compute), f32 = elements_of(logits) * size_of(dtype::fp32);
     // Gemma-2's final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM): logits = tanh(logits / cap) * cap,
@@ -518,34 +537,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       loss_forward += elements_of(checked_product(sb, m.hidden)) * size_of(dtype::fp32);
     loss_backward = f32 * 3 + softcap;                                                      // saved + nll_loss grad + log_softmax grad
     logits_grad = c;
-    // Under autocast lm_head reads 16-bit casts of its fp32 weight and of its fp32 input (autocast_mode.cpp cached_cast),
-    // and its backward is three nodes. MmBackward0 makes the two 16-bit gradients beside the logits' (A) and releases
-    // what it saved, both casts. The input's cast node runs next and makes dL/d(input) in fp32 (autocast's wrapper casts
-    // F.linear's arguments right to left, so the input's cast is the later node: the CPU's autograd order), then the
-    // weight's makes the fp32 weight gradient (B), the 16-bit one standing in for the weight cast it replaced (counted
-    // in the saved tensors); the logits' gradient is gone. Tied, the fp32 gradient waits in the input buffer. Measured
-    // on an H200: four AMP steps with accumulation whose backward peaks at lm_head (Llama, Qwen3, OLMo, OLMo-2; a
-    // 50,304-token vocabulary over 4096 wide: 110,376,448 B over at A's terms with fp32 gradients) read +0.36% ... +1.29%
-    // before, −0.018% ... −0.000% with these (22,528 to 1,053,696 B not explained). Read without a lm_head bias, OPT-350M's
-    // project_out (a 16-bit input, not a cast), FSDP2, DDP, ZeRO, tensor parallelism or frozen head weights.
-    const bool tied_trains = !m.tied_embeddings || tied_head;
-    if (ZEROMEM_RARELY(a.autocast && a.impl == implementation::hf && !m.projected_embedding() && !m.lm_head_bias && !fsdp && !s.ddp &&
-                       t.zero.stage == 0 && a.tp == 1 && split.head_trainable == counts.final_norm + counts.lm_head && tied_trains)) {
-      const elements head_weight = m.tied_embeddings ? token_table() : counts.lm_head;
-      const bytes input_cast = elements_of(checked_product(sb, m.hidden)) * size_of(compute);
-      const bytes mm_made = logits_grad + head_weight * size_of(compute) + input_cast;               // (A)
-      const bytes fp32_weight_grad = m.tied_embeddings ? tied_gradient : share(head_weight);
-      if (fp32_weight_grad + hidden_grad > mm_made + input_cast) {                                   // (B)
-        head_gradients = fp32_weight_grad;
-        head_freed = input_cast;
-        head_flowing = hidden_grad;
-        logits_grad = bytes{};
-      } else {
-        head_gradients = head_weight * size_of(compute);
-        head_flowing = input_cast;
-      }
+    head_made = head_grads + head_input_grad + logits_grad;
+    head_casts = ZEROMEM_RARELY(a.autocast && a.impl == implementation::hf && !m.projected_embedding() && !m.lm_head_bias && !fsdp &&
+                                !s.ddp && t.zero.stage == 0 && a.tp == 1 && split.head_trainable == counts.final_norm + counts.lm_head &&
+                                (!m.tied_embeddings || tied_head));
+    if (head_casts) {
+      const head_terms h = autocast_head();
+      head_made = h.gradients + h.flowing + h.logits - h.freed;
     }
-    head_made = head_gradients + head_flowing + logits_grad - head_freed;
   } else if (logits > 0) {
     // Fused linear-cross-entropy: dL/dhidden and dL/dW_lm_head computed in forward and held for backward.
     const bool head_trains = !t.adapt.lora_enabled() && !(m.tied_embeddings && t.adapt.freeze_embeddings);
@@ -658,7 +657,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // yet made (41,959,424 B).
   // o_proj's weight and bias, elements (its cast, its gradient).
   const auto o_proj_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.heads, m.head_size()), m.attention_out_bias ? m.hidden : 0)); };
-  bytes checkpointed_cache = autocast_cache;  // autocast's cached casts at the checkpointed forward's moment
+  bytes casts_to_come{};  // autocast's weight casts not yet made at the checkpointed forward's moment
   if (ZEROMEM_RARELY(a.autocast && a.recomputation == recompute::full && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 && p.pp == 1 &&
                      !fsdp && t.zero.stage < 3)) {
@@ -668,7 +667,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t per_score = query_16bit ? checked_sum(8, detail::dtype_bytes_ceil(compute)) : 8;  // 4 + 4 B (+ the copy)
     const bytes scores = bytes_of(checked_product(per_score, m.heads, s_local, s_local, a.micro_batch));
     checkpointed_forward = before_output + qkv + norm_output + scores;
-    if (split.layer_trainable == counts.layer) checkpointed_cache = autocast_cache - (counts.mlp + o_proj_params()) * size_of(compute);
+    if (split.layer_trainable == counts.layer) casts_to_come = (counts.mlp + o_proj_params()) * size_of(compute);
   }
   // Without recompute, the last layer's eager softmax (softmax(scores + mask, dtype=float32)): every earlier layer's
   // saved tensors and this layer's up to q, k, v and the softmax's fp32 output are alive, with what autograd keeps none
@@ -758,16 +757,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Inside the last layer its all-gather output is there whatever computes the loss, and FULL_SHARD's gathered layer
   // too (the loss comes after its post-forward reshard).
   const bytes last_layer_gathered = (s.loss_in_forward ? bytes{} : deferred_all_gather) + (fsdp && s.reshard_after_forward ? layer_unsharded : bytes{});
+  const bytes loss_level = saved + loss_forward;  // the loss's moment, beside what every forward moment holds
   const auto forward = [&] {
-    if (last_layer_forward > saved + loss_forward)
+    if (last_layer_forward > loss_level)
       return step_terms{resting, grads_alive, last_layer_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
-    if (checkpointed_forward + checkpointed_cache > saved + loss_forward + autocast_cache) {
+    if (checkpointed_forward > loss_level + casts_to_come) {
       step_terms checkpointed_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{},
                                     bytes{}, bytes{}};
-      checkpointed_terms.autocast_cache = checkpointed_cache;  // the weight casts cast by then under autocast, else 0
+      checkpointed_terms.autocast_cache = autocast_cache - casts_to_come;  // the weight casts made by then under autocast, else 0
       return checkpointed_terms;
     }
-    if (routed_forward > bytes{} && routed_forward + last_layer_gathered > saved + loss_forward)
+    if (routed_forward > bytes{} && routed_forward + last_layer_gathered > loss_level)
       return step_terms{resting, grads_alive, routed_forward, bytes{}, bytes{}, bytes{}, gathered_forward + last_layer_gathered, comm,
                         bytes{}, bytes{}, kv_cache};
     step_terms loss_moment_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
@@ -789,8 +789,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tops the loss's moment where the head's weights are large beside its tokens (2 v h against 10 sb v in bf16: few
   // tokens, the CPU step oracle). The fused loss made these in forward.
   const auto head_moment = [&] {
-    return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_gradients, saved - head_freed, bytes{}, head_flowing, logits_grad,
-                      gathered_start, comm, bytes{}, bytes{}, bytes{}};
+    if (ZEROMEM_RARELY(head_casts)) {
+      const head_terms h = autocast_head();
+      return step_terms{resting, (accumulating ? grads_all : bytes{}) + h.gradients, saved - h.freed, bytes{}, h.flowing, h.logits,
+                        gathered_start, comm, bytes{}, bytes{}, bytes{}};
+    }
+    return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_grads, saved, bytes{}, head_input_grad, logits_grad, gathered_start,
+                      comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
