@@ -789,13 +789,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tops the loss's moment where the head's weights are large beside its tokens (2 v h against 10 sb v in bf16: few
   // tokens, the CPU step oracle). The fused loss made these in forward.
   const auto head_moment = [&] {
-    if (ZEROMEM_RARELY(head_casts)) {
-      const head_terms h = autocast_head();
-      return step_terms{resting, (accumulating ? grads_all : bytes{}) + h.gradients, saved - h.freed, bytes{}, h.flowing, h.logits,
-                        gathered_start, comm, bytes{}, bytes{}, bytes{}};
-    }
-    return step_terms{resting, (accumulating ? grads_all : bytes{}) + head_grads, saved, bytes{}, head_input_grad, logits_grad, gathered_start,
-                      comm, bytes{}, bytes{}, bytes{}};
+    const head_terms h = ZEROMEM_RARELY(head_casts) ? autocast_head() : head_terms{head_grads, bytes{}, head_input_grad, logits_grad};
+    return step_terms{resting, (accumulating ? grads_all : bytes{}) + h.gradients, saved - h.freed, bytes{}, h.flowing, h.logits,
+                      gathered_start, comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
