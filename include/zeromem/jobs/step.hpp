@@ -499,13 +499,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Under autocast lm_head reads 16-bit casts of its fp32 weight and of its fp32 input (autocast_mode.cpp cached_cast),
   // and its backward is three nodes. MmBackward0 makes the two 16-bit gradients beside the logits' (A) and releases
   // what it saved, both casts. The input's cast node runs next and makes dL/d(input) in fp32 (autocast's wrapper casts
-  // F.linear's arguments right to left, so the input's cast is the later node: the CPU's autograd order), then the
-  // weight's makes the fp32 weight gradient (B), the 16-bit one standing in for the weight cast it replaced (counted
-  // in the saved tensors); the logits' gradient is gone. Tied, the fp32 gradient waits in the input buffer. Measured
-  // on an H200: four AMP steps with accumulation whose backward peaks at lm_head (Llama, Qwen3, OLMo, OLMo-2; a
-  // 50,304-token vocabulary over 4096 wide: 110,376,448 B over at A's terms with fp32 gradients) read +0.36% ... +1.29%
-  // before, −0.018% ... −0.000% with these (22,528 to 1,053,696 B not explained). Read without a lm_head bias, OPT-350M's
-  // project_out (a 16-bit input, not a cast), FSDP2, DDP, ZeRO, tensor parallelism or frozen head weights.
+  // F.linear's arguments right to left, so the input's cast is the later node; tests/oracle/autocast_linear_casts.py
+  // shows the CPU's order), then the weight's makes the fp32 weight gradient (B), the 16-bit one standing in for the
+  // weight cast it replaced (counted in the saved tensors); the logits' gradient is gone. Tied, the fp32 gradient waits
+  // in the input buffer. Measured on an H200: four AMP steps with accumulation whose backward peaks at lm_head (Llama,
+  // Qwen3, OLMo, OLMo-2; a 50,304-token vocabulary over 4096 wide: 110,376,448 B over at A's terms with fp32 gradients)
+  // read +0.36% ... +1.29% before, −0.018% ... −0.000% with these (22,528 to 1,053,696 B not explained). Read without a
+  // lm_head bias, OPT-350M's project_out (a 16-bit input, not a cast), FSDP2, DDP, ZeRO, tensor parallelism or frozen
+  // head weights.
   struct head_terms {
     bytes gradients, freed, flowing, logits;  // made; freed of the saved tensors; activations' gradients; the logits'
   };
