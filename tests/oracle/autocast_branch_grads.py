@@ -20,6 +20,35 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 
+def alive_after_each_node(prof):
+    """The backward's autograd nodes in the order they ran, and for each the allocations alive after its last one:
+    {ptr: (bytes, (index, name) of the node that made it, or None outside any node)}."""
+    allocations, nodes = [], []
+
+    def walk(event, owner):
+        if event.name.startswith("autograd::engine::evaluate_function: "):
+            owner = (len(nodes), event.name.split(": ", 1)[1])
+            nodes.append(owner)
+        if type(event.extra_fields).__name__ == "_ExtraFields_Allocation":
+            allocations.append((event.start_time_ns, event.extra_fields.ptr, event.extra_fields.alloc_size, owner))
+            return
+        for child in event.children:
+            walk(child, owner)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root, None)
+    allocations.sort(key=lambda a: a[0])
+    live, after = {}, {}
+    for _, ptr, size, owner in allocations:
+        if size > 0:
+            live[ptr] = (size, owner)
+        else:
+            live.pop(ptr, None)
+        if owner is not None and size > 0:
+            after[owner] = dict(live)
+    return nodes, after
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(args) < 2 or args[0] not in ("seq", "parallel", "residual") or args[1] not in ("gelu", "swiglu"):
@@ -57,29 +86,7 @@ def main():
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         (layer() * 1.0).backward(incoming)  # the product's node hands the layer its fp32 (or bf16) incoming gradient
 
-    allocations, nodes = [], []
-
-    def walk(event, owner):
-        if event.name.startswith("autograd::engine::evaluate_function: "):
-            owner = (len(nodes), event.name.split(": ", 1)[1])
-            nodes.append(owner)
-        if type(event.extra_fields).__name__ == "_ExtraFields_Allocation":
-            allocations.append((event.start_time_ns, event.extra_fields.ptr, event.extra_fields.alloc_size, owner))
-            return
-        for child in event.children:
-            walk(child, owner)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root, None)
-    allocations.sort(key=lambda a: a[0])
-    live, after = {}, {}
-    for _, ptr, size, owner in allocations:
-        if size > 0:
-            live[ptr] = (size, owner)
-        else:
-            live.pop(ptr, None)
-        if owner is not None and size > 0:
-            after[owner] = dict(live)
+    nodes, after = alive_after_each_node(prof)
     unit = s * h
     print(f"{layout} {mlp} p={p} {'autocast' if amp else 'bf16'}: gradients alive after each node (units of s x h elements)")
     for node in nodes:

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+from autocast_branch_grads import alive_after_each_node
+
 
 def main():
     bf16_input = "--bf16-input" in sys.argv
@@ -35,29 +37,7 @@ def main():
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out.backward(incoming)
 
-    allocations, nodes = [], []
-
-    def walk(event, owner):
-        if event.name.startswith("autograd::engine::evaluate_function: "):
-            owner = (len(nodes), event.name.split(": ", 1)[1])
-            nodes.append(owner)
-        if type(event.extra_fields).__name__ == "_ExtraFields_Allocation":
-            allocations.append((event.start_time_ns, event.extra_fields.ptr, event.extra_fields.alloc_size, owner))
-            return
-        for child in event.children:
-            walk(child, owner)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root, None)
-    allocations.sort(key=lambda a: a[0])
-    live, after = {}, {}
-    for _, ptr, size, owner in allocations:
-        if size > 0:
-            live[ptr] = (size, owner)
-        else:
-            live.pop(ptr, None)
-        if owner is not None and size > 0:
-            after[owner] = dict(live)
+    nodes, after = alive_after_each_node(prof)
     print(f"weight {v} x {h}, input {tokens} x {h} ({'16-bit' if bf16_input else 'fp32, cast'}): "
           f"16-bit weight gradient {2 * v * h} B, fp32 {4 * v * h} B; input gradient 16-bit {2 * tokens * h} B, fp32 {4 * tokens * h} B")
     for node in nodes:
