@@ -413,8 +413,8 @@ TEST_CASE("plan prints ranked configurations, and its JSON has a configs array",
   REQUIRE(j["configs"].size() == 10);
   // 8 GPUs: (tp, pp) = (1, 1..8), (2, 1..4), (4, 1..2), (8, 1) are 10 layouts; the 6 with dp > 1 try all 8 ZeRO
   // options, the 4 with dp = 1 only the 4 that do something there (0, 2+cpu, 3+cpu, 3+cpu+cpu); micro-batches 1, 2, 4,
-  // 8, 16; 3 recompute levels: (6 x 8 + 4 x 4) x 5 x 3 = 960.
-  CHECK(j["evaluated"].get<std::int64_t>() == 960);
+  // 8, 16; transformers' 2 recompute levels (none, full; Megatron-LM's kernels add selective): (6 x 8 + 4 x 4) x 5 x 2 = 640.
+  CHECK(j["evaluated"].get<std::int64_t>() == 640);
   for (const auto& c : j["configs"]) CHECK(c["per_gpu_bytes"].get<std::int64_t>() <= 85'201'413'734LL);
   const result text = run({"plan", "--model", "llama-3-70b", "--gpu", "h100-80gb", "--nodes", "4", "--seq-len", "8192"});
   CHECK(text.code == 0);
@@ -1061,6 +1061,22 @@ TEST_CASE("estimate --explain names two changes that fit together where no singl
   // Where nothing in two steps fits, it says so and points to plan.
   const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu", "h100-80gb", "--explain"});
   CHECK(none.out.find("no single change or pair of changes fits; try `zeromem plan`") != std::string::npos);
+}
+
+TEST_CASE("estimate --explain suggests selective recompute only where the job's code offers it", "[cli][explain]") {
+  // Llama-2-7B, ZeRO-3 over 8, 8192 tokens under eager attention: the s^2 scores do not fit. Megatron-LM's kernels
+  // (fused) drop them with selective recompute, the cheapest change; transformers' code (hf) checkpoints whole decoder
+  // layers (gradient_checkpointing_enable) and has no selective recompute, so full recompute is the change named there.
+  const std::vector<std::string> job{"estimate",   "--model", "llama-2-7b", "--seq-len", "8192",     "--attention", "eager",
+                                     "--zero-stage", "3",     "--dp",       "8",         "--gpu",    "h100-80gb"};
+  const std::vector<std::string> megatron = plus(job, {"--implementation", "fused"}), hf = plus(job, {"--implementation", "hf"});
+  const result m = run(plus(megatron, {"--explain"}));
+  REQUIRE(m.code == 0);
+  check_explained_fit(m.out, "smallest change that fits: --recompute selective -> ", run_json(plus(megatron, {"--recompute", "selective", "--json"})));
+  const result h = run(plus(hf, {"--explain"}));
+  REQUIRE(h.code == 0);
+  CHECK(h.out.find("selective") == std::string::npos);
+  check_explained_fit(h.out, "smallest change that fits: --recompute full -> ", run_json(plus(hf, {"--recompute", "full", "--json"})));
 }
 
 TEST_CASE("estimate --explain suggests ZeRO where every data-parallel rank holds every state whole", "[cli][explain]") {

@@ -80,20 +80,47 @@ TEST_CASE("plan honours host memory, headroom and the global batch", "[plan]") {
 }
 
 TEST_CASE("single changes suggest the cheapest fix first", "[plan]") {
-  // Llama-2-7B, ZeRO-1 over 8, micro-batch 4, no recompute: does not fit; selective or full recompute come first.
-  const plan_request r = request("llama-2-7b", 1);
-  plan_config c{};
-  c.stage = 1;
-  c.dp = 8;
-  c.micro_batch = 4;
-  c = evaluate(r, c);
-  REQUIRE(c.headroom.count() < 0);
-  const std::vector<suggestion> s = single_changes(r, c);
-  REQUIRE(!s.empty());
-  CHECK(s.front().change == "selective recompute");
-  bool any_fits = false;
-  for (const suggestion& x : s) any_fits = any_fits || x.fits;
-  CHECK(any_fits);
+  // Llama-2-7B, ZeRO-1 over 8, micro-batch 4, no recompute: does not fit; recomputation comes first. Megatron-LM's
+  // kernels offer selective recompute before full; transformers' (the default) checkpoint whole layers only.
+  for (const implementation impl : {implementation::fused, implementation::hf}) {
+    plan_request r = request("llama-2-7b", 1);
+    r.impl = impl;
+    plan_config c{};
+    c.stage = 1;
+    c.dp = 8;
+    c.micro_batch = 4;
+    c = evaluate(r, c);
+    INFO(name(impl));
+    REQUIRE(c.headroom.count() < 0);
+    const std::vector<suggestion> s = single_changes(r, c);
+    REQUIRE(!s.empty());
+    CHECK(s.front().change == (impl == implementation::fused ? "selective recompute" : "full recompute (gradient checkpointing)"));
+    bool any_fits = false, selective = false;
+    for (const suggestion& x : s) {
+      any_fits = any_fits || x.fits;
+      selective = selective || x.change == "selective recompute";
+    }
+    CHECK(any_fits);
+    CHECK(selective == (impl == implementation::fused));
+  }
+}
+
+TEST_CASE("plan sweeps selective recompute only where the job's code offers it", "[plan][first-contact]") {
+  // transformers' gradient_checkpointing_enable checkpoints whole decoder layers: a plan for its kernels (the default)
+  // ranks no configuration a transformers user cannot set. Megatron-LM's kernels under eager attention, where the
+  // s^2 scores are what selective recompute drops, do get such rows.
+  plan_request r = request("llama-2-7b", 1);
+  r.attention = attention_kind::eager;
+  r.seq_len = 16384;
+  const plan_result hf = plan(r);
+  REQUIRE(hf.fitting > 0);
+  for (const plan_config& c : hf.configs) CHECK(c.recomputation != recompute::selective);
+  r.impl = implementation::fused;
+  const plan_result megatron = plan(r);
+  bool selective = false;
+  for (const plan_config& c : megatron.configs) selective = selective || c.recomputation == recompute::selective;
+  CHECK(selective);
+  CHECK(megatron.evaluated > hf.evaluated);  // the selective rows are evaluated, not only left out of the ranking
 }
 
 TEST_CASE("dominant terms are the largest, largest first", "[plan]") {
@@ -141,9 +168,10 @@ TEST_CASE("plan: the largest micro-batch may be INT64_MAX without the doubling o
   r.max_micro_batch = std::numeric_limits<std::int64_t>::max();
   // dp 1, tp 1, pp 1, micro 1 only (the global batch is 1). At dp 1 stages 1-3 without offload shard nothing and
   // are skipped, and so is stage 1 with offload (stage 2 is the same engine holding less), leaving 4 ZeRO options
-  // (stage 0; stages 2 and 3 with the optimizer offloaded; stage 3 with both offloaded) x 3 recompute settings.
+  // (stage 0; stages 2 and 3 with the optimizer offloaded; stage 3 with both offloaded) x 2 recompute settings
+  // (transformers' kernels, the default: none or full).
   const plan_result p = plan(r);
-  CHECK(p.evaluated == 4 * 3);
+  CHECK(p.evaluated == 4 * 2);
 }
 
 TEST_CASE("plan: evaluate rejects dp 0 and micro-batch 0 with the fix named", "[plan][reliability]") {

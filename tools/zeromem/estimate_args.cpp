@@ -54,7 +54,7 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   integer_option(app, "--pp", a.pp, "pipeline-parallel degree")->capture_default_str();
   integer_option(app, "--virtual-stages", a.virtual_stages, "interleaved pipeline model chunks per rank")->capture_default_str();
   integer_option(app, "--microbatches", a.microbatches, "micro-batches per step (default: at least pp)");
-  text_option(app, "--recompute", a.recompute_name, "none | selective | full")->capture_default_str();
+  text_option(app, "--recompute", a.recompute_name, "none | selective (Megatron-LM's; transformers' gradient checkpointing is full) | full")->capture_default_str();
   text_option(app, "--attention", a.attention_name, attention_help)->capture_default_str();
   real_option(app, "--dropout", a.dropout, "dropout probability at the attention probabilities, both residual branches and the embeddings "
                                           "(0: none); replaces config.json's dropouts", 0.0, 1.0, false)

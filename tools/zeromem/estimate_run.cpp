@@ -49,7 +49,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_args& c) { c.loss = "fused"; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
     with("--gradient-as-bucket-view", [](estimate_args& c) { c.gradient_as_bucket_view = true; });
-  if (in.job.activations.recomputation == recompute::none)
+  if (in.job.activations.recomputation == recompute::none && offers_selective_recompute(in.job.activations.impl))
     with("--recompute selective", [](estimate_args& c) { c.recompute_name = "selective"; });
   if (in.job.activations.recomputation != recompute::full) with("--recompute full", [](estimate_args& c) { c.recompute_name = "full"; });
   if (in.job.states.adapt.lora_enabled() && !in.job.states.adapt.paged_optimizer && in.job.states.zero.optimizer.device == offload_device::none)

@@ -211,6 +211,7 @@ inline plan_result plan(const plan_request& r) {
           if (r.global_batch > 0 && (!detail::divides(dp, r.global_batch) || !detail::divides(micro, r.global_batch / dp))) continue;
           bytes cheaper = bytes_of(-1);  // per GPU at the previous (cheaper) recompute level
           for (recompute rc : {recompute::none, recompute::selective, recompute::full}) {
+            if (rc == recompute::selective && !offers_selective_recompute(r.impl)) continue;  // transformers: none or full
             plan_config c{};
             c.stage = z.stage;
             c.optimizer_offload = z.optimizer;
@@ -274,7 +275,7 @@ inline std::vector<suggestion> single_changes(const plan_request& r, const plan_
     const bool host_ok = r.host_memory.count() == 0 || changed.offloaded_per_node <= r.host_memory;
     out.push_back({what, changed.gpu, changed.headroom >= r.min_headroom && host_ok});
   };
-  if (c.recomputation == recompute::none) {
+  if (c.recomputation == recompute::none && offers_selective_recompute(r.impl)) {
     plan_config s = c;
     s.recomputation = recompute::selective;
     try_change("selective recompute", s);

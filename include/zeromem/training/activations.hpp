@@ -36,6 +36,12 @@ enum class attention_kind { eager, flash, flash_attention_2 };
 ///            eager_attention_forward, repeat_kv).
 enum class implementation { paper, eager, fused, hf };
 
+/// Whether a job run on these kernels can choose selective recompute. transformers' gradient checkpointing wraps whole
+/// decoder layers (modeling_layers.py GradientCheckpointingLayer, switched on by modeling_utils.py
+/// gradient_checkpointing_enable): its choices are none and full. Selective recompute of the attention core is
+/// Megatron-LM's (Korthikanti et al. 2022 §5; --recompute-granularity selective), whose kernels the others model.
+constexpr bool offers_selective_recompute(implementation i) { return i != implementation::hf; }
+
 /// Where the kernels run. PyTorch's CPU kernels store dropout masks and LayerNorm statistics in the
 /// activation dtype; CUDA's fused dropout stores a 1-byte mask and LayerNorm keeps fp32 statistics.
 enum class device_kind { cuda, cpu };
