@@ -260,6 +260,12 @@ TEST_CASE("an unknown option is named first, with the option it most likely mean
   const result far = run({"estimate", "--model", "llama-2-7b", "--lr", "3"});
   CHECK(far.code == 2);
   CHECK(far.err == "zeromem: unknown option --lr (see zeromem estimate --help)\n");
+  // A one-value flag given twice names the flag and the fix, not CLI11's "At Most 1 required but received 2".
+  const result twice = run({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--dp", "4", "--dp", "8"});
+  CHECK(twice.code == 2);
+  CHECK(twice.err == "zeromem: --dp is given 2 times; pass it once (see zeromem estimate --help)\n");
+  rejected({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--seq-len", "1", "--seq-len", "2", "--seq-len", "3"},
+           "--seq-len is given 3 times; pass it once");
   // A stray value is still CLI11's message, and a negative number is a value, not an option.
   rejected({"estimate", "--model", "llama-2-7b", "extra"}, "not expected: extra");
   rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "-5"}, "cannot be negative");

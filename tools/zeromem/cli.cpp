@@ -100,6 +100,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return 0;
   } catch (const CLI::ParseError& e) {
     std::string sub, what = e.what();
+    // A one-value flag given twice: CLI11 says "--dp: At Most 1 required but received 2" (ArgumentMismatch::AtMost).
+    static const std::string at_most_one = ": At Most 1 required but received ";
+    if (const std::size_t at = what.find(at_most_one); at != std::string::npos)
+      what = what.substr(0, at) + " is given " + what.substr(at + at_most_one.size()) + " times; pass it once";
     for (const command& c : commands)
       if (app.got_subcommand(c.app)) {
         sub = " " + c.app->get_name();
