@@ -1079,6 +1079,18 @@ TEST_CASE("estimate --explain suggests selective recompute only where the job's 
   check_explained_fit(h.out, "smallest change that fits: --recompute full -> ", run_json(plus(hf, {"--recompute", "full", "--json"})));
 }
 
+TEST_CASE("estimate says where transformers' nodes inside a layer are not walked", "[cli]") {
+  // estimate_step walks a layer's backward node by node for transformers' code at tp 1 without selective recompute;
+  // with tensor parallelism or selective recompute the text says the backward is read at the layers' ends only.
+  const std::string note = "transformers' nodes inside a layer are walked at tp 1 without selective recompute";
+  const std::vector<std::string> job{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--implementation", "hf"};
+  CHECK(run(plus(job, {"--recompute", "full"})).out.find(note) == std::string::npos);
+  CHECK(run(plus(job, {"--recompute", "selective"})).out.find(note) != std::string::npos);
+  CHECK(run(plus(job, {"--tp", "2"})).out.find(note) != std::string::npos);
+  CHECK(run({"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--implementation", "fused", "--tp", "2"}).out.find(note) ==
+        std::string::npos);
+}
+
 TEST_CASE("estimate --explain suggests ZeRO where every data-parallel rank holds every state whole", "[cli][explain]") {
   // Llama-2-7B over 8 data-parallel ranks without sharding, mixed bf16 with AdamW: 16 B a parameter on every rank
   // (6,738,415,616 x 16 = 107.8 GB) is over an A100 80GB before any activation. ZeRO-1 shards the 12 B of fp32 master
