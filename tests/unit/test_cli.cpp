@@ -1079,6 +1079,28 @@ TEST_CASE("estimate --explain suggests selective recompute only where the job's 
   check_explained_fit(h.out, "smallest change that fits: --recompute full -> ", run_json(plus(hf, {"--recompute", "full", "--json"})));
 }
 
+TEST_CASE("estimate cautions where the verdict's margin is within the step model's stated accuracy", "[cli]") {
+  // Llama-3-8B at 1024 tokens under full recompute on an H100: 75.60 GiB of 79.18 GiB, a margin of 3.58 GiB, 4.5% of
+  // the card (measured: it ran, 82.08 GB reserved). plan keeps 5% free by default; estimate says when a verdict is
+  // that close, either way. At 512 tokens with the fused optimizer the margin is 18.53 GiB: no caution.
+  const std::string caution = "  caution      the margin is within 5% of the card, the step model's stated accuracy";
+  const std::vector<std::string> job{"estimate", "--hf-config", ZEROMEM_DATA_DIR "/calibration/configs/llama-3-8b/config.json",
+                                     "--precision", "bf16", "--recompute", "full", "--gpu", "h100-80gb"};
+  const nlohmann::json close = run_json(plus(job, {"--seq-len", "1024", "--json"}));
+  const double share = static_cast<double>(close["verdict"]["margin_bytes"].get<std::int64_t>()) / 85'017'493'504.0;
+  CHECK(share > 0.0);
+  CHECK(share < 0.05);
+  CHECK(run(plus(job, {"--seq-len", "1024"})).out.find(caution) != std::string::npos);
+  const nlohmann::json far = run_json(plus(job, {"--seq-len", "512", "--optimizer-impl", "fused", "--json"}));
+  CHECK(far["verdict"]["margin_bytes"].get<std::int64_t>() > 85'017'493'504LL / 20);
+  CHECK(run(plus(job, {"--seq-len", "512", "--optimizer-impl", "fused"})).out.find(caution) == std::string::npos);
+  // Just over the card is as close: the caution stands beside DOES NOT FIT too.
+  const result over = run({"estimate", "--hf-config", ZEROMEM_DATA_DIR "/calibration/configs/llama-3-8b/config.json", "--precision", "bf16",
+                           "--recompute", "full", "--seq-len", "1024", "--gpu-memory", "75GiB"});
+  CHECK(over.out.find("DOES NOT FIT") != std::string::npos);
+  CHECK(over.out.find("  caution      the margin is within 5% of the card") != std::string::npos);
+}
+
 TEST_CASE("estimate says where transformers' nodes inside a layer are not walked", "[cli]") {
   // estimate_step walks a layer's backward node by node for transformers' code at tp 1 without selective recompute;
   // with tensor parallelism or selective recompute the text says the backward is read at the layers' ends only.
