@@ -1090,9 +1090,11 @@ TEST_CASE("estimate cautions where the verdict's margin is within the step model
   const double share = static_cast<double>(close["verdict"]["margin_bytes"].get<std::int64_t>()) / 85'017'493'504.0;
   CHECK(share > 0.0);
   CHECK(share < 0.05);
+  CHECK(close["verdict"]["close"] == true);
   CHECK(run(plus(job, {"--seq-len", "1024"})).out.find(caution) != std::string::npos);
   const nlohmann::json far = run_json(plus(job, {"--seq-len", "512", "--optimizer-impl", "fused", "--json"}));
   CHECK(far["verdict"]["margin_bytes"].get<std::int64_t>() > 85'017'493'504LL / 20);
+  CHECK(far["verdict"]["close"] == false);
   CHECK(run(plus(job, {"--seq-len", "512", "--optimizer-impl", "fused"})).out.find(caution) == std::string::npos);
   // Just over the card is as close: the caution stands beside DOES NOT FIT too.
   const result over = run({"estimate", "--hf-config", ZEROMEM_DATA_DIR "/calibration/configs/llama-3-8b/config.json", "--precision", "bf16",

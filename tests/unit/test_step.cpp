@@ -1040,6 +1040,17 @@ TEST_CASE("step: the verdict compares reserved plus the CUDA context and modules
   CHECK_FALSE(verdict_of(e, e.device_used() - bytes_of(1)).fits());
 }
 
+TEST_CASE("step: a verdict is close where its margin, either way, is under 5% of the card", "[step]") {
+  // 5% of a 2,000 B card is 100 B: needing 1,901 B leaves 99 B (close), 1,900 B leaves 100 B (not); 2,099 B is 99 B
+  // over (close), 2,100 B 100 B over (not).
+  CHECK(stated_accuracy == 0.05);
+  CHECK(step_verdict{bytes_of(2'000), bytes_of(1'901)}.close());
+  CHECK_FALSE(step_verdict{bytes_of(2'000), bytes_of(1'900)}.close());
+  CHECK(step_verdict{bytes_of(2'000), bytes_of(2'099)}.close());
+  CHECK_FALSE(step_verdict{bytes_of(2'000), bytes_of(2'100)}.close());
+  CHECK(step_verdict{bytes_of(2'000), bytes_of(2'000)}.close());
+}
+
 TEST_CASE("step: bad step settings throw with the fix named", "[step]") {
   step_config s{};
   s.fsdp_world = -1;

@@ -279,7 +279,7 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
     const step_verdict v = step_ptr != nullptr ? verdict_of(step, capacity) : states_verdict(e, capacity);
     j["verdict"] = {{"gpu", device.name}, {"capacity_bytes", capacity.count()}, {"capacity_source", device.source},
                     {"needed_bytes", v.needed.count()},
-                    {"margin_bytes", v.margin().count()}, {"fits", v.fits()},
+                    {"margin_bytes", v.margin().count()}, {"fits", v.fits()}, {"close", v.close()},
                     {"compares", step_ptr != nullptr ? "device_used_bytes" : "model_states_bytes"}};
   }
   if (a.explain) {

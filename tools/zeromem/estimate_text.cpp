@@ -1,5 +1,4 @@
 // `zeromem estimate` as text: the step's peak and verdict first, then the tables, then --explain.
-#include <cmath>
 #include <ostream>
 #include <sstream>
 
@@ -40,10 +39,8 @@ void print_peak(std::ostream& out, const estimate_inputs& in, const step_estimat
     out << "  verdict      " << (v.fits() ? "fits " : "DOES NOT FIT ") << device.name << ": " << format_bytes(v.needed, size_unit::GiB) << " of "
         << format_bytes(v.capacity, size_unit::GiB) << ", margin " << format_bytes(v.margin(), size_unit::GiB) << "; the peak is in " << decides
         << "\n";
-    // A margin inside the step model's stated accuracy, the share plan keeps free by default, either way.
-    const double close = plan_request{}.min_headroom_fraction * static_cast<double>(v.capacity.count());
-    if (std::abs(static_cast<double>(v.margin().count())) < close)
-      out << "  caution      the margin is within " << number_text(100.0 * plan_request{}.min_headroom_fraction)
+    if (v.close())
+      out << "  caution      the margin is within " << number_text(100.0 * stated_accuracy)
           << "% of the card, the step model's stated accuracy; the caching allocator's reserve above the peak is not counted "
              "(--reserve-fraction)\n";
   }

@@ -37,10 +37,10 @@ struct plan_request {
   attention_kind attention = activation_config{}.attention;  // SDPA/flash attention
   std::size_t max_results = 10;
   /// A configuration fits only with at least max(min_headroom, min_headroom_fraction x capacity) left. The 5%
-  /// default is the step model's stated accuracy (peaks within 3% of measured steps, 5% held out;
-  /// docs/validation.md), so the top pick still fits when the estimate errs by that much.
+  /// default is the step model's stated accuracy (stated_accuracy), so the top pick still fits when the estimate
+  /// errs by that much.
   bytes min_headroom{};
-  double min_headroom_fraction = 0.05;
+  double min_headroom_fraction = stated_accuracy;
   std::int64_t max_micro_batch = 16;
   /// Also try LoRA adapters on a frozen base, and (tp = pp = 1, parameters on the GPU) QLoRA's NF4 base, with
   /// these adapters; ranked after full training (plan_objective).

@@ -195,12 +195,21 @@ struct step_estimate {
   constexpr bytes device_used() const { return reserved + cuda_context + cuda_modules; }
 };
 
+/// The step model's stated accuracy, a share of the card: every measured step's peak within 3%, 5% for steps held out
+/// (docs/validation.md). plan keeps this much free by default; a verdict whose margin is inside it is close either way.
+inline constexpr double stated_accuracy = 0.05;
+
 /// Whether a step fits a card whose driver reports `device_total` bytes (cudaMemGetInfo's total).
 struct step_verdict {
   bytes capacity{};
   bytes needed{};
   constexpr bytes margin() const { return capacity - needed; }
   constexpr bool fits() const { return needed <= capacity; }
+  /// The margin, fitting or not, is under stated_accuracy of the card.
+  constexpr bool close() const {
+    const bytes m = margin();
+    return static_cast<double>(m.count() < 0 ? -m.count() : m.count()) < stated_accuracy * static_cast<double>(capacity.count());
+  }
 };
 
 constexpr step_verdict verdict_of(const step_estimate& e, bytes device_total) { return {device_total, e.device_used()}; }
