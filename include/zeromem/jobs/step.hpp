@@ -207,8 +207,8 @@ struct step_verdict {
   constexpr bool fits() const { return needed <= capacity; }
   /// The margin, fitting or not, is under stated_accuracy of the card.
   constexpr bool close() const {
-    const bytes m = margin();
-    return static_cast<double>(m.count() < 0 ? -m.count() : m.count()) < stated_accuracy * static_cast<double>(capacity.count());
+    const double m = static_cast<double>(margin().count());  // in double: no int64 negation
+    return (m < 0.0 ? -m : m) < stated_accuracy * static_cast<double>(capacity.count());
   }
 };
 
