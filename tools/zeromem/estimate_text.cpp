@@ -122,8 +122,7 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     out << "  activations  seq " << c.seq_len << " x micro-batch " << c.micro_batch << ", " << name(c.activation_dtype) << ", tp " << c.tp
         << (c.sequence_parallel ? " + sp" : "") << ", cp " << c.cp << ", pp " << in.job.pipeline.pp << ", recompute " << name(c.recomputation)
         << ", attention " << name(c.attention) << ", dropout " << c.dropout << ", profile " << name(c.impl) << "\n";
-    // The step walks transformers' nodes inside a layer at tp 1 without selective recompute (estimate_step's layer_walk).
-    if (c.impl == implementation::hf && (c.tp > 1 || c.recomputation == recompute::selective))
+    if (c.impl == implementation::hf && !walks_inside_layers(c))
       out << "  note         transformers' nodes inside a layer are walked at tp 1 without selective recompute; here the backward "
              "is read before and after each layer only\n";
     if (in.job.model.vision.blocks > 0 && c.image_tokens == 0)

@@ -214,6 +214,13 @@ struct step_verdict {
 
 constexpr step_verdict verdict_of(const step_estimate& e, bytes device_total) { return {device_total, e.device_used()}; }
 
+/// Whether estimate_step walks a layer's backward node by node (its moments 2b-2j): transformers' code at tp 1 without
+/// selective recompute (and, in the step, with the layer's weights trained as its walk reads them). Elsewhere a layer
+/// is read before and after its backward only.
+ZEROMEM_ALWAYS_INLINE constexpr bool walks_inside_layers(const activation_config& a) {
+  return a.impl == implementation::hf && a.tp == 1 && a.recomputation != recompute::selective;
+}
+
 constexpr std::string_view name(step_phase p) {
   return p == step_phase::forward ? "forward" : p == step_phase::backward ? "backward" : "optimizer_step";
 }
@@ -832,8 +839,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The norms' nodes (2b, 2h, 1c) come after the whole MLP branch or before it, whatever it is: walked in transformers
   // 5's mixture-of-experts layers too (stacked experts, without autocast), where an H200's Mixtral, Qwen3-MoE and
   // Qwen2-MoE steps peaked at them (−5.4% … −1.2% before).
-  const bool layer_walk = a.impl == implementation::hf && a.tp == 1 && a.recomputation != recompute::selective &&
-                          split.layer_trainable == counts.layer;
+  const bool layer_walk = walks_inside_layers(a) && split.layer_trainable == counts.layer;
   const bool mlp_walk = layer_walk && m.moe.experts == 0;
   const bool norm_walk = layer_walk && (m.moe.experts == 0 || (m.moe.stacked && !a.autocast));
   const bool mlp_norm_walk = norm_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual;
@@ -1051,9 +1057,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // linear's input gradient, in the input buffer every other reader of x adds into (input_buffer.cpp accumulate); the
   // gate's weight gradient has appeared. The shared expert's own nodes come when the routed rows are freed: lower.
   const bool experts_trained = split.layer_trainable == counts.layer;
-  const bool moe_walk = a.impl == implementation::hf && !a.autocast && m.moe.experts > 0 && m.moe.stacked &&
-                        (m.moe.shared_experts == 0 || m.moe.shared_expert_gate) &&
-                        m.mlp == mlp_kind::swiglu && a.tp == 1 && a.recomputation != recompute::selective &&
+  const bool moe_walk = walks_inside_layers(a) && !a.autocast && m.moe.experts > 0 && m.moe.stacked &&
+                        (m.moe.shared_experts == 0 || m.moe.shared_expert_gate) && m.mlp == mlp_kind::swiglu &&
                         (experts_trained || t.adapt.lora_enabled());
   bytes moe_gone{}, moe_flowing{}, moe_made{};
   if (ZEROMEM_RARELY(moe_walk)) {
