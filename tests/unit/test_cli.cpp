@@ -418,6 +418,13 @@ TEST_CASE("plan prints ranked configurations, and its JSON has a configs array",
   for (const auto& c : j["configs"]) CHECK(c["per_gpu_bytes"].get<std::int64_t>() <= 85'201'413'734LL);
   const result text = run({"plan", "--model", "llama-3-70b", "--gpu", "h100-80gb", "--nodes", "4", "--seq-len", "8192"});
   CHECK(text.code == 0);
+  // Rows with tp above 1 under transformers' code (the default) are read at each layer's ends only, as estimate notes.
+  const std::string unwalked = "note: under transformers' code the rows with tp above 1 read each layer's backward before and after it only";
+  const std::vector<std::string> eight{"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--seq-len", "4096"};
+  CHECK(run(eight).out.find(unwalked) != std::string::npos);
+  CHECK(run(plus(eight, {"--implementation", "fused"})).out.find(unwalked) == std::string::npos);
+  CHECK(run({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--gpus", "1", "--seq-len", "1024"}).out.find(unwalked) ==
+        std::string::npos);
   CHECK(text.out.find("ranked by: full training before LoRA before QLoRA (with --allow-lora), then the fewest offloaded bytes") !=
         std::string::npos);
   check_rejected({{"plan", "--model", "llama-2-7b", "--gpu", "v100", "--seq-len", "10"},

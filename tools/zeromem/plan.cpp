@@ -1,4 +1,5 @@
 // `zeromem plan`: the configurations of one training job that fit, ranked.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <ostream>
@@ -165,6 +166,13 @@ int run_plan(const plan_args& a, std::ostream& out) {
     out << line;
   }
   if (p.configs.empty()) out << "  nothing fits: add GPUs, shorten sequences, or allow more host memory\n";
+  // As estimate's note: transformers' nodes inside a layer are walked at tp 1 only (walks_inside_layers).
+  const bool unwalked = std::any_of(p.configs.begin(), p.configs.end(), [&](const plan_config& c) {
+    return r.impl == implementation::hf && !walks_inside_layers(plan_job(r, c).activations);
+  });
+  if (unwalked)
+    out << "  note: under transformers' code the rows with tp above 1 read each layer's backward before and after it only "
+           "(its nodes inside a layer are walked at tp 1)\n";
   return 0;
 }
 
