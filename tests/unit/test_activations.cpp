@@ -379,7 +379,7 @@ TEST_CASE("CPU kernels keep masks and LayerNorm statistics in the activation dty
 TEST_CASE("invalid activation settings throw with the fix", "[activations][errors]") {
   activation_config c = gpt3_paper();
   c.tp = 5;
-  CHECK_THROWS_WITH(per_layer(gpt3(), c), Catch::Matchers::Contains("heads must divide evenly"));
+  CHECK_THROWS_WITH(per_layer(gpt3(), c), Catch::Matchers::Contains("the 96 attention heads must divide evenly over tp 5; pick a tp that divides 96"));
   c = gpt3_paper();
   c.cp = 2;
   CHECK_THROWS_WITH(per_layer(gpt3(), c), Catch::Matchers::Contains("context parallelism needs flash attention"));

@@ -829,6 +829,52 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
                    "--cudagraph-estimate", "off", "--enforce-eager"}});
 }
 
+TEST_CASE("vllm and sglang: the budget row says what the utilization multiplies; a GPU with nothing free is refused", "[cli][vllm][errors]") {
+  const std::vector<std::string> base{"vllm", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--max-model-len", "2048",
+                                      "--enforce-eager", "--gpu-memory-utilization", "0.6"};
+  const auto text = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    const result r = run(a);
+    CHECK(r.code == 0);
+    return r.out;
+  };
+  // vllm.hpp try_vllm_engine: per-instance and global-cap multiply the total; verl's patch the memory free after profiling.
+  CHECK(text({"--vllm-version", "0.6.5"}).find("  budget (0.60 x total) ") != std::string::npos);
+  CHECK(text({"--vllm-version", "0.6.3"}).find("  budget (0.60 x total, others included) ") != std::string::npos);
+  const std::string verl = text({"--vllm-version", "0.6.3", "--verl-patched"});
+  CHECK(verl.find("  budget (0.60 x free after profiling) ") != std::string::npos);
+  CHECK(verl.find("x total") == std::string::npos);
+
+  const auto err = [](std::vector<std::string> args) {
+    const result r = run(args);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    return r.err;
+  };
+  // 80 GiB less a 1 GiB context and 79 GiB held by others: nothing is left before either engine loads.
+  CHECK(err({"vllm", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--max-model-len", "2048", "--vllm-version", "0.6.3",
+             "--cuda-context", "1GiB", "--other-processes", "79GiB"}) ==
+        "zeromem: nothing is free on the GPU before vLLM loads: 80.00 GiB less the CUDA context's 1.00 GiB and the other "
+        "processes' 79.00 GiB; lower --other-processes\n");
+  CHECK(err({"sglang", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--context-len", "2048", "--mem-fraction-static", "0.8",
+             "--cuda-context", "1GiB", "--other-processes", "100GiB"}) ==
+        "zeromem: nothing is free on the GPU before SGLang loads: 80.00 GiB less the CUDA context's 1.00 GiB and the other "
+        "processes' 100.00 GiB; lower --other-processes\n");
+  // 0 is outside both fractions' ranges, and the flag's own message says so.
+  CHECK(err({"vllm", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--max-model-len", "2048", "--vllm-version", "0.8.5",
+             "--gpu-memory-utilization", "0"}) ==
+        "zeromem: --gpu-memory-utilization: the value must be a number in (0, 1], got '0' (see zeromem vllm --help)\n");
+  CHECK(err({"sglang", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--context-len", "2048", "--mem-fraction-static", "0"}) ==
+        "zeromem: --mem-fraction-static: the value must be a number in (0, 1), got '0' (see zeromem sglang --help)\n");
+  // A refusal prints its sizes as every other row does: two decimals and the unit.
+  const result starved = run({"vllm", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--max-model-len", "2048", "--vllm-version",
+                              "0.6.5", "--enforce-eager", "--gpu-memory-utilization", "0.01"});
+  CHECK(starved.out.find("does not start: no memory is left for the KV cache (-") != std::string::npos);
+  CHECK(starved.out.find(" GiB); raise gpu_memory_utilization") != std::string::npos);
+  CHECK(starved.out.find("00000 GiB") == std::string::npos);
+}
+
 TEST_CASE("estimate: without --optimizer-impl the optimizer's PyTorch default (Adafactor: the for-loop)", "[cli][step]") {
   // Qwen2.5-1.5B, mixed bf16 (fp32 master): Adafactor's one var_estimate per tensor, at its highest layer 0's q_proj
   // weight (1536 x 1536 = 2,359,296) beside the tied embedding's (151936 x 1536 = 233,373,696), still named `update`:

@@ -44,6 +44,24 @@ TEST_CASE("KV bytes per token", "[kv][published]") {
   CHECK(kv_bytes_per_token(find_preset("qwen2.5-1.5b").config, tp4).count() == 2 * 28 * 1 * 128 * 2);
 }
 
+TEST_CASE("tensor parallelism that does not split the heads is refused with both numbers", "[kv][errors]") {
+  // Llama-3-8B: 32 query heads, 8 KV heads, 14,336 MLP channels (its config.json).
+  const transformer_config& llama = find_preset("llama-3-8b").config;
+  kv_cache_config c{};
+  c.tp = 3;
+  CHECK_THROWS_WITH(kv_bytes_per_token(llama, c),
+                    "zeromem: tp 3 neither divides the 8 key/value heads nor is a multiple of them; pick a tp that divides 8 "
+                    "or a multiple of 8");
+  c.tp = 16;  // a multiple of 8: each rank holds one head, each head on two ranks
+  CHECK(kv_heads_per_rank(llama, 16) == 1);
+  CHECK_THROWS_WITH(validate_tensor_parallel(llama, 64),
+                    "zeromem: the 32 attention heads must divide evenly over tp 64; pick a tp that divides 32");
+  transformer_config odd_mlp = llama;
+  odd_mlp.ffn = 14'335;  // 32 heads and 8 KV heads split over 2, the MLP does not
+  CHECK_THROWS_WITH(validate_tensor_parallel(odd_mlp, 2),
+                    "zeromem: the 14335 MLP channels must divide evenly over tp 2; pick a tp that divides 14335");
+}
+
 TEST_CASE("paged blocks round each sequence up", "[kv]") {
   kv_cache_config c{};
   c.block_size = 256;
@@ -279,7 +297,10 @@ TEST_CASE("an engine sized from its model: KV tokens, full-length sequences, and
   CHECK(none.memory.kv_blocks == 0);
   CHECK(none.memory.kv_room.count() < 0);
   CHECK(none.memory.refusal().find("no memory is left for the KV cache") != std::string::npos);
-  CHECK_THROWS_WITH(vllm_profile(s.model, 5, s.limits), Catch::Matchers::Contains("attention heads must divide"));
+  // Qwen2.5-1.5B has 12 query heads: the message names both numbers and the flag's own word.
+  CHECK_THROWS_WITH(vllm_profile(s.model, 5, s.limits),
+                    "zeromem: the 12 attention heads must divide evenly over tensor_parallel_size 5; pick a "
+                    "tensor_parallel_size that divides 12");
   CHECK_THROWS_WITH(vllm_profile(s.model, 1, {0, 256}), Catch::Matchers::Contains("max_num_batched_tokens"));
 }
 

@@ -50,24 +50,31 @@ CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t&
   }));
 }
 
-double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive) {
+double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive, bool lo_inclusive) {
   char* end = nullptr;
   const double v = s.empty() ? std::nan("") : std::strtod(s.c_str(), &end);
   const bool whole = !s.empty() && end == s.c_str() + s.size();
-  if (!whole || !std::isfinite(v) || v < lo || (hi_inclusive ? v > hi : v >= hi)) {
+  if (!whole || !std::isfinite(v) || (lo_inclusive ? v < lo : v <= lo) || (hi_inclusive ? v > hi : v >= hi)) {
     char range[96];
-    std::snprintf(range, sizeof range, "a number in [%g, %g%s", lo, hi, hi_inclusive ? "]" : ")");
+    std::snprintf(range, sizeof range, "a number in %s%g, %g%s", lo_inclusive ? "[" : "(", lo, hi, hi_inclusive ? "]" : ")");
     detail::fail(std::string("the value must be ") + range + ", got " + detail::quoted(s));
   }
   return v;
 }
 
 CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target, const std::string& help, double lo, double hi,
-                         bool hi_inclusive) {
-  return app.add_option(flag, target, help)->transform(checked([lo, hi, hi_inclusive](const std::string& s) {
-    parse_real(s, lo, hi, hi_inclusive);
+                         bool hi_inclusive, bool lo_inclusive) {
+  return app.add_option(flag, target, help)->transform(checked([lo, hi, hi_inclusive, lo_inclusive](const std::string& s) {
+    parse_real(s, lo, hi, hi_inclusive, lo_inclusive);
     return s;
   }));
+}
+
+void require_free_before_load(const char* what, bytes total, bytes cuda_context, bytes other_processes) {
+  if ((total - cuda_context - other_processes).count() > 0) return;
+  detail::fail(std::string("nothing is free on the GPU before ") + what + " loads: " + format_bytes(total, size_unit::GiB) +
+               " less the CUDA context's " + format_bytes(cuda_context, size_unit::GiB) + " and the other processes' " +
+               format_bytes(other_processes, size_unit::GiB) + "; lower --other-processes");
 }
 
 CLI::Option* share_or_size_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help) {

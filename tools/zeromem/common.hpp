@@ -57,11 +57,15 @@ CLI::Option* integer_option(CLI::App& app, const std::string& flag, std::int64_t
 /// A token count in [lo, hi]: 4096, 32K (32,768), 1M (1,048,576).
 CLI::Option* tokens_option(CLI::App& app, const std::string& flag, std::int64_t& target, const std::string& help,
                            std::int64_t lo = 1, std::int64_t hi = detail::i64_max);
-/// A finite real number in [lo, hi) (or [lo, hi] when hi_inclusive).
+/// A finite real number in [lo, hi) (or [lo, hi] when hi_inclusive; (lo, ... when not lo_inclusive).
 CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target, const std::string& help, double lo, double hi,
-                         bool hi_inclusive);
-/// The finite real number `s` in [lo, hi) (or [lo, hi]); throws "the value must be a number in ..." otherwise.
-double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive);
+                         bool hi_inclusive, bool lo_inclusive = true);
+/// The finite real number `s` in [lo, hi) (or with the ends chosen as above); throws "the value must be a number in ..."
+/// otherwise.
+double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive, bool lo_inclusive = true);
+/// An inference engine's check before it loads: `what` (vLLM, SGLang) finds the card less its CUDA context and the
+/// other processes' memory free; nothing free is an error naming the three sizes.
+void require_free_before_load(const char* what, bytes total, bytes cuda_context, bytes other_processes);
 /// A share of something in percent ("5%", [0, 100)) or a size ("4GiB"), kept as text for the command to read.
 CLI::Option* share_or_size_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help);
 /// A non-empty string.

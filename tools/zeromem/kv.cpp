@@ -44,9 +44,7 @@ attention_shape shape_of(const kv_args& a) {
     m.ffn = m.vocab = 1;  // not part of the KV cache; validate() needs them positive
     validate(m);
   }
-  if (!detail::divides(a.tp, m.heads))
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", a.tp,
-                       "pick a tp that divides the heads");
+  detail::require_heads_split(m.heads, a.tp);
   return attention_shape_of(m);
 }
 

@@ -25,7 +25,7 @@ void add_sglang_flags(CLI::App& app, sglang_args& a) {
   add_device_flags(app, a.gpu, a.gpu_memory, "the GPU the engine runs on (one of the two is required)");
   integer_option(app, "--tp", a.tp, "tp_size")->capture_default_str();
   // SGLang derives its default from the GPU and tp (server_args.py), differently across releases: asked, not assumed.
-  real_option(app, "--mem-fraction-static", a.fraction, "mem_fraction_static, in (0, 1) (verl: rollout.gpu_memory_utilization)", 0.0, 1.0, false)
+  real_option(app, "--mem-fraction-static", a.fraction, "mem_fraction_static, in (0, 1) (verl: rollout.gpu_memory_utilization)", 0.0, 1.0, false, false)
       ->required();
   tokens_option(app, "--context-len", a.context_len, "the model's context length (SGLang: max_position_embeddings unless --context-length)")
       ->required();
@@ -46,7 +46,7 @@ int run_sglang(const sglang_args& a, std::ostream& out) {
   const bytes context = a.cuda_context.empty() ? step_config{}.cuda_context : parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   const bytes others = a.other_processes.empty() ? bytes{} : parse_bytes(a.other_processes, "the other processes' memory (--other-processes)");
   const bytes free_before = device.capacity - context - others;
-  if (free_before.count() <= 0) detail::fail("nothing is free on the GPU before SGLang loads; lower --other-processes");
+  require_free_before_load("SGLang", device.capacity, context, others);
   kv_cache_config k{};
   k.kv_dtype = parse_dtype(a.kv_dtype_name);
   k.tp = a.tp;

@@ -30,7 +30,7 @@ void add_vllm_flags(CLI::App& app, vllm_args& a) {
   add_model_flags(app, a.model, false);
   add_device_flags(app, a.gpu, a.gpu_memory, "the GPU the engine runs on (one of the two is required)");
   integer_option(app, "--tp", a.tp, "tensor_parallel_size")->capture_default_str();
-  real_option(app, "--gpu-memory-utilization", a.utilization, "gpu_memory_utilization, in (0, 1]", 0.0, 1.0, true)->capture_default_str();
+  real_option(app, "--gpu-memory-utilization", a.utilization, "gpu_memory_utilization, in (0, 1]", 0.0, 1.0, true, false)->capture_default_str();
   text_option(app, "--vllm-version", a.version, "the vLLM version, such as 0.8.5: it decides what the utilization means")->required();
   app.add_flag("--verl-patched", a.verl_patched, "verl's own copy of vLLM <= 0.6.3: KV = utilization x free memory after profiling");
   tokens_option(app, "--max-model-len", a.max_model_len, "max_model_len: the longest sequence, prompt + response (8K, 32K)")->required();
@@ -54,6 +54,17 @@ std::string fixed2(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
   return buf;
+}
+
+// The budget row's label: what gpu_memory_utilization multiplies under each meaning (vllm.hpp try_vllm_engine).
+std::string budget_label(vllm_semantics s, double utilization) {
+  const std::string util = fixed2(utilization);
+  switch (s) {
+    case vllm_semantics::per_instance: return "budget (" + util + " x total)";
+    case vllm_semantics::global_cap: return "budget (" + util + " x total, others included)";
+    case vllm_semantics::verl_free_fraction: return "budget (" + util + " x free after profiling)";
+  }
+  return {};
 }
 
 std::string semantics_text(vllm_semantics s, bool graphs_in_budget) {
@@ -104,6 +115,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   c.refuse_if_free_below_budget = traits.refuse_if_free_below_budget;
   c.non_torch = a.cuda_context.empty() ? step_config{}.cuda_context : parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   c.other_processes = a.other_processes.empty() ? bytes{} : parse_bytes(a.other_processes, "the other processes' memory (--other-processes)");
+  require_free_before_load("vLLM", c.total, c.non_torch, c.other_processes);
   c.cuda_graphs = a.cuda_graphs.empty() ? bytes{} : parse_bytes(a.cuda_graphs, "the CUDA graph memory (--cuda-graphs)");
   c.cuda_graphs_in_budget = graphs_in_budget;
   const vllm_sizing s = size_vllm_engine(spec, c);
@@ -146,7 +158,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   out << "zeromem vllm: tp " << spec.tp << ", " << format_bytes(c.total, size_unit::GiB) << " GPU (" << device.source << "), vLLM "
       << a.version << " (" << engine << "), " << name(c.semantics) << ": " << semantics_text(c.semantics, graphs_in_budget) << "\n";
   out << table_head("per GPU");
-  out << bytes_row("budget (" + fixed2(a.utilization) + " x total)", m.budget) << "\n";
+  out << bytes_row(budget_label(c.semantics, a.utilization), m.budget) << "\n";
   out << bytes_row("weights (" + std::string(name(spec.weights)) + ")", s.weights) << "\n";
   if (s.lora_slots.count() != 0)
     out << bytes_row("LoRA slots (max_lora_rank " + std::to_string(spec.max_lora_rank) + ")", s.lora_slots) << "\n";

@@ -246,12 +246,29 @@ std::string did_you_mean(const Range& items, NameOf name_of, std::string_view te
   return meant.empty() ? std::string{} : " (did you mean " + meant + "?)";
 }
 
+// "the 32 attention heads must divide evenly over tp 3; pick a tp that divides 32": both numbers named, so that
+// the message says which is which.
+[[noreturn]] ZEROMEM_COLD inline void fail_split(const char* what, std::int64_t count, std::int64_t tp, const char* tp_name) {
+  const std::string n = std::to_string(count);
+  fail("the " + n + " " + what + " must divide evenly over " + tp_name + " " + std::to_string(tp) + "; pick a " + tp_name +
+       " that divides " + n);
+}
+
+// Tensor parallelism over attention heads (Megatron-LM arguments.py: num_attention_heads % tp == 0; vLLM
+// ModelConfig.verify_with_parallel_config). `tp_name` is the flag's word: "tp", or vLLM's "tensor_parallel_size".
+constexpr void require_heads_split(std::int64_t heads, std::int64_t tp, const char* tp_name = "tp") {
+  if (!divides(tp, heads)) fail_split("attention heads", heads, tp, tp_name);
+}
+
 // Tensor parallelism over key/value heads: vLLM's QKVParallelLinear and Megatron-LM's num_query_groups both divide
 // one by the other (replicating heads when tp exceeds them).
+[[noreturn]] ZEROMEM_COLD inline void fail_kv_split(std::int64_t kv_heads, std::int64_t tp) {
+  const std::string n = std::to_string(kv_heads);
+  fail("tp " + std::to_string(tp) + " neither divides the " + n + " key/value heads nor is a multiple of them; pick a tp that divides " +
+       n + " or a multiple of " + n);
+}
 constexpr void require_kv_heads_split(std::int64_t kv_heads, std::int64_t tp) {
-  if (!divides(tp, kv_heads) && !divides(kv_heads, tp))
-    fail_value("tensor parallel must divide the key/value heads or be a multiple of them", tp,
-               "pick another tp");
+  if (!divides(tp, kv_heads) && !divides(kv_heads, tp)) fail_kv_split(kv_heads, tp);
 }
 
 // Parses an enum from its name(): the value whose name(v) equals text, or a clear error listing the names.

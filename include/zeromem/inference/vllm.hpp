@@ -10,6 +10,7 @@
 
 #include "zeromem/core/dtype.hpp"
 #include "zeromem/core/error.hpp"
+#include "zeromem/core/format.hpp"
 #include "zeromem/inference/kv_cache.hpp"
 #include "zeromem/model/model.hpp"
 #include "zeromem/core/units.hpp"
@@ -72,11 +73,11 @@ struct vllm_engine_memory {
     switch (start) {
       case vllm_start::starts: return {};
       case vllm_start::no_kv_room:
-        return "no memory is left for the KV cache (" + std::to_string(to_gib(kv_room)) +
-               " GiB); raise gpu_memory_utilization, use more tensor parallelism or a smaller model";
+        return "no memory is left for the KV cache (" + format_bytes(kv_room, size_unit::GiB) +
+               "); raise gpu_memory_utilization, use more tensor parallelism or a smaller model";
       case vllm_start::refuses_low_free_memory:
-        return "vLLM V1 refuses to start: free memory is below gpu_memory_utilization x total " + std::to_string(to_gib(budget)) +
-               " GiB; lower gpu_memory_utilization or free the GPU first";
+        return "vLLM V1 refuses to start: free memory is below gpu_memory_utilization x total " + format_bytes(budget, size_unit::GiB) +
+               "; lower gpu_memory_utilization or free the GPU first";
     }
     return {};
   }
@@ -232,9 +233,7 @@ constexpr vllm_profile_peak vllm_profile(const transformer_config& m, std::int64
   detail::require_positive(tp, "the vLLM tensor-parallel size");
   detail::require_positive(l.max_num_batched_tokens, "max_num_batched_tokens");
   detail::require_positive(l.max_num_seqs, "max_num_seqs");
-  if (!detail::divides(tp, m.heads))  // vLLM's ModelConfig.verify_with_parallel_config
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", tp,
-                       "pick a tensor_parallel_size that divides the heads");
+  detail::require_heads_split(m.heads, tp, "tensor_parallel_size");  // vLLM's ModelConfig.verify_with_parallel_config
   using detail::ceil_div;
   using detail::checked_mul;
   using detail::checked_sum;

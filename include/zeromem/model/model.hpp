@@ -309,12 +309,9 @@ constexpr bool rope_layer(const transformer_config& m, std::int64_t i) {
 /// or, as vLLM replicates KV heads, tp a multiple of them; ColumnParallelLinear: ffn % tp == 0).
 constexpr void validate_tensor_parallel(const transformer_config& m, std::int64_t tp) {
   detail::require_positive(tp, "the tensor-parallel degree");
-  if (!detail::divides(tp, m.heads))
-    detail::fail_value("the attention heads must divide evenly over tensor-parallel ranks", tp,
-                       "pick a tp that divides the heads");
+  detail::require_heads_split(m.heads, tp);
   detail::require_kv_heads_split(m.kv_heads, tp);
-  if (!detail::divides(tp, m.ffn))
-    detail::fail_value("the MLP size must divide evenly over tensor-parallel ranks", tp, "pick another tp");
+  if (!detail::divides(tp, m.ffn)) detail::fail_split("MLP channels", m.ffn, tp, "tp");
 }
 
 /// The linear modules LoRA can adapt, by their Hugging Face names. PEFT matches target_modules against the last
