@@ -219,6 +219,9 @@ TEST_CASE("library values are exceptions, not numbers, for impossible inputs", "
     job.host_threshold = threshold;
     CHECK_THROWS_WITH(job.host_limit(), Catch::Contains("threshold must be in (0, 1]"));
   }
+  job.host_capacity = bytes_of(std::numeric_limits<std::int64_t>::max());  // float rounds it up to 2^63
+  job.host_threshold = 1.0;
+  CHECK(job.host_limit() == job.host_capacity);
   CHECK(format_auto(bytes_of(std::numeric_limits<std::int64_t>::min())) == "-8388608.00 TiB");
 }
 

@@ -404,6 +404,10 @@ TEST_CASE("easyr1-vl-7b-grpo: host RAM over Ray's 0.95 with both offloads on, un
   CHECK_FALSE(worst["per_node_host"]["fits"].get<bool>());
   // The report: 726.33 GB of 760 GB. Modelled terms plus the stated unmodelled part give it back.
   CHECK(worst["per_node_host"]["total_bytes"].get<std::int64_t>() == 726'330'000'000LL);
+  // Ray's threshold (memory_monitor.cc GetMemoryThreshold: (int64_t)(total * usage_threshold), a float product): float
+  // 760e9 is 11,596,680 x 2^16 = 760,000,020,480; 0.95f is 15,938,355 x 2^-24; their product 722,000,010,396.09 rounds
+  // to the float grid of 2^16 in [2^39, 2^40): 11,016,846 x 65,536 = 722,000,019,456 B, not 0.95 x 760e9.
+  CHECK(worst["per_node_host"]["limit_bytes"].get<std::int64_t>() == 722'000'019'456LL);
   // The sleeping actor's fp32 parameters: 8,292,166,656 x 4 B / 8 per rank, x 8 ranks on the node.
   CHECK(term(worst, "actor", "weights (asleep", "host_bytes") == 8'292'166'656LL * 4);
   CHECK(term(worst, "actor", "optimizer states (asleep", "host_bytes") == 8'292'166'656LL * 8);

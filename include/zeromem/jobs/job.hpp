@@ -174,7 +174,10 @@ struct job_breakdown {
     if (!(host_threshold > 0.0 && host_threshold <= 1.0))
       detail::fail_value("the host memory threshold must be in (0, 1]", host_threshold,
                          "pass Ray's memory_usage_threshold, such as 0.95");
-    return bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(host_capacity.count()) * host_threshold));
+    // Ray's MemoryMonitor::GetMemoryThreshold (src/ray/common/memory_monitor.cc): (int64_t)(total * usage_threshold)
+    // with usage_threshold a float RAY_CONFIG, so the product is taken in float; min_memory_free_bytes is off (-1).
+    const float limit = static_cast<float>(host_capacity.count()) * static_cast<float>(host_threshold);
+    return limit >= 0x1p63f ? host_capacity : bytes_of(static_cast<std::int64_t>(limit));
   }
   bool host_fits() const { return host_capacity.count() == 0 || host_total() <= host_limit(); }
   bool fits() const { return gpu_fits() && host_fits(); }
