@@ -448,6 +448,11 @@ TEST_CASE("easyr1-vl-7b-grpo: image tokens through the vision tower, freeze_visi
   // Misuse: more image tokens than the prompt holds, image tokens for a text model.
   CHECK(run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "--image-tokens", "2000"}).err ==
         "zeromem: the image tokens per sequence are part of its prompt, got 2000; pass 0 to the prompt length\n");
+  // A mean sequence shorter than its images (EasyR1's prompt of 1024 tokens, all image tokens by default).
+  CHECK(run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "--mean-tokens", "100"}).err ==
+        "zeromem: the mean tokens per sequence (100) cannot be fewer than its 1024 image tokens (--image-tokens; default: the "
+        "whole prompt); pass a mean of at least 1024 or fewer image tokens\n");
+  CHECK(run_cli({"job", jobs + "easyr1-vl-7b-grpo.yaml", "--mean-tokens", "100", "--image-tokens", "64"}).code == 0);
   CHECK(run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "--image-tokens", "10"}).err ==
         "zeromem: --image-tokens: the actor has no vision tower (Qwen2-VL, Qwen2.5-VL); drop --image-tokens\n");
 }
@@ -868,6 +873,17 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK(r.ignored == std::vector<std::string>{"seed"});
   CHECK(r.job.critic.present);  // gae's critic defaults to the actor's path without a reward model
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--zero_stage", "x"}, s), Catch::Contains("zero_stage"));
+  // Each error names the key as it is written: OpenRLHF's with its "--", verl's dotted; lengths of 0 at the key.
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--zero_stage", "5"}, s),
+                    "zeromem: --zero_stage must be 0, 1, 2 or 3, got 5");
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--critic_num_nodes", "-2"}, s),
+                    "zeromem: --critic_num_nodes must be an integer from 0 to 1099511627776, got '-2'");
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--generate_max_len", "0"}, s),
+                    "zeromem: --generate_max_len is 0; it must be at least 1");
+  CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--flash_attn", "maybe"}, s),
+                    "zeromem: --flash_attn must be true or false, not 'maybe'");
+  CHECK(run_cli({"job", jobs + "verl-qwen2-7b-ppo.sh", "data.max_response_length=0"}).err ==
+        "zeromem: data.max_response_length is 0; it must be at least 1\n");
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "acme/unknown-13b"}, s), Catch::Contains("--pretrain"));
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--lora_rank", "8"}, s), Catch::Contains("--lora_rank"));
   // A step that generates nothing is an error naming both keys, not a batch silently left out.

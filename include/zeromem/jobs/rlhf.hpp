@@ -589,6 +589,10 @@ inline void validate(const rlhf_job& j) {
   if (j.mean_tokens < 0) fail_value("the mean tokens per sequence cannot be negative", j.mean_tokens, "pass 0 for the maxima");
   if (j.image_tokens < 0 || j.image_tokens > j.prompt_tokens)
     fail_value("the image tokens per sequence are part of its prompt", j.image_tokens, "pass 0 to the prompt length");
+  if (j.mean_tokens > 0 && j.image_tokens > j.mean_tokens)
+    fail("the mean tokens per sequence (" + std::to_string(j.mean_tokens) + ") cannot be fewer than its " +
+         std::to_string(j.image_tokens) + " image tokens (--image-tokens; default: the whole prompt); pass a mean of at least " +
+         std::to_string(j.image_tokens) + " or fewer image tokens");
   if (j.image_tokens > 0 && j.ulysses > 1)
     fail("image tokens under Ulysses sequence parallelism are not modelled (how the ranks split the vision tower's patches); pass 0 image tokens");
   if (j.step_sequences < 0)

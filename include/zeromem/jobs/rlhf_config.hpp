@@ -206,9 +206,12 @@ inline std::int64_t version_number(const std::string& v, const char* what) {
 /// Keys and values of a launch configuration, tracking which were read.
 class config_keys {
  public:
-  explicit config_keys(std::vector<std::pair<std::string, std::string>> kv) {
+  /// `flag_prefix` goes before a key where an error names it: "--" for OpenRLHF's arguments, "" for verl's keys.
+  explicit config_keys(std::vector<std::pair<std::string, std::string>> kv, const char* flag_prefix = "") : prefix_(flag_prefix) {
     for (auto& p : kv) values_[p.first] = std::move(p.second);  // later overrides win
   }
+  /// The key as the user writes it: "--zero_stage", "trainer.nnodes".
+  std::string shown(const std::string& k) const { return prefix_ + k; }
   /// Whether the key is set to a value: YAML's and Hydra's null (null, ~, Python's None) leaves it unset, as
   /// OmegaConf reads it (verl's yaml sets its deprecated keys to null).
   bool has(const std::string& k) const {
@@ -227,18 +230,18 @@ class config_keys {
     const std::string l = lowercase(*v);
     if (l == "" || l == "true" || l == "1" || l == "yes" || l == "on") return true;
     if (l == "false" || l == "0" || l == "no" || l == "off" || l == "null" || l == "~") return false;
-    fail(k + " must be true or false, not " + detail::quoted(*v));
+    fail(shown(k) + " must be true or false, not " + detail::quoted(*v));
   }
   std::int64_t integer(const std::string& k, std::int64_t otherwise) {
     const std::optional<std::string> v = text(k);
     if (!v || is_null(*v)) return otherwise;
-    return parse_integer(*v, k.c_str(), 0, std::int64_t{1} << 40);
+    return parse_integer(*v, shown(k).c_str(), 0, std::int64_t{1} << 40);
   }
-  /// An integer of at least 1: nodes, GPUs, a parallel degree, a micro-batch (each divides something the reader
-  /// computes). `shown` goes before the key in the error: "--" for OpenRLHF's arguments.
-  std::int64_t count(const std::string& k, std::int64_t otherwise, const char* shown = "") {
+  /// An integer of at least 1: nodes, GPUs, a parallel degree, a micro-batch, a length (each divides or bounds
+  /// something the reader computes).
+  std::int64_t count(const std::string& k, std::int64_t otherwise) {
     const std::int64_t n = integer(k, otherwise);
-    if (n < 1) fail(shown + k + " is " + std::to_string(n) + "; it must be at least 1");
+    if (n < 1) fail(shown(k) + " is " + std::to_string(n) + "; it must be at least 1");
     return n;
   }
   /// A finite number of at least 0.
@@ -252,7 +255,7 @@ class config_keys {
     } catch (...) {
       used = 0;
     }
-    if (used == 0 || used != v->size() || !(d >= 0.0 && d < 1e300)) fail(k + " must be a number of at least 0, not " + detail::quoted(*v));
+    if (used == 0 || used != v->size() || !(d >= 0.0 && d < 1e300)) fail(shown(k) + " must be a number of at least 0, not " + detail::quoted(*v));
     return d;
   }
   double fraction(const std::string& k, double otherwise) {
@@ -265,7 +268,7 @@ class config_keys {
     } catch (...) {
       used = 0;
     }
-    if (used != v->size() || !(d > 0.0 && d <= 1.0)) fail(k + " must be a fraction in (0, 1], not " + detail::quoted(*v));
+    if (used != v->size() || !(d > 0.0 && d <= 1.0)) fail(shown(k) + " must be a fraction in (0, 1], not " + detail::quoted(*v));
     return d;
   }
   void sort_rest(job_reading& r, const std::set<std::string>& ignored_prefixes) const {
@@ -283,6 +286,7 @@ class config_keys {
   static bool is_null(const std::string& v) { return v == "null" || v == "~" || v == "None"; }
   std::map<std::string, std::string> values_;
   std::set<std::string> read_;
+  std::string prefix_;
 };
 
 inline void apply_settings(rlhf_job& j, const job_settings& s, job_reading& r) {
@@ -418,7 +422,7 @@ inline void openrlhf_dynamic_batches(rlhf_job& j, config_keys& k, const Name& na
   const std::int64_t train_budget = k.integer(name("train_max_tokens_per_gpu"), 16192);
   const std::int64_t rollout_budget = k.integer(name("rollout_max_tokens_per_gpu"), train_budget);
   const auto per_pass = [&](std::int64_t budget) { return std::max<std::int64_t>(1, checked_mul(budget, ring) / length); };
-  const std::int64_t train_batch = k.count(name("train_batch_size"), 128, "--");
+  const std::int64_t train_batch = k.count(name("train_batch_size"), 128);
   for (rlhf_role* role : {&j.actor, &j.critic}) {
     if (!role->present) continue;
     const std::int64_t dp = std::max<std::int64_t>(1, role->gpus / ring), n = train_batch / dp;
@@ -476,13 +480,13 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   }
   if (!s.verl_version.empty()) detail::fail("--verl-version is for verl configs; this is an OpenRLHF launch (use --openrlhf-version)");
   const auto name = [grouped](std::string_view flat) { return detail::openrlhf_spelling(flat, grouped); };
-  detail::config_keys k(std::move(kv));
+  detail::config_keys k(std::move(kv), "--");
   job_reading r{};
   rlhf_job& j = r.job;
   j.framework = rlhf_framework::openrlhf;
   detail::apply_settings(j, s, r);
   const int stage = static_cast<int>(k.integer(name("zero_stage"), 2));  // default 2
-  if (stage > 3) detail::fail(name("zero_stage") + " must be 0, 1, 2 or 3");
+  if (stage > 3) detail::fail(k.shown(name("zero_stage")) + " must be 0, 1, 2 or 3, got " + std::to_string(stage));
   // Defaults that changed across versions (train_ppo_ray.py): vllm_gpu_memory_utilization 0.9 -> 0.95 in v0.6.4,
   // micro-batches 4 (train) / 8 (rollout) -> 1 / 1 and prompt_max_len + generate_max_len -> max_len + max_new_tokens
   // in v0.10.0, --bf16 (else fp32) -> --param_dtype (bf16 by default) in v0.9.5. Grouped names imply v0.10.2 or
@@ -507,7 +511,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   }
   const bool checkpointing = k.flag(name("gradient_checkpointing"));
   // A role of 0 GPUs is a Ray actor group of world size 0, which cannot start (trainer/ray/launcher.py _initiate_actors).
-  const std::int64_t nodes = k.count(name("actor_num_nodes"), 1, "--"), per_node = k.count(name("actor_num_gpus_per_node"), 8, "--");
+  const std::int64_t nodes = k.count(name("actor_num_nodes"), 1), per_node = k.count(name("actor_num_gpus_per_node"), 8);
   j.colocate_all = k.flag(name("colocate_all_models"));
   j.colocate_actor_ref = k.flag(name("colocate_actor_ref"));
   j.colocate_critic_reward = k.flag(name("colocate_critic_reward"));
@@ -524,8 +528,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   const bool forced_sleep = first_day && j.colocate_all;
   const bool ds_sleep = (k.flag(name("deepspeed_enable_sleep")) && (!first_day || j.colocate_all)) || forced_sleep;
   const bool vllm_sleep = (k.flag(name("vllm_enable_sleep")) || forced_sleep) && j.colocate_all;
-  const std::int64_t micro_train = k.count(name("micro_train_batch_size"), version >= 10'000 ? 1 : 4, "--");
-  const std::int64_t micro_rollout = k.count(name("micro_rollout_batch_size"), version >= 10'000 ? 1 : 8, "--");
+  const std::int64_t micro_train = k.count(name("micro_train_batch_size"), version >= 10'000 ? 1 : 4);
+  const std::int64_t micro_rollout = k.count(name("micro_rollout_batch_size"), version >= 10'000 ? 1 : 8);
   version_default("micro_train_batch_size", "4", "0.10.0");
   version_default("micro_rollout_batch_size", "8", "0.10.0");
   const auto role = [&](bool trained, const std::string& path_key, const std::string& prefix) {
@@ -536,7 +540,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     x.recipe = recipe;
     // Frozen models run ZeRO-3 when the job does, else stage 0 (openrlhf/utils/deepspeed get_eval_ds_config).
     x.zero_stage = trained || stage == 3 ? stage : 0;
-    x.gpus = detail::checked_mul(k.count(name(prefix + "_num_nodes"), 1, "--"), k.count(name(prefix + "_num_gpus_per_node"), 8, "--"));
+    x.gpus = detail::checked_mul(k.count(name(prefix + "_num_nodes"), 1), k.count(name(prefix + "_num_gpus_per_node"), 8));
     x.gradient_checkpointing = trained && checkpointing;
     x.train_micro_batch = micro_train;
     x.forward_micro_batch = micro_rollout;
@@ -622,18 +626,18 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // and the samples. From v0.10.0: max_len caps prompt + response (2048 by default) and max_new_tokens the response;
   // vLLM gets max_model_len = max_len (create_vllm_engines).
   if (k.has(name("max_new_tokens")) || (version >= 10'000 && !k.has("prompt_max_len") && !k.has("generate_max_len"))) {
-    j.max_tokens = k.integer(name("max_len"), 2048);
-    j.response_tokens = std::min(k.integer(name("max_new_tokens"), j.max_tokens), j.max_tokens);
+    j.max_tokens = k.count(name("max_len"), 2048);
+    j.response_tokens = std::min(k.count(name("max_new_tokens"), j.max_tokens), j.max_tokens);
     j.prompt_tokens = j.max_tokens;
   } else {
-    j.prompt_tokens = k.integer("prompt_max_len", 1024);
-    j.response_tokens = k.integer("generate_max_len", 1024);
+    j.prompt_tokens = k.count("prompt_max_len", 1024);
+    j.response_tokens = k.count("generate_max_len", 1024);
     j.max_tokens = k.integer(name("max_len"), 0);
   }
   // create_vllm_engines passes max_model_len = prompt + response and leaves the batch limits at vLLM's defaults.
   if (j.rollout.present) j.rollout.limits = detail::default_limits(j, s);
   j.packing = k.flag(name("packing_samples"));
-  j.ulysses = k.count(name("ring_attn_size"), 1, "--");  // ring attention: each GPU holds 1/ring of a sequence's tokens
+  j.ulysses = k.count(name("ring_attn_size"), 1);  // ring attention: each GPU holds 1/ring of a sequence's tokens
   // Ring attention runs on packed samples only (models/actor.py forward: unpacked batches take the plain path). From
   // v0.8.4 (806d0296) ring_attn_size > 1 turns packing on; before, without packing, every GPU holds whole sequences.
   if (j.ulysses > 1 && !j.packing) {
@@ -688,8 +692,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // reference (--colocate_actor_ref, --colocate_all_models; with a KL penalty) has the actor's nodes and GPUs per
   // node, and a critic colocated with the reward model (--colocate_critic_reward) the reward model's.
   const auto same_shape = [&](const std::string& a, const std::string& b, const char* why) {
-    const auto nodes_of = [&](const std::string& who) { return k.count(name(who + "_num_nodes"), 1, "--"); };
-    const auto gpus_of = [&](const std::string& who) { return k.count(name(who + "_num_gpus_per_node"), 8, "--"); };
+    const auto nodes_of = [&](const std::string& who) { return k.count(name(who + "_num_nodes"), 1); };
+    const auto gpus_of = [&](const std::string& who) { return k.count(name(who + "_num_gpus_per_node"), 8); };
     const auto shape = [&](const std::string& who) {
       return "--" + name(who + "_num_nodes") + " " + std::to_string(nodes_of(who)) + " x --" + name(who + "_num_gpus_per_node") + " " +
              std::to_string(gpus_of(who));
@@ -707,7 +711,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // v0.5.8-v0.5.9 engines dividing the actor's GPUs, v0.6.0-v0.7.0 either dividing the other.
   if (version >= 4'000 && version <= 7'000) {
     const std::int64_t actor_world = j.actor.gpus, engines = k.integer(name("vllm_num_engines"), 0);
-    const std::int64_t critic_world = detail::checked_mul(k.count(name("critic_num_nodes"), 1, "--"), k.count(name("critic_num_gpus_per_node"), 8, "--"));
+    const std::int64_t critic_world = detail::checked_mul(k.count(name("critic_num_nodes"), 1), k.count(name("critic_num_gpus_per_node"), 8));
     const std::string release = "OpenRLHF " + s.openrlhf_version + " asserts";
     const auto power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
     if (version <= 5'007 && !power_of_two(actor_world))
@@ -741,7 +745,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   // Passes per optimizer step: train_batch_size x ring / micro_train_batch_size / world (openrlhf/utils/deepspeed/
   // deepspeed.py accumulated_gradient; train_ppo_ray.py --train_batch_size default 128); with dynamic batches the
   // passes each rank's share takes (openrlhf_dynamic_batches).
-  const std::int64_t train_batch = k.count(name("train_batch_size"), 128, "--");
+  const std::int64_t train_batch = k.count(name("train_batch_size"), 128);
   // Every role is a DeepSpeed engine whose config carries train_batch_size x ring_attn_size and micro_train_batch_size
   // (deepspeed.py get_ds_train_config, get_ds_eval_config; with dynamic batches the trained ones take micro-batch 1 and
   // one accumulation step instead). DeepSpeed takes gradient_accumulation_steps = train // micro // world and asserts
@@ -1227,8 +1231,8 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   e.enforce_eager = k.flag(R + "enforce_eager", eager_default);
   // The engine is built after the FSDP actor (fsdp_workers.py _build_rollout).
   e.sized_on_empty_gpu = false;
-  j.prompt_tokens = k.integer("data.max_prompt_length", 512);
-  j.response_tokens = k.integer("data.max_response_length", 512);
+  j.prompt_tokens = k.count("data.max_prompt_length", 512);
+  j.response_tokens = k.count("data.max_response_length", 512);
   if (engine == "sglang") {
     // verl's sglang_rollout/async_sglang_server.py: mem_fraction_static = gpu_memory_utilization, max_running_requests
     // = max_num_seqs (rollout.yaml: 256), enable_memory_saver; sleep() releases kv_cache and weights when
