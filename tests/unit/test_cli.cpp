@@ -524,6 +524,40 @@ TEST_CASE("one default for attention and kernels: estimate, plan and the library
   CHECK(text.out.find("fits: at least 3.97 GiB left per GPU (--min-headroom 5%)") != std::string::npos);
 }
 
+TEST_CASE("plan evaluates the job estimate evaluates, under every precision and with Adafactor", "[cli][plan]") {
+  // Before, plan left the activations in bf16 without autocast whatever --precision said, and gave Adafactor the
+  // lower bound of its factored state: fp32 and AMP rows ran up to 2x below estimate's, Adafactor's by MiBs.
+  for (const char* precision : {"fp32", "amp-bf16", "amp-fp16", "mixed-fp16", "bf16"}) {
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--optimizer", "adafactor"}}) {
+      const std::vector<std::string> model{"--model", "qwen2.5-1.5b", "--seq-len", "1024", "--precision", precision};
+      const auto p = run_json(plus(plus({"plan"}, model), plus(extra, {"--gpu", "h100-80gb", "--gpus", "2", "--min-headroom", "0B",
+                                                                          "--top", "1000", "--max-micro-batch", "2"})));
+      REQUIRE(p["configs"].size() > 4);
+      int compared = 0;
+      for (const auto& c : p["configs"]) {
+        if (c["offload_params"] != "none" || (c["pp"] == 1 && c["tp"] == 1 && compared > 1)) continue;  // pipeline, tensor ranks, and two more
+        const std::vector<std::string> e = plus(plus({"estimate"}, model), plus(extra, {
+            "--gpu", "h100-80gb", "--zero-stage", std::to_string(c["zero_stage"].get<int>()), "--dp", std::to_string(c["dp"].get<int>()),
+            "--tp", std::to_string(c["tp"].get<int>()), "--pp", std::to_string(c["pp"].get<int>()), "--micro-batch",
+            std::to_string(c["micro_batch"].get<int>()), "--recompute", c["recompute"].get<std::string>(), "--offload-optimizer",
+            c["offload_optimizer"].get<std::string>()}));
+        const std::vector<std::string> sp = c["sequence_parallel"].get<bool>() ? std::vector<std::string>{"--sp"} : std::vector<std::string>{};
+        INFO(precision << " " << c.dump());
+        CHECK(run_json(plus(plus(e, sp), {"--json"}))["per_gpu"]["device_used_bytes"] == c["per_gpu_bytes"]);
+        ++compared;
+      }
+      CHECK(compared >= 4);
+    }
+  }
+  // The recipes name their compute dtype: autocast's for AMP, else the weights'.
+  using namespace zeromem;
+  CHECK(recipe_of(precision::amp_fp16).compute == dtype::fp16);
+  CHECK(recipe_of(precision::amp_bf16).compute == dtype::bf16);
+  CHECK(recipe_of(precision::amp_fp16).weights == dtype::fp32);
+  CHECK(recipe_of(precision::fp32).compute == dtype::fp32);
+  CHECK(with_recipe(activation_config{}, recipe_of(precision::amp_fp16)).autocast);
+}
+
 TEST_CASE("zeromem --help lists every command with one example, and every example runs", "[cli][first-contact]") {
   const result help = run_cli({"--help"});
   REQUIRE(help.code == 0);
@@ -829,7 +863,7 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
                    "--cudagraph-estimate", "off", "--enforce-eager"}});
 }
 
-TEST_CASE("vllm and sglang: the budget row says what the utilization multiplies; a GPU with nothing free is refused", "[cli][vllm][errors]") {
+TEST_CASE("vllm and sglang: the budget row says what the utilization multiplies, and a GPU with nothing free is refused", "[cli][vllm][errors]") {
   const std::vector<std::string> base{"vllm", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--max-model-len", "2048",
                                       "--enforce-eager", "--gpu-memory-utilization", "0.6"};
   const auto text = [&](std::vector<std::string> extra) {

@@ -168,9 +168,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
     detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
     // The model's own tensor shapes, split like the parameters over tensor and pipeline ranks.
-    const elements factored = adafactor_second_moment_elements(in.job.model);
-    t.optimizer.adafactor_factored =
-        elements_of(detail::ceil_div(detail::checked_mul(factored.count(), t.params.count()), in.counts.total.count()));
+    t.optimizer.adafactor_factored = adafactor_factored_on_rank(in.job.model, in.counts, t.params);
   }
   const parallel_layout layout = layout_of(a);
   t = with_layout(t, layout);
@@ -205,9 +203,8 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   c.micro_batch = a.micro_batch;
   c.image_tokens = a.image_tokens;
   c.forward_cache = !a.no_cache;
-  c.activation_dtype =
-      a.activation_dtype.empty() ? compute_dtype_of(parse_precision(a.precision_name)) : parse_dtype(a.activation_dtype);
-  c.autocast = in.job.states.recipe.autocast;
+  c = with_recipe(c, in.job.states.recipe);
+  if (!a.activation_dtype.empty()) c.activation_dtype = parse_dtype(a.activation_dtype);
   c = with_layout(c, layout_of(a));
   c.sequence_parallel = a.sp;
   c.recomputation = parse_recompute(a.recompute_name);

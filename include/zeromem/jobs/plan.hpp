@@ -110,6 +110,10 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
     t.adapt.lora = r.lora;
     if (c.training == plan_training::qlora) t.adapt.quantize = quantization::nf4;
   }
+  if (t.optimizer.kind == optimizer_kind::adafactor && t.optimizer.adafactor_factored.count() == 0) {
+    const parameter_counts counts = count_parameters(r.model);
+    t.optimizer.adafactor_factored = adafactor_factored_on_rank(r.model, counts, states_on_rank(r.model, counts, t, c.tp, c.pp).params);
+  }
   if (r.global_batch > 0) {
     if (!detail::divides(c.dp, r.global_batch) || !detail::divides(c.micro_batch, r.global_batch / c.dp))
       detail::fail_value("dp x micro-batch must divide the global batch", r.global_batch,
@@ -117,6 +121,7 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
     t.gradient_accumulation_steps = r.global_batch / c.dp / c.micro_batch;
   }
   activation_config& a = j.activations;
+  a = with_recipe(a, r.recipe);
   a.seq_len = r.seq_len;
   a.micro_batch = c.micro_batch;
   a.sequence_parallel = c.tp > 1;

@@ -352,6 +352,12 @@ constexpr void place_on_rank(training_states& t, const transformer_config& m, co
   if (t.params.count() == 0)
     detail::fail("nothing trains on the most loaded rank; add LoRA targets on its layers or unfreeze a component");
 }
+/// Adafactor's factored second moment on a rank that trains `params` of model m's c.total parameters: the model's
+/// own shapes (adafactor_second_moment_elements), in the rank's share, rounded up.
+constexpr elements adafactor_factored_on_rank(const transformer_config& m, const parameter_counts& c, elements params) {
+  return elements_of(detail::ceil_div(detail::checked_mul(adafactor_second_moment_elements(m).count(), params.count()), c.total.count()));
+}
+
 /// The same, as a copy.
 constexpr training_states states_on_rank(const transformer_config& m, const parameter_counts& c, training_states t, std::int64_t tp,
                                          std::int64_t pp) {

@@ -28,6 +28,8 @@ struct precision_recipe {
   bool fp32_gradient_copy = false;
   /// Weights stay in their dtype and torch.autocast runs the forward in 16 bits (amp_bf16, amp_fp16).
   bool autocast = false;
+  /// The dtype the forward computes in: autocast's dtype under AMP, else the weights'.
+  dtype compute = dtype::bf16;
 
   /// dtype in which the optimizer keeps its states: fp32 beside a master copy, else the weights' dtype
   /// (torch.optim keeps exp_avg / momentum_buffer in the parameter's dtype).
@@ -36,21 +38,19 @@ struct precision_recipe {
 
 constexpr precision_recipe recipe_of(precision p) {
   switch (p) {
-    case precision::mixed_bf16: return {dtype::bf16, dtype::bf16, true, false};
-    case precision::mixed_fp16: return {dtype::fp16, dtype::fp16, true, false};
-    case precision::bf16: return {dtype::bf16, dtype::bf16, false, false};
-    case precision::fp16: return {dtype::fp16, dtype::fp16, false, false};
-    case precision::fp32: return {dtype::fp32, dtype::fp32, false, false};
-    case precision::amp_bf16:
-    case precision::amp_fp16: return {dtype::fp32, dtype::fp32, false, false, true};
+    case precision::mixed_bf16: return {dtype::bf16, dtype::bf16, true, false, false, dtype::bf16};
+    case precision::mixed_fp16: return {dtype::fp16, dtype::fp16, true, false, false, dtype::fp16};
+    case precision::bf16: return {dtype::bf16, dtype::bf16, false, false, false, dtype::bf16};
+    case precision::fp16: return {dtype::fp16, dtype::fp16, false, false, false, dtype::fp16};
+    case precision::fp32: return {dtype::fp32, dtype::fp32, false, false, false, dtype::fp32};
+    case precision::amp_bf16: return {dtype::fp32, dtype::fp32, false, false, true, dtype::bf16};
+    case precision::amp_fp16: return {dtype::fp32, dtype::fp32, false, false, true, dtype::fp16};
   }
   detail::fail("unknown precision");
 }
 
 /// The dtype activations are computed in: the autocast dtype under AMP, else the weights' dtype.
-constexpr dtype compute_dtype_of(precision p) {
-  return p == precision::amp_bf16 ? dtype::bf16 : p == precision::amp_fp16 ? dtype::fp16 : recipe_of(p).weights;
-}
+constexpr dtype compute_dtype_of(precision p) { return recipe_of(p).compute; }
 
 constexpr std::string_view name(precision p) {
   switch (p) {
