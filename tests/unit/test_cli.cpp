@@ -549,6 +549,13 @@ TEST_CASE("plan evaluates the job estimate evaluates, under every precision and 
       CHECK(compared >= 4);
     }
   }
+  // Adafactor over LoRA adapters is refused by the library, so by both commands, each with its own fix.
+  CHECK(run({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--optimizer", "adafactor", "--lora-rank", "16",
+             "--lora-targets", "q_proj,v_proj"}).err ==
+        "zeromem: Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)\n");
+  CHECK(run({"plan", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--optimizer", "adafactor", "--gpu", "h100-80gb",
+             "--allow-lora"}).err ==
+        "zeromem: Adafactor's factored state over LoRA adapters is not modelled; drop --allow-lora or use --optimizer adamw\n");
   // The recipes name their compute dtype: autocast's for AMP, else the weights'.
   using namespace zeromem;
   CHECK(recipe_of(precision::amp_fp16).compute == dtype::fp16);

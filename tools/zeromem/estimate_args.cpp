@@ -164,8 +164,6 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   t.optimizer.centered = a.rmsprop_centered;
   t.optimizer.momentum_buffer = a.rmsprop_momentum;
   t.optimizer.nesterov = a.nesterov;
-  if (t.optimizer.kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
-    detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (in.has_model && t.optimizer.kind == optimizer_kind::adafactor) {
     // The model's own tensor shapes, split like the parameters over tensor and pipeline ranks.
     t.optimizer.adafactor_factored = adafactor_factored_on_rank(in.job.model, in.counts, t.params);

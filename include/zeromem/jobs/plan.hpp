@@ -172,6 +172,8 @@ inline plan_result plan(const plan_request& r) {
   detail::require_positive(r.max_micro_batch, "the largest micro-batch");
   const bytes required_headroom = required_headroom_of(r);
   if (r.allow_lora) validate(r.lora, r.model);
+  if (r.allow_lora && r.optimizer.kind == optimizer_kind::adafactor)
+    detail::fail("Adafactor's factored state over LoRA adapters is not modelled; drop --allow-lora or use --optimizer adamw");
   std::vector<plan_training> trainings{plan_training::full};
   if (r.allow_lora) trainings.insert(trainings.end(), {plan_training::lora, plan_training::qlora});
   const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);

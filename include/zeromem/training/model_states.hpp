@@ -147,6 +147,8 @@ constexpr void validate(const training_states& t) {
                  "; drop --rmsprop-centered and --rmsprop-momentum (SGD with momentum is --optimizer sgd-momentum)");
   if (t.optimizer.nesterov && kind != optimizer_kind::sgd_momentum)
     detail::fail("Nesterov momentum needs a momentum: use --optimizer sgd-momentum with --nesterov, not " + std::string(name(kind)));
+  if (kind == optimizer_kind::adafactor && t.adapt.lora_enabled())
+    detail::fail("Adafactor's factored state over LoRA adapters is not modelled; use --optimizer adamw (or adam, sgd, lion)");
   if (!(t.optimizer.weight_decay >= 0.0 && t.optimizer.weight_decay < 1e300))
     detail::fail_value("the weight decay must be a finite number >= 0", t.optimizer.weight_decay, "pass 0 for none");
   if (t.optimizer.weight_decay != 0.0 && traits_of(kind).decay_foreach == -2)
