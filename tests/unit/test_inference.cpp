@@ -339,6 +339,13 @@ TEST_CASE("SGLang sizes its KV pool from the free memory before and after loadin
   CHECK(sglang_engine(paged).kv_pool.count() == 911'392LL * 57'344LL);
 }
 
+TEST_CASE("SGLang refuses a tensor-parallel size that does not split the attention heads, as its models assert", "[inference][sglang]") {
+  // Qwen2.5-7B: 28 query heads, 4 KV heads. tp 8 replicates KV heads but cannot split 28 query heads.
+  CHECK_THROWS_WITH(size_sglang_engine(find_preset("qwen2.5-7b").config, 8, 80_GiB, 0.85, 4096),
+                    "zeromem: the 28 attention heads must divide evenly over tp_size 8; pick a tp_size that divides 28");
+  CHECK(size_sglang_engine(find_preset("qwen2.5-7b").config, 4, 80_GiB, 0.85, 4096).starts());
+}
+
 TEST_CASE("SGLang refuses to start when the weights take more than mem_fraction_static of the free memory", "[inference][sglang]") {
   // 0.15 x 84,366,524,416 = 12,654,978,662.4 B < 15,231,233,024 B of weights: rest = -2,576,254,361.6, which
   // Python's int() truncates to -2,576,254,361 B; no KV pool.

@@ -47,17 +47,8 @@ int run_sglang(const sglang_args& a, std::ostream& out) {
   const bytes others = a.other_processes.empty() ? bytes{} : parse_bytes(a.other_processes, "the other processes' memory (--other-processes)");
   const bytes free_before = device.capacity - context - others;
   require_free_before_load("SGLang", device.capacity, context, others);
-  kv_cache_config k{};
-  k.kv_dtype = parse_dtype(a.kv_dtype_name);
-  k.tp = a.tp;
-  sglang_engine_config c{};
-  c.free_before_load = free_before;
-  c.weights = largest_share(count_parameters(m).total * size_of(parse_dtype(a.dtype_name)), a.tp);
-  c.mem_fraction_static = a.fraction;
-  c.kv_per_token = kv_bytes_per_token(m, k);
-  c.page_size = a.page_size;
-  c.context_len = a.context_len;
-  c.max_running_requests = a.max_running_requests;
+  const sglang_engine_config c = sglang_config_of(m, a.tp, free_before, a.fraction, a.context_len, a.max_running_requests,
+                                                  parse_dtype(a.dtype_name), parse_dtype(a.kv_dtype_name), a.page_size);
   const sglang_engine_memory e = sglang_engine(c);
   const bytes held = c.weights + e.kv_pool + e.req_to_token + context;
   const std::int64_t sequences = e.kv_tokens / a.context_len;

@@ -86,11 +86,15 @@ constexpr sglang_engine_memory sglang_engine(const sglang_engine_config& c) {
   return r;
 }
 
-/// One engine's pools for `model` on one of its `tp` GPUs, with `free_before_load` free when it starts.
-constexpr sglang_engine_memory size_sglang_engine(const transformer_config& model, std::int64_t tp, bytes free_before_load,
-                                                  double mem_fraction_static, std::int64_t context_len,
-                                                  std::int64_t max_running_requests = 0, dtype weights = dtype::bf16,
-                                                  dtype kv = dtype::bf16) {
+/// The engine config of `model` on one of its `tp` GPUs, with `free_before_load` free when it starts: its share of
+/// the weights and its KV bytes per token.
+constexpr sglang_engine_config sglang_config_of(const transformer_config& model, std::int64_t tp, bytes free_before_load,
+                                                double mem_fraction_static, std::int64_t context_len,
+                                                std::int64_t max_running_requests = 0, dtype weights = dtype::bf16,
+                                                dtype kv = dtype::bf16, std::int64_t page_size = 1) {
+  // SGLang's attention layers split the heads over the ranks (python/sglang/srt/models/qwen2.py Qwen2Attention,
+  // llama.py LlamaAttention: assert total_num_heads % tp_size == 0).
+  detail::require_heads_split(model.heads, tp, "tp_size");
   kv_cache_config k{};
   k.kv_dtype = kv;
   k.tp = tp;
@@ -99,9 +103,18 @@ constexpr sglang_engine_memory size_sglang_engine(const transformer_config& mode
   c.weights = largest_share(count_parameters(model).total * size_of(weights), tp);
   c.mem_fraction_static = mem_fraction_static;
   c.kv_per_token = kv_bytes_per_token(model, k);
+  c.page_size = page_size;
   c.context_len = context_len;
   c.max_running_requests = max_running_requests;
-  return sglang_engine(c);
+  return c;
+}
+
+/// One engine's pools for `model` on one of its `tp` GPUs, with `free_before_load` free when it starts.
+constexpr sglang_engine_memory size_sglang_engine(const transformer_config& model, std::int64_t tp, bytes free_before_load,
+                                                  double mem_fraction_static, std::int64_t context_len,
+                                                  std::int64_t max_running_requests = 0, dtype weights = dtype::bf16,
+                                                  dtype kv = dtype::bf16) {
+  return sglang_engine(sglang_config_of(model, tp, free_before_load, mem_fraction_static, context_len, max_running_requests, weights, kv));
 }
 
 }  // namespace zeromem
