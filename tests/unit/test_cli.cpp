@@ -873,10 +873,8 @@ TEST_CASE("vllm: one engine's KV tokens are the library's engine model, with the
 TEST_CASE("vllm and sglang: the budget row says what the utilization multiplies, and a GPU with nothing free is refused", "[cli][vllm][errors]") {
   const std::vector<std::string> base{"vllm", "--model", "qwen2.5-1.5b", "--gpu-memory", "80GiB", "--max-model-len", "2048",
                                       "--enforce-eager", "--gpu-memory-utilization", "0.6"};
-  const auto text = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = base;
-    a.insert(a.end(), extra.begin(), extra.end());
-    const result r = run(a);
+  const auto text = [&](const std::vector<std::string>& extra) {
+    const result r = run(plus(base, extra));
     CHECK(r.code == 0);
     return r.out;
   };
