@@ -1616,10 +1616,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   return out;
 }
 
-/// One training job, as every path describes it: the model, its states (precision, optimizer, sharding, offload,
-/// adapters, dp), what a micro-batch keeps (activations: sequence, micro-batch, tp, cp, recompute), the pipeline,
-/// the step's kernels and allocator, and the runtime overheads. `zeromem estimate`, its --explain, `plan` and the
-/// trained roles of an RLHF job all build this struct and evaluate it with estimate_step.
 /// The activations of a job trained under recipe r: computed in its compute dtype, under torch.autocast where it runs
 /// one. Every command that builds a job from a precision reads this (estimate, plan), so that they evaluate the same job.
 constexpr activation_config with_recipe(activation_config a, const precision_recipe& r) {
@@ -1628,6 +1624,10 @@ constexpr activation_config with_recipe(activation_config a, const precision_rec
   return a;
 }
 
+/// One training job, as every path describes it: the model, its states (precision, optimizer, sharding, offload,
+/// adapters, dp), what a micro-batch keeps (activations: sequence, micro-batch, tp, cp, recompute), the pipeline,
+/// the step's kernels and allocator, and the runtime overheads. `zeromem estimate`, its --explain, `plan` and the
+/// trained roles of an RLHF job all build this struct and evaluate it with estimate_step.
 struct training_job {
   transformer_config model{};
   training_states states{};
