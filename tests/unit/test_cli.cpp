@@ -707,6 +707,22 @@ TEST_CASE("estimate and plan with LoRA through the command line", "[cli][lora]")
                                                         "4096", "--host-memory", "100GB", "--allow-lora"});
   REQUIRE(!p["configs"].empty());
   CHECK(p["configs"][0]["training"] == "qlora");
+  CHECK(p["left_out"].empty());
+  // A mixture of experts held as transformers 5 holds it (3D expert parameters): bitsandbytes cannot quantize those,
+  // so the plan evaluates full training and LoRA over the attention modules, and says it left QLoRA out.
+  const std::vector<std::string> moe{"plan", "--model", "qwen3-30b-a3b", "--gpu", "h200", "--gpus", "8", "--seq-len", "1024",
+                                     "--allow-lora", "--lora-targets", "q_proj,k_proj,v_proj,o_proj"};
+  const nlohmann::json m = zeromem::test::run_cli_json(plus(moe, {"--json", "--top", "1000"}));
+  bool lora = false, qlora = false;
+  for (const auto& c : m["configs"]) {
+    lora = lora || c["training"] == "lora";
+    qlora = qlora || c["training"] == "qlora";
+  }
+  CHECK(lora);
+  CHECK_FALSE(qlora);
+  REQUIRE(m["left_out"].size() == 1);
+  CHECK(m["left_out"][0].get<std::string>().rfind("QLoRA: a quantized base with transformers 5's 3D expert parameters", 0) == 0);
+  CHECK(run_cli(moe).out.find("\n  left out: QLoRA: ") != std::string::npos);
 }
 
 TEST_CASE("estimate --explain suggests QLoRA's NF4 base when only that fits a LoRA job", "[cli][lora]") {

@@ -133,7 +133,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
   if (a.json) {
     json j{{"gpu", g.name}, {"capacity_bytes", g.capacity.count()}, {"capacity_source", g.source}, {"gpus", detail::checked_mul(r.gpus_per_node, r.nodes)},
            {"min_headroom_bytes", required_headroom_of(r).count()}, {"objective", p.objective}, {"evaluated", p.evaluated},
-           {"fitting", p.fitting}};
+           {"fitting", p.fitting}, {"left_out", p.left_out}};
     j["configs"] = json::array();
     for (const plan_config& c : p.configs) j["configs"].push_back(plan_config_json(c));
     out << j.dump(2) << "\n";
@@ -173,6 +173,7 @@ int run_plan(const plan_args& a, std::ostream& out) {
   if (unwalked)
     out << "  note: under transformers' code the rows with tp above 1 read each layer's backward before and after it only "
            "(its nodes inside a layer are walked at tp 1)\n";
+  for (const std::string& why : p.left_out) out << "  left out: " << why << "\n";
   return 0;
 }
 

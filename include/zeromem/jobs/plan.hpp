@@ -72,6 +72,7 @@ struct plan_result {
   std::int64_t evaluated = 0;
   std::int64_t fitting = 0;
   std::string objective;
+  std::vector<std::string> left_out;  // what the request asked for that is not evaluated, and why
 };
 
 inline constexpr const char* plan_objective =
@@ -174,11 +175,17 @@ inline plan_result plan(const plan_request& r) {
   if (r.allow_lora) validate(r.lora, r.model);
   if (r.allow_lora && r.optimizer.kind == optimizer_kind::adafactor)
     detail::fail("Adafactor's factored state over LoRA adapters is not modelled; drop --allow-lora or use --optimizer adamw");
-  std::vector<plan_training> trainings{plan_training::full};
-  if (r.allow_lora) trainings.insert(trainings.end(), {plan_training::lora, plan_training::qlora});
-  const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
   plan_result out{};
   out.objective = plan_objective;
+  std::vector<plan_training> trainings{plan_training::full};
+  if (r.allow_lora) {
+    trainings.push_back(plan_training::lora);
+    if (quantized_base_modelled(r.model)) trainings.push_back(plan_training::qlora);
+    else
+      out.left_out.push_back("QLoRA: a quantized base with transformers 5's 3D expert parameters is not modelled (bitsandbytes "
+                             "replaces nn.Linear modules); --expert-linears plans transformers 4's per-expert nn.Linear modules");
+  }
+  const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
   struct zero_option {
     int stage;
     offload_device optimizer, params;

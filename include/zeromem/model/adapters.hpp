@@ -218,12 +218,16 @@ struct parameter_split {
   constexpr elements frozen(std::int64_t layers) const { return layer_frozen * layers + embedding_frozen + vision_frozen + head_frozen; }
 };
 
+/// Whether a quantized (NF4, int8) base of model m is modelled: bitsandbytes replaces nn.Linear modules, which
+/// transformers 5's 3D expert parameters are not (moe_config::stacked).
+constexpr bool quantized_base_modelled(const transformer_config& m) { return !(m.moe.experts > 0 && m.moe.stacked); }
+
 constexpr void validate(const adaptation& a, const transformer_config& m) {
   validate(a.lora, m);
   if (a.quantize != quantization::none && !a.lora_enabled())
     detail::fail("a quantized base cannot train; add LoRA adapters (--lora-rank and --lora-targets) or drop --quantize");
   if (a.freeze_vision && m.vision.blocks == 0) detail::fail("--freeze vision: the model has no vision tower");
-  if (a.quantize != quantization::none && m.moe.experts > 0 && m.moe.stacked)
+  if (a.quantize != quantization::none && !quantized_base_modelled(m))
     detail::fail("a quantized base with transformers 5's 3D expert parameters is not modelled (bitsandbytes replaces nn.Linear "
                  "modules); pass --expert-linears for transformers 4's per-expert nn.Linear modules");
 }
