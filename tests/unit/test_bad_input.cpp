@@ -71,6 +71,10 @@ TEST_CASE("parse_integer accepts exactly [lo, hi], INT64_MIN and INT64_MAX inclu
   CHECK(zeromem::parse_integer("+7", "x", 1, 8) == 7);
   for (const char* bad : {"", " ", "-", "1e3", "3.0", "0x10", "9223372036854775808", "7 7", "9"})
     CHECK_THROWS_WITH(zeromem::parse_integer(bad, "x", 1, 8), Catch::Contains("x must be an integer from 1 to 8"));
+  // A large power-of-two bound says which power it is; a small one or another number does not.
+  CHECK_THROWS_WITH(zeromem::parse_integer("-1", "x", 0, std::int64_t{1} << 40), "zeromem: x must be an integer from 0 to 1099511627776 (2^40), got '-1'");
+  CHECK_THROWS_WITH(zeromem::parse_integer("-1", "x", 0, 1'000'000), "zeromem: x must be an integer from 0 to 1000000, got '-1'");
+  CHECK_THROWS_WITH(zeromem::parse_integer("-1", "x", 0, 1024), "zeromem: x must be an integer from 0 to 1024, got '-1'");
 }
 
 TEST_CASE("parse_size accepts every byte count up to INT64_MAX B", "[bad-input]") {

@@ -877,7 +877,7 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--zero_stage", "5"}, s),
                     "zeromem: --zero_stage must be 0, 1, 2 or 3, got 5");
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--critic_num_nodes", "-2"}, s),
-                    "zeromem: --critic_num_nodes must be an integer from 0 to 1099511627776, got '-2'");
+                    "zeromem: --critic_num_nodes must be an integer from 0 to 1099511627776 (2^40), got '-2'");
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--generate_max_len", "0"}, s),
                     "zeromem: --generate_max_len is 0; it must be at least 1");
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B", "--flash_attn", "maybe"}, s),

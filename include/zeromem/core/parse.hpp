@@ -103,8 +103,13 @@ inline std::int64_t parse_count(std::string_view text, const char* what = "a cou
 /// `what` and the range, so no value is ever clamped or read as "not given".
 inline std::int64_t parse_integer(std::string_view text, const char* what, std::int64_t lo, std::int64_t hi) {
   const auto range = [&]() {
-    return std::string(what) + " must be an integer from " + std::to_string(lo) + " to " +
-           (hi == detail::i64_max ? std::string("9223372036854775807 (2^63 - 1)") : std::to_string(hi));
+    std::string top = hi == detail::i64_max ? std::string("9223372036854775807 (2^63 - 1)") : std::to_string(hi);
+    if (hi >= (std::int64_t{1} << 20) && (hi & (hi - 1)) == 0) {  // a large power of two: say which
+      int k = 0;
+      for (std::int64_t v = hi; v > 1; v >>= 1) ++k;
+      top += " (2^" + std::to_string(k) + ")";
+    }
+    return std::string(what) + " must be an integer from " + std::to_string(lo) + " to " + top;
   };
   std::string_view s = detail::trim(text);
   const bool negative = !s.empty() && s.front() == '-';
