@@ -481,7 +481,11 @@ TEST_CASE("the verdict is printed whenever a GPU is named, for any card", "[cli]
   CHECK(j["verdict"]["fits"] == true);
   const result p = run({"plan", "--model", "qwen2.5-1.5b", "--gpu-memory", "24GiB", "--seq-len", "2K", "--gpus", "2", "--top", "1"});
   REQUIRE(p.code == 0);
-  CHECK(p.out.find("on 1 x 2 GPUs (the GPU, 24.00 GiB each), 2048 tokens per sequence") != std::string::npos);
+  CHECK(p.out.find("on 1 x 2 GPUs (the GPU, 24.00 GiB each), 2048 tokens per sequence, mixed-bf16, adamw\n") != std::string::npos);
+  // The precision and optimizer the plan assumed head it, as given.
+  CHECK(run({"plan", "--model", "qwen2.5-1.5b", "--gpu-memory", "24GiB", "--seq-len", "2K", "--gpus", "2", "--top", "1", "--precision",
+             "amp-bf16", "--optimizer", "lion"})
+            .out.find("2048 tokens per sequence, amp-bf16, lion\n") != std::string::npos);
   check_rejected({{"estimate", "--params", "7B", "--gpu", "h100-80gb", "--gpu-memory", "80GiB"},
                   {"estimate", "--params", "7B", "--gpu-memory", "0B"},
                   {"plan", "--model", "qwen2.5-1.5b", "--seq-len", "2K"}});

@@ -140,7 +140,8 @@ int run_plan(const plan_args& a, std::ostream& out) {
     return 0;
   }
   out << "zeromem plan: " << format_count(count_parameters(r.model).total.count()) << " parameters on " << r.nodes << " x " << r.gpus_per_node
-      << " GPUs (" << g.name << ", " << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len << " tokens per sequence\n";
+      << " GPUs (" << g.name << ", " << format_bytes(g.capacity, size_unit::GiB) << " each), " << r.seq_len << " tokens per sequence, "
+      << a.precision_name << ", " << name(r.optimizer.kind) << "\n";
   out << "  evaluated " << p.evaluated << " configurations; " << p.fitting << " fit" << (p.fitting > static_cast<std::int64_t>(p.configs.size()) ? "; the best " + std::to_string(p.configs.size()) + " shown" : "") << "\n";
   out << "  fits: at least " << format_auto(required_headroom_of(r)) << " left per GPU (--min-headroom " << a.min_headroom
       << ")\n";
