@@ -70,8 +70,9 @@ CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target,
   }));
 }
 
-void require_free_before_load(const char* what, bytes total, bytes cuda_context, bytes other_processes) {
-  if ((total - cuda_context - other_processes).count() > 0) return;
+bytes free_before_load(const char* what, bytes total, bytes cuda_context, bytes other_processes) {
+  const bytes free = total - cuda_context - other_processes;
+  if (free.count() > 0) return free;
   detail::fail(std::string("nothing is free on the GPU before ") + what + " loads: " + format_bytes(total, size_unit::GiB) +
                " less the CUDA context's " + format_bytes(cuda_context, size_unit::GiB) + " and the other processes' " +
                format_bytes(other_processes, size_unit::GiB) + "; lower --other-processes");

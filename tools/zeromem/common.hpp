@@ -63,9 +63,9 @@ CLI::Option* real_option(CLI::App& app, const std::string& flag, double& target,
 /// The finite real number `s` in [lo, hi) (or with the ends chosen as above); throws "the value must be a number in ..."
 /// otherwise.
 double parse_real(const std::string& s, double lo, double hi, bool hi_inclusive, bool lo_inclusive = true);
-/// An inference engine's check before it loads: `what` (vLLM, SGLang) finds the card less its CUDA context and the
-/// other processes' memory free; nothing free is an error naming the three sizes.
-void require_free_before_load(const char* what, bytes total, bytes cuda_context, bytes other_processes);
+/// What an inference engine (`what`: vLLM, SGLang) finds free before it loads: the card less its CUDA context and the
+/// other processes' memory; nothing free is an error naming the three sizes.
+bytes free_before_load(const char* what, bytes total, bytes cuda_context, bytes other_processes);
 /// A share of something in percent ("5%", [0, 100)) or a size ("4GiB"), kept as text for the command to read.
 CLI::Option* share_or_size_option(CLI::App& app, const std::string& flag, std::string& target, const std::string& help);
 /// A non-empty string.

@@ -45,8 +45,7 @@ int run_sglang(const sglang_args& a, std::ostream& out) {
   const transformer_config m = model_of(a.model);
   const bytes context = a.cuda_context.empty() ? step_config{}.cuda_context : parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   const bytes others = a.other_processes.empty() ? bytes{} : parse_bytes(a.other_processes, "the other processes' memory (--other-processes)");
-  const bytes free_before = device.capacity - context - others;
-  require_free_before_load("SGLang", device.capacity, context, others);
+  const bytes free_before = free_before_load("SGLang", device.capacity, context, others);
   const sglang_engine_config c = sglang_config_of(m, a.tp, free_before, a.fraction, a.context_len, a.max_running_requests,
                                                   parse_dtype(a.dtype_name), parse_dtype(a.kv_dtype_name), a.page_size);
   const sglang_engine_memory e = sglang_engine(c);

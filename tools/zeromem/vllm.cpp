@@ -115,7 +115,7 @@ int run_vllm(const vllm_args& a, std::ostream& out) {
   c.refuse_if_free_below_budget = traits.refuse_if_free_below_budget;
   c.non_torch = a.cuda_context.empty() ? step_config{}.cuda_context : parse_bytes(a.cuda_context, "the CUDA context (--cuda-context)");
   c.other_processes = a.other_processes.empty() ? bytes{} : parse_bytes(a.other_processes, "the other processes' memory (--other-processes)");
-  require_free_before_load("vLLM", c.total, c.non_torch, c.other_processes);
+  free_before_load("vLLM", c.total, c.non_torch, c.other_processes);  // refuses a card with nothing free
   c.cuda_graphs = a.cuda_graphs.empty() ? bytes{} : parse_bytes(a.cuda_graphs, "the CUDA graph memory (--cuda-graphs)");
   c.cuda_graphs_in_budget = graphs_in_budget;
   const vllm_sizing s = size_vllm_engine(spec, c);
