@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,14 +55,21 @@ bool workspaces_in_baseline(const json& d, const char* section, const json& c) {
 }
 
 // A case's config.json: configs/<config>/ in the calibration directory, or, for random_steps.py's draws, the config
-// the case carries (config_json), written once to the build's temporary directory.
+// the case carries (config_json), written to the build's temporary directory. ctest runs test cases as parallel
+// processes that write the same files: each writes a file of its own and renames it into place (atomic on POSIX),
+// so no reader ever opens a half-written one.
 std::string config_file_of(const json& c) {
   if (!c.contains("config_json")) return calibration_dir + "configs/" + c["config"].get<std::string>() + "/config.json";
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zeromem-calibration-configs";
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / (c["config"].get<std::string>() + ".json")).string();
-  std::ofstream(path) << c["config_json"].dump();
-  return path;
+  const std::filesystem::path path = dir / (c["config"].get<std::string>() + ".json");
+  const std::filesystem::path own = dir / (c["config"].get<std::string>() + ".json." + std::to_string(std::random_device{}()));
+  {
+    std::ofstream out(own);
+    out << c["config_json"].dump();
+  }
+  std::filesystem::rename(own, path);
+  return path.string();
 }
 
 // The flags a user would pass for one measured case; `baseline_held` asks for the step above a baseline that
