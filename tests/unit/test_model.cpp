@@ -436,7 +436,17 @@ TEST_CASE("bad config.json files are rejected with the reason", "[model][hf][err
   CHECK_THROWS_WITH(read_hf_config(dir + "wrong-type.json"), Catch::Matchers::Contains("'hidden_size' must be a positive integer"));
   CHECK_THROWS_WITH(read_hf_config(dir + "not-object.json"), Catch::Matchers::Contains("expected a JSON object"));
   CHECK_THROWS_WITH(read_hf_config(dir + "inconsistent.json"), Catch::Matchers::Contains("multiple of the heads"));
-  CHECK_THROWS_WITH(read_hf_config(dir + "no-such-file.json"), Catch::Matchers::Contains("cannot read config.json"));
+  CHECK_THROWS_WITH(read_hf_config(dir + "no-such-file.json"),
+                    Catch::Matchers::Contains("cannot read config.json") &&
+                        Catch::Matchers::Contains("no such file; pass a model's config.json or its directory"));
+  // A Hub id that is no local path: the message says that nothing is downloaded and how to fetch the file.
+  CHECK_THROWS_WITH(read_hf_config("meta-llama/Llama-3.2-1B"),
+                    Catch::Matchers::EndsWith("zeromem reads a local file and downloads nothing: save the model's config.json "
+                                              "(huggingface-cli download meta-llama/Llama-3.2-1B config.json) and pass its path"));
+  // An unsupported family names the way around it: the model's shape.
+  CHECK_THROWS_WITH(read_hf_config(dir + "unsupported.json"), Catch::Matchers::Contains("describe the model by its shape instead"));
+  CHECK_THROWS_WITH(parse_hf_config("{}"), Catch::Matchers::Contains("missing field 'model_type'") &&
+                                               Catch::Matchers::EndsWith("pass the model's config.json"));
   // A directory without a config.json (this one holds only bad files of other names) is named, with the fix.
   CHECK_THROWS_WITH(read_hf_config(dir), Catch::Matchers::Contains("holds no config.json; pass a model's directory or its config.json"));
   CHECK_THROWS_WITH(parse_hf_config(""), Catch::Matchers::StartsWith("zeromem: config.json: not valid JSON"));

@@ -896,6 +896,11 @@ TEST_CASE("launch files: shell words, zeromem lines, overrides and errors that n
   CHECK_THROWS_WITH(zeromem::read_verl({{"actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B"}}, s), Catch::Contains("--vllm-version"));
   zeromem::job_settings no_gpu{};
   CHECK_THROWS_WITH(zeromem::read_openrlhf({"--pretrain", "Qwen/Qwen2.5-7B"}, no_gpu), Catch::Contains("--gpu"));
+  // A model's config.json where the launch file goes: said as such, with where each file belongs.
+  const zeromem::test::cli_result model_file = run_cli({"job", ZEROMEM_FIXTURES_DIR "/hf/gpt2.json"});
+  CHECK(model_file.code == 2);
+  CHECK(model_file.err.find("is a model's config.json, not a launch file; pass it to zeromem estimate --hf-config, and give job an "
+                            "OpenRLHF argument file or a verl/EasyR1 YAML config\n") != std::string::npos);
   // The CLI: one line on stderr, exit 2.
   const zeromem::test::cli_result bad = run_cli({"job", jobs + "logic-rl-7b-grpo.yaml", "data.train_batch_size=many"});
   CHECK(bad.code == 2);

@@ -115,6 +115,11 @@ job_args with_case_words(job_args a, const std::vector<std::string>& words) {
 job_reading read_job(const job_args& a) {
   const std::string text = a.text ? *a.text : read_text(a.file);
   if (is_yaml(a.file)) return read_verl_keys(yaml_keys(text, a.file), a, text);
+  // A model's config.json (a JSON object naming model_type) given where a launch file goes.
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{' && text.find("\"model_type\"") != std::string::npos)
+    detail::fail(detail::quoted(a.file) + " is a model's config.json, not a launch file; pass it to zeromem estimate --hf-config, "
+                 "and give job an OpenRLHF argument file or a verl/EasyR1 YAML config");
   std::vector<std::string> words = split_command_line(text).words;
   const auto verl = std::find_if(words.begin(), words.end(), [](const std::string& w) { return w.find("verl.trainer.main") != std::string::npos; });
   if (verl != words.end()) {  // a verl launch line: key=value words over verl's defaults

@@ -348,7 +348,8 @@ inline transformer_config parse_hf_config(const std::string& text, const hf_quan
   }
   if (!j.is_object()) fail_config("expected a JSON object");
   const json* type_field = find(j, "model_type");
-  if (type_field == nullptr || !type_field->is_string()) fail_config("missing field 'model_type'");
+  if (type_field == nullptr || !type_field->is_string())
+    fail_config("missing field 'model_type' (a transformers config.json names its model's family there); pass the model's config.json");
   const std::string type = type_field->get<std::string>();
   if (const hf_quantization declared = declared_quantization(j);
       declared.kind != quantization::none &&
@@ -677,7 +678,9 @@ inline transformer_config parse_hf_config(const std::string& text, const hf_quan
     m.residual_dropout = probability_or(j, "resid_pdrop", 0.1);
     m.embedding_dropout = probability_or(j, "embd_pdrop", 0.1);
   } else {
-    fail_config("unsupported model_type " + detail::quoted(type) + "; supported: " + std::string(supported_model_types));
+    fail_config("unsupported model_type " + detail::quoted(type) +
+                "; describe the model by its shape instead (the command line's --hidden, --layers, --heads, --ffn, --vocab) or "
+                "pass a config of a supported type: " + std::string(supported_model_types));
   }
   // Every configuration class read here defaults use_cache to True (PretrainedConfig subclasses' __init__); Gemma-2
   // and Gemma-3 build no cache in training whatever it says.
@@ -706,7 +709,23 @@ inline transformer_config read_hf_config(const std::string& given, const hf_quan
   // never ends, such as /dev/zero) is refused after reading at most one byte more than that.
   constexpr std::size_t largest = std::size_t{16} << 20;
   std::ifstream in(path, std::ios::binary);
-  if (!in) detail::fail("cannot read config.json file " + detail::quoted(path, 256));
+  if (!in) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec))
+      detail::fail("cannot read config.json file " + detail::quoted(path, 256) + "; check that it is a readable file");
+    // "owner/name" that is no local path reads as a Hugging Face Hub id: zeromem reads files and downloads nothing.
+    const std::size_t slash = given.find('/');
+    bool hub_id = given.size() <= 96 && slash != std::string::npos && slash > 0 && slash + 1 < given.size() &&
+                  given.find('/', slash + 1) == std::string::npos && given[0] != '.';
+    for (const char c : given)
+      hub_id = hub_id && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '/' || c == '-' ||
+                          c == '_' || c == '.');
+    if (hub_id)
+      detail::fail("cannot read config.json file " + detail::quoted(path, 256) +
+                   ": no such file; zeromem reads a local file and downloads nothing: save the model's config.json "
+                   "(huggingface-cli download " + given + " config.json) and pass its path");
+    detail::fail("cannot read config.json file " + detail::quoted(path, 256) + ": no such file; pass a model's config.json or its directory");
+  }
   std::string text(largest + 1, '\0');
   in.read(&text[0], static_cast<std::streamsize>(text.size()));
   if (in.bad()) detail::fail("cannot read config.json file " + detail::quoted(path, 256));
