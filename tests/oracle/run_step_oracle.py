@@ -1,5 +1,5 @@
 """The training-step oracle: random-weight models of forward.py's Llama family (Llama, Qwen3's q/k norms, Gemma, Gemma-2,
-Gemma-3, OLMo, OLMo-2, Granite, SmolLM3's NoPE layers) take a real training step on the CPU (transformers'
+Gemma-3, OLMo, OLMo-2, Granite, SmolLM3's NoPE layers, Phi-3's fused projections) take a real training step on the CPU (transformers'
 ForCausalLMLoss, a torch.optim optimizer with foreach=False, gradients set to None), and PyTorch's profiler records every
 allocation and free of the CPU allocator (profile_memory=True). The highest bytes above the resting states inside each
 phase (forward with the loss, backward, optimizer.step()) are compared with `zeromem estimate --json`
@@ -25,7 +25,7 @@ Outside the target, and left out of the list below:
   inside a checkpointed layer's fp32 rotation; not established. Random shapes leave that phase out.
 
 With --random N, N shapes drawn from --seed (families, optimizers, recompute, tied heads, kept gradients, few tokens
-beside large weights) instead of the cases below; Gemma-2 and Gemma-3 are drawn without recompute (above). oneDNN is
+beside large weights; Phi-3 since 2026-11-30, so earlier seeds draw other shapes now) instead of the cases below; Gemma-2 and Gemma-3 are drawn without recompute (above). oneDNN is
 switched off there: its bf16 matmul copies the incoming gradient for the weight's gradient (a CPU scratch cuBLAS does
 not take), which sets the phase where tokens are few; the cases below stay clear of that.
 
@@ -138,6 +138,10 @@ FEW_TOKENS = [
     # An unbiased q_proj differentiated with its input kept, layer 0's rotary tables gone (seed 211, -0.37% before).
     {"ffn": 2048, "heads": 8, "hidden": 512, "kv_heads": 1, "layers": 1, "micro_batch": 3, "olmo": True, "optimizer": "rmsprop",
      "seq_len": 32, "vocab": 500},
+    # Phi-3's fused gate_up_proj differentiated: chunk's backward has joined the two gradients into one (-0.68% before,
+    # one c sbh; with oneDNN's scratch on, -2.33%).
+    {"fused": True, "ffn": 2048}, {"fused": True, "ffn": 2048, "checkpointing": True},
+    {"fused": True, "ffn": 1024, "checkpointing": True, "optimizer": "sgd"},
 ]
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD,
               "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "nadam": torch.optim.NAdam, "radam": torch.optim.RAdam,
@@ -280,8 +284,9 @@ def random_shape(rng):
            "use_cache": rng.random() < 0.2, "checkpointing": rng.random() < 0.5,
            "optimizer": rng.choice(["adamw", "adamw", "adam", "sgd", "sgd-momentum", "rmsprop", "adagrad", "nadam", "adadelta", "asgd",
                                     "rprop"])}
-    family = rng.choice(["llama", "llama", "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite", "nope"])
-    cfg.update({"qwen3": {"qk_norm": True, "head_dim": d}, "gemma": {"gemma": True, "tied": True}, "gemma2": dict(GEMMA2, window=16),
+    family = rng.choice(["llama", "llama", "qwen3", "gemma", "gemma2", "gemma3", "olmo", "olmo2", "granite", "nope", "phi3"])
+    cfg.update({"phi3": {"fused": True}, "qwen3": {"qk_norm": True, "head_dim": d}, "gemma": {"gemma": True, "tied": True},
+                "gemma2": dict(GEMMA2, window=16),
                 "gemma3": GEMMA3, "olmo": {"olmo": True}, "olmo2": {"olmo2": True}, "granite": {"granite": True},
                 "nope": {"nope_period": rng.choice([1, 2, 4])}}.get(family, {}))
     if family in ("gemma2", "gemma3"):

@@ -1964,6 +1964,27 @@ TEST_CASE("step: a fused gate_up projection's product differentiated as the unfu
   CHECK(unfused.backward.recomputed == fused.backward.recomputed);
 }
 
+TEST_CASE("step: a fused gate_up projection's own node, its incoming gradient joined by chunk's backward", "[step]") {
+  // Phi-3's layout (modeling_phi3.py: qkv_proj, gate_up_proj, chunk(2)), hidden 256, 2 layers, 4 heads of 64 (2 KV),
+  // ffn 2048, vocabulary 1000 untied, the CPU step oracle's step (s 64, b 2: 128 tokens; eager, pure bf16, no
+  // recompute, oneDNN off). Its backward peaks at layer 0's gate_up_proj node (the profiler's live set):
+  //  - flowing: chunk's backward (SplitBackward0) has joined the gate's and up's gradients into one tensor, 128 x 4096 x
+  //    2 = 1,048,576 B, beside the input gradient the node makes and the residual's gradient (2 x 128 x 256 x 2);
+  //  - gradients: layer 1's (qkv 512 x 256, o 256 x 256, gate_up 4096 x 256, down 256 x 2048, two norms 512: 1,769,984),
+  //    layer 0's gate_up and down (1,048,576 + 524,288), lm_head's (1000 x 256) and the final norm's (256): 3,599,104 x 2 B;
+  //  - activations: the profiler's live set there, 1,262,592 B, and the token ids (1,024 B).
+  // zeromem left this node out for fused projections (−0.68% before, one c sbh: the moment read was the product's). The
+  // profiler measured 9,641,488 B above the resting states, token ids included (16 B of scalars beside).
+  const transformer_config m = parse_hf_config(
+      R"({"model_type": "phi3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "intermediate_size": 2048, "vocab_size": 1000, "tie_word_embeddings": false, "use_cache": false})");
+  const step_estimate e = oracle_step(m, 64, 2, recompute::none);
+  CHECK(e.backward.flowing == bytes_of(1'048'576 + 2 * 65'536));
+  CHECK(e.backward.gradients == bytes_of(2 * 3'599'104));
+  CHECK(e.backward.activations == bytes_of(1'262'592 + 1'024));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(9'641'472));
+}
+
 TEST_CASE("step: the norms of a mixture-of-experts layer differentiated as a dense layer's", "[step][moe]") {
   // The H200's Mixtral step (random-20261130-019): hidden 2048, 2 layers, 16 heads of 128 (4 KV), 4 experts of 1408
   // (top 1), vocabulary 1024 untied, 128 tokens x 2 (sb h = 524,288), bf16, SDPA. Its trace's backward peaks at layer

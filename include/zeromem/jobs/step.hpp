@@ -930,8 +930,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Behind post-norm layers (OPT-350M) final_layer_norm, after the MLP, went first: its saved tensors are gone, and
   // fc1's input is self_attn_layer_norm's output (the family step oracle's OPT steps under recompute, few tokens beside
   // wide layers: backward -4.64% before).
-  const bool first_linear_walk = mlp_walk && !m.fused_gate_up;
-  const auto first_linear_params = [&] { return elements_of(checked_sum(checked_product(m.hidden, m.ffn), m.mlp_bias ? m.ffn : 0)); };
+  // Phi-3's fused gate_up_proj (modeling_phi3.py Phi3MLP: gate_up_proj(x).chunk(2)) is one node: chunk's backward
+  // (SplitBackward0) has joined the gate's and up's gradients into one 2 c sb ffn tensor (cat), the node's incoming one,
+  // and it makes one input gradient (no up_proj's waits) and the 2 h ffn weight gradient (the step oracle's Phi-3 steps,
+  // few tokens beside the MLP: backward -0.68% before, one c sbh).
+  const bool first_linear_walk = mlp_walk;
+  const auto first_linear_outputs = [&] { return m.fused_gate_up ? checked_product(2, m.ffn) : m.ffn; };
+  const auto first_linear_params = [&] {
+    return elements_of(checked_sum(checked_product(m.hidden, first_linear_outputs()), m.mlp_bias ? first_linear_outputs() : 0));
+  };
   const bytes first_linear_made = mlp_walk && adding_in ? made_here(first_linear_params()) : mlp_linear_grads;
   // The norm's weight gradient is made at its weight multiply's node, before pow's: added in by then when accumulating.
   const bytes mlp_norm_made = adding_in ? bytes{} : mlp_grads;
@@ -959,18 +966,21 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Under autocast the linear reads its own 16-bit cast of the norm's fp32 output: the input gradient it makes is 16-bit
   // (c sbh), up_proj's waits as fp32 (its cast's ToCopyBackward0 ran), and the attention branch's cast of a parallel
   // layer's gradient waits too (attention_cast_waiting).
-  const std::int64_t first_linear_waiting = m.mlp == mlp_kind::swiglu && !m.post_norms ? 3 : 2;
+  const std::int64_t first_linear_waiting = m.mlp == mlp_kind::swiglu && !m.post_norms && !m.fused_gate_up ? 3 : 2;
   const bytes first_linear_flowing =
-      mlp_walk ? hidden_grad * (first_linear_waiting - 1) + branch_grad + attention_cast_waiting + product : bytes{};
+      mlp_walk ? hidden_grad * (first_linear_waiting - 1) + branch_grad + attention_cast_waiting + (m.fused_gate_up ? product * 2 : product)
+               : bytes{};
   // A biased first linear's node has two instants, as the attention input linear's (2i): (A) its weight's gradient made
   // (AddmmBackward0's second mm) with its input kept and its bias's gradient not made; (B) once it has freed that input,
   // the bias's gradient and, on CUDA, its sum's staging (the family step oracle's StarCoder2 trace: c_fc's input freed
   // between the weight's mm and the bias's sum; +0.19% when both were counted at once). Not under autocast, where the
   // node's gradients pass through the casts' own nodes (ToCopyBackward0), which are not walked: there all three stay
   // counted, as an H200 GPT-NeoX step under AMP reads them (backward −0.23%; −1.45% at (B)).
-  const bytes first_linear_bias_made = m.mlp_bias ? first_linear_made - (adding_in ? made_here(elements_of(checked_product(m.hidden, m.ffn))) : mlp_linear_grads - new_grads(elements_of(m.ffn)))
-                                                  : bytes{};
-  const bytes first_linear_staging = bias_staging(m.ffn);
+  const bytes first_linear_bias_made =
+      m.mlp_bias ? first_linear_made - (adding_in ? made_here(elements_of(checked_product(m.hidden, first_linear_outputs())))
+                                                  : mlp_linear_grads - new_grads(elements_of(first_linear_outputs())))
+                 : bytes{};
+  const bytes first_linear_staging = m.mlp_bias ? bias_staging(first_linear_outputs()) : bytes{};
   // Gemma-2's and OLMo-2's norm over the attention's output (one of their two branch norms) is differentiated after
   // the MLP: its saved tensors belong to the attention half.
   const auto attention_branch_norm = [&](const layer_activations& w) ZEROMEM_ALWAYS_INLINE {
