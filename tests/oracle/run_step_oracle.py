@@ -25,11 +25,12 @@ Outside the target, and left out of the list below:
   inside a checkpointed layer's fp32 rotation; not established. Random shapes leave that phase out.
 
 With --random N, N shapes drawn from --seed (families, optimizers, recompute, tied heads, kept gradients, few tokens
-beside large weights; Phi-3 since 2026-11-30, so earlier seeds draw other shapes now) instead of the cases below; Gemma-2 and Gemma-3 are drawn without recompute (above). oneDNN is
+beside large weights; Phi-3 since 2026-11-30, so earlier seeds draw other shapes now) instead of the cases below;
+with --lora too, a quarter of them with PEFT's LoRA (not run by ctest: docs/validation.md names what they still miss); Gemma-2 and Gemma-3 are drawn without recompute (above). oneDNN is
 switched off there: its bf16 matmul copies the incoming gradient for the weight's gradient (a CPU scratch cuBLAS does
 not take), which sets the phase where tokens are few; the cases below stay clear of that.
 
-usage: python3 run_step_oracle.py ZEROMEM_BINARY [--random N --seed S]
+usage: python3 run_step_oracle.py ZEROMEM_BINARY [--random N --seed S [--lora]]
 """
 import json
 import random
@@ -142,6 +143,19 @@ FEW_TOKENS = [
     # one c sbh; with oneDNN's scratch on, -2.33%).
     {"fused": True, "ffn": 2048}, {"fused": True, "ffn": 2048, "checkpointing": True},
     {"fused": True, "ffn": 1024, "checkpointing": True, "optimizer": "sgd"},
+    # PEFT's LoRA (add_lora). The CausalLM frame holds the final hidden state through the loss, which a frozen lm_head
+    # does not keep (forward -65,544 B before); the for-loop steps the adapters in order, lora_A before lora_B (-8,204 B);
+    # layer 0 without checkpointing keeps no rotated Q where k_proj is not adapted (backward +65,504 B); the product's
+    # node in a recomputed layer (backward -1,310,720 B at 512 tokens).
+    {"lora": {"rank": 8, "targets": "q_proj,v_proj"}, "layers": 3},
+    {"lora": {"rank": 8, "targets": "all-linear"}, "layers": 3},
+    # (a checkpointed LoRA layer's forward is not walked: at 512 tokens its eager scores stand above the loss's moment,
+    # forward -1.52%)
+    {"lora": {"rank": 16, "targets": "q_proj,v_proj"}, "checkpointing": True, "seq_len": 256, "unmodelled": ["forward"]},
+    {"lora": {"rank": 8, "targets": "q_proj,k_proj,v_proj,o_proj", "dropout": 0.1}, "checkpointing": True},
+    {"lora": {"rank": 8, "targets": "all-linear", "dropout": 0.1, "dtype": "bf16"}},
+    # an adapted MLP in a recomputed layer: its nodes are not walked (backward -782,400 B here, -22%)
+    {"lora": {"rank": 8, "targets": "all-linear"}, "checkpointing": True, "unmodelled": ["backward"]},
 ]
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD, "sgd-momentum": torch.optim.SGD,
               "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "nadam": torch.optim.NAdam, "radam": torch.optim.RAdam,
@@ -157,6 +171,42 @@ def make_optimizer(cfg, params):
     return OPTIMIZERS[cfg["optimizer"]](params, **kwargs)
 
 
+LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj")
+
+
+def add_lora(model, lora):
+    """PEFT's get_peft_model(LoraConfig(r, target_modules, lora_dropout)) on the decoder layers' linears: every base
+    parameter frozen, each targeted nn.Linear's forward as tuners/lora/layer.py Linear.forward runs it (result =
+    base_layer(x); x cast to the adapter's dtype where it differs, _cast_input_dtype; result + lora_B(lora_A(dropout(x)))
+    * scaling; result.to(its dtype)), lora_A (r x in) and lora_B (out x r) in fp32 beside a 16-bit base
+    (autocast_adapter_dtype) unless lora["dtype"] is "bf16". Returns the adapters' parameters in module order, lora_A
+    before lora_B (the order model.parameters() gives the optimizer)."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    dtype = torch.bfloat16 if lora.get("dtype") == "bf16" else torch.float32
+    targets = LORA_LINEARS if lora["targets"] == "all-linear" else lora["targets"].split(",")
+    params = []
+    for layer in model.layers:
+        for name, module in layer.named_modules():
+            if name.split(".")[-1] not in targets or not isinstance(module, torch.nn.Linear):
+                continue
+            lora_a = torch.nn.Linear(module.in_features, lora["rank"], bias=False).to(dtype)
+            lora_b = torch.nn.Linear(lora["rank"], module.out_features, bias=False).to(dtype)
+            torch.nn.init.normal_(lora_b.weight)  # PEFT zeroes it; trained, it is not
+            dropout = torch.nn.Dropout(lora["dropout"]) if lora.get("dropout", 0.0) > 0 else torch.nn.Identity()
+
+            def lora_forward(x, base=module, lora_a=lora_a, lora_b=lora_b, dropout=dropout):
+                result = F.linear(x, base.weight, base.bias)
+                torch_result_dtype = result.dtype
+                x = x if x.dtype == lora_a.weight.dtype else x.to(lora_a.weight.dtype)
+                result = result + lora_b(lora_a(dropout(x))) * 2.0
+                return result.to(torch_result_dtype)
+
+            module.forward = lora_forward
+            params += [lora_a.weight, lora_b.weight]
+    return params
+
+
 def measure(cfg):
     """Peak bytes above the resting states in each phase of a training step after the first (warm_steps)."""
     torch.manual_seed(0)
@@ -166,7 +216,12 @@ def measure(cfg):
         model.lm_head.weight = model.embed_tokens.weight
     vocab = cfg["vocab"]
     ids = torch.randint(0, vocab, (cfg["micro_batch"], cfg["seq_len"]))
-    opt = make_optimizer(cfg, model.parameters())
+    params = model.parameters()
+    if cfg.get("lora"):
+        params = add_lora(model, cfg["lora"])
+        if cfg.get("checkpointing"):  # PreTrainedModel.enable_input_require_grads, as PEFT's recipes call it with checkpointing
+            model.embed_tokens.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
+    opt = make_optimizer(cfg, params)
 
     def causal_lm_loss(logits, labels):  # transformers loss_utils.py ForCausalLMLoss
         logits = logits.float()
@@ -178,6 +233,14 @@ def measure(cfg):
 
     def loss_fn():  # LlamaForCausalLM.forward: the logits and the cache (past_key_values) live through the loss
         cache = [] if cfg["use_cache"] else None
+        if cfg.get("lora"):  # and outputs.last_hidden_state, which a frozen lm_head does not keep
+            hidden_states = model(ids, cache, "hidden-states")
+            logits = model.lm_head(hidden_states)  # CausalLM.forward's head: Granite's scaling, Gemma-2's soft-capping
+            if model.granite:
+                logits = logits / 8.0
+            if model.final_softcap:
+                logits = torch.tanh(logits / model.final_softcap) * model.final_softcap
+            return causal_lm_loss(logits, ids)
         logits = model(ids, cache, "logits")
         loss = causal_lm_loss(logits, ids)
         return loss
@@ -258,6 +321,11 @@ def flags(cfg):
         args += ["--recompute", "full"]
     if cfg.get("keep_grads"):
         args.append("--keep-grads")
+    if cfg.get("lora"):
+        lora = cfg["lora"]
+        args += ["--lora-rank", str(lora["rank"]), "--lora-targets", lora["targets"], "--lora-dtype", lora.get("dtype", "fp32")]
+        if lora.get("dropout", 0.0) > 0:
+            args += ["--lora-dropout", str(lora["dropout"])]
     return args
 
 
@@ -273,7 +341,7 @@ def predict(binary, cfg):
     return {k: v["peak_bytes"] - resting for k, v in phases.items()}
 
 
-def random_shape(rng):
+def random_shape(rng, lora=False):
     """A random step: a Llama-family model, an optimizer, recompute or not, tokens from few to many beside the weights."""
     heads = rng.choice([2, 4, 8])
     d = rng.choice([16, 32, 64])
@@ -299,6 +367,14 @@ def random_shape(rng):
         cfg["keep_grads"] = True
     if cfg["optimizer"] in ("adam", "sgd-momentum", "rmsprop", "adagrad", "adadelta") and rng.random() < 0.2:
         cfg["weight_decay"] = 0.01
+    if lora and rng.random() < 0.25:  # PEFT's LoRA on the frozen model (add_lora), with --lora
+        attention = ["qkv_proj"] if cfg.get("fused") else ["q_proj,v_proj", "q_proj,k_proj,v_proj,o_proj"]
+        mlp = "gate_up_proj,down_proj" if cfg.get("fused") else "gate_proj,up_proj,down_proj"
+        cfg["lora"] = {"rank": rng.choice([4, 8, 16]), "targets": rng.choice(attention + ["all-linear", mlp]),
+                       "dtype": rng.choice(["fp32", "fp32", "bf16"]), "dropout": rng.choice([0.0, 0.0, 0.1])}
+        cfg.pop("keep_grads", None)
+        if cfg["checkpointing"]:  # a checkpointed LoRA layer's forward is not walked; nor an adapted MLP's nodes recomputed
+            cfg["unmodelled"] = ["forward", "backward"] if cfg["lora"]["targets"] in ("all-linear", mlp) else ["forward"]
     return cfg
 
 
@@ -307,7 +383,7 @@ def main():
         count, seed = int(sys.argv[sys.argv.index("--random") + 1]), int(sys.argv[sys.argv.index("--seed") + 1])
         torch.backends.mkldnn.enabled = False
         rng = random.Random(seed)
-        cases = FEW_TOKENS + [random_shape(rng) for _ in range(count)]
+        cases = FEW_TOKENS + [random_shape(rng, "--lora" in sys.argv) for _ in range(count)]
         return check(sys.argv[1], BASE, cases, measure, predict, f"step oracle, few tokens and {count} random shapes, seed {seed}")
     return check(sys.argv[1], BASE, CASES, measure, predict, "step oracle")
 

@@ -437,7 +437,11 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   // and V, "Gemma-2's sandwich norms and soft-capped attention"). Walking down from layer 25 (full attention) each layer
   // frees its 2 x 4096 x 2304 = 18,874,368 B checkpoint and leaves its adapters' gradients, so the highest moment is
   // layer 24's, the last sliding layer: the walk's ends alone (layers 25 and 0) would miss it. The layer is recomputed
-  // whole beside its checkpoint: GemmaRMSNorm's x.float() copies the 16-bit input (the training-step oracle).
+  // whole beside its checkpoint: GemmaRMSNorm's x.float() copies the 16-bit input (the training-step oracle). Its
+  // highest moment is its MLP's product node (the base frozen, no MLP adapter: the CPU step oracle's LoRA steps):
+  // post_feedforward_layernorm, differentiated first, has freed its saved tensors (37,774,336 B, below), the frozen
+  // down_proj freed nothing, and act(gate) * up makes two gradients beside its incoming one, 3 x 4096 x 9216 x 2 =
+  // 226,492,416 B, with dL/d(residual) 18,874,368 B.
   const transformer_config g = preset_config("gemma-2-2b");
   training_states t = pure_bf16();
   t.adapt.lora.rank = 8;
@@ -449,7 +453,8 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   const bytes full_whole = layer_activation_bytes(g, sdpa(4096, 1), t.adapt, 1).total();
   CHECK((sliding_whole - full_whole).count() == 50'331'648);
   CHECK(e.peak_phase == step_phase::backward);
-  CHECK(e.backward.recomputed.count() == sliding_whole.count());
+  CHECK(e.backward.recomputed.count() == sliding_whole.count() - 37'774'336);
+  CHECK(e.backward.flowing.count() == 18'874'368 + 226'492'416);
   // Above it: 24 layers' checkpoints below and the 25th's being recomputed, layer 25's checkpoint freed, and the final
   // norm's saved tensors freed when its node ran (frozen under LoRA, GemmaRMSNorm keeps its fp32 input 4 x 4096 x 2304 =
   // 37,748,736 B, the fp32 rstd 4 x 4096 = 16,384 B and (1 + weight) in fp32 4 x 2304 = 9,216 B: 37,774,336 B).
@@ -2237,4 +2242,72 @@ TEST_CASE("CUDA's reduction kernel stages a bias gradient's partial sums by the 
   CHECK(cuda_sum_staging_bytes(5441, 4096) == 4LL * 5441 * 4 * 32 + 684);
   CHECK_THROWS_WITH(cuda_sum_staging_bytes(0, 4096), Catch::Contains("at least one output"));
   CHECK_THROWS_WITH(cuda_sum_staging_bytes(16, 16, cuda_multiprocessors{0, 2048}), Catch::Contains("multiProcessorCount"));
+}
+
+namespace {
+// The CPU step oracle's LoRA steps (tests/oracle/run_step_oracle.py add_lora): its BASE shape, hidden 256, 4 heads of
+// 64 (2 KV), ffn 512, vocabulary 1000, 64 tokens x 2, pure bf16 base, eager attention on the CPU under torch 1, PEFT's
+// adapters in fp32 (rank 8 on q_proj and v_proj unless given), AdamW's for-loop.
+step_estimate oracle_lora_step(std::int64_t layers, std::int64_t seq, std::int64_t rank, recompute r) {
+  transformer_config m{};
+  m.hidden = 256;
+  m.layers = layers;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn = 512;
+  m.vocab = 1000;
+  training_states t = pure_bf16();
+  t.adapt.lora.rank = rank;
+  t.adapt.lora.targets = parse_lora_targets("q_proj,v_proj");
+  activation_config a{};
+  a.seq_len = seq;
+  a.micro_batch = 2;
+  a.recomputation = r;
+  a.attention = attention_kind::eager;
+  a.device = device_kind::cpu;
+  a.torch_major = 1;
+  step_config c{};
+  c.blas_workspaces = bytes{};
+  c.optimizer = optimizer_impl::forloop;
+  return estimate_step(m, t, a, c);
+}
+}  // namespace
+
+TEST_CASE("step: LoRA's for-loop steps the adapters in order, lora_A before lora_B", "[step][lora]") {
+  // Each layer's adapters as model.parameters() gives them: q's A (8 x 256) and B (256 x 8), v's A (8 x 256) and B
+  // (128 x 8), fp32. AdamW's for-loop holds sqrt and its quotient of one tensor beside the previous tensor's denom: at
+  // q's B, 2 x 2048 + 2048 = 6,144 elements x 4 B = 24,576 B (the largest tensor alone gave 16,384 B, -8,204 B against the
+  // profiler's 24,588 B, 12 B of step scalars beside).
+  CHECK(oracle_lora_step(2, 64, 8, recompute::none).optimizer_step.optimizer_temporaries == bytes_of(24'576));
+}
+
+TEST_CASE("step: a frozen output layer keeps no input, and the CausalLM frame holds it through the loss", "[step][lora]") {
+  // LoRA freezes lm_head, which keeps no input; LlamaForCausalLM.forward holds outputs.last_hidden_state (128 x 256 x 2 =
+  // 65,536 B) until the loss is computed. The forward's loss moment: bf16 logits 256,000 B, their fp32 copy and
+  // log_softmax's output 2 x 512,000 B, the padded and shifted labels 8 x 2 x 65 + 8 x 128 = 2,064 B, and the final
+  // hidden state. With 2 layers under full recompute the profiler measured 1,775,640 B above the resting states
+  // (zeromem 1,710,096 B before, -65,544 B).
+  const step_estimate e = oracle_lora_step(2, 64, 8, recompute::full);
+  CHECK(e.forward.loss == bytes_of(256'000 + 2 * 512'000 + 2'064 + 65'536));
+  CHECK(e.forward.total() - e.forward.resting == bytes_of(1'775'632));
+}
+
+TEST_CASE("step: LoRA's first layer keeps no rotated query where k_proj is not adapted", "[step][lora]") {
+  // Without recompute the frozen embedding's output needs no gradient: in layer 0 the adapted q_proj's output does and
+  // k_proj's does not, so eager attention's QK^T keeps K (for Q's gradient) and not Q (128 x 256 x 2 = 65,536 B). The
+  // profiler measured the backward 4,652,088 B above the resting states (2 layers; zeromem read 4,717,568 B before).
+  CHECK(oracle_lora_step(2, 64, 8, recompute::none).backward.total() - oracle_lora_step(2, 64, 8, recompute::none).backward.resting ==
+        bytes_of(4'652'032));
+}
+
+TEST_CASE("step: LoRA beside a frozen MLP, the product's node in the recomputed layer", "[step][lora]") {
+  // Full recompute, 256 tokens x 2 (sb = 512), rank 16 on q_proj and v_proj. The frozen down_proj keeps no input, so its
+  // node frees nothing and makes no gradient; act(gate) * up's MulBackward0 makes the gradients of act(gate) and up beside
+  // its incoming one: 3 x 512 x 512 x 2 = 1,572,864 B, with dL/d(residual) 512 x 256 x 2 = 262,144 B. The profiler's
+  // backward peak there: 11,413,536 B above the resting states (zeromem 10,102,784 B before, -11.5%, reading the layer's
+  // start).
+  const step_estimate e = oracle_lora_step(2, 256, 16, recompute::full);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.flowing == bytes_of(1'572'864 + 262'144));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(11'413'504));
 }

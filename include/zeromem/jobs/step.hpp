@@ -552,6 +552,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // OPT-350M's project_out hands lm_head a 16-bit tensor it keeps itself.
     if (a.autocast && a.impl == implementation::hf && !m.projected_embedding())
       loss_forward += elements_of(checked_product(sb, m.hidden)) * size_of(dtype::fp32);
+    // A frozen output layer (LoRA; a frozen tied embedding) keeps no input, and the frame holds that output all the same:
+    // c sbh at the loss's moment (the CPU step oracle's LoRA steps: forward −65,544 B before at sb 128, h 256).
+    else if (ZEROMEM_RARELY(t.adapt.lora_enabled() || (t.adapt.freeze_embeddings && m.tied_embeddings)) && a.impl == implementation::hf &&
+             !m.projected_embedding())
+      loss_forward += hidden_grad;
     loss_backward = f32 * 3 + softcap;                                                      // saved + nll_loss grad + log_softmax grad
     logits_grad = c;
     head_made = head_grads + head_input_grad + logits_grad;
@@ -881,6 +886,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tokens: backward −4.6% → −0.84%). GELU written as tensor ops (gelu_new's and gelu_fast's 0.5 x * (1 + tanh(...)),
   // transformers activations.py) ends with the same product: its MulBackward0 makes the gradients of 0.5 x and of
   // (1 + tanh) beside its incoming one.
+
+  // Under LoRA the base is frozen and no layer is walked but this node, read where no MLP module is adapted: the frozen
+  // down_proj keeps no input (its weight needs no gradient), so its node frees nothing and makes no weight gradient;
+  // act(gate) * up's MulBackward0 makes the same two sb x ffn gradients beside its incoming one, three beside the
+  // residual's gradient and the layer's saved tensors (the CPU step oracle's LoRA steps on q_proj and v_proj under full
+  // recompute: the backward's highest moment, 1,310,720 B above the layer's start at s b = 512, h 256, ffn 512).
+  const bool lora_product_walk = ZEROMEM_RARELY(t.adapt.lora_enabled()) && !split.adapters.mlp && walks_inside_layers(a) && !a.autocast &&
+                                 !fsdp && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu && !m.parallel_residual;
   const bool gated_walk = mlp_walk && (m.mlp == mlp_kind::swiglu ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
@@ -1184,7 +1197,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       // The residual dropout after down was differentiated before it too: its mask is gone.
       const bytes gone = product + attention_branch_norm(w) + w.mlp_residual_mask +
                          (a.autocast ? down_params * size_of(compute) : bytes{});  // down's cast too
-      const bytes product_moment_flowing = hidden_grad + attention_cast_waiting + product_flowing;
+      // Under LoRA (lora_product_walk) product is 0: a frozen down kept none, and the three gradients are added here.
+      const bytes product_moment_flowing =
+          hidden_grad + attention_cast_waiting + product_flowing +
+          (ZEROMEM_RARELY(lora_product_walk) ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) * 3 : bytes{});
       if (a.recomputation == recompute::full)
         return step_terms{resting, kept + down_grad, below + layer_saved, l.recomputed - gone, product_moment_flowing, bytes{}, gathered,
                           l.communication, bytes{}, bytes{}, bytes{}};
@@ -1456,7 +1472,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) | (branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
                                 (moe_walk ? bit(layer_part::moe_experts) : 0u) |
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (activation_walk ? bit(layer_part::mlp_activation) : 0u) |
-                                (gated_walk ? bit(layer_part::mlp_product) : 0u) |
+                                (gated_walk || lora_product_walk ? bit(layer_part::mlp_product) : 0u) |
                                 (first_linear_walk ? bit(layer_part::mlp_first_linear) : 0u) |
                                 (mlp_norm_walk ? bit(layer_part::mlp_norm) : 0u) | (attention_core_walk ? bit(layer_part::attention_core) : 0u) |
                                 (attention_norm_walk ? bit(layer_part::attention_norm) : 0u);
@@ -1555,9 +1571,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // foreach: its lists, and beside them the per-tensor temporaries of the largest parameter (torch.bool masks: 1 B,
     // as int8). The for-loop: its tensors of one parameter, one more for SGD's Nesterov grad.add(buf), beside those of
     // the previous parameter its local names still hold (forloop_moment_elements, over the model's parameters in
-    // order, whole or as FSDP2 shards). A flat ZeRO partition is one tensor; LoRA's adapters, tensor- and
-    // pipeline-parallel ranks take the largest tensor without the previous one's (a lower bound by at most
-    // forloop_carried x that tensor).
+    // order, whole or as FSDP2 shards; LoRA's adapters in theirs, lora_forloop_moment_elements). A flat ZeRO partition is
+    // one tensor; tensor- and pipeline-parallel ranks take the largest tensor without the previous one's (a lower bound
+    // by at most forloop_carried x that tensor).
     if (s.optimizer == optimizer_impl::foreach_kernels) {
       temporaries = updated * size_of(state) * (opt.foreach_temporaries + (decays ? opt.decay_foreach : 0)) +
                     largest * size_of(state) * opt.foreach_largest + largest * size_of(dtype::int8) * opt.foreach_largest_masks;
@@ -1569,6 +1585,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
         moment = elements_of(forloop_moment_elements(m, split.embedding_trainable.count() > 0, split.head_trainable.count() > 0,
                                                      fsdp ? s.fsdp_world : 1, current, opt.forloop_carried, opt.forloop_early_carried,
                                                      opt.forloop_early > 0 ? opt.forloop_early + decayed : 0));
+      else if (t.zero.stage == 0 && a.tp == 1 && p.pp == 1)  // LoRA: the adapters in order (the CPU step oracle's LoRA steps)
+        moment = elements_of(lora_forloop_moment_elements(m, t.adapt.lora, fsdp ? s.fsdp_world : 1, current, opt.forloop_carried,
+                                                          opt.forloop_early_carried, opt.forloop_early > 0 ? opt.forloop_early + decayed : 0));
       temporaries = moment * size_of(state);
       // Adafactor on CUDA: a matrix's column norm stages its partial sums beside the previous parameter's update
       // (adafactor_norm_staging_bytes). Measured on an H200: the step phase 18% above its prediction before (a tied

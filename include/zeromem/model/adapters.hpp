@@ -117,6 +117,7 @@ struct lora_counts {
   elements vision{};      // the whole vision tower
   elements total{};
   elements largest_tensor{};  // the largest lora_A or lora_B matrix
+  bool mlp = false;           // a module of the decoder layers' MLP is adapted
 };
 
 constexpr void validate(const lora_config& c, const transformer_config& m) {
@@ -168,11 +169,62 @@ constexpr lora_counts count_lora_parameters(const transformer_config& m, const l
     if (a.params == 0) return;
     const elements n = elements_of(detail::checked_mul(a.params, l.count));
     (l.vision ? out.vision : out.per_layer) += n;
+    out.mlp = out.mlp || (!l.vision && detail::is_mlp_module(l.role));
     const std::int64_t largest = detail::max_of(detail::checked_mul(c.rank, l.in), detail::checked_mul(c.rank, l.out));
     if (elements_of(largest) > out.largest_tensor) out.largest_tensor = elements_of(largest);
   });
   out.total = out.per_layer * m.layers + out.vision;
   return out;
+}
+
+/// forloop_moment_elements over PEFT's adapters: the optimizer steps [p for p in model.parameters() if p.requires_grad],
+/// the adapters in module order, each module's lora_A (r x in) before its lora_B (out x r) (PEFT tuners/lora/layer.py
+/// LoraLayer.__init__ registers lora_A, then lora_B; a fused qkv module's targeted slices each as one), the vision
+/// tower's before the decoder layers' (Qwen2-VL: `visual` is registered first), a block's or layer's modules in two
+/// passes where there are two, for the step from one's last adapter to the next's first, and a module repeated within
+/// a layer twice. Each tensor's local size under FSDP2 is its dim-0 chunk, padded (ranks; 1: whole). For consecutive
+/// tensors p, c: max(current x c + carried x p, early x c + early_carried x p).
+constexpr std::int64_t lora_forloop_moment_elements(const transformer_config& m, const lora_config& c, std::int64_t ranks,
+                                                    std::int64_t current, std::int64_t carried, std::int64_t early_carried,
+                                                    std::int64_t early) {
+  using detail::checked_add, detail::checked_mul, detail::ceil_div;
+  const std::int64_t r = c.rank;
+  std::int64_t previous = 0, peak = 0;
+  const auto visit = [&](std::int64_t rows, std::int64_t columns) {
+    const std::int64_t n = checked_mul(ranks > 1 ? ceil_div(rows, ranks) : rows, columns);
+    const std::int64_t late = checked_add(checked_mul(current, n), checked_mul(carried, previous));
+    const std::int64_t first = checked_add(checked_mul(early, n), checked_mul(early_carried, previous));
+    peak = detail::max_of(peak, detail::max_of(late, first));
+    previous = n;
+  };
+  const auto module = [&](const linear_shape& l) {
+    const adapted_linear a = adapt_of(m, l, c);
+    if (a.params == 0) return;
+    for (std::int64_t repeat = 0; repeat < (l.count >= 2 && !l.vision ? 2 : 1); ++repeat) {
+      if (a.params == checked_mul(r, checked_add(l.in, l.out))) {  // the whole module
+        visit(r, l.in);
+        visit(l.out, r);
+        continue;
+      }
+      const std::int64_t d = m.head_size();  // a fused qkv module's targeted slices (adapt_of)
+      const lora_module slices[] = {lora_module::q_proj, lora_module::k_proj, lora_module::v_proj};
+      const std::int64_t outs[] = {checked_mul(m.heads, d), checked_mul(m.kv_heads, d), checked_mul(m.kv_heads, d)};
+      for (int i = 0; i < 3; ++i)
+        if (c.targets & bit(slices[i])) {
+          visit(r, l.in);
+          visit(outs[i], r);
+        }
+    }
+  };
+  for (std::int64_t pass = 0; pass < (m.vision.blocks > 1 ? 2 : 1); ++pass)
+    for_each_linear(m, [&](const linear_shape& l) {
+      if (l.vision) module(l);
+    });
+  for (std::int64_t pass = 0; pass < (m.layers > 1 ? 2 : 1); ++pass)
+    for_each_linear(m, [&](const linear_shape& l) {
+      if (!l.vision) module(l);
+    });
+  return peak;
 }
 
 /// Bytes of one quantized weight matrix of `out` x `in` elements.

@@ -717,10 +717,12 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
   const std::int64_t width = adapter_input_bytes(c, adapt);
   const std::int64_t mask = c.device == device_kind::cpu ? width : 1;
   const bool drop = adapt.lora.dropout > 0.0;
-  bool attention_adapted = false, mlp_adapted = false;
+  bool attention_adapted = false, mlp_adapted = false, query_adapted = false, key_adapted = false;
   std::int64_t masks = 0;  // LoRA dropout masks over the input norm's output
   for_each_linear(m, [&](const linear_shape& l) {
     if (l.vision || adapt_of(m, l, adapt.lora).params == 0) return;
+    query_adapted = query_adapted || l.role == lora_module::q_proj || l.role == lora_module::qkv;
+    key_adapted = key_adapted || l.role == lora_module::k_proj || l.role == lora_module::qkv;
     const bool reads_input_norm = l.role == lora_module::q_proj || l.role == lora_module::k_proj || l.role == lora_module::v_proj ||
                                   l.role == lora_module::qkv ||
                                   (m.shared_layer_norm && (l.role == lora_module::fc1 || l.role == lora_module::gate_proj ||
@@ -732,6 +734,13 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
   });
   if (!m.parallel_residual && !attention_adapted) return bytes{};
   bytes unkept = w.attention_norm + bytes_of(masks);
+  // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
+  // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables). Read for Llama-family layers (the
+  // CPU step oracle's LoRA steps on q_proj and v_proj: backward +65,504 B before, one c sb heads d).
+  if (c.attention == attention_kind::eager && query_adapted && !key_adapted && m.positions == position_kind::rope &&
+      m.norm == norm_kind::rmsnorm && !m.parallel_residual && !m.fused_qkv && !m.qk_norm && !m.qk_norm_whole && !m.clip_qkv &&
+      m.attention_softcap == 0.0)
+    unkept += w.query;
   if (m.parallel_residual && !mlp_adapted) unkept += w.mlp_norm + w.mlp_input + w.mlp_hidden + w.mlp_residual_mask;
   return unkept;
 }
