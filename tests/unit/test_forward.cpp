@@ -470,3 +470,62 @@ TEST_CASE("forward only: models it does not model are refused", "[forward][error
   f.seq_len = 0;
   CHECK_THROWS_AS(estimate_forward_only(preset_config("llama-2-7b"), f, bytes{}), std::invalid_argument);
 }
+
+TEST_CASE("forward only: PEFT's LoRA adapters in a layer's forward, each adapted linear's moment", "[forward][lora]") {
+  // Llama-2-7B's layer, bf16, one sequence of 4096 tokens, SDPA, no cache: H = 2 x 4096 x 4096 = 33,554,432 B,
+  // F = 2 x 4096 x 11008 = 90,177,536 B. Without adapters the MLP frame sets the peak: 2H + 3F = 337,641,472 B.
+  const transformer_config m = preset_config("llama-2-7b");
+  forward_only_config f{};
+  f.seq_len = 4096;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  CHECK(forward_layer_peak(m, f).count() == 337'641'472);
+  // fp32 adapters of rank 16 on gate_proj (PEFT's Linear.forward, tuners/lora/layer.py), beside R1 and the MLP's input
+  // (2H): the base output R = F, x cast to fp32 (4 x 4096 x 4096 = 67,108,864), then lora_B's fp32 output and its scaled
+  // copy, or the scaled copy and the fp32 sum (2 x 4 x 4096 x 11008 = 360,710,144): 2H + F + 67,108,864 + 360,710,144.
+  f.lora.rank = 16;
+  f.lora.targets = bit(lora_module::gate_proj);
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 90'177'536 + 67'108'864 + 360'710'144);
+  // up_proj runs beside act(gate)'s output, one F more; down_proj's moment is lower (beside the product F: R = H, the
+  // input cast 4 x 4096 x 11008 = 180,355,072, lora_B's output and the sum 2 x 67,108,864).
+  f.lora.targets = bit(lora_module::gate_proj) | bit(lora_module::up_proj) | bit(lora_module::down_proj);
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 90'177'536 + 90'177'536 + 67'108'864 + 360'710'144);
+  // down_proj alone: beside 2H and the product F, R = H, the input cast 4 x 4096 x 11008 = 180,355,072 and lora_B's
+  // output with its scaled copy (2 x 4 x 4096 x 4096 = 134,217,728).
+  f.lora.targets = bit(lora_module::down_proj);
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 90'177'536 + 33'554'432 + 180'355'072 + 134'217'728);
+  // lora_dropout 0.1 runs under model.train() only: its fp32 output beside native_dropout's bool mask (180,355,072 +
+  // 45,088,768) tops lora_B's moment there.
+  f.lora.dropout = 0.1;
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 90'177'536 + 33'554'432 + 180'355'072 + 134'217'728);
+  f.train_dropout = true;
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 90'177'536 + 33'554'432 + 180'355'072 + 180'355'072 + 45'088'768);
+  // On a CPU the mask is a noise tensor in the input's dtype, and the add copies the bf16 base output to fp32 first
+  // (TensorIterator's CPU promotion): gate_proj's sum moment holds lora_B's scaled output, the sum and that copy
+  // (3 x 180,355,072) beside R and the cast input.
+  f.train_dropout = false;
+  f.device = device_kind::cpu;
+  f.lora.targets = bit(lora_module::gate_proj);
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 90'177'536 + 67'108'864 + 3 * 180'355'072LL);
+  // bf16 adapters: no cast, no promotion; lora_B's output and its scaled copy (2F) beside R: 2H + 3F, the base's peak.
+  f.device = device_kind::cuda;
+  f.lora.adapter_dtype = dtype::bf16;
+  CHECK(forward_layer_peak(m, f).count() == 337'641'472);
+  f.lora.targets = bit(lora_module::up_proj);
+  CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 4 * 90'177'536LL);
+}
+
+TEST_CASE("forward only: LoRA where a layer's adapters are not modelled is refused, naming what is", "[forward][lora]") {
+  forward_only_config f{};
+  f.seq_len = 128;
+  f.lora.rank = 8;
+  f.lora.targets = bit(lora_module::qkv);
+  const transformer_config phi3 = preset_config("phi-3-mini");
+  CHECK_FALSE(forward_lora_modelled(phi3, f.lora));
+  CHECK_THROWS_WITH(forward_layer_peak(phi3, f), Catch::Contains("separate q, k and v projections"));
+  const transformer_config llama = preset_config("llama-2-7b");
+  f.lora.targets = bit(lora_module::all_linear);
+  CHECK(forward_lora_modelled(llama, f.lora));
+  CHECK_THROWS_WITH(estimate_forward_only(llama, [&] { forward_only_config g = f; g.lora.rank = -1; return g; }(), bytes{}),
+                    Catch::Contains("the LoRA rank cannot be negative"));
+}

@@ -457,8 +457,12 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   CHECK(e.backward.flowing.count() == 18'874'368 + 226'492'416);
   // Above it: 24 layers' checkpoints below and the 25th's being recomputed, layer 25's checkpoint freed, and the final
   // norm's saved tensors freed when its node ran (frozen under LoRA, GemmaRMSNorm keeps its fp32 input 4 x 4096 x 2304 =
-  // 37,748,736 B, the fp32 rstd 4 x 4096 = 16,384 B and (1 + weight) in fp32 4 x 2304 = 9,216 B: 37,774,336 B).
-  CHECK(e.backward.activations.count() - e.forward.activations.count() == -18'874'368 - 37'774'336);
+  // 37,748,736 B, the fp32 rstd 4 x 4096 = 16,384 B and (1 + weight) in fp32 4 x 2304 = 9,216 B: 37,774,336 B), against
+  // what the forward saved (the stage's tensors less the logits, which the fused loss never holds).
+  const stage_activations forward_saved = first_stage_activations(g, sdpa(4096, 1, recompute::full), {}, t.adapt);
+  CHECK(e.backward.activations.count() - (forward_saved.total - forward_saved.logits).count() == -18'874'368 - 37'774'336);
+  // The forward's own peak is a checkpointed layer's forward (its working tensors beside the checkpoints), above them.
+  CHECK(e.forward.activations > forward_saved.total - forward_saved.logits);
 }
 
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {

@@ -44,6 +44,10 @@ struct forward_only_config {
   /// span the mask (native_dropout's bool on CUDA, 1 B a value; on a CPU a noise tensor in the input's dtype). Read by
   /// the layers whose frames model it (dropout_modelled).
   bool train_dropout = false;
+  /// PEFT's LoRA adapters on the decoder layers' linears, unmerged (tuners/lora/layer.py Linear.forward): each adapted
+  /// linear's own tensors at their highest moment, lora_dropout under train_dropout (forward_lora_modelled). None by
+  /// default; the adapters' weights are the caller's.
+  lora_config lora{};
 };
 
 struct forward_only_estimate {
@@ -183,6 +187,18 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
   return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 && (phi3 || llama);
 }
 
+/// Whether forward_layer_peak follows PEFT's adapters `lora` on model m's layers (none always): Llama's frames with
+/// separate q, k and v projections, and a dense SwiGLU MLP (gate_proj, up_proj, down_proj) where an MLP linear or
+/// all-linear is targeted (all-linear adapts a mixture's router too).
+constexpr bool forward_lora_modelled(const transformer_config& m, const lora_config& lora) {
+  if (lora.rank <= 0) return true;
+  const bool llama = !m.qkv_per_head && !m.shared_layer_norm && !detail::stablelm_layer(m) && m.positions != position_kind::learned && !m.fused_qkv;
+  const std::uint16_t attention = bit(lora_module::q_proj) | bit(lora_module::k_proj) | bit(lora_module::v_proj) | bit(lora_module::o_proj);
+  const std::uint16_t mlp = bit(lora_module::gate_proj) | bit(lora_module::up_proj) | bit(lora_module::down_proj) | bit(lora_module::all_linear);
+  const bool dense_swiglu = m.moe.experts == 0 && m.mlp == mlp_kind::swiglu && !m.fused_gate_up;
+  return llama && (lora.targets & ~(attention | mlp)) == 0 && ((lora.targets & mlp) == 0 || dense_swiglu);
+}
+
 /// Whether forward_layer_peak follows model m's own dropout under model.train() (forward_only_config::train_dropout):
 /// GPT-2's frames do; Phi's residual dropout never sets its layer's peak (forward_partial_rope_layer_peak); the other
 /// layers' only where their config sets none.
@@ -196,6 +212,28 @@ namespace detail {
 /// Bytes of a dropout mask's value: native_dropout's bool on CUDA, a noise tensor in the input's dtype on a CPU
 /// (aten/src/ATen/native/Dropout.cpp).
 constexpr std::int64_t dropout_mask_bytes(const forward_only_config& f, std::int64_t c) { return f.device == device_kind::cuda ? 1 : c; }
+
+/// Bytes an adapted linear holds above what its caller holds, the base output included, at its highest moment: PEFT's
+/// Linear.forward (tuners/lora/layer.py) result = base_layer(x); x cast to lora_A's dtype where it differs
+/// (_cast_input_dtype, a local to the return); result + lora_B(lora_A(dropout(x))) * scaling, each operand a
+/// temporary freed once its consumer returns, the sum promoted (bf16 + fp32 is fp32); result.to(the base output's dtype).
+/// On a CPU the add first copies each operand not in the promoted dtype (TensorIteratorBase::compute_types,
+/// aten/src/ATen/TensorIterator.cpp: on kCPU, promote_inputs_to_common_dtype makes temporaries); CUDA casts in the kernel.
+constexpr std::int64_t lora_linear_peak(const forward_only_config& f, std::int64_t sb, std::int64_t in, std::int64_t out) {
+  const std::int64_t c = dtype_bytes_ceil(f.compute), a = dtype_bytes_ceil(f.lora.adapter_dtype);
+  const bool same = f.lora.adapter_dtype == f.compute;
+  const std::int64_t sum_bytes = same ? c : max_of(4, max_of(a, c));
+  const std::int64_t copies = f.device != device_kind::cpu ? 0 : (c != sum_bytes) + (a != sum_bytes);
+  const std::int64_t R = checked_product(c, sb, out), x = same ? 0 : checked_product(a, sb, in);
+  const bool drop = f.train_dropout && f.lora.dropout > 0.0;  // nn.Identity when lora_dropout is 0
+  const std::int64_t D = drop ? checked_product(a, sb, in) : 0, mask = drop ? checked_product(dropout_mask_bytes(f, a), sb, in) : 0;
+  const std::int64_t A = checked_product(a, sb, f.lora.rank), B = checked_product(a, sb, out), sum = checked_product(sum_bytes, sb, out);
+  const std::int64_t held = checked_sum(R, x);  // the base output and the cast input, to the adapter sum
+  const std::int64_t add = checked_sum(B, sum, checked_product(copies, sum_bytes, sb, out));  // lora_B's scaled output, the sum
+  const std::int64_t adapter = max_of(max_of(checked_sum(D, mask), checked_sum(D, A)), max_of(checked_sum(A, B), max_of(checked_product(2, B), add)));
+  // result.to(c) beside the promoted sum (no copy where the sum is already in c), the cast input still bound.
+  return max_of(checked_sum(held, adapter), checked_sum(x, sum, sum_bytes == c ? 0 : R));
+}
 
 /// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP), a
 /// Phi layer (modeling_phi.py PhiDecoderLayer, PhiAttention, PhiMLP) or a StableLM layer (modeling_stablelm.py
@@ -407,6 +445,9 @@ constexpr std::int64_t forward_opt_layer_peak(const transformer_config& m, const
 /// bytes). Layers differ only where some skip RoPE (SmolLM3's NoPE layers, rope_layer).
 constexpr bytes forward_layer_peak(const transformer_config& m, const forward_only_config& f, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum, detail::max_of;
+  if (ZEROMEM_RARELY(!forward_lora_modelled(m, f.lora)))
+    detail::fail("LoRA's own tensors in a layer's forward are modelled for Llama-family layers with separate q, k and v projections "
+                 "and a dense SwiGLU MLP; target those modules, or leave the adapters out of the forward");
   // GPT-NeoX's query_key_value, Phi's shared norm and StableLM's layer, each with a partial rotation joined by torch.cat.
   if (m.qkv_per_head || m.shared_layer_norm || detail::stablelm_layer(m)) return bytes_of(detail::forward_partial_rope_layer_peak(m, f));
   if (m.positions == position_kind::learned)  // GPT-2's block (one c_attn), or OPT's layer
@@ -461,6 +502,13 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     }
   }
   std::int64_t attention = max_of(max_of(rope, qk_norms), cache_moment), probs_kept = 0;
+  // PEFT's adapted projections (lora_linear_peak) beside what LlamaAttention.forward holds as each runs: q_proj beside Y,
+  // k_proj beside Y and q (normed under q/k norms), v_proj beside both; o_proj below.
+  const auto adapted = [&](lora_module l) { return f.lora.rank > 0 && (f.lora.targets & (bit(l) | bit(lora_module::all_linear))) != 0; };
+  const std::int64_t q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
+  if (adapted(lora_module::q_proj)) attention = max_of(attention, checked_sum(Y, detail::lora_linear_peak(f, sb, h, q_out)));
+  if (adapted(lora_module::k_proj)) attention = max_of(attention, checked_sum(Y, Q, detail::lora_linear_peak(f, sb, h, kv_out)));
+  if (adapted(lora_module::v_proj)) attention = max_of(attention, checked_sum(Y, Q, K, detail::lora_linear_peak(f, sb, h, kv_out)));
   if (f.attention == attention_kind::eager) {
     // eager_attention_forward: repeat_kv copies K and V to every head unless one kv head makes it a stride-0 view;
     // matmul folds (batch, heads) into one dimension, copying an operand that cannot be folded as a view (b > 1:
@@ -491,6 +539,7 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     // transpose(1, 2).contiguous() copies unless one token or one head leaves the transposed tensor contiguous.
     attention = max_of(attention, checked_sum(base, cA, s > 1 && m.heads > 1 ? checked_product(2, Q) : Q));
     attention = max_of(attention, checked_sum(after_rope, cA, Q, H));                    // o_proj
+    if (adapted(lora_module::o_proj)) attention = max_of(attention, checked_sum(after_rope, cA, Q, detail::lora_linear_peak(f, sb, q_out, h)));
     probs_kept = cA;  // returned as attn_weights; the decoder layer's `hidden_states, _ =` keeps them to its end
   } else {
     // sdpa_attention_forward with enable_gqa (torch >= 2.5, no mask): the output, the kernel's fp32 log-sum-exp,
@@ -499,6 +548,7 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
     attention = max_of(attention, checked_sum(after_rope, Q, lse));
     attention = max_of(attention, checked_sum(after_rope, checked_product(2, Q)));
     attention = max_of(attention, checked_sum(after_rope, Q, H));
+    if (adapted(lora_module::o_proj)) attention = max_of(attention, checked_sum(after_rope, Q, detail::lora_linear_peak(f, sb, q_out, h)));
     if (sliding_mask(m, f, layer)) {
       // A sliding layer once the sequence reaches the window gets the model's boolean mask (attention_layout::sdpa_mask,
       // as in training): sdpa_attention_forward repeats K and V to every head (use_gqa_in_sdpa needs no mask: copies
@@ -520,12 +570,21 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   // qkv + 2K, never tops o_proj's above (K <= Q), and the copies' contiguous layout only spares matmul a fold copy of
   // K and V at moments o_proj's also tops where heads x d <= hidden (the forward oracle, exact either way).
   const std::int64_t cached = f.use_cache ? checked_product(2, K) : 0;
+  // LlamaMLP's adapted linears above what the MLP's caller holds with its argument: gate_proj's, then up_proj's beside
+  // act(gate)'s output, then down_proj's beside their product.
+  const auto adapted_mlp = [&](std::int64_t base) {
+    std::int64_t peak = 0;
+    if (adapted(lora_module::gate_proj)) peak = max_of(peak, checked_sum(base, detail::lora_linear_peak(f, sb, h, m.ffn)));
+    if (adapted(lora_module::up_proj)) peak = max_of(peak, checked_sum(base, F, detail::lora_linear_peak(f, sb, h, m.ffn)));
+    if (adapted(lora_module::down_proj)) peak = max_of(peak, checked_sum(base, F, detail::lora_linear_peak(f, sb, m.ffn, h)));
+    return peak;
+  };
   if (m.post_norms) {
     // Olmo2DecoderLayer: post_attention_layernorm over the attention output, the residual sum R1; the MLP reads R1
     // itself (3F, or its product and down's output); post_feedforward_layernorm over the MLP output; the sum.
     const std::int64_t before = checked_sum(probs_kept, cached), held = checked_sum(before, H);  // held: R1
     const std::int64_t branch = max_of(checked_sum(before, H, norm), checked_sum(before, checked_product(2, H)));
-    const std::int64_t mlp = checked_sum(held, max_of(checked_product(3, F), checked_sum(F, H)));
+    const std::int64_t mlp = max_of(checked_sum(held, max_of(checked_product(3, F), checked_sum(F, H))), adapted_mlp(held));
     const std::int64_t after = max_of(checked_sum(held, H, norm), checked_sum(held, checked_product(2, H)));
     return bytes_of(max_of(max_of(attention, branch), max_of(mlp, after)));
   }
@@ -561,7 +620,7 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   const std::int64_t dense = m.mlp == mlp_kind::gelu ? max_of(gelu, checked_sum(F, H))
                              : m.fused_gate_up       ? max_of(checked_product(4, F), checked_sum(checked_product(3, F), H))
                                                      : max_of(checked_product(3, F), checked_sum(F, H));
-  const std::int64_t mlp = checked_sum(held, H, m.moe.experts > 0 ? moe : dense);
+  const std::int64_t mlp = max_of(checked_sum(held, H, m.moe.experts > 0 ? moe : dense), adapted_mlp(checked_sum(held, H)));
   const std::int64_t end = checked_sum(held, checked_product(m.scaled_residual ? 3 : 2, H));
   const std::int64_t first_sum = m.scaled_residual ? checked_sum(probs_kept, cached, checked_product(3, H)) : 0;  // R1's add
   // Gemma-2's sandwich norms (Gemma2DecoderLayer): post_attention_layernorm over the attention output before the
@@ -597,6 +656,7 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
                  "rotating whole heads or Phi-3's fused projections; dense, or transformers 5's routed experts), GPT-2's, OPT's, GPT-NeoX's, "
                  "Phi's, StableLM's and StarCoder2's layers; pass such a model or estimate the step instead");
   if (weights.count() < 0) detail::fail("the weight bytes cannot be negative");
+  if (f.lora.rank != 0 || f.lora.targets != 0) validate(f.lora, m);
   // A learned position table has one row per position (GPT2Model's wpe(position_ids)), as in training.
   if (m.positions == position_kind::learned && f.seq_len > m.max_positions - m.position_offset)
     detail::fail_learned_positions(f.seq_len, m.max_positions - m.position_offset);

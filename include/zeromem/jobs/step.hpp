@@ -612,10 +612,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                               : elements_of(checked_product(s_local, m.hidden)) * size_of(table_output);
   const bytes before_output = saved - stage.output_layer + (m.scaled_embedding || m.positions == position_kind::learned ? hidden_grad : bytes{}) +
                               position_rows;
+  // A LoRA layer (every base weight frozen, none quantized) runs the same frames with its adapters' own tensors
+  // (forward_lora_modelled; bitsandbytes' dequantized weights are not modelled).
+  const bool lora_layers = ZEROMEM_RARELY(t.adapt.lora_enabled()) && t.adapt.quantize == quantization::none && forward_lora_modelled(m, t.adapt.lora);
   bytes checkpointed_forward{};
   if (a.recomputation == recompute::full && a.impl == implementation::hf && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
-      p.pp == 1 && !fsdp && t.zero.stage < 3 && split.layer_trainable == counts.layer && forward_layer_modelled(m, a.attention, s_local, true) &&
-      dropout_modelled(m)) {
+      p.pp == 1 && !fsdp && t.zero.stage < 3 && (split.layer_trainable == counts.layer || lora_layers) &&
+      forward_layer_modelled(m, a.attention, s_local, true) && dropout_modelled(m)) {
     forward_only_config f{};
     f.seq_len = s_local;
     f.micro_batch = a.micro_batch;
@@ -624,6 +627,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     f.use_cache = false;  // transformers turns the cache off under gradient checkpointing
     f.device = a.device;
     f.train_dropout = true;  // model.train(): config.json's dropout runs
+    if (lora_layers) f.lora = t.adapt.lora;
     // The last layer, and the last of each other kind (SmolLM3's NoPE layers; under SDPA's sliding-window mask Gemma-2's
     // and Gemma-3's sliding and full-attention layers), with fewer checkpoints beside it: those of the layers after it.
     checkpointed_forward = before_output + forward_layer_peak(m, f, L - 1);
