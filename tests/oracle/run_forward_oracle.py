@@ -162,7 +162,7 @@ def main():
         if cfg.get("head_dim"):
             args += ["--head-dim", str(cfg["head_dim"])]
         if cfg.get("granite"):
-            args += ["--scaled-residual", "--scaled-logits"]
+            args += ["--scaled-residual", "--scaled-logits", "--embedding-multiplier"]
         if cfg["qk_norm"]:
             args.append("--qk-norm")
         if cfg.get("fused"):

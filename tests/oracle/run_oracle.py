@@ -78,7 +78,7 @@ def estimate_args(binary, kind, cfg, layers, vocab):
         if cfg.get("nope"):
             args += ["--nope-period", "1"]
         if cfg.get("granite"):
-            args += ["--scaled-residual", "--scaled-logits"]
+            args += ["--scaled-residual", "--scaled-logits", "--embedding-multiplier"]
     if cfg.get("lora"):
         lora = cfg["lora"]
         args += ["--precision", "bf16", "--lora-rank", str(lora["rank"]), "--lora-dropout", str(lora["dropout"]),

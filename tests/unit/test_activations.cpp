@@ -1080,6 +1080,34 @@ TEST_CASE("MoE: each expert keeps its gathered tokens and its output before the 
   CHECK(layer_activation_bytes(qwen2_moe, c).mlp_hidden.count() == 369'098'752LL + 134'217'728 + 18'325'504 + 240);
 }
 
+TEST_CASE("LoRA under full recompute: a scaled or summed embedding output is a leaf kept to the end of backward", "[activations][lora]") {
+  // enable_input_require_grads makes the frozen embedding's output a leaf that requires grad; GemmaModel multiplies it
+  // by sqrt(hidden) into layer 0's input, and that multiply's node reaches the leaf's AccumulateGrad, which holds it.
+  // Gemma-2B, s = 4096, b = 1, bf16: 2 x 4096 x 2048 = 16,777,216 B. The CPU step oracle's Gemma and Granite LoRA steps
+  // under checkpointing read one c sbh short before (forward -3.56%, backward -2.88% at its base shape).
+  const transformer_config gemma = find_preset("gemma-2b").config;
+  activation_config c = hf_sdpa(4096);
+  c.recomputation = recompute::full;
+  const adaptation lora = peft_qv_r16();
+  const stage_activations st = first_stage_activations(gemma, c, {}, lora);
+  CHECK(st.embedding_output.count() == 16'777'216);
+  CHECK(st.total - st.layers - st.input_ids - st.position_ids - st.rotary_tables - st.checkpoint_arguments - st.embedding_dropout -
+            st.embedding_projection - st.output_layer - st.logits - st.vision ==
+        bytes_of(16'777'216));
+  // Not without recompute (no hook), not with the embedding trained (no leaf: it has a grad_fn), not where layer 0 reads
+  // the embedding's output itself (Llama: it is the first checkpoint, counted there).
+  activation_config none = c;
+  none.recomputation = recompute::none;
+  CHECK(first_stage_activations(gemma, none, {}, lora).embedding_output.count() == 0);
+  CHECK(first_stage_activations(gemma, c).embedding_output.count() == 0);
+  CHECK(first_stage_activations(find_preset("llama-2-7b").config, c, {}, lora).embedding_output.count() == 0);
+  // The same shape with Granite's embedding_multiplier in place of Gemma's normalizer: the same 16,777,216 B.
+  transformer_config granite = gemma;
+  granite.scaled_embedding = false;
+  granite.embedding_multiplier = true;
+  CHECK(first_stage_activations(granite, c, {}, lora).embedding_output.count() == 16'777'216);
+}
+
 TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "[activations][lora]") {
   // The embedding is frozen and enable_input_require_grads runs only with gradient checkpointing, so layer 0's input
   // does not require grad. Llama-2-7B, s = 2048, b = 4, r = 16 on q_proj and v_proj: its input RMSNorm keeps nothing,

@@ -88,7 +88,8 @@ struct model_flags {
   double attention_softcap = 0.0, final_logit_softcap = 0.0;
   std::int64_t sliding_window_pattern = 0, nope_period = 0, rotary_dims = 0;
   bool rope_concat = false;
-  bool fused_qkv = false, fused_gate_up = false, use_cache = false, scaled_residual = false, scaled_logits = false;
+  bool fused_qkv = false, fused_gate_up = false, use_cache = false, scaled_residual = false, scaled_logits = false,
+       embedding_multiplier = false;
   std::int64_t sliding_window = 0;
   std::int64_t experts = 0, experts_per_token = 0, expert_ffn = 0, shared_experts = 0;  // 0: not given (dense)
   bool expert_linears = false;  // transformers 4's per-expert nn.Linear modules (moe_config::stacked false)

@@ -159,6 +159,7 @@ void print_activations(std::ostream& out, const stage_activations& act) {
   if (act.checkpoint_arguments.count() != 0) out << bytes_row("checkpointed calls' masks, positions", act.checkpoint_arguments) << "\n";
   if (act.embedding_dropout.count() != 0) out << bytes_row("embedding dropout", act.embedding_dropout) << "\n";
   if (act.embedding_projection.count() != 0) out << bytes_row("project_in input", act.embedding_projection) << "\n";
+  if (act.embedding_output.count() != 0) out << bytes_row("embedding output (a leaf)", act.embedding_output) << "\n";
   if (act.output_layer.count() != 0) out << bytes_row("output layer inputs", act.output_layer) << "\n";
   if (act.logits.count() != 0) out << bytes_row("fp32 logits", act.logits) << "\n";
   if (act.vision.count() != 0) out << bytes_row("vision tower (image patches)", act.vision) << "\n";

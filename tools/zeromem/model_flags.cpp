@@ -58,6 +58,8 @@ void add_model_flags(CLI::App& app, model_flags& f, bool attention_only) {
                                  "each branch is multiplied by a scalar into a new tensor before its residual add (Granite's residual_multiplier)"));
     shape.push_back(app.add_flag("--scaled-logits", f.scaled_logits,
                                  "the logits are divided by a scalar into a new tensor (Granite's logits_scaling)"));
+    shape.push_back(app.add_flag("--embedding-multiplier", f.embedding_multiplier,
+                                 "the embedding output is multiplied by a scalar into a new tensor (Granite's embedding_multiplier)"));
     shape.push_back(app.add_flag("--scaled-embedding", f.scaled_embedding,
                                  "the embedding output is multiplied by sqrt(hidden) into a new tensor (Gemma's GemmaModel)"));
     shape.push_back(app.add_flag("--sandwich-norms", f.sandwich_norms,
@@ -163,6 +165,7 @@ transformer_config shaped_model_of(const model_flags& f) {
   m.scaled_residual = f.scaled_residual;
   m.scaled_logits = f.scaled_logits;
   m.scaled_embedding = f.scaled_embedding;
+  m.embedding_multiplier = f.embedding_multiplier;
   m.sandwich_norms = f.sandwich_norms;
   m.attention_softcap = f.attention_softcap;
   m.final_logit_softcap = f.final_logit_softcap;

@@ -610,8 +610,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                               : opt_positions ? elements_of(checked_product(sb, m.hidden)) * size_of(table_output) +
                                                     bytes_of(checked_product(checkpointed_calls ? 4 : 12, sb))
                                               : elements_of(checked_product(s_local, m.hidden)) * size_of(table_output);
-  const bytes before_output = saved - stage.output_layer + (m.scaled_embedding || m.positions == position_kind::learned ? hidden_grad : bytes{}) +
-                              position_rows;
+  // (Under LoRA the embedding's own output may be a leaf kept from forward to backward, stage.embedding_output, in saved:
+  // there it is inputs_embeds, but for OPT-350M's, the token-wide input of project_in.)
+  const bool embeddings_referenced = (m.scaled_embedding || m.positions == position_kind::learned) &&
+                                     (stage.embedding_output.count() == 0 || m.projected_embedding());
+  const bytes before_output = saved - stage.output_layer + (embeddings_referenced ? hidden_grad : bytes{}) + position_rows;
   // A LoRA layer (every base weight frozen, none quantized) runs the same frames with its adapters' own tensors
   // (forward_lora_modelled; bitsandbytes' dequantized weights are not modelled).
   const bool lora_layers = ZEROMEM_RARELY(t.adapt.lora_enabled()) && t.adapt.quantize == quantization::none && forward_lora_modelled(m, t.adapt.lora);

@@ -553,7 +553,7 @@ inline transformer_config parse_hf_config(const std::string& text, const hf_quan
     // attention_multiplier, logits_scaling) are Python floats: their values change no size, but the products are new
     // tensors.
     m = llama_like(j, type, false);
-    m.scaled_residual = m.scaled_logits = true;
+    m.scaled_residual = m.scaled_logits = m.embedding_multiplier = true;
   } else if (type == "starcoder2") {
     // Starcoder2Config / modeling_starcoder2.py: Llama's pre-norm layer with LayerNorms (weight and bias), q, k, v, o
     // and the MLP's c_fc / act / c_proj all with use_bias (default true), GQA (num_key_value_heads, default 2),

@@ -178,6 +178,10 @@ struct transformer_config {
   /// a forward without autograd holds the products (forward.hpp).
   bool scaled_residual = false;
   bool scaled_logits = false;
+  /// GraniteModel multiplies the embedding's output by embedding_multiplier into a new tensor before layer 0
+  /// (modular_granite.py). Like Gemma's scaled_embedding it changes no size; it matters where the embedding's own output
+  /// is kept (LoRA under full recompute: stage_activations::embedding_output).
+  bool embedding_multiplier = false;
   /// Attention and the MLP both read the layer's input: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX's
   /// use_parallel_residual, modeling_gpt_neox.py GPTNeoXLayer; Phi-1/2's PhiDecoderLayer), instead of x + attn, then + mlp.
   bool parallel_residual = false;

@@ -665,6 +665,7 @@ struct stage_activations {
   bytes checkpoint_arguments{};  // full recompute: the eager masks and position ids each checkpointed layer call holds
   bytes embedding_dropout{};   // embedding dropout mask
   bytes embedding_projection{};  // OPT-350M's project_in keeps the token embedding output (word_embed_proj_dim wide)
+  bytes embedding_output{};    // LoRA under full recompute: the frozen embedding's output, a leaf its AccumulateGrad holds
   bytes output_layer{};        // final norm input and output-layer input (OPT-350M: project_out's and lm_head's inputs)
   bytes logits{};              // fp32 logits kept for the cross-entropy backward
   /// The vision tower's saved tensors and inputs over the micro-batches in flight (image tokens; 0 for text).
@@ -825,7 +826,18 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     if (positions_per_sequence(m) || checkpoint_arguments.count() == 0)
       position_ids = bytes_of(checked_product(learned_position_id_bytes(m, s, b), inflight));
   }
-  bytes embedding_dropout{}, embedding_projection{}, output_layer{}, logits{};
+  bytes embedding_dropout{}, embedding_projection{}, embedding_output{}, output_layer{}, logits{};
+  // LoRA under full recompute: transformers' enable_input_require_grads (modeling_utils.py, which PEFT's recipes call
+  // with gradient checkpointing) hooks the input embeddings' forward with output.requires_grad_(True), so the frozen
+  // embedding's output is a leaf that requires grad. Where the model makes a new tensor of it before layer 0 (GemmaModel's
+  // normalizer, GraniteModel's embedding_multiplier, GPT-2's and OPT's position embeddings added, OPT-350M's project_in),
+  // that op's node reaches the leaf through its AccumulateGrad, which holds the variable (torch/csrc/autograd/functions/
+  // accumulate_grad.h): alive from forward to the end of backward, where layer 0's input would otherwise be the only copy
+  // (the CPU step oracle's Gemma and Granite LoRA steps under checkpointing: forward and backward one c sbh short before).
+  // Qwen2-VL's masked_scatter of the image embeddings is not modelled.
+  if (c.impl == implementation::hf && c.recomputation == recompute::full && adapt.lora_enabled() && c.image_tokens == 0 &&
+      (m.scaled_embedding || m.embedding_multiplier || m.positions == position_kind::learned || m.projected_embedding()))
+    embedding_output = bytes_of(checked_product(c.autocast ? 4 : a, sb, m.token_width(), inflight));
   // OPT-350M's project_in (modeling_opt.py OPTDecoder): an nn.Linear over the token embedding output keeps that input
   // for its weight's gradient (a 16-bit cast under autocast, and its weight's cast), unless the embeddings are frozen.
   const bool frozen_embedding = adapt.lora_enabled() || adapt.freeze_embeddings;
@@ -879,9 +891,9 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
     const bytes unkept = detail::first_layer_unkept_bytes(m, c, adapt, per_layer) * inflight;
     layers -= unkept;
     return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, position_ids, rotary_tables, checkpoint_arguments,
-                             embedding_dropout, embedding_projection, output_layer, logits, vision,
+                             embedding_dropout, embedding_projection, embedding_output, output_layer, logits, vision,
                              layers + input_ids + position_ids + rotary_tables + checkpoint_arguments + embedding_dropout +
-                                 embedding_projection + output_layer + logits + vision,
+                                 embedding_projection + embedding_output + output_layer + logits + vision,
                              full_layer,   full_layers, unkept};
   };
   if (!mixed) return with_layers(per_layer, 0);
