@@ -189,6 +189,17 @@ CASES = [
      "resid_dropout": 0.1, "micro_batch": 4},
     {"family": "phi", "shared": True, "parallel": True, "kv_heads": 1, "rotary": 16, "lm_head_bias": True, "gelu_new": True,
      "resid_dropout": 0.1, "micro_batch": 4, "recompute": "full"},
+    # PEFT's LoRA on OPT's q_proj and v_proj (run_step_oracle.add_lora; OPTForCausalLM's outputs held through the loss,
+    # which a frozen lm_head does not keep). Under checkpointing the frozen embedding's output, a leaf
+    # (enable_input_require_grads), is kept by the AccumulateGrad its sum with the positions reaches (backward -3.48%
+    # before); OPT-350M's frame holds project_out's output (forward -2.01%); without checkpointing layer 0's scaled query
+    # is kept by nothing, k_proj not adapted (+1.57%)
+    {"family": "opt", "before": True, "bias": True, "embed_width": 256, "hidden": 256, "heads": 4, "ffn": 640, "layers": 3,
+     "vocab": 1000, "max_positions": 512, "recompute": "full", "lora": {"rank": 8, "targets": "q_proj,v_proj"}},
+    {"family": "opt", "before": True, "bias": True, "embed_width": 128, "hidden": 256, "heads": 4, "ffn": 640, "layers": 3,
+     "vocab": 1000, "max_positions": 512, "recompute": "full", "lora": {"rank": 8, "targets": "q_proj,v_proj"}},
+    {"family": "opt", "before": True, "bias": True, "embed_width": 256, "hidden": 256, "heads": 4, "ffn": 640, "layers": 3,
+     "vocab": 1000, "max_positions": 512, "lora": {"rank": 8, "targets": "q_proj,v_proj"}},
 ]
 
 
@@ -288,7 +299,17 @@ def measure(cfg):
         run_model = model
     vocab = cfg["vocab"]
     ids = torch.randint(0, vocab, (cfg["micro_batch"], cfg["seq_len"]))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4, foreach=False)
+    params = model.parameters()
+    if cfg.get("lora"):  # OPT's linears only (GPT-2's c_attn is one module): every base parameter frozen, SGD over the adapters
+        assert cfg["family"] == "opt"
+        params = run_step_oracle.add_lora(model, cfg["lora"])
+        if cfg["recompute"] == "full":  # enable_input_require_grads, as PEFT's recipes call it with checkpointing
+            model.embed_tokens.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
+
+        def run_model(ids):  # OPTForCausalLM.forward: outputs[0] stays bound beside the logits through the loss
+            hidden_states = model(ids, None, "hidden-states")
+            return hidden_states, F.linear(hidden_states, model.embed_tokens.weight).contiguous()
+    opt = torch.optim.SGD(params, lr=1e-4, foreach=False)
 
     def causal_lm_loss(logits, labels):  # transformers loss_utils.py ForCausalLMLoss
         logits = logits.float()
@@ -298,6 +319,8 @@ def measure(cfg):
 
     def loss_fn():  # *ForCausalLM.forward: the 16-bit logits stay referenced through the loss
         logits = run_model(ids)
+        if cfg.get("lora"):
+            hidden_states, logits = logits
         return causal_lm_loss(logits, ids)
 
     # keep_grads: zero_grad(set_to_none=False), the gradients kept from one step to the next (zeromem --keep-grads)
@@ -355,6 +378,8 @@ def phases_above_resting(args, cfg):
     gradients (run_step_oracle.predict)."""
     if cfg.get("keep_grads"):
         args = args + ["--keep-grads"]
+    if cfg.get("lora"):
+        args = args + ["--lora-rank", str(cfg["lora"]["rank"]), "--lora-targets", cfg["lora"]["targets"], "--lora-dtype", "fp32"]
     phases = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)["phases"]
     resting = phases["forward"]["terms"]["resting_states_bytes"] + phases["forward"]["terms"]["gradients_bytes"]
     return {k: v["peak_bytes"] - resting for k, v in phases.items()}

@@ -553,10 +553,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (a.autocast && a.impl == implementation::hf && !m.projected_embedding())
       loss_forward += elements_of(checked_product(sb, m.hidden)) * size_of(dtype::fp32);
     // A frozen output layer (LoRA; a frozen tied embedding) keeps no input, and the frame holds that output all the same:
-    // c sbh at the loss's moment (the CPU step oracle's LoRA steps: forward −65,544 B before at sb 128, h 256).
-    else if (ZEROMEM_RARELY(t.adapt.lora_enabled() || (t.adapt.freeze_embeddings && m.tied_embeddings)) && a.impl == implementation::hf &&
-             !m.projected_embedding())
-      loss_forward += hidden_grad;
+    // c sbh at the loss's moment (the CPU step oracle's LoRA steps: forward −65,544 B before at sb 128, h 256); OPT-350M's
+    // is project_out's, frozen too, word_embed_proj_dim wide (an OPT LoRA probe of the family step oracle's frames, with
+    // OPTForCausalLM's outputs held through the loss: −32,768 B before at sb 128, width 128).
+    else if (ZEROMEM_RARELY(t.adapt.lora_enabled() || (t.adapt.freeze_embeddings && m.tied_embeddings)) && a.impl == implementation::hf)
+      loss_forward += elements_of(checked_product(sb, m.token_width())) * size_of(compute);
     loss_backward = f32 * 3 + softcap;                                                      // saved + nll_loss grad + log_softmax grad
     logits_grad = c;
     head_made = head_grads + head_input_grad + logits_grad;

@@ -750,11 +750,13 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
   if (!m.parallel_residual && !attention_adapted) return bytes{};
   bytes unkept = w.attention_norm + bytes_of(masks);
   // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
-  // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables). Read for Llama-family layers (the
-  // CPU step oracle's LoRA steps on q_proj and v_proj: backward +65,504 B before, one c sb heads d).
-  if (c.attention == attention_kind::eager && query_adapted && !key_adapted && m.positions == position_kind::rope &&
-      m.norm == norm_kind::rmsnorm && !m.parallel_residual && !m.fused_qkv && !m.qk_norm && !m.qk_norm_whole && !m.clip_qkv &&
-      m.attention_softcap == 0.0)
+  // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables), nor OPT's scaled one (a product with a
+  // Python float keeps nothing). Read for Llama-family layers (the CPU step oracle's LoRA steps on q_proj and v_proj:
+  // backward +65,504 B before, one c sb heads d) and OPT's (a LoRA probe of the family step oracle's frames: +65,432 B).
+  const bool rope_layer_frames = m.positions == position_kind::rope && m.norm == norm_kind::rmsnorm;
+  const bool opt_layer_frames = m.positions == position_kind::learned && m.norm == norm_kind::layernorm;
+  if (c.attention == attention_kind::eager && query_adapted && !key_adapted && (rope_layer_frames || opt_layer_frames) &&
+      !m.parallel_residual && !m.fused_qkv && !m.qk_norm && !m.qk_norm_whole && !m.clip_qkv && m.attention_softcap == 0.0)
     unkept += w.query;
   if (m.parallel_residual && !mlp_adapted) unkept += w.mlp_norm + w.mlp_input + w.mlp_hidden + w.mlp_residual_mask;
   return unkept;
