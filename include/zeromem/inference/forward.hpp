@@ -187,7 +187,7 @@ constexpr bool forward_layer_modelled(const transformer_config& m, attention_kin
   return m.mlp == mlp_kind::swiglu && (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && mlp && m.vision.blocks == 0 && (phi3 || llama);
 }
 
-/// Whether forward_layer_peak follows PEFT's adapters `lora` on model m's layers (none always): Llama's frames with
+/// Whether forward_layer_peak follows PEFT's adapters `lora` on model m's layers (true without adapters): Llama's frames with
 /// separate q, k and v projections, and a dense SwiGLU MLP (gate_proj, up_proj, down_proj) where an MLP linear or
 /// all-linear is targeted (all-linear adapts a mixture's router too).
 constexpr bool forward_lora_modelled(const transformer_config& m, const lora_config& lora) {
