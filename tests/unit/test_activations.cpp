@@ -1139,12 +1139,22 @@ TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "
   // 134,250,496 B are taken off (before 2026-11-29 they were not, and selective read above no recompute).
   c.recomputation = recompute::selective;
   CHECK(first_stage_activations(llama, c, {}, lora).first_layer_unkept.count() == 134'217'728 + 32'768);
-  // Under full recompute (enable_input_require_grads), without LoRA, or adapting only the MLP of a sequential layer
+  // Under full recompute (enable_input_require_grads), without LoRA, or adapting only up_proj of a sequential layer
   // (not modelled), nothing is taken off.
   c.recomputation = recompute::full;
   CHECK(first_stage_activations(llama, c, {}, lora).first_layer_unkept.count() == 0);
   c.recomputation = recompute::none;
   CHECK(first_stage_activations(llama, c).first_layer_unkept.count() == 0);
-  lora.lora.targets = bit(lora_module::down_proj);
+  lora.lora.targets = bit(lora_module::up_proj);
   CHECK(first_stage_activations(llama, c, {}, lora).first_layer_unkept.count() == 0);
+  // down_proj alone: nothing before it needs a gradient, so layer 0 keeps down's adapter only. fp32 adapters: lora_A's
+  // fp32 cast of the product (4 x 8192 x 11008 = 360,710,144 B) and lora_B's rank-r input (4 x 8192 x 16 = 524,288 B);
+  // bf16 adapters: the product itself, which lora_A keeps (2 x 8192 x 11008 = 180,355,072 B), and 2 x 8192 x 16 =
+  // 262,144 B. (A LoRA probe of the CPU step oracle on down_proj, ffn 2048: forward +40.0% before, exact with it.)
+  lora.lora.targets = bit(lora_module::down_proj);
+  const stage_activations down = first_stage_activations(llama, c, {}, lora);
+  CHECK(down.per_layer.total().count() - down.first_layer_unkept.count() == 360'710'144 + 524'288);
+  lora.lora.adapter_dtype = dtype::bf16;
+  const stage_activations down_bf16 = first_stage_activations(llama, c, {}, lora);
+  CHECK(down_bf16.per_layer.total().count() - down_bf16.first_layer_unkept.count() == 180'355'072 + 262'144);
 }

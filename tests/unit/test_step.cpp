@@ -2253,17 +2253,18 @@ namespace {
 // 64 (2 KV), ffn 512, vocabulary 1000, 64 tokens x 2, pure bf16 base, eager attention on the CPU under torch 1, PEFT's
 // adapters in fp32 (rank 8 on q_proj and v_proj unless given), AdamW's for-loop.
 step_estimate oracle_lora_step(std::int64_t layers, std::int64_t seq, std::int64_t rank, recompute r,
-                               const char* targets = "q_proj,v_proj") {
+                               const char* targets = "q_proj,v_proj", std::int64_t ffn = 512, dtype adapters = dtype::fp32) {
   transformer_config m{};
   m.hidden = 256;
   m.layers = layers;
   m.heads = 4;
   m.kv_heads = 2;
-  m.ffn = 512;
+  m.ffn = ffn;
   m.vocab = 1000;
   training_states t = pure_bf16();
   t.adapt.lora.rank = rank;
   t.adapt.lora.targets = parse_lora_targets(targets);
+  t.adapt.lora.adapter_dtype = adapters;
   activation_config a{};
   a.seq_len = seq;
   a.micro_batch = 2;
@@ -2328,4 +2329,59 @@ TEST_CASE("step: LoRA on the MLP alone, the first layer's attention half keeps n
   const step_estimate e = oracle_lora_step(2, 64, 8, recompute::none, "gate_proj,up_proj,down_proj");
   CHECK(e.forward.total() - e.forward.resting == bytes_of(4'405'776));
   CHECK(e.backward.total() - e.backward.resting == bytes_of(4'594'176));
+}
+
+TEST_CASE("step: LoRA on every linear under recompute peaks inside the rerun, at up_proj's adapter sum", "[step][lora]") {
+  // Full recompute, rank 8 on every linear, 2 layers (sb = 128). Layer 0's rerun starts at down_proj's `* scaling` node
+  // (the first that unpacks a saved tensor) and runs to that scalar; its highest moment is up_proj's adapter sum. The
+  // profiler's live set there, layer 0's tensors: the fp32 casts of the two norms' inputs and of the q, k, v, o, gate and
+  // up adapters' inputs (8 x 131,072 B), gate's output cast back to bf16 (131,072), the norms' fp32 x^2 (2 x 131,072)
+  // and rstd (2 x 512), the rotated Q and the attention output (2 x 65,536), the fp32 and bf16 probabilities (131,072 +
+  // 65,536), P @ V's output (65,536), R1 and the MLP norm's output (2 x 65,536), six rank-8 intermediates (6 x 4,096),
+  // act(gate) (131,072), up's base output (131,072), and lora_B's scaled output, the fp32 sum and the CPU's fp32 copy of
+  // the base output (3 x 262,144): 3,040,256 B. Waiting: dL/d(layer output) and down's base output's bf16 gradient (2 x
+  // 65,536) and dL/d(sum) in fp32 (131,072). Layer 1's 14 adapter gradients: 131,072 B. The profiler measured 3,533,376 B
+  // above the resting states (zeromem 2,750,976 B before, reading the layer whole: -22.1%).
+  const step_estimate e = oracle_lora_step(2, 64, 8, recompute::full, "all-linear");
+  CHECK(e.backward.recomputed == bytes_of(3'040'256));
+  CHECK(e.backward.flowing == bytes_of(262'144));
+  CHECK(e.backward.gradients == bytes_of(131'072));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(3'533'312));
+}
+
+TEST_CASE("step: an adapted down_proj differentiated, lora_A's node and the product's summed gradients", "[step][lora]") {
+  // Full recompute, ffn 2048 (sb x ffn = 262,144 values), 2 layers. (A) fp32 adapters on down_proj alone: lora_A's node
+  // makes the gradient of its fp32 input (1,048,576 B) beside dL/d(its output) (128 x 8 x 4 = 4,096 B), dL/d(layer output)
+  // and the base output's bf16 gradient, which waits for the base linear's node, made earlier and so run later (2 x
+  // 65,536 B); layer 0's rerun alive but lora_B's rank-8 input: the fp32 cast of the product (1,048,576), gate's and up's
+  // outputs and act(gate) (3 x 524,288), the norms' fp32 inputs and x^2 (4 x 131,072) and rstd (2 x 512), the rotated Q
+  // and the attention output (2 x 65,536), the probabilities (131,072 + 65,536) and P @ V (65,536): 3,539,968 B. The
+  // profiler measured 4,971,024 B above the resting states (zeromem 4,831,744 B before, -2.80%).
+  const step_estimate a = oracle_lora_step(2, 64, 8, recompute::full, "down_proj", 2048);
+  CHECK(a.backward.flowing == bytes_of(1'048'576 + 4'096 + 2 * 65'536));
+  CHECK(a.backward.recomputed == bytes_of(3'539'968));
+  CHECK(a.backward.total() - a.backward.resting == bytes_of(4'971'008));
+  // (B) bf16 adapters on gate_proj, up_proj and down_proj: lora_A kept the product itself, now freed; the base linear's
+  // dL/d(product), the adapter path's and their sum (3 x 524,288 B) beside dL/d(layer output) (65,536 B); the rerun's
+  // tensors: gate's and up's outputs and act(gate) (3 x 524,288), the norms' (4 x 131,072 + 2 x 512), the attention's
+  // (2 x 65,536 + 131,072 + 65,536 + 65,536), the MLP norm's output that gate's and up's lora_A keep (65,536) and their
+  // rank-8 intermediates (2 x 2,048): 2,561,024 B. Layer 1's six adapter gradients and layer 0's down_proj's (110,592 +
+  // 36,864 B). The profiler measured 4,446,752 B with a tied head (zeromem 3,951,104 B before, -11.1%).
+  const step_estimate b = oracle_lora_step(2, 64, 8, recompute::full, "gate_proj,up_proj,down_proj", 2048, dtype::bf16);
+  CHECK(b.backward.flowing == bytes_of(3 * 524'288 + 65'536));
+  CHECK(b.backward.recomputed == bytes_of(2'561'024));
+  CHECK(b.backward.gradients == bytes_of(110'592 + 36'864));
+}
+
+TEST_CASE("step: LoRA on every linear without recompute, the forward's highest moment at the last layer's up_proj", "[step][lora]") {
+  // No recompute, 3 layers, ffn 2048 beside a vocabulary of 1000: every earlier layer's saved tensors and the last
+  // layer's up to its MLP (act(gate) among them) stand beside up_proj's adapter sum there: its base output (128 x 2048 x 2
+  // = 524,288 B), the fp32 cast of its input (131,072 B), lora_A's rank-8 output (4,096 B), lora_B's scaled output, the
+  // fp32 sum and the CPU's fp32 copy of the base output (3 x 1,048,576 B), above the loss's moment. The profiler measured
+  // 15,192,248 B above the resting states, 23 scalars of 8 B among them (zeromem 14,430,224 B before, -5.0%).
+  const step_estimate e = oracle_lora_step(3, 64, 8, recompute::none, "all-linear", 2048);
+  CHECK(e.forward.activations == bytes_of(15'192'064));
+  CHECK(e.forward.loss == bytes{});
+  // Under the loss's moment it stands only where the layer's tensors outweigh the logits': at ffn 512 it does not.
+  CHECK(oracle_lora_step(3, 64, 8, recompute::none, "all-linear").forward.loss > bytes{});
 }

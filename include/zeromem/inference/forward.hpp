@@ -235,6 +235,28 @@ constexpr std::int64_t lora_linear_peak(const forward_only_config& f, std::int64
   return max_of(checked_sum(held, adapter), checked_sum(x, sum, sum_bytes == c ? 0 : R));
 }
 
+/// lora_linear_peak's linear rerun with grad enabled (a checkpointed layer recomputed in backward): the dropped copy,
+/// its mask and lora_A's rank-r output are kept for backward (lora_A's and lora_B's saved inputs) to the layer's end.
+/// `to_scaling`: the rerun stops as `* scaling` saves its scalar, the layer's last saved tensor
+/// (torch/utils/checkpoint.py _recomputation_hook raises _StopRecomputationError), before the product is made.
+constexpr std::int64_t lora_linear_recomputed_peak(const forward_only_config& f, std::int64_t sb, std::int64_t in, std::int64_t out,
+                                                   bool to_scaling) {
+  const std::int64_t c = dtype_bytes_ceil(f.compute), a = dtype_bytes_ceil(f.lora.adapter_dtype);
+  const bool same = f.lora.adapter_dtype == f.compute;
+  const std::int64_t sum_bytes = same ? c : max_of(4, max_of(a, c));
+  const std::int64_t copies = f.device != device_kind::cpu ? 0 : (c != sum_bytes) + (a != sum_bytes);
+  const std::int64_t R = checked_product(c, sb, out), x = same ? 0 : checked_product(a, sb, in);
+  const bool drop = f.train_dropout && f.lora.dropout > 0.0;
+  const std::int64_t kept = checked_sum(drop ? checked_product(checked_sum(a, dropout_mask_bytes(f, a)), sb, in) : 0,
+                                        checked_product(a, sb, f.lora.rank));  // D and its mask, A
+  const std::int64_t B = checked_product(a, sb, out), sum = checked_product(sum_bytes, sb, out);
+  const std::int64_t held = checked_sum(R, x, kept);
+  if (to_scaling) return checked_sum(held, B);
+  // lora_B's output and its scaled copy; the scaled copy, the sum and the add's copies; the sum cast back, R freed.
+  const std::int64_t add = checked_sum(B, sum, checked_product(copies, sum_bytes, sb, out));
+  return max_of(checked_sum(held, max_of(checked_product(2, B), add)), checked_sum(x, kept, sum, sum_bytes == c ? 0 : R));
+}
+
 /// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP), a
 /// Phi layer (modeling_phi.py PhiDecoderLayer, PhiAttention, PhiMLP) or a StableLM layer (modeling_stablelm.py
 /// StableLmDecoderLayer, StableLmAttention / StableLmSdpaAttention, StableLmMLP) adds above its input under no_grad.

@@ -784,6 +784,64 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                (a.attention == attention_kind::eager ? eager_masks() : bytes{}) + cache_position;
     if (relu_forward > last_layer_forward) last_layer_forward = relu_forward;  // after the softmax's, in the same layer
   }
+  // An adapted MLP linear's moment (lora_linear_recomputed_peak: what its adapter keeps stays) beside what the layer has
+  // saved so far (the layer whole less the MLP's tensors made after it), R1 and the norm's output (saved only where
+  // lora_A keeps it) and, at down_proj, the product: above the layer whole by the most of these (negative: below it).
+  //  - Without recompute, in the last layer, beside every earlier layer's saved tensors and the frame's (the layer's
+  //    input, inputs_embeds, cache_position, the eager mask): the CPU step oracle's all-linear LoRA steps with few
+  //    tokens beside the vocabulary, forward −5.0% to −8.5% before, at up_proj's adapter sum.
+  //  - Under full recompute, in the rerun of a checkpointed layer at its first node that unpacks a saved tensor
+  //    (torch/utils/checkpoint.py, non-reentrant, early_stop: rerun to the layer's last saved tensor). Where down_proj
+  //    is adapted the rerun starts at its scaling's node and stops as `* scaling` saves its scalar, before the product
+  //    is made; the sum promoted past the compute dtype has handed dL/d(sum) to it and the base output its cast, beside
+  //    dL/d(layer output). Granite's `* residual_multiplier` saves the layer's last scalar after down_proj's whole
+  //    forward. The CPU step oracle's all-linear LoRA steps under checkpointing: the backward's highest moment, at
+  //    up_proj's adapter sum (−22.1% before at the base shape; −27.1% with ffn 2048 and LoRA dropout).
+  const bool lora_mlp_frames = ZEROMEM_RARELY(lora_layers) && split.adapters.mlp && a.impl == implementation::hf && !a.autocast &&
+                               a.dropout == 0.0 && m.residual_dropout == 0.0 && a.tp == 1 && a.cp == 1 && p.pp == 1 && !fsdp &&
+                               t.zero.stage < 3 && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu && !m.fused_gate_up &&
+                               !m.parallel_residual && !m.post_norms && !m.sandwich_norms && norm_copies_input;
+  const bool lora_recompute_walk = lora_mlp_frames && a.recomputation == recompute::full;
+  std::int64_t recompute_above = 0;
+  bytes recompute_flowing{};  // beside dL/d(layer output) there
+  if (ZEROMEM_RARELY(lora_mlp_frames && a.recomputation != recompute::selective && stage.microbatches_in_flight == 1)) {
+    forward_only_config f{};
+    f.compute = compute;
+    f.device = a.device;
+    f.train_dropout = true;
+    f.lora = t.adapt.lora;
+    const activation_config wc = whole();
+    const auto adapted = [&](lora_module l) { return (t.adapt.lora.targets & (bit(l) | bit(lora_module::all_linear))) != 0; };
+    const std::int64_t c = detail::dtype_bytes_ceil(compute), sbf = checked_product(sb, m.ffn), ch = checked_product(c, sb, m.hidden);
+    const std::int64_t width = detail::adapter_input_bytes(wc, t.adapt), copy = detail::adapter_input_copy_bytes(wc, t.adapt);
+    const auto adapter_saved = [&](std::int64_t in) { return checked_sum(checked_product(width, sb, t.adapt.lora.rank), checked_product(copy, sb, in)); };
+    const std::int64_t gate = adapted(lora_module::gate_proj) ? adapter_saved(m.hidden) : 0, up = adapted(lora_module::up_proj) ? adapter_saved(m.hidden) : 0;
+    const bool down_adapted = adapted(lora_module::down_proj), rerun = a.recomputation == recompute::full;
+    const std::int64_t down = down_adapted ? adapter_saved(m.ffn) : 0, hidden = layer_whole.mlp_hidden.count();
+    const std::int64_t frame = checked_sum(ch, layer_whole.mlp_input.count() == 0 ? ch : 0);  // R1, the norm's output
+    std::int64_t best = std::numeric_limits<std::int64_t>::min();
+    if (adapted(lora_module::gate_proj))  // act(gate), up and the product not made yet
+      best = checked_sum(frame, detail::lora_linear_recomputed_peak(f, sb, m.hidden, m.ffn, false)) - checked_sum(hidden, gate, up, down);
+    if (adapted(lora_module::up_proj))  // gate's output and act's made
+      best = detail::max_of(best, checked_sum(frame, detail::lora_linear_recomputed_peak(f, sb, m.hidden, m.ffn, false)) -
+                                      checked_sum(hidden - checked_product(2, c, sbf), up, down));
+    if (down_adapted)  // the product held by the frame where lora_A keeps a copy of its own
+      best = detail::max_of(best, checked_sum(frame, copy > 0 ? checked_product(c, sbf) : 0,
+                                              detail::lora_linear_recomputed_peak(f, sb, m.ffn, m.hidden, rerun && !m.scaled_residual)) -
+                                      down);
+    if (rerun) {
+      const std::int64_t sum_bytes = t.adapt.lora.adapter_dtype == compute ? c : detail::max_of(std::int64_t{4}, detail::max_of(width, c));
+      const bool promoted = down_adapted && !m.scaled_residual && sum_bytes != c;
+      recompute_above = best;
+      recompute_flowing = promoted ? bytes_of(checked_sum(ch, checked_product(sum_bytes, sb, m.hidden))) : bytes{};
+    } else {
+      const bytes layer_input = L > 1 ? hidden_grad : bytes{};  // with one layer, its input is inputs_embeds
+      const bytes embedding_output = !m.scaled_embedding && stage.embedding_output.count() == 0 ? hidden_grad : bytes{};
+      const bytes lora_forward = before_output + bytes_of(best) + layer_input + embedding_output + bytes_of(checked_product(8, s_local)) +
+                                 (a.attention == attention_kind::eager ? eager_masks() : bytes{});
+      if (lora_forward > last_layer_forward) last_layer_forward = lora_forward;
+    }
+  }
   // Inside the last layer its all-gather output is there whatever computes the loss, and FULL_SHARD's gathered layer
   // too (the loss comes after its post-forward reshard).
   const bytes last_layer_gathered = (s.loss_in_forward ? bytes{} : deferred_all_gather) + (fsdp && s.reshard_after_forward ? layer_unsharded : bytes{});
@@ -902,6 +960,41 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // recompute: the backward's highest moment, 1,310,720 B above the layer's start at s b = 512, h 256, ffn 512).
   const bool lora_product_walk = ZEROMEM_RARELY(t.adapt.lora_enabled()) && !split.adapters.mlp && walks_inside_layers(a) && !a.autocast &&
                                  !fsdp && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu && !m.parallel_residual;
+  // (2b') An adapted down_proj differentiated, after the residual add's node and (under recompute) the rerun: its adapter's
+  // nodes run before the frozen base linear's (made later in PEFT's Linear.forward, so higher in autograd's order),
+  // dL/d(base output) waiting, a tensor of its own where the adapter's sum is promoted or Granite scales the branch.
+  // (A) lora_A's node: lora_B's node has freed its saved rank-r input and made its gradient; lora_A makes the input's
+  // (the adapter dtype's sb x ffn) and its weight's beside what it saved. (B) Then the base linear's node makes
+  // dL/d(product) beside the adapter path's, cast back (ToCopyBackward0), and the input buffer sums the two out of place:
+  // three c sb x ffn, the adapter's saved input gone (the product itself where lora_A kept it). The CPU step oracle's
+  // LoRA steps with down_proj adapted, ffn 2048 beside hidden 256: backward −2.80% (A, fp32 adapters) and −11.15% (B,
+  // bf16 adapters) before.
+  const bool lora_down_walk = ZEROMEM_RARELY(lora_layers) && walks_inside_layers(a) && !a.autocast && a.dropout == 0.0 &&
+                              m.residual_dropout == 0.0 && a.tp == 1 && !fsdp && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu &&
+                              !m.fused_gate_up && !m.parallel_residual && !m.post_norms && !m.sandwich_norms &&
+                              (t.adapt.lora.targets & (bit(lora_module::down_proj) | bit(lora_module::all_linear))) != 0;
+  bytes lora_down_made{}, lora_down_gone{}, lora_down_flowing{};
+  if (ZEROMEM_RARELY(lora_down_walk)) {
+    const activation_config wc = whole();
+    const std::int64_t c = detail::dtype_bytes_ceil(compute), rank = t.adapt.lora.rank, sbf = checked_product(sb, m.ffn);
+    const std::int64_t width = detail::adapter_input_bytes(wc, t.adapt), copy = detail::adapter_input_copy_bytes(wc, t.adapt);
+    const std::int64_t sum_bytes = t.adapt.lora.adapter_dtype == compute ? c : detail::max_of(std::int64_t{4}, detail::max_of(width, c));
+    const bytes rank_input = bytes_of(checked_product(width, sb, rank));  // lora_A's output, which lora_B kept
+    const bytes base_grad_own = m.scaled_residual || sum_bytes != c ? bytes_of(checked_product(c, sb, m.hidden)) : bytes{};
+    const bytes at_a = base_grad_own + rank_input + bytes_of(checked_product(width, sbf));
+    const bytes input_gone = bytes_of(checked_product(copy > 0 ? copy : c, sbf));  // its own copy, or the product
+    const bytes at_b = bytes_of(checked_product(3, c, sbf));
+    const elements lora_a = elements_of(checked_product(rank, m.ffn)), lora_b = elements_of(checked_product(m.hidden, rank));
+    if (at_a >= at_b - input_gone) {
+      lora_down_made = made_here(lora_a) + new_grads(lora_b);
+      lora_down_gone = rank_input;
+      lora_down_flowing = hidden_grad + at_a;
+    } else {
+      lora_down_made = new_grads(lora_a + lora_b);
+      lora_down_gone = rank_input + input_gone;
+      lora_down_flowing = hidden_grad + at_b;
+    }
+  }
   const bool gated_walk = mlp_walk && (m.mlp == mlp_kind::swiglu ||
                                        (m.mlp == mlp_kind::gelu && (m.gelu_tensor_ops || m.gelu_fast_ops)));
   const bytes product = mlp_walk ? elements_of(checked_product(sb, m.ffn)) * size_of(compute) : bytes{};
@@ -1151,7 +1244,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool attention_kernel_walk = mlp_walk && core_layout && m.norm == norm_kind::layernorm && a.attention == attention_kind::flash &&
                                      a.device == device_kind::cuda && !a.autocast && a.dropout == 0.0 && !m.post_residual_norms &&
                                      (compute == dtype::bf16 || compute == dtype::fp16) && m.kv_heads == m.heads;
-  enum class layer_part { before, branch_norm, moe_experts, mlp_down, mlp_activation, mlp_product, mlp_first_linear, mlp_norm, attention_core,
+  enum class layer_part { before, recomputation, lora_down, branch_norm, moe_experts, mlp_down, mlp_activation, mlp_product, mlp_first_linear, mlp_norm, attention_core,
                           attention_norm, after };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
@@ -1191,6 +1284,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const bool copying = l.copy_out > l.recomputed;
       return step_terms{resting, kept, below + layer_saved, copying ? bytes{} : l.recomputed, hidden_grad * 2, bytes{},
                         gathered + (copying ? l.copy_out : bytes{}), l.communication, bytes{}, dequantized, bytes{}};
+    }
+    if (part == layer_part::recomputation)
+      return step_terms{resting, kept, below + layer_saved, l.recomputed + bytes_of(recompute_above), hidden_grad + recompute_flowing, bytes{},
+                        gathered, l.communication, bytes{}, bytes{}, bytes{}};
+    if (part == layer_part::lora_down) {
+      if (a.recomputation == recompute::full)
+        return step_terms{resting, kept + lora_down_made, below + layer_saved, l.recomputed - lora_down_gone, lora_down_flowing, bytes{},
+                          gathered, l.communication, bytes{}, bytes{}, bytes{}};
+      return step_terms{resting, kept + lora_down_made, below + layer_saved - lora_down_gone, bytes{}, lora_down_flowing, bytes{}, gathered,
+                        l.communication, bytes{}, bytes{}, bytes{}};
     }
     if (part == layer_part::branch_norm) {
       const bytes norm_saved = attention_branch_norm(w);  // the two branch norms are alike
@@ -1478,6 +1581,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // testing every part's condition for every layer considered cost more than the moments themselves.
   const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
   const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) | (branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
+                                (lora_recompute_walk ? bit(layer_part::recomputation) : 0u) | (lora_down_walk ? bit(layer_part::lora_down) : 0u) |
                                 (moe_walk ? bit(layer_part::moe_experts) : 0u) |
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (activation_walk ? bit(layer_part::mlp_activation) : 0u) |
                                 (gated_walk || lora_product_walk ? bit(layer_part::mlp_product) : 0u) |

@@ -301,6 +301,14 @@ namespace detail {
 constexpr std::int64_t adapter_input_bytes(const activation_config& c, const adaptation& adapt) {
   return c.autocast ? dtype_bytes_ceil(c.activation_dtype) : dtype_bytes_ceil(adapt.lora.adapter_dtype);
 }
+/// Bytes per input value an adapter keeps of its own: with LoRA dropout the dropped copy lora_A keeps and dropout's
+/// mask (a CPU's noise, in the copy's dtype); else the adapter's own cast where its dtype differs; else none, lora_A
+/// keeping the base linear's input (counted with the layer's).
+constexpr std::int64_t adapter_input_copy_bytes(const activation_config& c, const adaptation& adapt) {
+  const std::int64_t width = adapter_input_bytes(c, adapt);
+  if (adapt.lora.dropout > 0.0) return (c.device == device_kind::cpu ? width : 1) + width;
+  return width != dtype_bytes_ceil(c.activation_dtype) ? width : 0;
+}
 constexpr layer_activations layer_activation_bytes_unchecked(const transformer_config& m, const activation_config& c,
                                                              const adaptation& adapt = {}, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum;
@@ -354,7 +362,6 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
   // (o, down, fc2) split over tp.
   std::int64_t attention_keepers = 0, output_keepers = 0, mlp_keepers = 0, hidden_keepers = 0, lora_bytes = 0;
   if (frozen) {
-    const bool drop = adapt.lora.dropout > 0.0;
     // MLPs whose nn.Linear modules a token passes: transformers 5's routed experts are no nn.Linear (3D parameters).
     const std::int64_t routed = m.moe.experts > 0 ? (m.moe.stacked ? m.moe.shared_experts : checked_sum(m.moe.top_k, m.moe.shared_experts)) : 1;
     for_each_linear(m, [&](const linear_shape& l) {
@@ -367,19 +374,15 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
       // Linear.forward): fp32 adapters on a 16-bit base (autocast_adapter_dtype) keep a cast of their own per adapted
       // linear, and lora_A's output is fp32. Under autocast lora_A keeps its own 16-bit cast (keepers below).
       const std::int64_t width = adapter_input_bytes(c, adapt);
-      const bool cast = width != a;
       lora_bytes = checked_sum(lora_bytes, checked_product(width, tokens, ad.intermediates));  // kept by lora_B
       const std::int64_t in = row_parallel ? detail::ceil_div(l.in, c.tp) : l.in;
       const std::int64_t n = checked_product(tokens, in);
       const auto add_input = [&](std::int64_t per_value) {
         lora_bytes = checked_sum(lora_bytes, row_parallel ? checked_product(per_value, n) : replicated(checked_product(per_value, n)));
       };
-      if (drop) {  // lora_A keeps the dropped copy; dropout its mask (CPU: in the dropped tensor's dtype)
-        add_input((cpu ? width : 1) + width);
-        return;
-      }
-      if (cast) {  // lora_A keeps the adapter's own cast; the base linear, frozen, keeps nothing
-        add_input(width);
+      // lora_A keeps the dropped copy (dropout its mask) or the adapter's own cast; the base linear, frozen, keeps nothing
+      if (const std::int64_t copy = adapter_input_copy_bytes(c, adapt); copy > 0) {
+        add_input(copy);
         return;
       }
       if (l.role == lora_module::o_proj) ++output_keepers;
@@ -743,10 +746,19 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
   // the LoRA dropouts over that norm's output; the layer keeps its adapters' tensors and the MLP's hidden ones (the CPU
   // step oracle's LoRA draws on gate_proj, up_proj and down_proj: +4.9% to +15.6% before). Other layers without an
   // attention adapter, and those with q/k norms (a Gemma-3 draw read −7.8% with them), are counted whole.
-  if (!m.parallel_residual && !attention_adapted && gate_adapted && up_adapted && m.mlp == mlp_kind::swiglu && !m.qk_norm && !m.qk_norm_whole)
+  // With down_proj the only MLP module adapted, nothing before it needs a gradient either: of the MLP's hidden tensors only
+  // the product lora_A keeps (where it keeps no copy of its own) stays, beside down's adapter's (a LoRA probe of the CPU
+  // step oracle on down_proj, ffn 2048: forward +40.0% before).
+  const bool down_alone = mlp_adapted && !gate_adapted && !up_adapted && m.moe.experts == 0 && !m.fused_gate_up;
+  if (!m.parallel_residual && !attention_adapted && ((gate_adapted && up_adapted) || down_alone) && m.mlp == mlp_kind::swiglu && !m.qk_norm &&
+      !m.qk_norm_whole) {
+    // SwiGLU's four hidden tensors, the product the fourth where down keeps it (layer_activation_bytes_unchecked)
+    const bytes hidden = !down_alone ? bytes{} : adapter_input_copy_bytes(c, adapt) > 0 ? w.mlp_hidden : bytes_of(w.mlp_hidden.count() / 4 * 3);
     return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
            w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + w.mlp_norm + bytes_of(mlp_masks) +
+           (down_alone ? w.mlp_input + hidden : bytes{}) +
            bytes_of(m.sandwich_norms || m.post_norms ? w.branch_norms.count() / 2 : 0);  // the attention branch's norm (Gemma-2, OLMo-2)
+  }
   if (!m.parallel_residual && !attention_adapted) return bytes{};
   bytes unkept = w.attention_norm + bytes_of(masks);
   // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
