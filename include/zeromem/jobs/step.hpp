@@ -800,11 +800,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool lora_mlp_frames = ZEROMEM_RARELY(lora_layers) && split.adapters.mlp && a.impl == implementation::hf && !a.autocast &&
                                a.dropout == 0.0 && m.residual_dropout == 0.0 && a.tp == 1 && a.cp == 1 && p.pp == 1 && !fsdp &&
                                t.zero.stage < 3 && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu && !m.fused_gate_up &&
-                               !m.parallel_residual && !m.post_norms && !m.sandwich_norms && norm_copies_input;
-  const bool lora_recompute_walk = lora_mlp_frames && a.recomputation == recompute::full;
+                               !m.parallel_residual && !m.post_norms && norm_copies_input;
+  // (Gemma-2's and Gemma-3's norm over the MLP's output saves the rerun's last tensors: not walked under recompute.)
+  const bool lora_recompute_walk = lora_mlp_frames && a.recomputation == recompute::full && !m.sandwich_norms;
   std::int64_t recompute_above = 0;
   bytes recompute_flowing{};  // beside dL/d(layer output) there
-  if (ZEROMEM_RARELY(lora_mlp_frames && a.recomputation != recompute::selective && stage.microbatches_in_flight == 1)) {
+  if (ZEROMEM_RARELY((lora_recompute_walk || (lora_mlp_frames && a.recomputation == recompute::none)) && stage.microbatches_in_flight == 1)) {
     forward_only_config f{};
     f.compute = compute;
     f.device = a.device;
@@ -817,7 +818,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const auto adapter_saved = [&](std::int64_t in) { return checked_sum(checked_product(width, sb, t.adapt.lora.rank), checked_product(copy, sb, in)); };
     const std::int64_t gate = adapted(lora_module::gate_proj) ? adapter_saved(m.hidden) : 0, up = adapted(lora_module::up_proj) ? adapter_saved(m.hidden) : 0;
     const bool down_adapted = adapted(lora_module::down_proj), rerun = a.recomputation == recompute::full;
-    const std::int64_t down = down_adapted ? adapter_saved(m.ffn) : 0, hidden = layer_whole.mlp_hidden.count();
+    // Gemma's sandwich norm over the MLP's output comes after each of them, its saved tensors with down's adapter's.
+    const std::int64_t down = checked_sum(down_adapted ? adapter_saved(m.ffn) : 0, m.sandwich_norms ? layer_whole.branch_norms.count() / 2 : 0);
+    const std::int64_t hidden = layer_whole.mlp_hidden.count();
     const std::int64_t frame = checked_sum(ch, layer_whole.mlp_input.count() == 0 ? ch : 0);  // R1, the norm's output
     std::int64_t best = std::numeric_limits<std::int64_t>::min();
     if (adapted(lora_module::gate_proj))  // act(gate), up and the product not made yet
@@ -971,7 +974,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // bf16 adapters) before.
   const bool lora_down_walk = ZEROMEM_RARELY(lora_layers) && walks_inside_layers(a) && !a.autocast && a.dropout == 0.0 &&
                               m.residual_dropout == 0.0 && a.tp == 1 && !fsdp && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu &&
-                              !m.fused_gate_up && !m.parallel_residual && !m.post_norms && !m.sandwich_norms &&
+                              !m.fused_gate_up && !m.parallel_residual && !m.post_norms &&
                               (t.adapt.lora.targets & (bit(lora_module::down_proj) | bit(lora_module::all_linear))) != 0;
   bytes lora_down_made{}, lora_down_gone{}, lora_down_flowing{};
   if (ZEROMEM_RARELY(lora_down_walk)) {
@@ -980,18 +983,22 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t width = detail::adapter_input_bytes(wc, t.adapt), copy = detail::adapter_input_copy_bytes(wc, t.adapt);
     const std::int64_t sum_bytes = t.adapt.lora.adapter_dtype == compute ? c : detail::max_of(std::int64_t{4}, detail::max_of(width, c));
     const bytes rank_input = bytes_of(checked_product(width, sb, rank));  // lora_A's output, which lora_B kept
-    const bytes base_grad_own = m.scaled_residual || sum_bytes != c ? bytes_of(checked_product(c, sb, m.hidden)) : bytes{};
+    // Gemma's norm over the MLP's output was differentiated first: its saved tensors are gone, and dL/d(its input) is the
+    // branch's own gradient, as Granite's scaled one is.
+    const bytes branch_norm = m.sandwich_norms ? bytes_of(layer_whole.branch_norms.count() / 2) : bytes{};
+    const bytes base_grad_own =
+        m.scaled_residual || m.sandwich_norms || sum_bytes != c ? bytes_of(checked_product(c, sb, m.hidden)) : bytes{};
     const bytes at_a = base_grad_own + rank_input + bytes_of(checked_product(width, sbf));
     const bytes input_gone = bytes_of(checked_product(copy > 0 ? copy : c, sbf));  // its own copy, or the product
     const bytes at_b = bytes_of(checked_product(3, c, sbf));
     const elements lora_a = elements_of(checked_product(rank, m.ffn)), lora_b = elements_of(checked_product(m.hidden, rank));
     if (at_a >= at_b - input_gone) {
       lora_down_made = made_here(lora_a) + new_grads(lora_b);
-      lora_down_gone = rank_input;
+      lora_down_gone = rank_input + branch_norm;
       lora_down_flowing = hidden_grad + at_a;
     } else {
       lora_down_made = new_grads(lora_a + lora_b);
-      lora_down_gone = rank_input + input_gone;
+      lora_down_gone = rank_input + input_gone + branch_norm;
       lora_down_flowing = hidden_grad + at_b;
     }
   }
