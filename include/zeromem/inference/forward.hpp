@@ -213,26 +213,51 @@ namespace detail {
 /// (aten/src/ATen/native/Dropout.cpp).
 constexpr std::int64_t dropout_mask_bytes(const forward_only_config& f, std::int64_t c) { return f.device == device_kind::cuda ? 1 : c; }
 
+/// Bytes per value of PEFT's adapter sum `result + lora_B(lora_A(x)) * scaling` (tuners/lora/layer.py Linear.forward):
+/// the base output's where the adapter shares its dtype, else the promoted one (c10/core/ScalarType.h promoteTypes:
+/// bf16 + fp32 is fp32, fp16 + bf16 is fp32).
+constexpr std::int64_t lora_sum_bytes(dtype compute, dtype adapter) {
+  const std::int64_t c = dtype_bytes_ceil(compute);
+  return adapter == compute ? c : max_of(4, max_of(dtype_bytes_ceil(adapter), c));
+}
+
+/// One adapted linear's tensors over sb tokens, in bytes, as PEFT's Linear.forward (tuners/lora/layer.py) makes them.
+struct lora_linear_tensors {
+  std::int64_t c, a, sum_bytes;  // bytes per value: the base output, the adapter, their sum
+  std::int64_t copies;           // the add's copies of its operands (a CPU's TensorIterator casts, see lora_linear_peak)
+  std::int64_t R, x, B, sum;     // the base output; x cast to the adapter's dtype; lora_B's output; the sum
+  bool drop;                     // lora_dropout is applied (nn.Identity when it is 0)
+};
+constexpr lora_linear_tensors lora_linear_sizes(const forward_only_config& f, std::int64_t sb, std::int64_t in, std::int64_t out) {
+  lora_linear_tensors t{};
+  t.c = dtype_bytes_ceil(f.compute);
+  t.a = dtype_bytes_ceil(f.lora.adapter_dtype);
+  t.sum_bytes = lora_sum_bytes(f.compute, f.lora.adapter_dtype);
+  t.copies = f.device != device_kind::cpu ? 0 : (t.c != t.sum_bytes) + (t.a != t.sum_bytes);
+  t.R = checked_product(t.c, sb, out);
+  t.x = f.lora.adapter_dtype == f.compute ? 0 : checked_product(t.a, sb, in);
+  t.B = checked_product(t.a, sb, out);
+  t.sum = checked_product(t.sum_bytes, sb, out);
+  t.drop = f.train_dropout && f.lora.dropout > 0.0;
+  return t;
+}
+
 /// Bytes an adapted linear holds above what its caller holds, the base output included, at its highest moment: PEFT's
 /// Linear.forward (tuners/lora/layer.py) result = base_layer(x); x cast to lora_A's dtype where it differs
 /// (_cast_input_dtype, a local to the return); result + lora_B(lora_A(dropout(x))) * scaling, each operand a
-/// temporary freed once its consumer returns, the sum promoted (bf16 + fp32 is fp32); result.to(the base output's dtype).
+/// temporary freed once its consumer returns, the sum promoted (lora_sum_bytes); result.to(the base output's dtype).
 /// On a CPU the add first copies each operand not in the promoted dtype (TensorIteratorBase::compute_types,
 /// aten/src/ATen/TensorIterator.cpp: on kCPU, promote_inputs_to_common_dtype makes temporaries); CUDA casts in the kernel.
 constexpr std::int64_t lora_linear_peak(const forward_only_config& f, std::int64_t sb, std::int64_t in, std::int64_t out) {
-  const std::int64_t c = dtype_bytes_ceil(f.compute), a = dtype_bytes_ceil(f.lora.adapter_dtype);
-  const bool same = f.lora.adapter_dtype == f.compute;
-  const std::int64_t sum_bytes = same ? c : max_of(4, max_of(a, c));
-  const std::int64_t copies = f.device != device_kind::cpu ? 0 : (c != sum_bytes) + (a != sum_bytes);
-  const std::int64_t R = checked_product(c, sb, out), x = same ? 0 : checked_product(a, sb, in);
-  const bool drop = f.train_dropout && f.lora.dropout > 0.0;  // nn.Identity when lora_dropout is 0
-  const std::int64_t D = drop ? checked_product(a, sb, in) : 0, mask = drop ? checked_product(dropout_mask_bytes(f, a), sb, in) : 0;
-  const std::int64_t A = checked_product(a, sb, f.lora.rank), B = checked_product(a, sb, out), sum = checked_product(sum_bytes, sb, out);
-  const std::int64_t held = checked_sum(R, x);  // the base output and the cast input, to the adapter sum
-  const std::int64_t add = checked_sum(B, sum, checked_product(copies, sum_bytes, sb, out));  // lora_B's scaled output, the sum
-  const std::int64_t adapter = max_of(max_of(checked_sum(D, mask), checked_sum(D, A)), max_of(checked_sum(A, B), max_of(checked_product(2, B), add)));
+  const lora_linear_tensors t = lora_linear_sizes(f, sb, in, out);
+  const std::int64_t D = t.drop ? checked_product(t.a, sb, in) : 0, mask = t.drop ? checked_product(dropout_mask_bytes(f, t.a), sb, in) : 0;
+  const std::int64_t A = checked_product(t.a, sb, f.lora.rank);
+  const std::int64_t held = checked_sum(t.R, t.x);  // the base output and the cast input, to the adapter sum
+  const std::int64_t add = checked_sum(t.B, t.sum, checked_product(t.copies, t.sum_bytes, sb, out));  // lora_B's scaled output, the sum
+  const std::int64_t adapter =
+      max_of(max_of(checked_sum(D, mask), checked_sum(D, A)), max_of(checked_sum(A, t.B), max_of(checked_product(2, t.B), add)));
   // result.to(c) beside the promoted sum (no copy where the sum is already in c), the cast input still bound.
-  return max_of(checked_sum(held, adapter), checked_sum(x, sum, sum_bytes == c ? 0 : R));
+  return max_of(checked_sum(held, adapter), checked_sum(t.x, t.sum, t.sum_bytes == t.c ? 0 : t.R));
 }
 
 /// lora_linear_peak's linear rerun with grad enabled (a checkpointed layer recomputed in backward): the dropped copy,
@@ -241,20 +266,14 @@ constexpr std::int64_t lora_linear_peak(const forward_only_config& f, std::int64
 /// (torch/utils/checkpoint.py _recomputation_hook raises _StopRecomputationError), before the product is made.
 constexpr std::int64_t lora_linear_recomputed_peak(const forward_only_config& f, std::int64_t sb, std::int64_t in, std::int64_t out,
                                                    bool to_scaling) {
-  const std::int64_t c = dtype_bytes_ceil(f.compute), a = dtype_bytes_ceil(f.lora.adapter_dtype);
-  const bool same = f.lora.adapter_dtype == f.compute;
-  const std::int64_t sum_bytes = same ? c : max_of(4, max_of(a, c));
-  const std::int64_t copies = f.device != device_kind::cpu ? 0 : (c != sum_bytes) + (a != sum_bytes);
-  const std::int64_t R = checked_product(c, sb, out), x = same ? 0 : checked_product(a, sb, in);
-  const bool drop = f.train_dropout && f.lora.dropout > 0.0;
-  const std::int64_t kept = checked_sum(drop ? checked_product(checked_sum(a, dropout_mask_bytes(f, a)), sb, in) : 0,
-                                        checked_product(a, sb, f.lora.rank));  // D and its mask, A
-  const std::int64_t B = checked_product(a, sb, out), sum = checked_product(sum_bytes, sb, out);
-  const std::int64_t held = checked_sum(R, x, kept);
-  if (to_scaling) return checked_sum(held, B);
+  const lora_linear_tensors t = lora_linear_sizes(f, sb, in, out);
+  const std::int64_t kept = checked_sum(t.drop ? checked_product(checked_sum(t.a, dropout_mask_bytes(f, t.a)), sb, in) : 0,
+                                        checked_product(t.a, sb, f.lora.rank));  // D and its mask, A
+  const std::int64_t held = checked_sum(t.R, t.x, kept);
+  if (to_scaling) return checked_sum(held, t.B);
   // lora_B's output and its scaled copy; the scaled copy, the sum and the add's copies; the sum cast back, R freed.
-  const std::int64_t add = checked_sum(B, sum, checked_product(copies, sum_bytes, sb, out));
-  return max_of(checked_sum(held, max_of(checked_product(2, B), add)), checked_sum(x, kept, sum, sum_bytes == c ? 0 : R));
+  const std::int64_t add = checked_sum(t.B, t.sum, checked_product(t.copies, t.sum_bytes, sb, out));
+  return max_of(checked_sum(held, max_of(checked_product(2, t.B), add)), checked_sum(t.x, kept, t.sum, t.sum_bytes == t.c ? 0 : t.R));
 }
 
 /// Bytes a GPT-NeoX layer (modular_gpt_neox.py GPTNeoXLayer, GPTNeoXAttention, apply_rotary_pos_emb, GPTNeoXMLP), a

@@ -833,7 +833,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                               detail::lora_linear_recomputed_peak(f, sb, m.ffn, m.hidden, rerun && !m.scaled_residual)) -
                                       down);
     if (rerun) {
-      const std::int64_t sum_bytes = t.adapt.lora.adapter_dtype == compute ? c : detail::max_of(std::int64_t{4}, detail::max_of(width, c));
+      const std::int64_t sum_bytes = detail::lora_sum_bytes(compute, t.adapt.lora.adapter_dtype);
       const bool promoted = down_adapted && !m.scaled_residual && sum_bytes != c;
       recompute_above = best;
       recompute_flowing = promoted ? bytes_of(checked_sum(ch, checked_product(sum_bytes, sb, m.hidden))) : bytes{};
@@ -981,7 +981,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const activation_config wc = whole();
     const std::int64_t c = detail::dtype_bytes_ceil(compute), rank = t.adapt.lora.rank, sbf = checked_product(sb, m.ffn);
     const std::int64_t width = detail::adapter_input_bytes(wc, t.adapt), copy = detail::adapter_input_copy_bytes(wc, t.adapt);
-    const std::int64_t sum_bytes = t.adapt.lora.adapter_dtype == compute ? c : detail::max_of(std::int64_t{4}, detail::max_of(width, c));
+    const std::int64_t sum_bytes = detail::lora_sum_bytes(compute, t.adapt.lora.adapter_dtype);
     const bytes rank_input = bytes_of(checked_product(width, sb, rank));  // lora_A's output, which lora_B kept
     // Gemma's norm over the MLP's output was differentiated first: its saved tensors are gone, and dL/d(its input) is the
     // branch's own gradient, as Granite's scaled one is.
@@ -1251,8 +1251,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool attention_kernel_walk = mlp_walk && core_layout && m.norm == norm_kind::layernorm && a.attention == attention_kind::flash &&
                                      a.device == device_kind::cuda && !a.autocast && a.dropout == 0.0 && !m.post_residual_norms &&
                                      (compute == dtype::bf16 || compute == dtype::fp16) && m.kv_heads == m.heads;
-  enum class layer_part { before, recomputation, lora_down, branch_norm, moe_experts, mlp_down, mlp_activation, mlp_product, mlp_first_linear, mlp_norm, attention_core,
-                          attention_norm, after };
+  enum class layer_part {
+    before, recomputation, lora_down, branch_norm, moe_experts, mlp_down, mlp_activation, mlp_product, mlp_first_linear, mlp_norm,
+    attention_core, attention_norm, after
+  };
   // What every moment of layer i shares, computed once for the layer however many of its parts are walked.
   struct layer_context {
     bytes kept, appeared, below, gathered, copy_out, communication, saved, recomputed, attention_half;
