@@ -515,6 +515,17 @@ TEST_CASE("forward only: PEFT's LoRA adapters in a layer's forward, each adapted
   CHECK(forward_layer_peak(m, f).count() == 67'108'864LL + 4 * 90'177'536LL);
 }
 
+TEST_CASE("forward only: the adapter sum's dtype is PyTorch's type promotion of the base output and the adapter", "[forward][lora]") {
+  // c10/core/ScalarType.h promoteTypes: same types stay; bf16 + fp32 and fp16 + fp32 are fp32; fp16 + bf16 is fp32.
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::bf16, dtype::bf16) == 2);
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::fp16, dtype::fp16) == 2);
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::fp32, dtype::fp32) == 4);
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::bf16, dtype::fp32) == 4);
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::fp32, dtype::bf16) == 4);
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::fp16, dtype::bf16) == 4);
+  STATIC_REQUIRE(detail::lora_sum_bytes(dtype::bf16, dtype::fp16) == 4);
+}
+
 TEST_CASE("forward only: LoRA where a layer's adapters are not modelled is refused, naming what is", "[forward][lora]") {
   forward_only_config f{};
   f.seq_len = 128;
