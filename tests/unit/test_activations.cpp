@@ -1158,3 +1158,33 @@ TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "
   const stage_activations down_bf16 = first_stage_activations(llama, c, {}, lora);
   CHECK(down_bf16.per_layer.total().count() - down_bf16.first_layer_unkept.count() == 180'355'072 + 262'144);
 }
+
+TEST_CASE("LoRA without recompute: a training forward's KV cache still holds the first layer's K and V", "[activations][lora]") {
+  // config.json's use_cache builds a DynamicCache in a training forward without checkpointing (modeling_llama.py
+  // LlamaModel.forward), and SDPA without a mask keeps the cache's own K and V (cache_utils.py DynamicLayer.update). The MLP
+  // adapted alone, layer 0's attention keeps nothing for backward, but the cache holds its K and V until the model's output
+  // is freed. Llama-2-7B (MHA), s = 2048, b = 4: 2 x 2 B x 8192 x 32 heads x 128 = 134,217,728 B.
+  transformer_config llama = find_preset("llama-2-7b").config;
+  llama.use_cache = true;
+  activation_config c = hf_sdpa(2048);
+  c.micro_batch = 4;
+  adaptation mlp{};
+  mlp.lora.rank = 16;
+  mlp.lora.targets = bit(lora_module::gate_proj) | bit(lora_module::up_proj) | bit(lora_module::down_proj);
+  const stage_activations st = first_stage_activations(llama, c, {}, mlp);
+  CHECK(st.first_layer_cache_held.count() == 134'217'728);
+  CHECK(st.first_layer_unkept.count() > st.first_layer_cache_held.count());  // still among what backward does not see
+  // Llama-3-8B (GQA, 8 key/value heads of 128): 2 x 2 B x 8192 x 8 x 128 = 33,554,432 B.
+  transformer_config llama3 = find_preset("llama-3-8b").config;
+  llama3.use_cache = true;
+  CHECK(first_stage_activations(llama3, c, {}, mlp).first_layer_cache_held.count() == 33'554'432);
+  // Eager attention with GQA keeps repeat_kv's copies, and the cache's own are counted apart on every layer
+  // (forward_kv_cache_bytes); without use_cache, or under full recompute (no cache), nothing is held here.
+  activation_config eager = c;
+  eager.attention = attention_kind::eager;
+  CHECK(forward_kv_cache_bytes(llama3, eager).count() == 33'554'432);
+  CHECK(first_stage_activations(llama3, eager, {}, mlp).first_layer_cache_held.count() == 0);
+  CHECK(first_stage_activations(find_preset("llama-2-7b").config, c, {}, mlp).first_layer_cache_held.count() == 0);
+  c.recomputation = recompute::full;
+  CHECK(first_stage_activations(llama, c, {}, mlp).first_layer_cache_held.count() == 0);
+}

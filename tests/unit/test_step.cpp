@@ -465,6 +465,21 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   CHECK(e.forward.activations > forward_saved.total - forward_saved.logits);
 }
 
+TEST_CASE("step: LoRA on the MLP with use_cache, the cache holds layer 0's K and V through the forward only", "[step][lora]") {
+  // Layer 0 keeps nothing of its attention (its input needs no gradient), but config.json's use_cache builds a
+  // DynamicCache that holds its K and V until the model's output is freed, after the loss: in the forward's terms, not the
+  // backward's. Llama-2-7B (MHA, SDPA keeps the cache's own K and V in every other layer), s = 2048, b = 4:
+  // 2 x 2 B x 8192 x 4096 = 134,217,728 B.
+  transformer_config llama = preset_config("llama-2-7b");
+  llama.use_cache = true;
+  training_states t = pure_bf16();
+  t.adapt.lora.rank = 16;
+  t.adapt.lora.targets = parse_lora_targets("gate_proj,up_proj,down_proj");
+  const step_estimate e = estimate_step(llama, t, sdpa(2048, 4), step_config{});
+  CHECK(e.forward.kv_cache.count() == 134'217'728);
+  CHECK(e.backward.kv_cache.count() == 0);
+}
+
 TEST_CASE("step: the optimizer step holds resting states, every gradient and the temporaries", "[step]") {
   // Pure bf16 AdamW: weights 2 + moments 4 B/param rest (40,430,493,696 B); gradients 2 B/param
   // (13,476,831,232 B); foreach buffer 13,476,831,232 B: 67,384,156,160 B (measured 67,384,165,888 B above a baseline

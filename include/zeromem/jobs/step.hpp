@@ -137,7 +137,7 @@ struct alignas(64) step_terms {
   bytes communication;    // reduce-scatter inputs; DeepSpeed's reduce and prefetch buckets
   bytes optimizer_temporaries;
   bytes dequantized;      // a quantized frozen weight dequantized to 16 bits for the matmul being computed
-  bytes kv_cache;         // a training forward's KV cache: K and V copies beyond what attention keeps (forward only)
+  bytes kv_cache;         // a training forward's KV cache: the K and V attention does not keep itself (forward only)
   bytes blas_workspaces{};  // cuBLAS workspaces held by the process (step_config::blas_workspaces), in every phase
   bytes autocast_cache{};   // forward under autocast and full recompute: autocast's 16-bit casts of every layer's weights
   bytes allocator_blocks{};  // the caching allocator's blocks above the per-parameter tensors (parameter_block_excess)
@@ -588,9 +588,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) + (s.loss_in_forward ? deferred_all_gather : bytes{})
            : bytes{};
   // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
-  // freed, after the loss: every layer's K and V copies that attention does not keep itself.
+  // freed, after the loss: every layer's K and V copies that attention does not keep itself, and the first layer's
+  // where LoRA leaves it keeping nothing (stage_activations::first_layer_cache_held).
   const bytes kv_cache = (forward_kv_cache_bytes(m, a) * (L - F) + (F > 0 ? forward_kv_cache_bytes(m, a, N - 1) * F : bytes{})) *
-                        stage.microbatches_in_flight;
+                             stage.microbatches_in_flight +
+                         stage.first_layer_cache_held;
   // Under full recompute a checkpointed layer's forward saves nothing: its working tensors come and go as under
   // no_grad (forward_layer_peak), beside the checkpoints of the layers so far, before the output layer's tensors exist.
   // Where the MLP is wide beside the vocabulary, or eager attention's s x s scores are large, this is above the loss's

@@ -682,6 +682,9 @@ struct stage_activations {
   /// What the stage's first layer keeps less than per_layer because its input does not require grad (LoRA without
   /// recompute: first_layer_unkept_bytes), per micro-batch in flight; `layers` and `total` are net of it.
   bytes first_layer_unkept{};
+  /// Of first_layer_unkept, the K and V a training forward's KV cache still holds (attention_layout::cached): alive in
+  /// the forward and at the loss, with the cache, not in backward.
+  bytes first_layer_cache_held{};
 };
 
 /// The first pipeline stage (the most loaded under 1F1B: it holds p micro-batches of L/p layers), following
@@ -712,11 +715,15 @@ namespace detail {
 /// Phi) the MLP branch when no MLP module is adapted. A sequential layer without an attention adapter (the attention
 /// half and the MLP's norm would keep nothing either) is not modelled: it is counted whole. Measured on an H200:
 /// Llama-2-7B +134,215,168 B, Phi-2 +732,984,832 B, Qwen2.5-1.5B on every linear +86,115,840 B before this term.
-constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt,
-                                         const layer_activations& w) {
+struct first_layer_unkept {
+  bytes saved;        // what the layer keeps less than a layer whose input requires grad
+  bytes cache_held;   // of those, the K and V a training forward's KV cache holds to the model's output
+};
+constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& m, const activation_config& c, const adaptation& adapt,
+                                                      const layer_activations& w) {
   if (!adapt.lora_enabled() || c.impl != implementation::hf || c.recomputation == recompute::full || c.image_tokens > 0 ||
       m.projected_embedding())
-    return bytes{};
+    return {};
   const std::int64_t sb = checked_product(quotient(c.seq_len, c.cp), c.micro_batch);
   const std::int64_t width = adapter_input_bytes(c, adapt);
   const std::int64_t mask = c.device == device_kind::cpu ? width : 1;
@@ -754,12 +761,21 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
       !m.qk_norm_whole) {
     // SwiGLU's four hidden tensors, the product the fourth where down keeps it (layer_activation_bytes_unchecked)
     const bytes hidden = !down_alone ? bytes{} : adapter_input_copy_bytes(c, adapt) > 0 ? w.mlp_hidden : bytes_of(w.mlp_hidden.count() / 4 * 3);
-    return w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
-           w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + w.mlp_norm + bytes_of(mlp_masks) +
-           (down_alone ? w.mlp_input + hidden : bytes{}) +
-           bytes_of(m.sandwich_norms || m.post_norms ? w.branch_norms.count() / 2 : 0);  // the attention branch's norm (Gemma-2, OLMo-2)
+    // A training forward's KV cache holds the layer's K and V to the model's output whatever autograd keeps: where
+    // attention keeps the cache's own tensors (forward_kv_cache_bytes counts no copy apart), they stay through the forward
+    // and the loss (the CPU step oracle's LoRA draw on the MLP with use_cache, seed 20261127: forward -1.27% before,
+    // 2 c sb kv d under).
+    const attention_layout at = attention_layout_of(m, c, 0);
+    const bytes cache_held = at.cached && forward_kv_cache_bytes(m, c, 0).count() == 0
+                                 ? bytes_of(checked_product(2 * dtype_bytes_ceil(c.activation_dtype), sb, at.kv_heads, m.head_size()))
+                                 : bytes{};
+    return {w.attention_norm + w.attention_input + w.query + w.key + w.value + w.attention_scores + w.attention_dropout + w.attention_lse +
+                w.attention_mask + w.attention_output + w.attention_kernel_output + w.attention_residual_mask + w.mlp_norm +
+                bytes_of(mlp_masks) + (down_alone ? w.mlp_input + hidden : bytes{}) +
+                bytes_of(m.sandwich_norms || m.post_norms ? w.branch_norms.count() / 2 : 0),  // the attention branch's norm (Gemma-2, OLMo-2)
+            cache_held};
   }
-  if (!m.parallel_residual && !attention_adapted) return bytes{};
+  if (!m.parallel_residual && !attention_adapted) return {};
   bytes unkept = w.attention_norm + bytes_of(masks);
   // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
   // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables), nor OPT's scaled one (a product with a
@@ -771,7 +787,7 @@ constexpr bytes first_layer_unkept_bytes(const transformer_config& m, const acti
       !m.parallel_residual && !m.fused_qkv && !m.qk_norm && !m.qk_norm_whole && !m.clip_qkv && m.attention_softcap == 0.0)
     unkept += w.query;
   if (m.parallel_residual && !mlp_adapted) unkept += w.mlp_norm + w.mlp_input + w.mlp_hidden + w.mlp_residual_mask;
-  return unkept;
+  return {unkept, bytes{}};
 }
 
 constexpr stage_activations first_stage_activations_unchecked(const transformer_config& m, const activation_config& c,
@@ -902,13 +918,14 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
       const std::int64_t den = checked_product(p.pp, p.virtual_stages);
       layers = bytes_of(detail::ceil_div(checked_product(layers.count(), checked_sum(den, p.pp - 1)), den));
     }
-    const bytes unkept = detail::first_layer_unkept_bytes(m, c, adapt, per_layer) * inflight;
+    const detail::first_layer_unkept first = detail::first_layer_unkept_bytes(m, c, adapt, per_layer);
+    const bytes unkept = first.saved * inflight;
     layers -= unkept;
     return stage_activations{per_layer,    layers_on_stage, inflight, layers, input_ids, position_ids, rotary_tables, checkpoint_arguments,
                              embedding_dropout, embedding_projection, embedding_output, output_layer, logits, vision,
                              layers + input_ids + position_ids + rotary_tables + checkpoint_arguments + embedding_dropout +
                                  embedding_projection + embedding_output + output_layer + logits + vision,
-                             full_layer,   full_layers, unkept};
+                             full_layer,   full_layers, unkept, first.cache_held * inflight};
   };
   if (!mixed) return with_layers(per_layer, 0);
   return with_layers(detail::layer_activation_bytes_unchecked(m, c, adapt, m.sliding_window_pattern - 1),
