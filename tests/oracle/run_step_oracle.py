@@ -400,9 +400,11 @@ def random_shape(rng, lora=False):
         cfg["lora"] = {"rank": rng.choice([4, 8, 16]), "targets": rng.choice(attention + ["all-linear", mlp]),
                        "dtype": rng.choice(["fp32", "fp32", "bf16"]), "dropout": rng.choice([0.0, 0.0, 0.1])}
         cfg.pop("keep_grads", None)
-        if cfg["checkpointing"]:  # Phi-3's fused adapters in a checkpointed layer's forward, an adapted MLP's nodes recomputed
+        if cfg["checkpointing"]:  # Phi-3's fused adapters in a checkpointed layer's forward; an adapted MLP's nodes recomputed
+            # in Phi-3's fused gate_up or OLMo-2's post-norm layer (the rerun is walked for the Llama family's dense MLP)
             unmodelled = set(cfg.get("unmodelled", [])) | ({"forward"} if cfg.get("fused") else set())
-            unmodelled |= {"backward"} if cfg["lora"]["targets"] in ("all-linear", mlp) else set()
+            walked = not cfg.get("fused") and not cfg.get("olmo2")
+            unmodelled |= {"backward"} if cfg["lora"]["targets"] in ("all-linear", mlp) and not walked else set()
             cfg["unmodelled"] = sorted(unmodelled)
     return cfg
 
