@@ -1159,6 +1159,26 @@ TEST_CASE("LoRA without recompute: the first layer's input needs no gradient", "
   CHECK(down_bf16.per_layer.total().count() - down_bf16.first_layer_unkept.count() == 180'355'072 + 262'144);
 }
 
+TEST_CASE("LoRA without recompute: Qwen3's k_norm in the first layer keeps nothing where k_proj is not adapted", "[activations][lora]") {
+  // Layer 0's input needs no gradient; with q_proj and v_proj adapted, nothing on K's path does either, so k_norm (an
+  // RMSNorm over each key head's 128 values) keeps nothing. Qwen3-8B, s = 2048, b = 4 (sb = 8192), SDPA: the input norm
+  // (4 x 8192 x 4096 + 4 x 8192 = 134,250,496 B, as Llama's) and k_norm's fp32 input and rstd over 8192 x 8 rows of 128
+  // (4 x 8,388,608 + 4 x 65,536 = 33,816,576 B).
+  const transformer_config qwen3 = find_preset("qwen3-8b").config;
+  activation_config c = hf_sdpa(2048);
+  c.micro_batch = 4;
+  const adaptation qv = peft_qv_r16();
+  CHECK(first_stage_activations(qwen3, c, {}, qv).first_layer_unkept.count() == 134'250'496 + 33'816'576);
+  // Eager attention: QK^T keeps K for Q's gradient and not the rotated Q (2 x 8192 x 32 x 128 = 67,108,864 B); q_norm's
+  // tensors, before RoPE, stay.
+  c.attention = attention_kind::eager;
+  CHECK(first_stage_activations(qwen3, c, {}, qv).first_layer_unkept.count() == 134'250'496 + 33'816'576 + 67'108'864);
+  // With k_proj adapted too, K's path needs its gradient: only the input norm is taken off.
+  adaptation qkvo = qv;
+  qkvo.lora.targets = parse_lora_targets("q_proj,k_proj,v_proj,o_proj");
+  CHECK(first_stage_activations(qwen3, c, {}, qkvo).first_layer_unkept.count() == 134'250'496);
+}
+
 TEST_CASE("LoRA without recompute: a training forward's KV cache still holds the first layer's K and V", "[activations][lora]") {
   // config.json's use_cache builds a DynamicCache in a training forward without checkpointing (modeling_llama.py
   // LlamaModel.forward), and SDPA without a mask keeps the cache's own K and V (cache_utils.py DynamicLayer.update). The MLP

@@ -309,6 +309,19 @@ constexpr std::int64_t adapter_input_copy_bytes(const activation_config& c, cons
   if (adapt.lora.dropout > 0.0) return (c.device == device_kind::cpu ? width : 1) + width;
   return width != dtype_bytes_ceil(c.activation_dtype) ? width : 0;
 }
+/// Bytes Qwen3's q_norm or k_norm keeps (modeling_qwen3.py: an RMSNorm over each head's d values of the q_proj / k_proj
+/// output, before RoPE) over sb tokens of `projection_heads` heads: hf_rmsnorm_saved per head row, on the linear's 16-bit
+/// output (also under autocast). OLMo-2's (modeling_olmo2.py Olmo2Attention) normalise each token's whole projection: sb
+/// rows of heads x d. Fused profiles keep the input and the fp32 rstd.
+constexpr std::int64_t head_norm_saved(const transformer_config& m, const activation_config& c, std::int64_t sb,
+                                       std::int64_t projection_heads, bool frozen) {
+  if (!m.qk_norm) return 0;
+  const std::int64_t a = dtype_bytes_ceil(c.activation_dtype), d = m.head_size();
+  const std::int64_t rows = m.qk_norm_whole ? sb : checked_product(sb, projection_heads);
+  const std::int64_t width = m.qk_norm_whole ? checked_product(projection_heads, d) : d;
+  if (c.impl == implementation::hf) return hf_rmsnorm_saved(m, c.torch_major, rows, width, a, frozen);
+  return checked_sum(checked_product(a, rows, width), checked_product(4, rows));
+}
 constexpr layer_activations layer_activation_bytes_unchecked(const transformer_config& m, const activation_config& c,
                                                              const adaptation& adapt = {}, std::int64_t layer = 0) {
   using detail::checked_product, detail::checked_sum;
@@ -434,19 +447,8 @@ constexpr layer_activations layer_activation_bytes_unchecked(const transformer_c
     if (attention_dropout)  // "softmax dropout: as^2b" mask + "2as^2b" dropped-out probabilities kept by P @ V
       scores_dropout = bytes_of(checked_product(mask + a, probs));
   }
-  // Qwen3's q_norm and k_norm (modeling_qwen3.py: an RMSNorm over each head's d values of the q_proj / k_proj
-  // output, before RoPE): hf_rmsnorm_saved per head row, on the linear's 16-bit output (also under autocast). OLMo-2's
-  // (modeling_olmo2.py Olmo2Attention) normalise each token's whole projection: sb rows of heads x d. Fused profiles
-  // keep the input and the fp32 rstd.
-  const auto head_norm_saved = [&](std::int64_t projection_heads) -> std::int64_t {
-    if (!m.qk_norm) return 0;
-    const std::int64_t rows = m.qk_norm_whole ? sb : checked_product(sb, projection_heads);
-    const std::int64_t width = m.qk_norm_whole ? checked_product(projection_heads, d) : d;
-    if (c.impl == implementation::hf) return detail::hf_rmsnorm_saved(m, c.torch_major, rows, width, a, frozen);
-    return checked_sum(checked_product(a, rows, width), checked_product(4, rows));
-  };
-  const bytes q_norm = bytes_of(head_norm_saved(heads));
-  const bytes k_norm = bytes_of(head_norm_saved(kv_heads));
+  const bytes q_norm = bytes_of(detail::head_norm_saved(m, c, sb, heads, frozen));
+  const bytes k_norm = bytes_of(detail::head_norm_saved(m, c, sb, kv_heads, frozen));
   // OLMo's clip_qkv: query_states.clamp_(...) and the same for k and v on the projections' outputs; an in-place op
   // whose derivative reads its input keeps a clone of it (derivatives.yaml clamp: clamp_backward(grad, self, ...)).
   const bool clip = m.clip_qkv && c.impl == implementation::hf;
@@ -777,15 +779,22 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   }
   if (!m.parallel_residual && !attention_adapted) return {};
   bytes unkept = w.attention_norm + bytes_of(masks);
+  // Qwen3's per-head k_norm with k_proj not adapted: nothing on K's path needs a gradient, so it keeps nothing (the CPU
+  // step oracle's LoRA draw on q_proj and v_proj with q/k norms, seed 804: +1.33% before, this and the rotated Q below).
+  const bool head_norms = m.qk_norm && !m.qk_norm_whole && !m.fused_qkv;
+  const bytes q_norm = head_norms ? bytes_of(head_norm_saved(m, c, sb, quotient(m.heads, c.tp), true)) : bytes{};
+  if (head_norms && !key_adapted)
+    unkept += bytes_of(head_norm_saved(m, c, sb, m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1, true));
   // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
   // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables), nor OPT's scaled one (a product with a
-  // Python float keeps nothing). Read for Llama-family layers (the CPU step oracle's LoRA steps on q_proj and v_proj:
-  // backward +65,504 B before, one c sb heads d) and OPT's (a LoRA probe of the family step oracle's frames: +65,432 B).
+  // Python float keeps nothing); q_norm's tensors, before RoPE, stay. Read for Llama-family layers (the CPU step oracle's
+  // LoRA steps on q_proj and v_proj: backward +65,504 B before, one c sb heads d) and OPT's (a LoRA probe of the family
+  // step oracle's frames: +65,432 B).
   const bool rope_layer_frames = m.positions == position_kind::rope && m.norm == norm_kind::rmsnorm;
   const bool opt_layer_frames = m.positions == position_kind::learned && m.norm == norm_kind::layernorm;
   if (c.attention == attention_kind::eager && query_adapted && !key_adapted && (rope_layer_frames || opt_layer_frames) &&
-      !m.parallel_residual && !m.fused_qkv && !m.qk_norm && !m.qk_norm_whole && !m.clip_qkv && m.attention_softcap == 0.0)
-    unkept += w.query;
+      !m.parallel_residual && !m.fused_qkv && (!m.qk_norm || head_norms) && !m.clip_qkv && m.attention_softcap == 0.0)
+    unkept += w.query - q_norm;
   if (m.parallel_residual && !mlp_adapted) unkept += w.mlp_norm + w.mlp_input + w.mlp_hidden + w.mlp_residual_mask;
   return {unkept, bytes{}};
 }
