@@ -759,6 +759,7 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   // the product lora_A keeps (where it keeps no copy of its own) stays, beside down's adapter's (a LoRA probe of the CPU
   // step oracle on down_proj, ffn 2048: forward +40.0% before).
   const bool down_alone = mlp_adapted && !gate_adapted && !up_adapted && m.moe.experts == 0 && !m.fused_gate_up;
+  const attention_layout at = attention_layout_of(m, c, 0);
   if (!m.parallel_residual && !attention_adapted && ((gate_adapted && up_adapted) || down_alone) && m.mlp == mlp_kind::swiglu &&
       !m.qk_norm_whole) {
     // SwiGLU's four hidden tensors, the product the fourth where down keeps it (layer_activation_bytes_unchecked)
@@ -767,7 +768,6 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
     // attention keeps the cache's own tensors (forward_kv_cache_bytes counts no copy apart), they stay through the forward
     // and the loss (the CPU step oracle's LoRA draw on the MLP with use_cache, seed 20261127: forward -1.27% before,
     // 2 c sb kv d under).
-    const attention_layout at = attention_layout_of(m, c, 0);
     const bytes cache_held = at.cached && forward_kv_cache_bytes(m, c, 0).count() == 0
                                  ? bytes_of(checked_product(2 * dtype_bytes_ceil(c.activation_dtype), sb, at.kv_heads, m.head_size()))
                                  : bytes{};
@@ -782,9 +782,8 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   // Qwen3's per-head k_norm with k_proj not adapted: nothing on K's path needs a gradient, so it keeps nothing (the CPU
   // step oracle's LoRA draw on q_proj and v_proj with q/k norms, seed 804: +1.33% before, this and the rotated Q below).
   const bool head_norms = m.qk_norm && !m.qk_norm_whole && !m.fused_qkv;
-  const bytes q_norm = head_norms ? bytes_of(head_norm_saved(m, c, sb, quotient(m.heads, c.tp), true)) : bytes{};
-  if (head_norms && !key_adapted)
-    unkept += bytes_of(head_norm_saved(m, c, sb, m.kv_heads >= c.tp ? quotient(m.kv_heads, c.tp) : 1, true));
+  const bytes q_norm = head_norms ? bytes_of(head_norm_saved(m, c, sb, at.heads, true)) : bytes{};
+  if (head_norms && !key_adapted) unkept += bytes_of(head_norm_saved(m, c, sb, at.kv_heads, true));
   // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
   // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables), nor OPT's scaled one (a product with a
   // Python float keeps nothing); q_norm's tensors, before RoPE, stay. Read for Llama-family layers (the CPU step oracle's
