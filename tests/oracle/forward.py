@@ -123,6 +123,10 @@ class Attention(torch.nn.Module):
         self.o_proj = torch.nn.Linear(heads * d, h, bias=bias)
         self.q_norm = norm(heads * d if olmo2 else d) if qk_norm or olmo2 else None
         self.k_norm = norm(kv_heads * d if olmo2 else d) if qk_norm or olmo2 else None
+        # Gemma3Attention (modeling_gemma3.py) runs q_proj, k_proj and v_proj first and then q_norm and k_norm over their
+        # transposed heads; Qwen3Attention norms each projection's heads before the next projection runs. The order
+        # autograd's nodes are created in, and so the order backward runs them in.
+        self.norms_after_projections = qk_norm and norm is blocks.GemmaRMSNorm
 
     def forward(self, hidden_states, cos, sin, mask, cache):
         input_shape = hidden_states.shape[:-1]
@@ -131,13 +135,15 @@ class Attention(torch.nn.Module):
             return self.forward_olmo2(hidden_states, cos, sin, mask, cache)
         if self.fused:
             return self.forward_phi3(hidden_states, cos, sin, mask, cache)
-        if self.q_norm is not None:
+        if self.q_norm is not None and not self.norms_after_projections:
             query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
             key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
         else:
             query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
             key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        if self.norms_after_projections:
+            query_states, key_states = self.q_norm(query_states), self.k_norm(key_states)
         if self.rope:  # OlmoAttention (modular_olmo.py): fp32 tables, the rotated q and k cast back
             query_states, key_states = (apply_rotary_olmo if self.olmo else apply_rotary)(query_states, key_states, cos, sin)
         if cache is not None:  # past_key_values.update, rebinding key_states and value_states in this frame

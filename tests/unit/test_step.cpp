@@ -465,6 +465,44 @@ TEST_CASE("step: the backward walk over alternating sliding-window and full-atte
   CHECK(e.forward.activations > forward_saved.total - forward_saved.logits);
 }
 
+TEST_CASE("step: Qwen3's k_norm and q_norm differentiated at pow's node, in their projections' order", "[step]") {
+  // The CPU step oracle's Qwen3 (seed 803's draw): hidden 512, 1 layer, 8 heads of 64, 8 KV heads, SwiGLU ffn 1024,
+  // vocabulary 1000 untied, 32 tokens x 3 (sb = 96), bf16, eager, torch 1. Qwen3Attention runs q_proj, q_norm, k_proj,
+  // k_norm, v_proj; backward reaches v_proj's node, then k_norm's. At k_norm's pow node (its allocator trace):
+  //  - gradients: lm_head 512,000 + the final norm's 512 + the MLP's 3 x 524,288 + its norm's 512 + o_proj's and v_proj's
+  //    2 x 262,144 + k_norm's 64 = 2,610,240 values x 2 B = 5,220,480 B;
+  //  - kept: the token ids 8 x 96 = 768; the input norm's fp32 input and PyTorch 1's x^2 (8 x 96 x 512 = 393,216), rstd
+  //    (4 x 96 = 384) and bf16 output cast (98,304); its output, kept by q_proj and k_proj (98,304); q_norm's 8 x 49,152 +
+  //    2 x 49,152 + 4 x 768 = 494,592; k_norm's fp32 input 196,608: 1,282,176 B;
+  //  - flowing: the residual's gradient and v_proj's input gradient (2 x 98,304), dL/dq (98,304) and five fp32 copies
+  //    beside k_norm's input (5 x 196,608): 1,277,952 B.
+  // 7,780,608 B above the resting states; the oracle measured 7,780,616 B (8 B more: a scalar), where zeromem read
+  // 7,578,752 B (-2.59%) before.
+  transformer_config m = detail::qwen3(512, 1, 8, 8, 1024, 1000, false);
+  m.head_dim = 64;
+  const step_estimate k = oracle_step(m, 32, 3, recompute::none);
+  CHECK(k.peak_phase == step_phase::optimizer_step);
+  CHECK(k.backward.gradients == bytes_of(5'220'480));
+  CHECK(k.backward.activations == bytes_of(1'282'176));
+  CHECK(k.backward.flowing == bytes_of(1'277'952));
+  CHECK(k.backward.total() - k.backward.resting == bytes_of(7'780'608));
+  // Sixteen heads (heads x d = 2h, Qwen3-0.6B's ratio): q_norm's six copies (4 x 96 x 1024 = 393,216 B each) stand
+  // higher, after k_proj's node. Gradients: 512,000 + 512 + 1,572,864 + 512 + o_proj's 524,288 + v_proj's and k_proj's
+  // 2 x 262,144 + the two head norms' 2 x 64 = 3,134,592 values x 2 B = 6,269,184 B; kept: 768 + the input norm's
+  // 491,904 + its output 98,304 + q_norm's fp32 input 393,216 = 984,192 B; flowing: 2 x 98,304 + 5 x 393,216 =
+  // 2,162,688 B. 9,416,064 B; measured 9,416,072 B, where zeromem read 8,614,016 B (-8.5%) before.
+  m.heads = 16;
+  const step_estimate q = oracle_step(m, 32, 3, recompute::none);
+  CHECK(q.backward.gradients == bytes_of(6'269'184));
+  CHECK(q.backward.activations == bytes_of(984'192));
+  CHECK(q.backward.flowing == bytes_of(2'162'688));
+  CHECK(q.backward.total() - q.backward.resting == bytes_of(9'416'064));
+  // Gemma-3 norms after all three projections, in fp32: not walked so.
+  transformer_config gemma = m;
+  gemma.norm_scale_fp32 = true;
+  CHECK(oracle_step(gemma, 32, 3, recompute::none).backward.flowing != bytes_of(2'162'688));
+}
+
 TEST_CASE("step: LoRA on the MLP with use_cache, the cache holds layer 0's K and V through the forward only", "[step][lora]") {
   // Layer 0 keeps nothing of its attention (its input needs no gradient), but config.json's use_cache builds a
   // DynamicCache that holds its K and V until the model's output is freed, after the loss: in the forward's terms, not the

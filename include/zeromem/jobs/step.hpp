@@ -1241,6 +1241,18 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Under FSDP2 the same nodes run on the gathered layer (an H200's OLMo rank over 64 ranks, 512 tokens against
   // 2048-wide layers: −3.09% before).
   const bool attention_input_walk = mlp_walk && core_layout && !a.autocast && !m.post_residual_norms;
+  // (2k) Qwen3's per-head norms differentiated at pow's node, as (2h)'s is. Qwen3Attention.forward (modeling_qwen3.py)
+  // runs q_proj, q_norm, k_proj, k_norm, v_proj, so backward runs RoPE's nodes, v_proj's, k_norm's, k_proj's, q_norm's,
+  // q_proj's. At k_norm's: o_proj's and v_proj's gradients and k_norm's weight's have appeared; the input norm's saved
+  // tensors, its output (kept by q_proj and k_proj) and q_norm's are alive, with k_norm's fp32 input among its six fp32
+  // copies (c sb kv d each); beside the residual's gradient wait v_proj's input gradient (c sbh) and dL/dq (c sb heads d).
+  // At q_norm's, k_proj's gradient has appeared too and the two input gradients are summed; q_norm's six copies. These
+  // top the layer's other moments where few tokens stand beside the weights (the CPU step oracle's Qwen3 draw, seed 803,
+  // one layer of 8 heads of 64 over 96 tokens: backward -2.59% before, 201,864 B under; an H200's Qwen3 step, 32 heads of
+  // 128 over hidden 1024, checkpointed: its backward phase -2.54% before). Gemma-3 norms after all three projections, in
+  // fp32 (norm_scale_fp32): not this order. Mixture-of-experts layers are not walked to it.
+  const bool head_norm_walk = attention_input_walk && m.qk_norm && !m.qk_norm_whole && !m.fused_qkv && m.norm == norm_kind::rmsnorm &&
+                              !m.norm_scale_fp32 && !m.norm_weight_fp32;
   // (2j) SDPA's kernel differentiated (cuDNN's on an H100 or H200: torch 2.11 puts cudnn_attention first in the SDPA
   // priority on compute capability 9.x and 10.x, sdp_utils.cpp check_prefer_cudnn_attention): o_proj's node has run,
   // its weight's gradient made, its input gone only where it was a copy of the kernel's output; the kernel's node
@@ -1459,6 +1471,25 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, kept + made, below + w.attention_norm + input, bytes{}, flowing, bytes{}, gathered, l.communication, bytes{},
                       bytes{}, bytes{}};
   };
+  // (2k)'s moments, k_norm's and q_norm's, considered apart as (2i)'s is (only Qwen3's layers: cold).
+  const auto head_norm_moment = [&](const layer_context& l, bool query, bool bottom) ZEROMEM_COLD {
+    const layer_activations& w = *l.whole;
+    const std::int64_t d = m.head_size();
+    const auto projection = [&](std::int64_t heads) {
+      return elements_of(checked_sum(checked_product(m.hidden, heads, d), m.qkv_bias ? checked_product(heads, d) : 0));
+    };
+    const bytes copy = elements_of(checked_product(sb, query ? m.heads : m.kv_heads, d)) * size_of(dtype::fp32);  // the norm's fp32 input
+    const bytes made = mlp_grads + new_grads(o_proj_params() + projection(m.kv_heads) * (query ? 2 : 1) + elements_of(query ? 2 * d : d));
+    const bytes q_norm_kept = query ? bytes{} : bytes_of(detail::head_norm_saved(m, a, sb, m.heads, false));
+    const bytes query_grad = query ? bytes{} : elements_of(checked_product(sb, m.heads, d)) * size_of(compute);
+    const bytes alive = w.attention_norm + w.attention_input + q_norm_kept + copy;
+    const bytes flowing = hidden_grad * 2 + query_grad + copy * 5;
+    if (a.recomputation == recompute::full)
+      return step_terms{resting, l.kept + made, l.below + l.saved, alive - checkpoint_in_layer, flowing, bytes{}, l.gathered, l.communication,
+                        bytes{}, bytes{}, bytes{}};
+    return step_terms{resting, l.kept + made, l.below - (bottom ? tables_freed : bytes{}) + alive, bytes{}, flowing, bytes{}, l.gathered,
+                      l.communication, bytes{}, bytes{}, bytes{}};
+  };
   // (2j)'s moment, considered apart as (2i)'s is.
   const auto attention_kernel_moment = [&](const layer_context& l) ZEROMEM_COLD {
     const layer_activations& w = *l.whole;
@@ -1567,7 +1598,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto total_of = [&](const step_terms& x) ZEROMEM_ALWAYS_INLINE {
     return ZEROMEM_RARELY(grads_excess.count() > 0) ? x.total() + detail::held_block_excess(x.gradients, grads_all, grads_excess) : x.total();
   };
-  enum class moment_kind { loss, head, final_norm, layer, attention_input, attention_kernel, vision_start, vision_end, positions, end, root_reduce };
+  enum class moment_kind {
+    loss, head, final_norm, layer, attention_input, key_norm, query_norm, attention_kernel, vision_start, vision_end, positions, end, root_reduce
+  };
   moment_kind highest = moment_kind::loss;
   std::int64_t highest_layer = 0;
   layer_part highest_part = layer_part::before;
@@ -1625,6 +1658,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_input_walk) break;
     else take_apart(total_of(attention_input_moment(layer_at(i), i == 0)), moment_kind::attention_input, i);
+  for (const std::int64_t i : {L - 1, std::int64_t{0}})
+    if (!head_norm_walk) break;
+    else
+      for (const bool query : {false, true})
+        take_apart(total_of(head_norm_moment(layer_at(i), query, i == 0)), query ? moment_kind::query_norm : moment_kind::key_norm, i);
   for (const std::int64_t i : {L - 1, std::int64_t{0}})
     if (!attention_kernel_walk) break;
     else take_apart(total_of(attention_kernel_moment(layer_at(i))), moment_kind::attention_kernel, i);
@@ -1750,6 +1788,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                     : highest == moment_kind::positions    ? positions_moment()
                     : highest == moment_kind::root_reduce  ? root_reduce_moment()
                     : highest == moment_kind::attention_input ? attention_input_moment(layer_at(highest_layer), highest_layer == 0)
+                    : highest == moment_kind::key_norm || highest == moment_kind::query_norm
+                        ? head_norm_moment(layer_at(highest_layer), highest == moment_kind::query_norm, highest_layer == 0)
                     : highest == moment_kind::attention_kernel ? attention_kernel_moment(layer_at(highest_layer))
                     : highest == moment_kind::vision_start ? vision_moment(false)
                     : highest == moment_kind::vision_end   ? vision_moment(true)
