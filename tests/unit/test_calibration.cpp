@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -344,7 +344,7 @@ TEST_CASE("calibration: a checkpointed layer's forward sets three drawn steps' f
 TEST_CASE("calibration: Qwen3's head norms set two drawn steps' backward phase", "[calibration]") {
   // H200 Qwen3 steps (hidden 1024, 32 heads of 128 and 4 KV heads, checkpointed and accumulating over 3; 16 heads of 128
   // and 8 KV heads, eager, 128 tokens x 2) whose backward phase q_norm's pow node sets (heads x d = 4h and 2h): -2.54%
-  // and -0.22% before that moment was walked; neither phase sets its step's peak.
+  // and -0.22% before that moment was walked. In both the optimizer step sets the peak, which did not move.
   const std::set<std::string> names = {"random-20261129-003-qwen3-bf16-sdpa-s4096-b1-ckpt-accum3-adagrad",
                                        "random-20261202-084-qwen3-bf16-eager-s128-b2-adam"};
   int found = 0;
