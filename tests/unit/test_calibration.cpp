@@ -12,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -341,25 +340,43 @@ TEST_CASE("calibration: a checkpointed layer's forward sets three drawn steps' f
   CHECK(found == 3);
 }
 
-TEST_CASE("calibration: Qwen3's head norms set two drawn steps' backward phase", "[calibration]") {
-  // H200 Qwen3 steps (hidden 1024, 32 heads of 128 and 4 KV heads, checkpointed and accumulating over 3; 16 heads of 128
-  // and 8 KV heads, eager, 128 tokens x 2) whose backward phase q_norm's pow node sets (heads x d = 4h and 2h): -2.54%
-  // and -0.22% before that moment was walked. In both the optimizer step sets the peak, which did not move.
-  const std::set<std::string> names = {"random-20261129-003-qwen3-bf16-sdpa-s4096-b1-ckpt-accum3-adagrad",
-                                       "random-20261202-084-qwen3-bf16-eager-s128-b2-adam"};
+namespace {
+// Each named single-GPU step's backward phase against its measurement, within the relative error given for it;
+// returns how many of the names were found.
+int check_backward_phases(const std::map<std::string, double>& within) {
   int found = 0;
   for (const std::string& file : calibration_files()) {
     const json d = load_file(file);
     if (!d.contains("phases")) continue;  // a file of FSDP2 ranks only
     for (const json& c : d["phases"]) {
-      if (names.count(c["name"].get<std::string>()) == 0) continue;
+      const auto named = within.find(c["name"].get<std::string>());
+      if (named == within.end()) continue;
       ++found;
-      INFO(c["name"].get<std::string>());
+      INFO(named->first);
       const json p = estimate(flags_of(c, workspaces_in_baseline(d, "phases", c), d["measured_on"]))["phases"];
-      CHECK(std::abs(p["backward"]["peak_bytes"].get<double>() / c["peak_backward"].get<double>() - 1.0) <= 0.0001);
+      CHECK(std::abs(p["backward"]["peak_bytes"].get<double>() / c["peak_backward"].get<double>() - 1.0) <= named->second);
     }
   }
-  CHECK(found == 2);
+  return found;
+}
+}  // namespace
+
+TEST_CASE("calibration: Qwen3's head norms set two drawn steps' backward phase", "[calibration]") {
+  // H200 Qwen3 steps (hidden 1024, 32 heads of 128 and 4 KV heads, checkpointed and accumulating over 3; 16 heads of 128
+  // and 8 KV heads, eager, 128 tokens x 2) whose backward phase q_norm's pow node sets (heads x d = 4h and 2h): -2.54%
+  // and -0.22% before that moment was walked. In both the optimizer step sets the peak, which did not move.
+  CHECK(check_backward_phases({{"random-20261129-003-qwen3-bf16-sdpa-s4096-b1-ckpt-accum3-adagrad", 0.0001},
+                               {"random-20261202-084-qwen3-bf16-eager-s128-b2-adam", 0.0001}}) == 2);
+}
+
+TEST_CASE("calibration: Qwen3-MoE's head norms set three drawn steps' backward phase", "[calibration][moe]") {
+  // H200 Qwen3-MoE steps, SDPA, without recompute, whose predicted backward phase is now a head norm's pow node, reached
+  // once the MoE block is differentiated: -0.27% -> -0.0001% (2 layers, 32 heads of 128 over hidden 512, 64 experts), -0.68% -> +0.10%
+  // (1 layer, 8 heads of 128 over 1024, 4 experts; 65,194 B over, not explained) and -0.81% -> -0.42% (3 layers, 16 heads
+  // of 64 over 512, 32 experts; 879,958 B under, not explained). In all three the optimizer step sets the peak.
+  CHECK(check_backward_phases({{"random-20261201-018-qwen3_moe-bf16-sdpa-s256-b1", 0.0001},
+                               {"random-20261130-081-qwen3_moe-bf16-sdpa-s256-b1-adafactor", 0.001},
+                               {"random-20261129-068-qwen3_moe-bf16-sdpa-s512-b1-adafactor", 0.005}}) == 3);
 }
 
 TEST_CASE("calibration: the optimizer's temporaries are the blocks its frame allocated", "[calibration]") {

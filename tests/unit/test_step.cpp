@@ -503,6 +503,33 @@ TEST_CASE("step: Qwen3's k_norm and q_norm differentiated at pow's node, in thei
   CHECK(oracle_step(gemma, 32, 3, recompute::none).backward.flowing != bytes_of(2'162'688));
 }
 
+TEST_CASE("step: Qwen3-MoE's q_norm differentiated at pow's node, after the experts' gradients", "[step][moe]") {
+  // An H200's Qwen3-MoE step (random-20261201-018): hidden 512, 2 layers, 32 heads of 128, 8 KV heads, 64 experts of
+  // 1024, 8 a token, vocabulary 1024 untied, 256 tokens x 1, bf16, SDPA. The attention's nodes are a dense layer's, so
+  // layer 0's q_norm node is reached once the whole MoE block is differentiated:
+  //  - gradients: lm_head 524,288 + the final norm's 512 + layer 1's 105,940,224 (experts 64 x 3 x 512 x 1024 =
+  //    100,663,296, router 32,768, two norms 1,024, q and o 2 x 2,097,152, k and v 2 x 524,288, q/k norms 256); layer 0's
+  //    experts, router and post-attention norm 100,696,576, o_proj's 2,097,152, v_proj's and k_proj's 2 x 524,288 and the
+  //    two head norms' 256: 210,307,584 values x 2 B = 420,615,168 B;
+  //  - kept: the token ids 8 x 256 = 2,048; the input norm's fp32 input 524,288, rstd 1,024 and bf16 output 262,144; its
+  //    output, kept by q_proj (262,144); q_norm's fp32 input 256 x 4096 x 4 = 4,194,304: 5,245,952 B;
+  //  - flowing: the residual's gradient and the summed input gradients of k_proj and v_proj (2 x 262,144) and five fp32
+  //    copies beside q_norm's input (5 x 4,194,304): 21,495,808 B.
+  // With the resting states (212,929,536 parameters x 6 B = 1,277,577,216 B) and the allocator's 4,083 B, 1,724,938,227 B;
+  // measured 1,724,940,288 B, where zeromem read 1,720,240,868 B (-0.27%) before MoE layers were walked to it.
+  const transformer_config m = parse_hf_config(
+      R"({"model_type": "qwen3_moe", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+          "head_dim": 128, "intermediate_size": 1024, "moe_intermediate_size": 1024, "num_experts": 64, "num_experts_per_tok": 8,
+          "norm_topk_prob": true, "vocab_size": 1024, "tie_word_embeddings": false, "use_cache": true})");
+  step_config s{};
+  s.blas_workspaces = bytes{};
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(256, 1), s);
+  CHECK(e.backward.resting == bytes_of(1'277'577'216));
+  CHECK(e.backward.gradients == bytes_of(420'615'168));
+  CHECK(e.backward.activations == bytes_of(5'245'952));
+  CHECK(e.backward.flowing == bytes_of(21'495'808));
+}
+
 TEST_CASE("step: LoRA on the MLP with use_cache, the cache holds layer 0's K and V through the forward only", "[step][lora]") {
   // Layer 0 keeps nothing of its attention (its input needs no gradient), but config.json's use_cache builds a
   // DynamicCache that holds its K and V until the model's output is freed, after the loss: in the forward's terms, not the
