@@ -371,9 +371,10 @@ TEST_CASE("calibration: Qwen3's head norms set two drawn steps' backward phase",
 
 TEST_CASE("calibration: Qwen3-MoE's head norms set three drawn steps' backward phase", "[calibration][moe]") {
   // H200 Qwen3-MoE steps, SDPA, without recompute, whose predicted backward phase is now a head norm's pow node, reached
-  // once the MoE block is differentiated: -0.27% -> -0.0001% (2 layers, 32 heads of 128 over hidden 512, 64 experts), -0.68% -> +0.10%
-  // (1 layer, 8 heads of 128 over 1024, 4 experts; 65,194 B over, not explained) and -0.81% -> -0.42% (3 layers, 16 heads
-  // of 64 over 512, 32 experts; 879,958 B under, not explained). In all three the optimizer step sets the peak.
+  // once the MoE block is differentiated: -0.27% -> -0.0001% (2 layers, 32 heads of 128 over hidden 512, 64 experts),
+  // -0.68% -> +0.10% (1 layer, 8 heads of 128 over 1024, 4 experts; 65,194 B over, not explained) and -0.81% -> -0.42%
+  // (3 layers, 16 heads of 64 over 512, 32 experts; 879,958 B under, not explained). In all three the optimizer step
+  // sets the peak.
   CHECK(check_backward_phases({{"random-20261201-018-qwen3_moe-bf16-sdpa-s256-b1", 0.0001},
                                {"random-20261130-081-qwen3_moe-bf16-sdpa-s256-b1-adafactor", 0.001},
                                {"random-20261129-068-qwen3_moe-bf16-sdpa-s512-b1-adafactor", 0.005}}) == 3);

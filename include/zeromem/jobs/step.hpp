@@ -1227,6 +1227,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // where the embedding's gradient is small beside 22 sbh 16-bit values (few tokens; the CPU step oracle's random
   // shapes). OLMo-2 has no norm there.
   const bool attention_norm_walk = mlp_norm_walk && !m.post_norms;
+  // The walk reaches a layer's attention nodes (2i, 2k) once its MLP or stacked-expert block is differentiated
+  // (norm_walk), in core_layout, without autocast or post-residual norms; (2i) is read for dense MLPs only.
+  const bool attention_nodes_walk = norm_walk && core_layout && !a.autocast && !m.post_residual_norms;
   // (2i) The attention's input linear differentiated: fused qkv's node (GPT-NeoX's query_key_value), else q_proj's, the
   // last of the three (created first). With a bias, its gradient's sum over the tokens stages on CUDA in a buffer of its
   // own (core/cuda_reduce.hpp) once the node has made its input's gradient and freed what it kept (an H200's GPT-NeoX
@@ -1240,7 +1243,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (each linear's input its own cast there); OPT-350M's linears read the residual stream (no norm before them).
   // Under FSDP2 the same nodes run on the gathered layer (an H200's OLMo rank over 64 ranks, 512 tokens against
   // 2048-wide layers: −3.09% before).
-  const bool attention_input_walk = mlp_walk && core_layout && !a.autocast && !m.post_residual_norms;
+  const bool attention_input_walk = attention_nodes_walk && m.moe.experts == 0;
   // (2k) Qwen3's per-head norms differentiated at pow's node, as (2h)'s is. Qwen3Attention.forward (modeling_qwen3.py)
   // runs q_proj, q_norm, k_proj, k_norm, v_proj, so backward runs RoPE's nodes, v_proj's, k_norm's, k_proj's, q_norm's,
   // q_proj's. At k_norm's: o_proj's and v_proj's gradients and k_norm's weight's have appeared; the input norm's saved
@@ -1254,8 +1257,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // subclasses Qwen3Attention, no forward of its own): its layers reach these nodes once the MoE block is differentiated,
   // every expert's and the router's gradient made (mlp_grads; three H200 Qwen3-MoE steps' backward phases -0.27%, -0.68%
   // and -0.81% before, -0.0001%, +0.10% and -0.42% with it).
-  const bool head_norm_walk = norm_walk && core_layout && !a.autocast && !m.post_residual_norms && m.qk_norm && !m.qk_norm_whole &&
-                              !m.fused_qkv && m.norm == norm_kind::rmsnorm && !m.norm_scale_fp32 && !m.norm_weight_fp32;
+  const bool head_norm_walk = attention_nodes_walk && m.qk_norm && !m.qk_norm_whole && !m.fused_qkv && m.norm == norm_kind::rmsnorm &&
+                              !m.norm_scale_fp32 && !m.norm_weight_fp32;
   // (2j) SDPA's kernel differentiated (cuDNN's on an H100 or H200: torch 2.11 puts cudnn_attention first in the SDPA
   // priority on compute capability 9.x and 10.x, sdp_utils.cpp check_prefer_cudnn_attention): o_proj's node has run,
   // its weight's gradient made, its input gone only where it was a copy of the kernel's output; the kernel's node
