@@ -1942,19 +1942,28 @@ TEST_CASE("step: without recompute, the last layer's routed experts hold two ten
   // s 2048 b 4: the last layer's routed experts hold the routing-weight product and its reordered
   // copy, which autograd keeps neither of, 2 x (4 x 8192) x 2048 x 2 (bf16 weights) = 268,435,456 B, beside every saved
   // tensor but the output layer's (not made yet): above the loss's moment with 1024 tokens of vocabulary.
+  // The final norm's moment after it (step.hpp) is 81,920 B higher here: every saved tensor but the logits, with the
+  // norm's input (8192 x 2048 x 2 = 33,554,432), its fp32 product (67,108,864), inputs_embeds (33,554,432) and
+  // cache_position (8 x 2048), against the routed pair less the output layer's 134,283,264 B (4 sbh + 2 sbh + 4 sb kept by
+  // the norm, lm_head's 2 sbh input). With eight experts a token the pair is 536,870,912 B and the higher.
   const activation_config plain = sdpa(2048, 4);
   const stage_activations st = first_stage_activations(m, plain);
   const step_estimate e2 = estimate_step(m, pure_bf16(), plain, s);
-  CHECK(e2.forward.activations == st.total - st.logits - st.output_layer + bytes_of(268'435'456));
+  CHECK(e2.forward.activations == st.total - st.logits + bytes_of(33'554'432LL + 67'108'864 + 33'554'432 + 16'384));
   CHECK(e2.forward.loss == bytes{});
+  transformer_config m8 = m;
+  m8.moe.top_k = 8;
+  const stage_activations st8 = first_stage_activations(m8, plain);
+  CHECK(estimate_step(m8, pure_bf16(), plain, s).forward.activations == st8.total - st8.logits - st8.output_layer + bytes_of(536'870'912));
   // Mixtral's fp32 weights make the pair fp32 (2 x 16384 x 4096 x 4 = 536,870,912 B at s 2048 b 4 with two experts a
-  // token) where Qwen's are bf16; with its 32,000-token vocabulary the loss's moment stays higher.
+  // token, 805,306,368 B with three) where Qwen's are bf16; with its 32,000-token vocabulary the loss's moment stays higher.
   transformer_config x = find_preset("mixtral-8x7b").config;
   x.layers = 2;
   CHECK(estimate_step(x, pure_bf16(), plain, s).forward.loss > bytes{});
   x.vocab = 1024;
+  x.moe.top_k = 3;
   const stage_activations xs = first_stage_activations(x, plain);
-  CHECK(estimate_step(x, pure_bf16(), plain, s).forward.activations == xs.total - xs.logits - xs.output_layer + bytes_of(536'870'912));
+  CHECK(estimate_step(x, pure_bf16(), plain, s).forward.activations == xs.total - xs.logits - xs.output_layer + bytes_of(805'306'368));
 }
 
 TEST_CASE("step: frozen experts differentiated under LoRA make no weight gradient and free less", "[step][moe][recompute]") {
