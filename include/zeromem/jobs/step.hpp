@@ -728,7 +728,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t masks = (detail::stage_has_sliding_layers(m) ? 1 : 0) + (detail::stage_has_full_attention_layers(m, L) ? 1 : 0);
     return elements_of(checked_product(masks, a.micro_batch, s_local, s_local)) * size_of(compute);
   };
-  bytes last_layer_forward{};  // the last layer's highest moment without recompute: the eager softmax's, or ReLU's below
+  bytes last_layer_forward{};  // without recompute: the last layer's eager softmax, its ReLU, or the final norm (below)
   const bool norm_copies_layer_input = m.norm == norm_kind::rmsnorm || m.norm_input_fp32;
   if (ZEROMEM_RARELY(a.recomputation == recompute::none && a.impl == implementation::hf && a.attention == attention_kind::eager &&
                      m.eager_softmax_fp32 && m.attention_softcap == 0.0 && !a.autocast && a.dropout == 0.0 && a.tp == 1 && a.cp == 1 &&
@@ -853,8 +853,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // the model's frame still refers to the norm's input (the last layer's output, which nothing keeps: the norm copies it
   // to fp32), to inputs_embeds where layer 0's norm copies it too, and to the masks and position ids (causal_mask_mapping,
   // cache_position). Above the loss's moment where the vocabulary is small beside the hidden size (the CPU step
-  // oracle's Gemma-2 with a 128-token vocabulary over 1024 wide: forward -2.65% before, 883,258 B under; ten H200 steps,
-  // e.g. Gemma-2 at 1024 x 4 tokens, vocabulary 1024 over 4096 wide, -1.45% -> -0.15%). Read without recompute (an
+  // oracle's Gemma-2 with a 128-token vocabulary over 1024 wide: forward -2.65% before, 883,258 B under; nine H200
+  // steps, e.g. Gemma-2 at 1024 x 4 tokens, vocabulary 1024 over 4096 wide, -1.45% -> -0.15%). Read without recompute (an
   // H200's checkpointed Qwen3-MoE step read +0.31% with it, +0.03% without: not established), for 16-bit compute
   // without autocast (an fp32 x is not copied, and its casts return x itself).
   if (a.recomputation == recompute::none && a.impl == implementation::hf && m.norm == norm_kind::rmsnorm && !m.post_residual_norms &&
