@@ -396,6 +396,10 @@ TEST_CASE("invalid activation settings throw with the fix", "[activations][error
   CHECK_THROWS_WITH(per_layer(gpt3(), c), Catch::Matchers::Contains("activations cannot be int4"));
   c = gpt3_paper();
   CHECK_THROWS_WITH(first_stage_activations(gpt3(), c, pipeline_config{200, 1, 0}), Catch::Matchers::Contains("more stages than layers"));
+  // Interleaving needs more than one stage (Megatron-LM runs one stage without pipelining and drops the virtual size).
+  CHECK_THROWS_WITH(first_stage_activations(gpt3(), c, pipeline_config{1, 2, 0}),
+                    Catch::Matchers::Contains("virtual pipeline stages need a pipeline; raise pp above 1"));
+  CHECK(first_stage_activations(gpt3(), c, pipeline_config{2, 2, 0}).total > bytes{});
 }
 
 TEST_CASE("config.json's dropouts, site by site", "[activations]") {

@@ -127,6 +127,24 @@ TEST_CASE("ZeRO-3 over one rank says why it needs more than ZeRO-2", "[bad-input
 TEST_CASE("flags that need others are errors, not ignored", "[bad-input]") {
   rejected({"estimate", "--params", "7B", "--pin-memory"}, "--pin-memory");
   rejected({"estimate", "--model", "llama-2-7b", "--micro-batch", "4"}, "need --seq-len");
+  // The activations' device, dtype, PyTorch version and KV cache, and the allocator's mode and reserve, shape only the
+  // step's peak: without --seq-len they were once read by nothing, whatever their value (--device abc ran).
+  rejected({"estimate", "--model", "llama-2-7b", "--device", "cpu"}, "need --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--device", "abc"}, "need --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--activation-dtype", "fp32"}, "need --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--torch-version", "1"}, "need --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--no-cache"}, "need --seq-len");
+  rejected({"estimate", "--params", "7B", "--device", "cpu"}, "activation memory needs a model");
+  rejected({"estimate", "--model", "llama-2-7b", "--allocator", "expandable"}, "add a model and --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--reserve-fraction", "0.2"}, "add a model and --seq-len");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--virtual-stages", "2"}, "raise pp above 1");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--microbatches", "4"}, "pass --grad-accum-steps");
+  CHECK(run({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--pp", "2", "--virtual-stages", "2", "--microbatches", "4"}).code == 0);
+  rejected({"deepspeed", "zero3", "--params", "2B", "--largest-layer-params", "100M", "--pre-2024"}, "drop it or use zero2");
+  // Their defaults given explicitly are not a change, and with --seq-len each is read.
+  CHECK(run({"estimate", "--model", "llama-2-7b", "--device", "cuda", "--allocator", "default", "--torch-version", "2"}).code == 0);
+  CHECK(run({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--device", "cpu", "--no-cache", "--allocator", "expandable"}).code == 0);
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--device", "abc"}, "unknown device 'abc'");
   rejected({"estimate", "--params", "7B", "--dropout", "nan"}, "--dropout");
   rejected({"estimate", "--params", "7B", "--reserve-fraction", "inf"}, "--reserve-fraction");
   rejected({"deepspeed", "zero2", "--params", "1B", "--additional-buffer-factor", "-1"}, "--additional-buffer-factor");

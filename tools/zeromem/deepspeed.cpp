@@ -47,6 +47,7 @@ int run_deepspeed(const deepspeed_args& a, std::ostream& out) {
   std::int64_t L = 0;
   if (zero3) {
     if (a.largest_layer.empty()) detail::fail("zero3 needs --largest-layer-params (DeepSpeed's largest_layer_params)");
+    if (a.pre_2024) detail::fail("--pre-2024 selects zero2's earlier GPU formula (DeepSpeed PR #5099); drop it or use zero2");
     L = parse_count(a.largest_layer, "the largest layer (--largest-layer-params)");
     for (const auto& r : deepspeed::zero3_table(P, L, c)) rows.push_back(r);
   } else {

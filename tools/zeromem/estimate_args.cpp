@@ -253,7 +253,9 @@ estimate_inputs to_inputs(const estimate_args& a) {
   constexpr activation_config defaults{};
   const bool activation_flags = a.seq_len != 0 || a.sp || a.cp != 1 || a.recompute_name != "none" || a.dropout != 0.0 ||
                                 a.attention_name != name(defaults.attention) || a.implementation_name != name(defaults.impl) ||
-                                a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0 || a.image_tokens != 0;
+                                a.micro_batch != 1 || a.virtual_stages != 1 || a.microbatches != 0 || a.image_tokens != 0 ||
+                                a.device_name != name(defaults.device) || !a.activation_dtype.empty() || a.torch_major != defaults.torch_major ||
+                                a.no_cache;
   if (activation_flags && !in.has_model)
     detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");
@@ -264,6 +266,10 @@ estimate_inputs to_inputs(const estimate_args& a) {
     detail::fail("--optimizer-impl and --loss choose the step's kernels; add a model and --seq-len for the step's peak");
   if ((!a.cuda_context.empty() || !a.cuda_modules.empty() || !a.blas_workspaces.empty()) && a.seq_len == 0)
     detail::fail("--cuda-context, --cuda-modules and --blas-workspaces count toward the step's peak and verdict; add a model and --seq-len");
+  if ((a.allocator != name(step_config{}.allocator) || a.reserve_fraction != 0.0) && a.seq_len == 0)
+    detail::fail("--allocator and --reserve-fraction shape the step's peak and reserved bytes; add a model and --seq-len");
+  if (a.microbatches != 0 && a.pp == 1)
+    detail::fail("--microbatches sets a pipeline's schedule (with --pp above 1); for gradient accumulation pass --grad-accum-steps");
   if (a.weight_decay != 0.0 && a.seq_len == 0)
     detail::fail("--weight-decay changes the optimizer step's temporaries; add a model and --seq-len for the step's peak");
   if (a.seq_len != 0) set_step(a, in);

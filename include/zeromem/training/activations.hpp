@@ -695,6 +695,9 @@ constexpr void validate(const pipeline_config& p, const transformer_config& m) {
   detail::require_positive(p.pp, "the pipeline-parallel degree");
   detail::require_positive(p.virtual_stages, "the virtual pipeline stages");
   if (p.microbatches < 0) detail::fail("the number of micro-batches cannot be negative; pass 0 if unknown");
+  // Megatron-LM's megatron/core/pipeline_parallel/schedules.py get_forward_backward_func: a virtual size picks the
+  // interleaved schedule only with more than one stage; one stage runs forward_backward_no_pipelining and drops it.
+  if (p.virtual_stages > 1 && p.pp == 1) detail::fail("virtual pipeline stages need a pipeline; raise pp above 1 or keep 1 virtual stage");
   if (p.pp > m.layers) detail::fail_value("the pipeline has more stages than layers", p.pp, "lower pp");
 }
 
