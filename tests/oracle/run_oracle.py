@@ -19,7 +19,9 @@ def estimate_args(binary, kind, cfg, layers, vocab):
     args = [binary, "estimate", "--json", "--hidden", str(cfg["hidden"]), "--layers", str(layers),
             "--heads", str(cfg["heads"]), "--ffn", str(cfg["ffn"]), "--vocab", str(vocab),
             "--seq-len", str(cfg["seq_len"]), "--micro-batch", str(cfg["micro_batch"]),
-            "--activation-dtype", "bf16", "--device", "cpu", "--torch-version", "1", "--recompute", cfg["recompute"]]
+            "--activation-dtype", "bf16", "--device", "cpu", "--recompute", cfg["recompute"]]
+    if kind != "gpt":  # torch 1's RMSNorm is transformers' code; the GPT blocks run zeromem's eager profile
+        args += ["--torch-version", "1"]
     if kind == "gpt":
         args += ["--mlp", "gelu", "--norm", "layernorm", "--tied-embeddings", "--max-positions", str(cfg["max_positions"]),
                  "--dropout", str(cfg["dropout"]), "--implementation", "eager", "--attention", "eager"]

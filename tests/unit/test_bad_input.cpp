@@ -156,6 +156,54 @@ TEST_CASE("flags that need others are errors, not ignored", "[bad-input]") {
   rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--blas-workspaces", "-1MiB"}, "--blas-workspaces");
 }
 
+// A sweep of the release CLI (every flag of estimate, plan, vllm, sglang, kv, deepspeed and job given a non-default value,
+// the output compared with the run without it) found these printing the same bytes, read by nothing in that context.
+TEST_CASE("flags that changed nothing where they were given are refused", "[bad-input]") {
+  const std::vector<std::string> llama = {"estimate", "--model", "llama-2-7b"};
+  const auto with = [](std::vector<std::string> base, const std::vector<std::string>& more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+  // The adapters' dtype without adapters; with them it is read (the adapters' inputs are cast where it differs from the
+  // compute dtype: activations.hpp).
+  rejected(with(llama, {"--lora-dtype", "bf16"}), "add --lora-rank and --lora-targets");
+  const std::vector<std::string> lora = with(llama, {"--lora-rank", "16", "--lora-targets", "q_proj,v_proj", "--seq-len", "512", "--json"});
+  const result fp32 = run(lora), bf16 = run(with(lora, {"--lora-dtype", "bf16"}));
+  REQUIRE(fp32.code == 0);
+  REQUIRE(bf16.code == 0);
+  CHECK(fp32.out != bf16.out);
+  // The largest layer is read where ZeRO-3 gathers it or ZeRO-1/2's CPU offload stages it (needs_largest_layer).
+  rejected(with(llama, {"--largest-layer-params", "100M"}), "drop it or pass --zero-stage 3");
+  rejected(with(llama, {"--largest-layer-params", "100M", "--zero-stage", "2", "--dp", "8"}), "drop it or pass --zero-stage 3");
+  CHECK(run(with(llama, {"--largest-layer-params", "100M", "--zero-stage", "3", "--dp", "8"})).code == 0);
+  CHECK(run(with(llama, {"--largest-layer-params", "100M", "--zero-stage", "2", "--offload-optimizer", "cpu", "--dp", "8"})).code == 0);
+  CHECK(run(with(llama, {"--largest-layer-params", "100M", "--fsdp", "FULL_SHARD", "--dp", "8"})).code == 0);
+  // torch 1's RMSNorm and the forward's KV cache are transformers' code: another implementation read neither.
+  const std::vector<std::string> step = with(llama, {"--seq-len", "512"});
+  rejected(with(step, {"--implementation", "fused", "--torch-version", "1"}), "drop them for fused");
+  rejected(with(step, {"--implementation", "eager", "--no-cache"}), "drop them for eager");
+  CHECK(run(with(step, {"--implementation", "hf", "--torch-version", "1", "--no-cache"})).code == 0);
+  // A forward-only pass has no optimizer, no adapters, no vision tower's pass and no training step's modules.
+  const std::vector<std::string> forward = with(step, {"--forward-only"});
+  rejected(with(forward, {"--amsgrad"}), "drop the optimizer's flags");
+  rejected(with(forward, {"--weight-decay", "0.1"}), "drop the optimizer's flags");
+  rejected(with(forward, {"--nesterov"}), "drop the optimizer's flags");
+  rejected(with(forward, {"--lora-dtype", "bf16"}), "--lora-dtype");
+  rejected(with(forward, {"--lora-dropout", "0.1"}), "--lora-dropout");
+  rejected(with(forward, {"--image-tokens", "64"}), "drop --image-tokens");
+  rejected(with(forward, {"--cuda-modules", "1GB"}), "--cuda-modules is measured for a training step");
+  CHECK(run(with(forward, {"--cuda-context", "1GB"})).code == 0);
+  // Ray's threshold applies to a node's host RAM: without --host-memory nothing reads it.
+  const std::vector<std::string> job = {"job", ZEROMEM_EXAMPLES_DIR "/jobs/orz-1.5b-ppo.args"};
+  rejected(with(job, {"--ray-threshold", "0.9"}), "add --host-memory");
+  const result at_default = run(with(job, {"--host-memory", "760GB"})), at_90 = run(with(job, {"--host-memory", "760GB", "--ray-threshold", "0.9"}));
+  REQUIRE(at_default.code == 0);
+  REQUIRE(at_90.code == 0);
+  // 0.95 x 760 GB = 722 GB (RAY_memory_usage_threshold's default), 0.9 x 760 GB = 684 GB.
+  CHECK(at_default.out.find("of 722.00 GB (Ray's threshold)") != std::string::npos);
+  CHECK(at_90.out.find("of 684.00 GB (Ray's threshold)") != std::string::npos);
+}
+
 TEST_CASE("plan: --host-memory 0B, --top 0 and --svg with nothing fitting are errors", "[bad-input]") {
   rejected({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--seq-len", "128", "--host-memory", "0B"}, "--host-memory");
   rejected({"plan", "--model", "gpt3-175b", "--gpu", "l40s", "--gpus", "1", "--seq-len", "128", "--host-memory", "1GB", "--svg",

@@ -64,7 +64,7 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
       ->capture_default_str();
   text_option(app, "--device", a.device_name, "cuda | cpu (dropout-mask and norm-statistics dtypes)")->capture_default_str();
   text_option(app, "--activation-dtype", a.activation_dtype, "dtype of activations (default: the precision's compute dtype)");
-  integer_option(app, "--torch-version", a.torch_major, "PyTorch major version, 1 or 2", 1, 2)->capture_default_str();
+  integer_option(app, "--torch-version", a.torch_major, "PyTorch major version, 1 or 2 (under 1 transformers' RMSNorm keeps more; --implementation hf)", 1, 2)->capture_default_str();
   text_option(app, "--loss", a.loss, "hf (transformers ForCausalLMLoss: full logits, fp32 upcast) | fused (chunked linear-cross-entropy)")
       ->capture_default_str();
   text_option(app, "--optimizer-impl", a.optimizer_impl,
@@ -120,6 +120,8 @@ adaptation adaptation_of(const estimate_args& a) {
   d.double_quant = q.double_quant;
   d.paged_optimizer = a.paged_optimizer;
   if (a.lora_dropout != 0.0 && a.lora_rank == 0) detail::fail("--lora-dropout needs LoRA; add --lora-rank and --lora-targets");
+  if (a.lora_dtype != name(lora_config{}.adapter_dtype) && a.lora_rank == 0)
+    detail::fail("--lora-dtype sets the adapters' dtype; add --lora-rank and --lora-targets, or drop it");
   std::string_view list = a.freeze;
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
@@ -185,8 +187,13 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
   t.zero.params = {parse_offload_device(a.offload_params), a.pin_memory};
   if (a.pin_memory && t.zero.optimizer.device == offload_device::none && t.zero.params.device == offload_device::none)
     detail::fail("--pin-memory pins offloaded states; add --offload-optimizer or --offload-params, or drop it");
-  if (!a.largest_layer.empty())
+  if (!a.largest_layer.empty()) {
+    // Read only where the whole layer is gathered or staged (model_states.hpp needs_largest_layer); elsewhere it changed nothing.
+    if (!needs_largest_layer(t.zero))
+      detail::fail("--largest-layer-params sizes ZeRO-3's gathered layer and ZeRO-1/2 CPU offload's staging; drop it or pass "
+                   "--zero-stage 3");
     t.largest_layer = parse_elements(a.largest_layer, "the largest layer (--largest-layer-params)");
+  }
   else if (in.has_model && needs_largest_layer(t.zero))
     t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
   t.gradient_accumulation_steps = a.grad_accum_steps;
@@ -212,6 +219,10 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   c.impl = parse_implementation(a.implementation_name);
   c.device = parse_device(a.device_name);
   c.torch_major = static_cast<int>(a.torch_major);
+  // Both are read by transformers' modeling code only (activations.hpp hf_rmsnorm_saved; forward_kv_cache_bytes).
+  if (c.impl != implementation::hf && (a.torch_major != activation_config{}.torch_major || a.no_cache))
+    detail::fail("--torch-version and --no-cache describe transformers' modeling code (--implementation hf); drop them for " +
+                 std::string(name(c.impl)));
   in.job.pipeline = with_layout(pipeline_config{1, a.virtual_stages, a.microbatches}, layout_of(a));
   validate(c, in.job.model);
   validate(in.job.pipeline, in.job.model);

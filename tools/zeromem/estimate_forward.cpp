@@ -13,7 +13,11 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   const std::pair<bool, const char*> training_only[] = {
       {a.zero_stage >= 0 || !a.fsdp.empty() || a.ddp, "--zero-stage, --fsdp and --ddp"},
       {a.dp != defaults.dp || a.tp != 1 || a.pp != 1 || a.cp != 1 || a.sp, "--dp, --tp, --pp, --cp and --sp"},
-      {a.lora_rank != 0 || !a.lora_targets.empty() || !a.freeze.empty() || a.paged_optimizer, "LoRA, --freeze and --paged-optimizer"},
+      {a.lora_rank != 0 || !a.lora_targets.empty() || a.lora_dropout != 0.0 || a.lora_dtype != defaults.lora_dtype || !a.freeze.empty() ||
+           a.paged_optimizer,
+       "LoRA (--lora-rank, --lora-targets, --lora-dropout, --lora-dtype), --freeze and --paged-optimizer"},
+      {a.weight_decay != 0.0 || a.amsgrad || a.rmsprop_centered || a.rmsprop_momentum || a.nesterov,
+       "the optimizer's flags (--weight-decay, --amsgrad, --rmsprop-centered, --rmsprop-momentum, --nesterov)"},
       {a.recompute_name != defaults.recompute_name || a.optimizer_name != defaults.optimizer_name || a.optimizer_impl != defaults.optimizer_impl ||
            a.loss != defaults.loss || a.grad_accum_steps != 1 || a.offload_optimizer != defaults.offload_optimizer || a.offload_params != defaults.offload_params,
        "--recompute, --optimizer, --optimizer-impl, --loss, --grad-accum-steps and offload"},
@@ -27,6 +31,10 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
        "--allocator, --reserve-fraction, --gradient-as-bucket-view, --keep-grads, --explain and --svg"}};
   for (const auto& [given, flags] : training_only)
     if (given) detail::fail(std::string("--forward-only runs the model without training; drop ") + flags);
+  // Not modelled in a forward-only pass: the vision tower's activations, and the modules a training step loads (measured
+  // after training steps only).
+  if (a.image_tokens != 0) detail::fail("--forward-only does not model a vision tower's pass; drop --image-tokens");
+  if (!a.cuda_modules.empty()) detail::fail("--cuda-modules is measured for a training step; --forward-only counts the CUDA context only, drop it");
   const hf_quantization q = quantization_of(a);
   const transformer_config m = model_of(a.model, q);
   const precision p = parse_precision(a.precision_name);

@@ -76,6 +76,8 @@ job_settings settings_of(const job_args& a, const std::string& text) {
     else if (g.first == "--cuda-context") s.cuda_context = parse_bytes(v, "the CUDA context (--cuda-context)");
     else if (g.first == "--vllm-cuda-graphs") s.vllm_cuda_graphs = parse_bytes(v, "vLLM's CUDA graph memory (--vllm-cuda-graphs)");
   }
+  if (given.count("--ray-threshold") != 0 && given.count("--host-memory") == 0)
+    detail::fail("--ray-threshold is applied to one node's host RAM; add --host-memory (such as 760GB) or drop it");
   s.resolve_model = [](const std::string& path) -> std::optional<transformer_config> {
     // A model's directory holding a config.json, or a .json file, read as --hf-config reads it; anything else (a Hub
     // name) is left to the caller.
