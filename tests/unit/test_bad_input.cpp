@@ -202,6 +202,15 @@ TEST_CASE("flags that changed nothing where they were given are refused", "[bad-
   // 0.95 x 760 GB = 722 GB (RAY_memory_usage_threshold's default), 0.9 x 760 GB = 684 GB.
   CHECK(at_default.out.find("of 722.00 GB (Ray's threshold)") != std::string::npos);
   CHECK(at_90.out.find("of 684.00 GB (Ray's threshold)") != std::string::npos);
+  // The vLLM settings without vLLM engines (this launch has none; verl's SGLang rollout), and DeepSpeed's version where
+  // FSDP trains.
+  const std::string examples = ZEROMEM_EXAMPLES_DIR "/jobs/";
+  rejected({"job", examples + "openrlhf-zero2-vs-zero3.args", "--vllm-version", "0.8.5"}, "this launch has no rollout engine");
+  rejected({"job", examples + "openrlhf-zero2-vs-zero3.args", "--vllm-cuda-graphs", "1GiB"}, "this launch has no rollout engine");
+  rejected({"job", examples + "verl-qwen2-7b-ppo-sglang.sh", "--vllm-version", "0.8.5"}, "this launch has SGLang engines");
+  rejected({"job", examples + "verl-qwen2.5-3b-grpo-lora.sh", "--deepspeed-version", "0.16.4"}, "trains with FSDP");
+  rejected({"job", examples + "easyr1-vl-7b-grpo.yaml", "--deepspeed-version", "0.16.4"}, "trains with FSDP");
+  CHECK(run({"job", examples + "openrlhf-zero2-vs-zero3.args", "--deepspeed-version", "0.16.4"}).code == 0);
 }
 
 TEST_CASE("plan: --host-memory 0B, --top 0 and --svg with nothing fitting are errors", "[bad-input]") {

@@ -97,11 +97,24 @@ std::pair<std::string, std::string> key_value(const std::string& word, const std
   return {word.substr(from, eq - from), word.substr(eq + 1)};
 }
 
+/// The settings given on the command line that the launch reads nothing with are refused (each printed the same bytes):
+/// the vLLM ones where no vLLM engine runs, and the DeepSpeed version where FSDP trains (verl, EasyR1). A file's own
+/// `# zeromem:` line is not refused: an override such as vllm_num_engines=0 may leave it unread.
+job_reading with_settings_read(job_reading r, const job_args& a, bool fsdp) {
+  const rollout_engines& e = r.job.rollout;
+  if ((a.settings.count("--vllm-version") != 0 || a.settings.count("--vllm-cuda-graphs") != 0) && !(e.present && e.kind == rollout_engine_kind::vllm))
+    detail::fail(std::string("--vllm-version and --vllm-cuda-graphs describe vLLM engines, and this launch has ") +
+                 (e.present ? "SGLang engines" : "no rollout engine") + "; drop them");
+  if (fsdp && a.settings.count("--deepspeed-version") != 0)
+    detail::fail("--deepspeed-version is for OpenRLHF's DeepSpeed roles; a verl or EasyR1 config trains with FSDP, drop it");
+  return r;
+}
+
 /// verl's and EasyR1's keys: the file's, then the overrides, interpolations resolved.
 job_reading read_verl_keys(config_pairs kv, const job_args& a, const std::string& text) {
   for (const std::string& o : a.overrides) kv.push_back(key_value(o, "the override"));
   resolve_interpolations(kv);
-  return read_verl(std::move(kv), settings_of(a, text));
+  return with_settings_read(read_verl(std::move(kv), settings_of(a, text)), a, true);
 }
 
 }  // namespace
@@ -135,7 +148,7 @@ job_reading read_job(const job_args& a) {
     words.push_back("--" + key);
     if (!value.empty()) words.push_back(value);
   }
-  return read_openrlhf(words, settings_of(a, text));
+  return with_settings_read(read_openrlhf(words, settings_of(a, text)), a, false);
 }
 
 }  // namespace zeromem::cli
