@@ -172,6 +172,11 @@ TEST_CASE("flags that changed nothing where they were given are refused", "[bad-
   REQUIRE(fp32.code == 0);
   REQUIRE(bf16.code == 0);
   CHECK(fp32.out != bf16.out);
+  // LoRA freezes the whole base: freezing part of it again changed nothing.
+  rejected(with(lora, {"--freeze", "embeddings"}), "LoRA freezes the whole base model");
+  rejected({"estimate", "--model", "qwen2.5-vl-7b", "--lora-rank", "16", "--lora-targets", "q_proj,v_proj", "--freeze", "vision"},
+           "--freeze vision: LoRA freezes the whole base model");
+  CHECK(run(with(lora, {"--freeze", "all-but-adapters"})).code == 0);
   // The largest layer is read where ZeRO-3 gathers it or ZeRO-1/2's CPU offload stages it (needs_largest_layer).
   rejected(with(llama, {"--largest-layer-params", "100M"}), "drop it or pass --zero-stage 3");
   rejected(with(llama, {"--largest-layer-params", "100M", "--zero-stage", "2", "--dp", "8"}), "drop it or pass --zero-stage 3");

@@ -126,6 +126,8 @@ adaptation adaptation_of(const estimate_args& a) {
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
     const std::string_view item = list.substr(0, comma);
+    if ((item == "vision" || item == "embeddings") && a.lora_rank != 0)  // adapters.hpp split_parameters: the whole base is frozen
+      detail::fail("--freeze " + std::string(item) + ": LoRA freezes the whole base model, vision tower and embeddings included; drop it");
     if (item == "vision") d.freeze_vision = true;
     else if (item == "embeddings") d.freeze_embeddings = true;
     else if (item == "all-but-adapters") {
