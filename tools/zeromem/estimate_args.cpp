@@ -195,8 +195,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
       detail::fail("--largest-layer-params sizes ZeRO-3's gathered layer and ZeRO-1/2 CPU offload's staging; drop it or pass "
                    "--zero-stage 3");
     t.largest_layer = parse_elements(a.largest_layer, "the largest layer (--largest-layer-params)");
-  }
-  else if (in.has_model && needs_largest_layer(t.zero))
+  } else if (in.has_model && needs_largest_layer(t.zero))
     t.largest_layer = largest_share(in.counts.largest_layer, a.tp);
   t.gradient_accumulation_steps = a.grad_accum_steps;
   t.model_parallel = layout.gpus() / layout.dp().value();  // tp x pp x cp
