@@ -19,6 +19,9 @@
 
 namespace zeromem {
 
+/// DeepSpeed's zero_optimization.overlap_comm: on, off, or not given in the config (then DeepSpeed's default).
+enum class overlap_comm_setting { deepspeed_default, on, off };
+
 /// Runtime overheads, each an explicit input with its source; nothing hides in a factor.
 struct runtime_overheads {
   /// Per process, outside PyTorch's allocator: the CUDA context, cuBLAS workspaces, NCCL buffers. Default: the
@@ -29,7 +32,8 @@ struct runtime_overheads {
   /// twice with overlap_comm (docs config-json.md; docs/references.md §2). Stage 3 adds the prefetch bucket (5e7).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t prefetch_bucket_size = 50'000'000;
-  bool overlap_comm = true;
+  /// overlap_comm as the config gives it; unset, DeepSpeed turns it on for stage 3 only (overlaps_comm).
+  overlap_comm_setting overlap_comm = overlap_comm_setting::deepspeed_default;
   /// ZeRO-3 stage3_max_live_parameters (default 1e9): DeepSpeed releases gathered parameters to stay below it,
   /// so 2 B x min(max_live, parameters) bounds a healthy gathered working set (docs/references.md §2).
   std::int64_t max_live_parameters = 1'000'000'000;
@@ -53,12 +57,19 @@ constexpr bytes zero3_live_parameter_bound(const runtime_overheads& o, elements 
   return (elements_of(o.max_live_parameters) < params ? elements_of(o.max_live_parameters) : params) * size_of(dtype::bf16);
 }
 
-/// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements).
+/// Whether DeepSpeed overlaps the gradients' reduction with backward at this stage: the setting, or unset, stage 3
+/// only (deepspeed/runtime/zero/config.py DeepSpeedZeroConfig.overlap_comm_valid: overlap_comm = stage == weights).
+constexpr bool overlaps_comm(const runtime_overheads& o, int stage) {
+  return o.overlap_comm == overlap_comm_setting::deepspeed_default ? stage == 3 : o.overlap_comm == overlap_comm_setting::on;
+}
+
+/// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements). With overlap_comm the reduce bucket is
+/// doubled (deepspeed/runtime/zero/stage_1_and_2.py backward: ipg_buffer's buf_1 "to avoid data access conflict").
 constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
   if (stage < 0 || stage > 3) detail::fail_value("ZeRO stage must be 0, 1, 2 or 3", stage, "use stage 3 for full sharding");
   validate(o);
   if (stage == 0) return bytes{};
-  const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16) * (o.overlap_comm ? 2 : 1);
+  const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16) * (overlaps_comm(o, stage) ? 2 : 1);
   return stage == 3 ? bucket + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16) : bucket;
 }
 
