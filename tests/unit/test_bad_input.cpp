@@ -370,3 +370,20 @@ TEST_CASE("a catalogued name typed with other case or punctuation, or cut short,
   CHECK(a100.err.find("a100-40gb, a100-80gb") != std::string::npos);
   CHECK_THROWS_WITH(zeromem::find_preset("LLAMA-3-8B"), Catch::Matchers::Contains("(did you mean llama-3-8b?)"));
 }
+
+TEST_CASE("DeepSpeed's buffer flags are refused where no ZeRO buffer reads them", "[bad-input]") {
+  const std::vector<std::string> step = {"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--dp", "8"};
+  const auto with = [](std::vector<std::string> base, const std::vector<std::string>& more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+  // Only the step's communication_buffers term reads them, at ZeRO stages 1-3 (job.hpp deepspeed_buffers).
+  rejected(with(step, {"--overlap-comm", "on"}), "add --zero-stage 1, 2 or 3, or drop them");
+  rejected(with(step, {"--reduce-bucket", "1M", "--zero-stage", "0"}), "add --zero-stage 1, 2 or 3, or drop them");
+  rejected(with(step, {"--reduce-bucket", "1M", "--fsdp", "FULL_SHARD"}), "add --zero-stage 1, 2 or 3, or drop them");
+  rejected({"estimate", "--params", "7B", "--zero-stage", "2", "--overlap-comm", "on"}, "add a model and --seq-len");
+  rejected(with(step, {"--zero-stage", "2", "--prefetch-bucket", "1M"}), "drop it or pass --zero-stage 3");
+  rejected(with(step, {"--zero-stage", "2", "--overlap-comm", "yes"}), "expected on or off");
+  rejected(with(step, {"--zero-stage", "2", "--reduce-bucket", "-5"}), "cannot be negative");
+  CHECK(run(with(step, {"--zero-stage", "3", "--prefetch-bucket", "1M", "--reduce-bucket", "1M", "--overlap-comm", "off"})).code == 0);
+}

@@ -25,6 +25,8 @@ struct estimate_args {
   std::string main_grads;
   std::string largest_layer;
   std::int64_t grad_accum_steps = 1;
+  // DeepSpeed ZeRO's buffers (zero_optimization); empty: DeepSpeed's defaults
+  std::string reduce_bucket, prefetch_bucket, overlap_comm;
   model_flags model;
   // what trains
   std::int64_t lora_rank = 0;  // 0: not given
@@ -92,8 +94,10 @@ int run_forward_only(const estimate_args& a, std::ostream& out);
 /// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
                     const stage_activations* act, const step_estimate* step, const device_choice& device);
-/// --explain: the terms of the peak, the verdict, and the smallest change (or pair of changes) to the command line `a`
-/// that makes the job fit.
+/// --explain for the step (estimate_explain.cpp): the terms of its peak, the verdict, and the smallest change (or pair
+/// of changes) to the command line `a` that makes it fit.
+void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device);
+/// --explain: the step's (explain_step), or without --seq-len the model states' dominant terms and verdict.
 void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
                       const step_estimate* step, const device_choice& device);
 

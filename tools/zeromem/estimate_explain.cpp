@@ -1,0 +1,101 @@
+// `zeromem estimate --explain` for the step: the terms of its peak, the verdict, and the smallest change (or pair of
+// changes) to the command line that makes it fit.
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "estimate.hpp"
+
+namespace zeromem::cli {
+
+// The smallest change that makes the step fit, tried from the least disruptive: each is the command line with its
+// flags added, evaluated as `estimate` evaluates any command line (to_inputs), so what it prints is what those flags give.
+void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
+  out << "\nExplain\n  the peak (" << name(e.peak_phase) << ") by term:\n";
+  e.phase(e.peak_phase).for_each([&](const char* term, bytes b) {
+    if (b.count() != 0)
+      out << "    " << term << ": " << format_bytes(b, size_unit::GiB) << " (" << static_cast<int>(100.0 * (b / e.peak) + 0.5)
+          << "% of the peak)\n";
+  });
+  if (!device.given()) {
+    out << "  give --gpu or --gpu-memory for a verdict and the smallest change that makes it fit\n";
+    return;
+  }
+  const step_verdict v = verdict_of(e, device.capacity);
+  out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << device.name
+      << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << "\n";
+  if (v.fits()) return;
+  struct change {
+    std::string what;
+    std::function<void(estimate_args&)> edit;
+  };
+  std::vector<change> changes;
+  const auto with = [&](std::string what, std::function<void(estimate_args&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
+  // Expandable segments split every block to the request: the blocks the caching allocator holds above the weights,
+  // states and gradients (allocator_blocks) go, and no code changes.
+  if (in.job.step.allocator == allocator_mode::caching && e.phase(e.peak_phase).allocator_blocks.count() > 0)
+    with("--allocator expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)", [](estimate_args& c) { c.allocator = "expandable"; });
+  // The update's temporaries: a fused kernel has none; without one (Adafactor, RMSprop, Adagrad) the for-loop has one
+  // parameter's worth at a time.
+  if (in.job.step.optimizer == optimizer_impl::foreach_kernels && traits_of(in.job.states.optimizer.kind).cuda_fused)
+    with("--optimizer-impl fused", [](estimate_args& c) { c.optimizer_impl = "fused"; });
+  else if (in.job.step.optimizer == optimizer_impl::foreach_kernels)
+    with("--optimizer-impl forloop", [](estimate_args& c) { c.optimizer_impl = "forloop"; });
+  if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_args& c) { c.loss = "fused"; });
+  // DeepSpeed's second reduce bucket (job.hpp deepspeed_buffers), on by default at stage 3.
+  if (in.job.states.zero.stage >= 1 && in.job.step.fsdp_world == 0 && overlaps_comm(in.job.overheads, in.job.states.zero.stage))
+    with("--overlap-comm off", [](estimate_args& c) { c.overlap_comm = "off"; });
+  if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
+    with("--gradient-as-bucket-view", [](estimate_args& c) { c.gradient_as_bucket_view = true; });
+  if (in.job.activations.recomputation == recompute::none && offers_selective_recompute(in.job.activations.impl))
+    with("--recompute selective", [](estimate_args& c) { c.recompute_name = "selective"; });
+  if (in.job.activations.recomputation != recompute::full) with("--recompute full", [](estimate_args& c) { c.recompute_name = "full"; });
+  if (in.job.states.adapt.lora_enabled() && !in.job.states.adapt.paged_optimizer && in.job.states.zero.optimizer.device == offload_device::none)
+    with("--paged-optimizer", [](estimate_args& c) { c.paged_optimizer = true; });
+  if (in.job.states.adapt.lora_enabled() && in.job.states.adapt.quantize == quantization::none)
+    with("--quantize nf4 (QLoRA)", [](estimate_args& c) { c.quantize = "nf4"; });
+  if (in.job.activations.micro_batch > 1)
+    with("--micro-batch " + std::to_string(in.job.activations.micro_batch / 2), [](estimate_args& c) { c.micro_batch /= 2; });
+  // Data-parallel ranks that each hold every state whole, under DeepSpeed or without a sharding framework: ZeRO shards
+  // them (stage 1 the optimizer states, 2 the gradients too, 3 the weights too), with DeepSpeed's default optimizer.
+  if (a.fsdp.empty() && !a.ddp && in.job.states.dp > 1)
+    for (int stage = in.job.states.zero.stage + 1; stage <= 3; ++stage)
+      with("--zero-stage " + std::to_string(stage), [stage](estimate_args& c) { c.zero_stage = stage; });
+  // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
+  const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
+  if (sharded_over_dp && in.job.states.dp <= detail::i64_max / 2)
+    with("--dp " + std::to_string(in.job.states.dp * 2) + " (twice the GPUs)", [](estimate_args& c) {
+      c.dp *= 2;
+      if (c.shard_group > 0) c.shard_group *= 2;
+    });
+  // The verdict of the command line with some changes made; none where they are not valid together.
+  const auto verdict_with = [&](std::initializer_list<const change*> made) -> std::optional<step_verdict> {
+    estimate_args c = a;
+    for (const change* m : made) m->edit(c);
+    try {
+      return verdict_of(estimate_step(to_inputs(c).job), device.capacity);
+    } catch (const std::exception&) {  // invalid_argument (dp no longer divides, ...) or overflow_error
+      return std::nullopt;
+    }
+  };
+  const auto print_fit = [&](const std::string& label, const step_verdict& cv) {
+    out << "  " << label << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin " << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
+  };
+  for (const change& c : changes)
+    if (const auto cv = verdict_with({&c}); cv && cv->fits()) {
+      print_fit("smallest change that fits: " + c.what, *cv);
+      return;
+    }
+  // Two changes together, the least disruptive pairs first (the list's order).
+  for (std::size_t j = 1; j < changes.size(); ++j)
+    for (std::size_t i = 0; i < j; ++i)
+      if (const auto cv = verdict_with({&changes[i], &changes[j]}); cv && cv->fits()) {
+        out << "  no single change fits\n";
+        print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv);
+        return;
+      }
+  out << "  no single change or pair of changes fits; try `zeromem plan` for combinations\n";
+}
+
+}  // namespace zeromem::cli
