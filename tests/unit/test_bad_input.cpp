@@ -385,5 +385,8 @@ TEST_CASE("DeepSpeed's buffer flags are refused where no ZeRO buffer reads them"
   rejected(with(step, {"--zero-stage", "2", "--prefetch-bucket", "1M"}), "drop it or pass --zero-stage 3");
   rejected(with(step, {"--zero-stage", "2", "--overlap-comm", "yes"}), "expected on or off");
   rejected(with(step, {"--zero-stage", "2", "--reduce-bucket", "-5"}), "cannot be negative");
-  CHECK(run(with(step, {"--zero-stage", "3", "--prefetch-bucket", "1M", "--reduce-bucket", "1M", "--overlap-comm", "off"})).code == 0);
+  // ZeRO-3 holds its bucket and the bucket's reduce-scatter copy whatever overlap_comm says.
+  rejected(with(step, {"--zero-stage", "3", "--overlap-comm", "off"}), "either way: drop it");
+  CHECK(run(with(step, {"--zero-stage", "3", "--prefetch-bucket", "1M", "--reduce-bucket", "1M"})).code == 0);
+  CHECK(run(with(step, {"--zero-stage", "1", "--reduce-bucket", "1M", "--overlap-comm", "on"})).code == 0);
 }

@@ -1270,11 +1270,10 @@ TEST_CASE("estimate --explain suggests expandable segments where the allocator's
 }
 
 TEST_CASE("estimate takes DeepSpeed's buffers from its config: the reduce and prefetch buckets, overlap_comm", "[cli]") {
-  // Llama-3-8B (hidden 4096) under ZeRO over 8 ranks at 4096 tokens. communication_buffers holds the reduce bucket,
-  // reduce_bucket_size x 2 B, twice with overlap_comm (stage_1_and_2.py backward: buf_1), and at stage 3 the prefetch
-  // bucket, stage3_prefetch_bucket_size x 2 B. Unset, overlap_comm is on at stage 3 only (zero/config.py
-  // overlap_comm_valid): DeepSpeed's 5e8-element bucket is 1e9 B at stage 2, and 2e9 B + 5e7 x 2 B at stage 3.
-  const std::vector<std::string> zero2{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--dp", "8", "--zero-stage", "2", "--json"};
+  // Llama-3-8B (hidden 4096) under ZeRO over 8 ranks at 4096 tokens. communication_buffers holds ZeRO-1/2's reduce
+  // bucket, reduce_bucket_size x 2 B, twice with overlap_comm (stage_1_and_2.py backward: buf_1), which DeepSpeed leaves
+  // off below stage 3 (zero/config.py overlap_comm_valid): its 5e8-element bucket is 1e9 B at stage 2.
+  const std::vector<std::string> zero2{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--dp", "8", "--zero-stage", "2"};
   const auto buffers = [](const nlohmann::json& j) { return j["phases"]["backward"]["terms"]["communication_buffers_bytes"].get<long long>(); };
   const nlohmann::json plain = run_json(zero2);
   CHECK(buffers(plain) == 1'000'000'000);
@@ -1287,34 +1286,32 @@ TEST_CASE("estimate takes DeepSpeed's buffers from its config: the reduce and pr
   // Hugging Face Trainer's "auto" (integrations/deepspeed.py trainer_config_finalize): reduce_bucket_size = hidden^2 =
   // 16,777,216 elements, 33,554,432 B once.
   CHECK(buffers(run_json(plus(zero2, {"--reduce-bucket", "16777216"}))) == 33'554'432);
-  // Stage 3: overlap on, so 2 x 16,777,216 x 2 B = 67,108,864 B, and the prefetch bucket int(0.9 x 4096^2) = 15,099,494
-  // elements, 30,198,988 B: 97,307,852 B.
+  // Stage 3 holds its bucket and the bucket's flattened copy while it is reduced (coalesced_collectives.py
+  // reduce_scatter_coalesced), 2 x 5e8 x 2 B, and the 5e7-element prefetch bucket, 1e8 B: 2.1e9 B. Under the Trainer's
+  // "auto", 2 x 16,777,216 x 2 B = 67,108,864 B and int(0.9 x 4096^2) = 15,099,494 elements, 30,198,988 B: 97,307,852 B.
   std::vector<std::string> zero3 = zero2;
-  zero3[zero3.size() - 2] = "3";
+  zero3.back() = "3";
   const nlohmann::json defaults3 = run_json(zero3);
   CHECK(buffers(defaults3) == 2'100'000'000);
   CHECK(defaults3["inputs"]["prefetch_bucket_size"] == 50'000'000);
-  const nlohmann::json trainer = run_json(plus(zero3, {"--reduce-bucket", "16777216", "--prefetch-bucket", "15099494"}));
-  CHECK(buffers(trainer) == 97'307'852);
-  CHECK(trainer["inputs"]["overlap_comm"] == true);
-  CHECK(buffers(run_json(plus(zero3, {"--overlap-comm", "off"}))) == 1'100'000'000);
+  CHECK(buffers(run_json(plus(zero3, {"--reduce-bucket", "16777216", "--prefetch-bucket", "15099494"}))) == 97'307'852);
 }
 
-TEST_CASE("estimate --explain offers turning overlap_comm off where DeepSpeed's second reduce bucket is what does not fit", "[cli][explain]") {
-  // Llama-2-7B under ZeRO-3 over 8 ranks with the fused loss: overlap_comm is on by DeepSpeed's default at stage 3, two
-  // 5e8-element reduce buckets. On a card 0.5 GB short of the step, dropping the second bucket (5e8 x 2 B = 1e9 B)
-  // fits; the suggestion is the command line with --overlap-comm off, as estimate evaluates it.
-  const std::vector<std::string> job{"estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--dp", "8", "--zero-stage", "3", "--loss", "fused"};
-  const nlohmann::json plain = run_json(plus(job, {"--json"}));
-  const nlohmann::json off = run_json(plus(job, {"--overlap-comm", "off", "--json"}));
-  CHECK(plain["per_gpu"]["device_used_bytes"].get<long long>() - off["per_gpu"]["device_used_bytes"].get<long long>() == 1'000'000'000);
-  const std::string card = std::to_string(plain["per_gpu"]["device_used_bytes"].get<long long>() - 500'000'000) + "B";
+TEST_CASE("estimate --explain offers turning overlap_comm off where ZeRO-2's second reduce bucket is what does not fit", "[cli][explain]") {
+  // Llama-2-7B under ZeRO-2 over 8 ranks with the fused loss and overlap_comm on: two 5e8-element reduce buckets. On a
+  // card 0.5 GB short of the step, dropping the second bucket (5e8 x 2 B = 1e9 B) fits; the suggestion is the command
+  // line with --overlap-comm off, as estimate evaluates it.
+  const std::vector<std::string> plain{"estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--dp", "8", "--zero-stage", "2",
+                                       "--loss", "fused"};
+  const std::vector<std::string> job = plus(plain, {"--overlap-comm", "on"});
+  const nlohmann::json on = run_json(job);
+  const nlohmann::json off = run_json(plus(plain, {"--overlap-comm", "off"}));
+  CHECK(on["per_gpu"]["device_used_bytes"].get<long long>() - off["per_gpu"]["device_used_bytes"].get<long long>() == 1'000'000'000);
+  const std::string card = std::to_string(on["per_gpu"]["device_used_bytes"].get<long long>() - 500'000'000) + "B";
   const result r = run(plus(job, {"--gpu-memory", card, "--explain"}));
   REQUIRE(r.code == 0);
   check_explained_fit(r.out, "smallest change that fits: --overlap-comm off -> ",
-                      run_json(plus(job, {"--gpu-memory", card, "--overlap-comm", "off", "--json"})));
-  // At stage 2 the default holds one bucket already: nothing to turn off.
-  std::vector<std::string> zero2 = job;
-  zero2[8] = "2";
-  CHECK(run(plus(zero2, {"--gpu-memory", "10GB", "--explain"})).out.find("--overlap-comm") == std::string::npos);
+                      run_json(plus(plain, {"--gpu-memory", card, "--overlap-comm", "off"})));
+  // With DeepSpeed's default (off below stage 3) there is no second bucket to drop.
+  CHECK(run(plus(plain, {"--gpu-memory", card, "--explain"})).out.find("--overlap-comm") == std::string::npos);
 }

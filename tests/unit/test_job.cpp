@@ -42,19 +42,21 @@ TEST_CASE("runtime overheads are explicit terms", "[job]") {
   o.allocator_reserve_fraction = 1.5;
   CHECK_THROWS_WITH(add_allocator_reserve(job, o), Catch::Matchers::Contains("allocator reserve fraction must be in [0, 1)"));
   // DeepSpeed buffers, its defaults: overlap_comm unset is on at stage 3 only (zero/config.py overlap_comm_valid), so
-  // ZeRO-1 and ZeRO-2 hold one reduce bucket, 5e8 x 2 B = 1e9 B, and ZeRO-3 two, 2e9 B, plus the 5e7-element prefetch
+  // ZeRO-1 and ZeRO-2 hold one reduce bucket, 5e8 x 2 B = 1e9 B. ZeRO-3 holds its bucket and the bucket's flattened
+  // copy while it is reduced (coalesced_collectives.py reduce_scatter_coalesced), 2e9 B, plus the 5e7-element prefetch
   // bucket, 1e8 B.
   CHECK(deepspeed_buffers(1, runtime_overheads{}) == 1_GB);
   CHECK(deepspeed_buffers(2, runtime_overheads{}) == 1_GB);
   CHECK(deepspeed_buffers(3, runtime_overheads{}) == 2_GB + 100_MB);
   CHECK(deepspeed_buffers(0, runtime_overheads{}) == 0_B);
-  // Set in the config, overlap_comm holds at every stage: ZeRO-2 with it on double-buffers (stage_1_and_2.py backward,
-  // buf_1), 2e9 B; ZeRO-3 with it off, 1e9 B + 1e8 B.
+  // Set in the config, overlap_comm doubles ZeRO-1/2's bucket (stage_1_and_2.py backward, buf_1): 2e9 B. ZeRO-3's two
+  // are there with it off too.
   runtime_overheads set{};
   set.overlap_comm = overlap_comm_setting::on;
   CHECK(deepspeed_buffers(2, set) == 2_GB);
+  CHECK(deepspeed_buffers(1, set) == 2_GB);
   set.overlap_comm = overlap_comm_setting::off;
-  CHECK(deepspeed_buffers(3, set) == 1_GB + 100_MB);
+  CHECK(deepspeed_buffers(3, set) == 2_GB + 100_MB);
   STATIC_REQUIRE(!overlaps_comm(runtime_overheads{}, 2));
   STATIC_REQUIRE(overlaps_comm(runtime_overheads{}, 3));
   // ZeRO-3's healthy gathered bound: 2 B x min(1e9, P): 2 GB for a 70B model, 2 B x P for a 300M one.

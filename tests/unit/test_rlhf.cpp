@@ -530,8 +530,8 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
       run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "--gpu", "a100-40gb", "--explain"});
   CHECK(explained.code == 0);
   CHECK(explained.out.find("--train.max_tokens_per_gpu 8192 -> fits") != std::string::npos);
-  // Offloading Adam leaves the actor update 0.47 GiB over the card: DeepSpeed's second reduce bucket at stage 3
-  // (overlap_comm unset is on, 5e8 x 2 B) is what it no longer fits beside.
+  // Offloading Adam leaves the actor update 0.47 GiB over the card, beside ZeRO-3's reduce bucket and the bucket's
+  // reduce-scatter copy (5e8 x 2 B each; job.hpp deepspeed_buffers).
   CHECK(explained.out.find("--ds.adam_offload -> still does not fit") != std::string::npos);
   CHECK(explained.out.find("micro_train_batch_size") == std::string::npos);
   // More GPUs for a colocated job means more engines too, and as many nodes for the reference: OpenRLHF asserts that
@@ -592,8 +592,8 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   grouped.insert(grouped.end(), {"--algo.kl.init_coef", "0"});
   CHECK_FALSE(zeromem::read_openrlhf(grouped, s).job.reference.present);
   // overlap_comm reaches DeepSpeed's config only with the flag (deepspeed_utils.py get_train_ds_config); without it
-  // DeepSpeed's default holds, on at stage 3: two 5e8-element reduce buckets and the 5e7 prefetch bucket, 2 B each,
-  // 2.1e9 B; at stage 2 one bucket, 1e9 B, and two with the flag.
+  // DeepSpeed's default holds: at stage 2 off, one 5e8-element reduce bucket of 2 B elements, 1e9 B, and two with the
+  // flag. Stage 3 holds its bucket, the bucket's reduce-scatter copy and the 5e7 prefetch bucket, 2.1e9 B.
   CHECK(grouped_reading.job.overheads.overlap_comm == zeromem::overlap_comm_setting::deepspeed_default);
   CHECK(zeromem::deepspeed_buffers(3, grouped_reading.job.overheads).count() == 2'100'000'000);
   CHECK(zeromem::deepspeed_buffers(2, grouped_reading.job.overheads).count() == 1'000'000'000);

@@ -169,6 +169,9 @@ void set_deepspeed_buffers(const estimate_args& a, estimate_inputs& in) {
     if (a.zero_stage != 3) detail::fail("--prefetch-bucket is ZeRO-3's stage3_prefetch_bucket_size; drop it or pass --zero-stage 3");
     o.prefetch_bucket_size = parse_elements(a.prefetch_bucket, "the prefetch bucket (--prefetch-bucket)").count();
   }
+  if (!a.overlap_comm.empty() && a.zero_stage == 3)
+    detail::fail("--overlap-comm sizes ZeRO-1/2's buffers; ZeRO-3 holds its reduce bucket and the bucket's reduce-scatter copy "
+                 "either way: drop it");
   if (a.overlap_comm == "on") o.overlap_comm = overlap_comm_setting::on;
   else if (a.overlap_comm == "off") o.overlap_comm = overlap_comm_setting::off;
   else if (!a.overlap_comm.empty()) detail::fail("unknown --overlap-comm " + detail::quoted(a.overlap_comm) + "; expected on or off");

@@ -43,8 +43,9 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   else if (in.job.step.optimizer == optimizer_impl::foreach_kernels)
     with("--optimizer-impl forloop", [](estimate_args& c) { c.optimizer_impl = "forloop"; });
   if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_args& c) { c.loss = "fused"; });
-  // DeepSpeed's second reduce bucket (job.hpp deepspeed_buffers), on by default at stage 3.
-  if (in.job.states.zero.stage >= 1 && in.job.step.fsdp_world == 0 && overlaps_comm(in.job.overheads, in.job.states.zero.stage))
+  // ZeRO-1/2's second reduce bucket with overlap_comm (job.hpp deepspeed_buffers).
+  const int zero_stage = in.job.states.zero.stage;
+  if ((zero_stage == 1 || zero_stage == 2) && in.job.step.fsdp_world == 0 && overlaps_comm(in.job.overheads, zero_stage))
     with("--overlap-comm off", [](estimate_args& c) { c.overlap_comm = "off"; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
     with("--gradient-as-bucket-view", [](estimate_args& c) { c.gradient_as_bucket_view = true; });

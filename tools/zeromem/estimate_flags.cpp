@@ -39,7 +39,7 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
               "ZeRO-3's stage3_prefetch_bucket_size, in elements (default: DeepSpeed's 5e7; Hugging Face Trainer's \"auto\" is "
               "0.9 x hidden x hidden)");
   text_option(app, "--overlap-comm", a.overlap_comm,
-              "on | off: ZeRO's overlap_comm, two reduce buckets instead of one (default: DeepSpeed's, on at stage 3 only)");
+              "on | off: ZeRO-1/2's overlap_comm, two reduce buckets instead of one (default: DeepSpeed's, off below stage 3)");
   add_model_flags(app, a.model, false);
   integer_option(app, "--lora-rank", a.lora_rank, "LoRA rank r (PEFT LoraConfig.r); the base model is frozen", 1, 1 << 20);
   text_option(app, "--lora-targets", a.lora_targets,

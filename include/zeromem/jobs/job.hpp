@@ -28,11 +28,12 @@ struct runtime_overheads {
   /// "non-torch memory" vLLM measured for one worker (vLLM issue #15815, L40S: 0.30 GiB). Older CUDA without
   /// lazy module loading reports 723-800 MiB (PyTorch forum threads 73021, 81330): set it to your measurement.
   bytes cuda_context = bytes_of_checked(322'122'547);  // 0.30 GiB, rounded to the byte
-  /// DeepSpeed's reduce bucket (reduce_bucket_size elements of 16-bit gradients, default 5e8) counted once, or
-  /// twice with overlap_comm (docs config-json.md; docs/references.md §2). Stage 3 adds the prefetch bucket (5e7).
+  /// DeepSpeed's reduce bucket (reduce_bucket_size elements of 16-bit gradients, default 5e8) and stage 3's prefetch
+  /// bucket (5e7), as deepspeed_buffers counts them (docs/references.md §2).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t prefetch_bucket_size = 50'000'000;
-  /// overlap_comm as the config gives it; unset, DeepSpeed turns it on for stage 3 only (overlaps_comm).
+  /// overlap_comm as the config gives it; unset, DeepSpeed turns it on for stage 3 only (overlaps_comm). It sizes
+  /// ZeRO-1/2's buffers (deepspeed_buffers).
   overlap_comm_setting overlap_comm = overlap_comm_setting::deepspeed_default;
   /// ZeRO-3 stage3_max_live_parameters (default 1e9): DeepSpeed releases gathered parameters to stay below it,
   /// so 2 B x min(max_live, parameters) bounds a healthy gathered working set (docs/references.md §2).
@@ -63,14 +64,19 @@ constexpr bool overlaps_comm(const runtime_overheads& o, int stage) {
   return o.overlap_comm == overlap_comm_setting::deepspeed_default ? stage == 3 : o.overlap_comm == overlap_comm_setting::on;
 }
 
-/// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements). With overlap_comm the reduce bucket is
-/// doubled (deepspeed/runtime/zero/stage_1_and_2.py backward: ipg_buffer's buf_1 "to avoid data access conflict").
+/// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements).
+/// ZeRO-1/2: the reduce bucket, two with overlap_comm (deepspeed/runtime/zero/stage_1_and_2.py backward: ipg_buffer's
+/// buf_1 "to avoid data access conflict"). ZeRO-3: one bucket (stage3.py _setup_for_real_optimizer) and, while it is
+/// reduced, its flattened copy (runtime/comm/coalesced_collectives.py reduce_scatter_coalesced: torch.cat of the padded
+/// partitions; only a lone gradient divisible by the ranks is reduced in place), whatever overlap_comm says; and the
+/// prefetch bucket.
 constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
   if (stage < 0 || stage > 3) detail::fail_value("ZeRO stage must be 0, 1, 2 or 3", stage, "use stage 3 for full sharding");
   validate(o);
   if (stage == 0) return bytes{};
-  const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16) * (overlaps_comm(o, stage) ? 2 : 1);
-  return stage == 3 ? bucket + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16) : bucket;
+  const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16);
+  if (stage == 3) return bucket + bucket + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16);
+  return overlaps_comm(o, stage) ? bucket + bucket : bucket;
 }
 
 /// Per-GPU bytes of a training job: model states of the most loaded rank (its parameters split by tensor and

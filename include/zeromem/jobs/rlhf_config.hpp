@@ -647,7 +647,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   }
   // OpenRLHF writes overlap_comm into the DeepSpeed config only when its flag is given (openrlhf/utils/deepspeed/
   // deepspeed_utils.py get_train_ds_config: `if overlap_comm: zero_opt_dict["overlap_comm"] = True`); without it
-  // DeepSpeed's own default applies, on at stage 3.
+  // DeepSpeed's own default applies (off at ZeRO-1/2, where it decides the second bucket: deepspeed_buffers).
   j.overheads.overlap_comm = k.flag(name("overlap_comm")) ? overlap_comm_setting::on : overlap_comm_setting::deepspeed_default;
   // Attention: flash-attn kernels (flash_attention_2, the default, and flash_attention_3 or kernels-community ones: GQA
   // and sliding windows in the kernel) or transformers' SDPA, which packing replaces with flash_attention_2
