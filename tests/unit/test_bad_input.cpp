@@ -383,6 +383,8 @@ TEST_CASE("DeepSpeed's buffer flags are refused where no ZeRO buffer reads them"
   rejected(with(step, {"--reduce-bucket", "1M", "--fsdp", "FULL_SHARD"}), "add --zero-stage 1, 2 or 3, or drop them");
   rejected({"estimate", "--params", "7B", "--zero-stage", "2", "--overlap-comm", "on"}, "add a model and --seq-len");
   rejected(with(step, {"--zero-stage", "2", "--prefetch-bucket", "1M"}), "drop it or pass --zero-stage 3");
+  rejected({"estimate", "--model", "llama-2-7b", "--seq-len", "512", "--forward-only", "--reduce-bucket", "1M"},
+           "drop --reduce-bucket, --prefetch-bucket and --overlap-comm");
   rejected(with(step, {"--zero-stage", "2", "--overlap-comm", "yes"}), "expected on or off");
   rejected(with(step, {"--zero-stage", "2", "--reduce-bucket", "-5"}), "cannot be negative");
   // ZeRO-3 holds its bucket and the bucket's reduce-scatter copy whatever overlap_comm says.
