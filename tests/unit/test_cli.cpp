@@ -1294,6 +1294,10 @@ TEST_CASE("estimate takes DeepSpeed's buffers from its config: the reduce and pr
   const nlohmann::json defaults3 = run_json(zero3);
   CHECK(buffers(defaults3) == 2'100'000'000);
   CHECK(defaults3["inputs"]["prefetch_bucket_size"] == 50'000'000);
+  // The copy exists only while a bucket is reduced, in backward: forward and the optimizer step hold 1e9 + 1e8 B.
+  CHECK(defaults3["phases"]["forward"]["terms"]["communication_buffers_bytes"] == 1'100'000'000);
+  CHECK(defaults3["phases"]["optimizer_step"]["terms"]["communication_buffers_bytes"] == 1'100'000'000);
+  CHECK(plain["phases"]["forward"]["terms"]["communication_buffers_bytes"] == 1'000'000'000);
   CHECK(buffers(run_json(plus(zero3, {"--reduce-bucket", "16777216", "--prefetch-bucket", "15099494"}))) == 97'307'852);
 }
 

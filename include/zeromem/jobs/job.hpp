@@ -64,6 +64,13 @@ constexpr bool overlaps_comm(const runtime_overheads& o, int stage) {
   return o.overlap_comm == overlap_comm_setting::deepspeed_default ? stage == 3 : o.overlap_comm == overlap_comm_setting::on;
 }
 
+/// ZeRO-3's flattened copy of the reduce bucket (runtime/comm/coalesced_collectives.py reduce_scatter_coalesced: torch.cat
+/// of the bucket's padded partitions), alive while a bucket is reduced in backward, freed once its partitions are
+/// copied out; 0 at other stages. deepspeed_buffers counts it.
+constexpr bytes deepspeed_reduce_scatter_copy(int stage, const runtime_overheads& o) {
+  return stage == 3 ? elements_of(o.reduce_bucket_size) * size_of(dtype::bf16) : bytes{};
+}
+
 /// DeepSpeed ZeRO-1/2/3 communication buffers on one GPU (16-bit elements).
 /// ZeRO-1/2: the reduce bucket, two with overlap_comm (deepspeed/runtime/zero/stage_1_and_2.py backward: ipg_buffer's
 /// buf_1 "to avoid data access conflict"). ZeRO-3: one bucket (stage3.py _setup_for_real_optimizer) and, while it is
@@ -75,7 +82,7 @@ constexpr bytes deepspeed_buffers(int stage, const runtime_overheads& o) {
   validate(o);
   if (stage == 0) return bytes{};
   const bytes bucket = elements_of(o.reduce_bucket_size) * size_of(dtype::bf16);
-  if (stage == 3) return bucket + bucket + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16);
+  if (stage == 3) return bucket + deepspeed_reduce_scatter_copy(stage, o) + elements_of(o.prefetch_bucket_size) * size_of(dtype::bf16);
   return overlaps_comm(o, stage) ? bucket + bucket : bucket;
 }
 

@@ -408,7 +408,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       largest_share(split.embedding_trainable + split.vision_trainable + (p.pp == 1 ? split.head_trainable : elements{}), a.tp);
 
   // Resting states and gradients of the whole rank, and of one layer.
-  bytes resting{}, grads_all{}, layer_grads_kept{}, head_grads{}, comm{};
+  // comm: the communication buffers in backward; comm_outside_backward: in forward and the optimizer step, without
+  // ZeRO-3's reduce-scatter copy (deepspeed_reduce_scatter_copy), which only a bucket's reduction in backward makes.
+  bytes resting{}, grads_all{}, layer_grads_kept{}, head_grads{}, comm{}, comm_outside_backward{};
   bytes root_unsharded{}, layer_unsharded{}, layer_grads_unsharded{}, reduce_input{};
   const bool fsdp = s.fsdp_world > 0;
   // Gradients alive from the start (step_config::keep_gradients, or a micro-batch after the first of an accumulation):
@@ -488,10 +490,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     if (accumulating || tied_head) new_embedding_grad = share(largest_share(token_table(), a.tp));
     if (tied_head) tied_gradient = new_embedding_grad;  // the same table's share, held in the input buffer
     head_grads += tied_gradient;
-    if (t.zero.stage >= 1) comm = deepspeed_buffers(t.zero.stage, o);  // DeepSpeed's buckets live through the step
+    if (t.zero.stage >= 1) {  // DeepSpeed's buckets live through the step; ZeRO-3's reduce-scatter copy in backward only
+      comm = deepspeed_buffers(t.zero.stage, o);
+      comm_outside_backward = comm - deepspeed_reduce_scatter_copy(t.zero.stage, o);
+    }
     if (s.ddp) {
       if (t.zero.stage > 0) detail::fail("DDP replicates every state and does not combine with ZeRO stages; drop --ddp or --zero-stage");
-      comm = e.per_rank.gradients.gpu;  // the Reducer's buckets: one copy of every gradient, in the gradients' dtype
+      comm = comm_outside_backward = e.per_rank.gradients.gpu;  // the Reducer's buckets: a copy of every gradient
       if (s.gradient_as_bucket_view) grads_all = layer_grads_kept = head_grads = layer_grads_unsharded = bytes{};  // views into them
     }
   }
@@ -874,17 +879,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes loss_level = saved + loss_forward;  // the loss's moment, beside what every forward moment holds
   const auto forward = [&] {
     if (checkpointed_forward > loss_level + casts_to_come && checkpointed_forward > last_layer_forward) {
-      step_terms checkpointed_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{},
+      step_terms checkpointed_terms{resting, grads_alive, checkpointed_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm_outside_backward, bytes{},
                                     bytes{}, bytes{}};
       checkpointed_terms.autocast_cache = autocast_cache - casts_to_come;  // the weight casts made by then under autocast, else 0
       return checkpointed_terms;
     }
     if (routed_forward > bytes{} && routed_forward + last_layer_gathered > loss_level && routed_forward + last_layer_gathered > last_layer_forward)
-      return step_terms{resting, grads_alive, routed_forward, bytes{}, bytes{}, bytes{}, gathered_forward + last_layer_gathered, comm,
+      return step_terms{resting, grads_alive, routed_forward, bytes{}, bytes{}, bytes{}, gathered_forward + last_layer_gathered, comm_outside_backward,
                         bytes{}, bytes{}, kv_cache};
     if (last_layer_forward > loss_level)
-      return step_terms{resting, grads_alive, last_layer_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
-    step_terms loss_moment_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm, bytes{}, bytes{}, kv_cache};
+      return step_terms{resting, grads_alive, last_layer_forward, bytes{}, bytes{}, bytes{}, gathered_forward, comm_outside_backward, bytes{}, bytes{}, kv_cache};
+    step_terms loss_moment_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_forward, gathered_forward, comm_outside_backward, bytes{}, bytes{}, kv_cache};
     loss_moment_terms.autocast_cache = autocast_cache;
     return loss_moment_terms;
   };
@@ -1790,7 +1795,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
   }
   const auto optimizer_step = [&] {
-    return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm, temporaries, bytes{}, bytes{}};
+    return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm_outside_backward, temporaries, bytes{}, bytes{}};
   };
 
   // The result is built in place: each phase's terms straight into it. The workspaces are in every phase alike, so
