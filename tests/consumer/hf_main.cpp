@@ -1,4 +1,5 @@
-// A separate program that reads a config.json through the optional component (zeromem::hf_config).
+// A separate program that reads a config.json and a DeepSpeed config through the optional component (zeromem::hf_config).
+#include <zeromem/engines/deepspeed_config.hpp>
 #include <zeromem/model/hf_config.hpp>
 
 #include <cstdio>
@@ -8,6 +9,9 @@ int main() {
   const zeromem::transformer_config m = zeromem::parse_hf_config(
       R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, "n_positions": 1024})");
   const long long n = zeromem::count_parameters(m).total.count();
-  std::printf("zeromem hf_config consumer: GPT-2 %lld parameters\n", n);
-  return n == 124'439'808 ? 0 : 1;
+  // A ZeRO-3 config with the optimizer offloaded: the stage and the device as written.
+  const zeromem::deepspeed_config ds =
+      zeromem::parse_deepspeed_config(R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})");
+  std::printf("zeromem hf_config consumer: GPT-2 %lld parameters; DeepSpeed ZeRO stage %d\n", n, ds.zero_stage.value);
+  return n == 124'439'808 && ds.zero_stage.value == 3 && ds.offload_optimizer.value == zeromem::offload_device::cpu ? 0 : 1;
 }

@@ -17,7 +17,7 @@ set(prefix "${WORK_DIR}/prefix")
 if(MODE STREQUAL "install")
   file(REMOVE_RECURSE "${prefix}")
   run(${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${prefix}")
-  foreach(f include/zeromem/zeromem.hpp include/zeromem/core/units.hpp include/zeromem/model/hf_config.hpp share/cmake/zeromem/zeromemConfig.cmake
+  foreach(f include/zeromem/zeromem.hpp include/zeromem/core/units.hpp include/zeromem/model/hf_config.hpp include/zeromem/engines/deepspeed_config.hpp share/cmake/zeromem/zeromemConfig.cmake
             share/cmake/zeromem/zeromemConfigVersion.cmake share/cmake/zeromem/zeromemTargets.cmake
             share/pkgconfig/zeromem.pc)
     if(NOT EXISTS "${prefix}/${f}")

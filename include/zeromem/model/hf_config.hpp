@@ -701,15 +701,27 @@ inline std::string hf_config_file(const std::string& path) {
   return file;
 }
 
-/// Reads and parses a config.json file, or the config.json in a model's directory (the one function of zeromem that
-/// reads a file; at most 16 MiB).
-inline transformer_config read_hf_config(const std::string& given, const hf_quantization& base = {}) {
-  const std::string path = hf_config_file(given);
-  // The largest config.json on the Hugging Face Hub is a few hundred KB; anything past 16 MiB (or a device that
-  // never ends, such as /dev/zero) is refused after reading at most one byte more than that.
+namespace detail {
+/// The text of a small configuration file (`what`: "config.json file", "DeepSpeed config"), at most 16 MiB: anything
+/// past that (or a device that never ends, such as /dev/zero) is refused after reading at most one byte more.
+inline std::string read_small_file(const std::string& path, const std::string& what) {
   constexpr std::size_t largest = std::size_t{16} << 20;
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (!in) detail::fail("cannot read " + what + " " + detail::quoted(path, 256) + "; check that it is a readable file");
+  std::string text(largest + 1, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  if (in.bad()) detail::fail("cannot read " + what + " " + detail::quoted(path, 256));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > largest) detail::fail(what + " " + detail::quoted(path, 256) + " is larger than 16 MiB; pass the file itself");
+  return text;
+}
+}  // namespace detail
+
+/// Reads and parses a config.json file, or the config.json in a model's directory (at most 16 MiB; the largest
+/// config.json on the Hugging Face Hub is a few hundred KB).
+inline transformer_config read_hf_config(const std::string& given, const hf_quantization& base = {}) {
+  const std::string path = hf_config_file(given);
+  if (!std::ifstream(path, std::ios::binary)) {
     std::error_code ec;
     if (std::filesystem::exists(path, ec))
       detail::fail("cannot read config.json file " + detail::quoted(path, 256) + "; check that it is a readable file");
@@ -726,11 +738,7 @@ inline transformer_config read_hf_config(const std::string& given, const hf_quan
                    "(huggingface-cli download " + given + " config.json) and pass its path");
     detail::fail("cannot read config.json file " + detail::quoted(path, 256) + ": no such file; pass a model's config.json or its directory");
   }
-  std::string text(largest + 1, '\0');
-  in.read(&text[0], static_cast<std::streamsize>(text.size()));
-  if (in.bad()) detail::fail("cannot read config.json file " + detail::quoted(path, 256));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > largest) detail::fail("config.json file " + detail::quoted(path, 256) + " is larger than 16 MiB; pass a model's config.json");
+  const std::string text = detail::read_small_file(path, "config.json file");
   try {
     return parse_hf_config(text, base);
   } catch (const std::invalid_argument& e) {

@@ -30,7 +30,7 @@ inline offload_device parse_offload_device(std::string_view s) {
 /// DeepSpeed `offload_optimizer` / `offload_param` sections (docs/_pages/config-json.md).
 struct offload_config {
   offload_device device = offload_device::none;
-  bool pin_memory = false;  // DeepSpeed default: false
+  bool pin_memory = false;  // DeepSpeed's default before v0.19.5; true since (PR #8207, zero/offload_config.py)
 };
 
 /// What a ZeRO optimizer shards and offloads. Defaults are DeepSpeed's config defaults.
