@@ -1,6 +1,10 @@
 // `zeromem estimate`: the flags, the job they describe, and its report.
 #pragma once
 
+#include <set>
+#include <utility>
+#include <vector>
+
 #include "common.hpp"
 
 namespace zeromem::cli {
@@ -27,6 +31,13 @@ struct estimate_args {
   std::int64_t grad_accum_steps = 1;
   // DeepSpeed ZeRO's buffers (zero_optimization); empty: DeepSpeed's defaults
   std::string reduce_bucket, prefetch_bucket, overlap_comm;
+  // --deepspeed-config: the file, emptied once its keys are written into the flags (with_deepspeed_config); then
+  // deepspeed_file names it and deepspeed_read lists the keys read, each with its value as applied.
+  std::string deepspeed_config, deepspeed_file;
+  std::vector<std::pair<std::string, std::string>> deepspeed_read;
+  std::set<std::string> given_flags;  // the flags on the command line, to check them against the config
+  // NVMe swap buffers, from a DeepSpeed config only (0: DeepSpeed's defaults, zero_config)
+  std::int64_t sub_group_size = 0, optimizer_buffer_count = 0, param_buffer_count = 0, param_buffer_size = 0;
   model_flags model;
   // what trains
   std::int64_t lora_rank = 0;  // 0: not given
@@ -83,6 +94,9 @@ struct estimate_inputs {
 };
 
 void add_estimate_flags(CLI::App& app, estimate_args& a);
+/// --deepspeed-config: the flags with the config's keys written in (a flag the config sets too must agree; "auto" takes
+/// the flag, as Hugging Face Trainer fills it); the same flags without a config (estimate_deepspeed.cpp).
+estimate_args with_deepspeed_config(const estimate_args& a);
 /// --quantize and --no-double-quant, as the model's reader and the adaptation take them; throws std::invalid_argument
 /// for --no-double-quant without nf4.
 hf_quantization quantization_of(const estimate_args& a);

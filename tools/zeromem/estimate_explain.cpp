@@ -32,6 +32,12 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   };
   std::vector<change> changes;
   const auto with = [&](std::string what, std::function<void(estimate_args&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
+  // With --deepspeed-config, a change to a key the config sets is made there: named by its key, the flag beside it.
+  const auto in_config = [&](const std::string& flag, const std::string& key, const std::string& value) {
+    for (const auto& read : a.deepspeed_read)
+      if (read.first == key) return key + " " + value + " in " + detail::quoted(a.deepspeed_file, 96) + " (" + flag + ")";
+    return flag;
+  };
   // Expandable segments split every block to the request: the blocks the caching allocator holds above the weights,
   // states and gradients (allocator_blocks) go, and no code changes.
   if (in.job.step.allocator == allocator_mode::caching && e.phase(e.peak_phase).allocator_blocks.count() > 0)
@@ -46,7 +52,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   // ZeRO-1/2's second reduce bucket with overlap_comm (job.hpp deepspeed_buffers).
   const int zero_stage = in.job.states.zero.stage;
   if ((zero_stage == 1 || zero_stage == 2) && in.job.step.fsdp_world == 0 && overlaps_comm(in.job.overheads, zero_stage))
-    with("--overlap-comm off", [](estimate_args& c) { c.overlap_comm = "off"; });
+    with(in_config("--overlap-comm off", "zero_optimization.overlap_comm", "false"), [](estimate_args& c) { c.overlap_comm = "off"; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
     with("--gradient-as-bucket-view", [](estimate_args& c) { c.gradient_as_bucket_view = true; });
   if (in.job.activations.recomputation == recompute::none && offers_selective_recompute(in.job.activations.impl))
@@ -57,12 +63,15 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   if (in.job.states.adapt.lora_enabled() && in.job.states.adapt.quantize == quantization::none)
     with("--quantize nf4 (QLoRA)", [](estimate_args& c) { c.quantize = "nf4"; });
   if (in.job.activations.micro_batch > 1)
-    with("--micro-batch " + std::to_string(in.job.activations.micro_batch / 2), [](estimate_args& c) { c.micro_batch /= 2; });
+    with(in_config("--micro-batch " + std::to_string(in.job.activations.micro_batch / 2), "train_micro_batch_size_per_gpu",
+                   std::to_string(in.job.activations.micro_batch / 2)),
+         [](estimate_args& c) { c.micro_batch /= 2; });
   // Data-parallel ranks that each hold every state whole, under DeepSpeed or without a sharding framework: ZeRO shards
   // them (stage 1 the optimizer states, 2 the gradients too, 3 the weights too), with DeepSpeed's default optimizer.
   if (a.fsdp.empty() && !a.ddp && in.job.states.dp > 1)
     for (int stage = in.job.states.zero.stage + 1; stage <= 3; ++stage)
-      with("--zero-stage " + std::to_string(stage), [stage](estimate_args& c) { c.zero_stage = stage; });
+      with(in_config("--zero-stage " + std::to_string(stage), "zero_optimization.stage", std::to_string(stage)),
+           [stage](estimate_args& c) { c.zero_stage = stage; });
   // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
   const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
   if (sharded_over_dp && in.job.states.dp <= detail::i64_max / 2)

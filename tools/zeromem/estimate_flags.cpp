@@ -40,6 +40,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
               "0.9 x hidden x hidden)");
   text_option(app, "--overlap-comm", a.overlap_comm,
               "on | off: ZeRO-1/2's overlap_comm, two reduce buckets instead of one (default: DeepSpeed's, off below stage 3)");
+  text_option(app, "--deepspeed-config", a.deepspeed_config,
+              "a DeepSpeed config (ds_config.json): its ZeRO stage, offload, buckets, bf16/fp16, batch and optimizer set the flags "
+              "above; a flag it also sets must agree, and its \"auto\" takes the flag as Hugging Face Trainer does");
   add_model_flags(app, a.model, false);
   integer_option(app, "--lora-rank", a.lora_rank, "LoRA rank r (PEFT LoraConfig.r); the base model is frozen", 1, 1 << 20);
   text_option(app, "--lora-targets", a.lora_targets,
@@ -107,6 +110,11 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
   text_option(app, "--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
   app.add_flag("--json", a.json, "print JSON with exact byte counts");
+  app.parse_complete_callback([&app, &a] {
+    a.given_flags.clear();
+    for (const CLI::Option* o : app.get_options())
+      if (o->count() > 0) a.given_flags.insert(o->get_name());
+  });
 }
 
 }  // namespace zeromem::cli

@@ -171,7 +171,8 @@ void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_
       << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << " (give a model and --seq-len for the step's peak)\n";
 }
 
-int run_estimate(const estimate_args& a, std::ostream& out) {
+int run_estimate(const estimate_args& given, std::ostream& out) {
+  const estimate_args a = with_deepspeed_config(given);
   if (a.forward_only) return run_forward_only(a, out);
   if (a.forward_output != name(forward_only_config{}.output))
     detail::fail("--forward-output describes a forward-only run; add --forward-only");
@@ -194,6 +195,11 @@ int run_estimate(const estimate_args& a, std::ostream& out) {
     return 0;
   }
   json j = estimate_json(in, e, act_ptr, step_ptr);
+  if (!a.deepspeed_file.empty()) {
+    json keys = json::array();
+    for (const auto& [key, value] : a.deepspeed_read) keys.push_back({{"key", key}, {"value", value}});
+    j["inputs"]["deepspeed_config"] = {{"file", a.deepspeed_file}, {"read", keys}};
+  }
   if (device.given()) {
     const step_verdict v = step_ptr != nullptr ? verdict_of(step, capacity) : states_verdict(e, capacity);
     j["verdict"] = {{"gpu", device.name}, {"capacity_bytes", capacity.count()}, {"capacity_source", device.source},

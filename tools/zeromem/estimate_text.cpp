@@ -114,6 +114,11 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
       << (r.fp32_master ? ", fp32 master weights" : ", no master copy") << (r.fp32_gradient_copy ? ", fp32 gradient copy" : "")
       << "; optimizer " << name(t.optimizer.kind) << " (" << states_of(t) << ")\n";
   print_sharding(out, a, in, e);
+  if (!a.deepspeed_file.empty()) {
+    out << "  deepspeed    " << detail::quoted(a.deepspeed_file, 96) << " read:";
+    for (const auto& [key, value] : a.deepspeed_read) out << "\n               " << key << " " << value;
+    out << "\n";
+  }
   out << "  offload      optimizer " << name(t.zero.optimizer.device) << ", parameters " << name(t.zero.params.device)
       << (t.zero.optimizer.pin_memory ? " (pinned)" : "")
       << (t.gradient_accumulation_steps > 1 ? "; " + std::to_string(t.gradient_accumulation_steps) + " micro-batches per step" : "") << "\n";

@@ -1,0 +1,186 @@
+// A DeepSpeed config read as DeepSpeed reads it (zeromem/engines/deepspeed_config.hpp), and `estimate --deepspeed-config`
+// against the same job written as flags. The fixtures: transformers' documented ZeRO-3 config (docs/source/en/deepspeed.md,
+// every value "auto" that the Trainer fills) and a ZeRO-2 config with every value written.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "cli_runner.hpp"
+#include "zeromem/engines/deepspeed_config.hpp"
+
+using namespace zeromem;
+using zeromem::test::run_cli;
+using zeromem::test::run_cli_json;
+
+namespace {
+const std::string hf_zero3 = ZEROMEM_FIXTURES_DIR "/deepspeed/hf-zero3-auto.json";
+const std::string zero2 = ZEROMEM_FIXTURES_DIR "/deepspeed/zero2-written.json";
+
+std::string refusal(const std::string& text) {
+  try {
+    parse_deepspeed_config(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+nlohmann::json without_config(nlohmann::json j) {
+  j["inputs"].erase("deepspeed_config");
+  return j;
+}
+}  // namespace
+
+TEST_CASE("a DeepSpeed config's keys: set, \"auto\" and absent", "[deepspeed_config]") {
+  const deepspeed_config c = read_deepspeed_config(hf_zero3);
+  CHECK(c.zero_stage.is_set());
+  CHECK(c.zero_stage.value == 3);
+  CHECK(c.offload_optimizer.value == offload_device::cpu);
+  CHECK(c.offload_param.value == offload_device::cpu);
+  CHECK(c.pin_optimizer.value);
+  CHECK(c.bf16.is_auto());
+  CHECK(c.fp16.is_auto());
+  CHECK(c.micro_batch.is_auto());
+  CHECK(c.reduce_bucket.is_auto());
+  CHECK(c.prefetch_bucket.is_auto());
+  CHECK(c.overlap_comm.value);
+  CHECK(c.sub_group_size.value == 1'000'000'000);  // written 1e9: pydantic's int takes a whole float
+  CHECK(c.optimizer.value == optimizer_kind::adamw);
+  CHECK(c.weight_decay.is_auto());
+  CHECK(c.hpz.given == deepspeed_key<std::int64_t>::state::absent);
+
+  // "Adam" is AdamW unless adam_w_mode is false (engine.py _configure_basic_optimizer); type names are case-insensitive.
+  CHECK(parse_deepspeed_config(R"({"optimizer": {"type": "Adam"}})").optimizer.value == optimizer_kind::adamw);
+  CHECK(parse_deepspeed_config(R"({"optimizer": {"type": "adam", "params": {"adam_w_mode": false}}})").optimizer.value == optimizer_kind::adam);
+  CHECK(parse_deepspeed_config(R"({"optimizer": {"type": "LION"}})").optimizer.value == optimizer_kind::lion);
+  // The old forms: a boolean zero_optimization is stage 1 (read_zero_config_deprecated), cpu_offload the optimizer on
+  // the CPU, "bfloat16" the bf16 section.
+  CHECK(parse_deepspeed_config(R"({"zero_optimization": true})").zero_stage.value == 1);
+  CHECK(parse_deepspeed_config(R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})").offload_optimizer.value == offload_device::cpu);
+  CHECK(parse_deepspeed_config(R"({"bfloat16": {"enabled": true}})").bf16.value);
+  // Offload at a stage that does not read it changes nothing, and says so.
+  const deepspeed_config stage0 = parse_deepspeed_config(R"({"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})");
+  CHECK_FALSE(stage0.offload_optimizer.is_set());
+  REQUIRE(stage0.notes.size() == 1);
+  CHECK(stage0.notes[0].find("not read at stage 0") != std::string::npos);
+}
+
+TEST_CASE("a DeepSpeed config zeromem cannot model, or DeepSpeed would refuse, is refused by key", "[deepspeed_config][bad_input]") {
+  CHECK(refusal("{").find("DeepSpeed config: not valid JSON") != std::string::npos);
+  // A number past a double's range is nlohmann's out_of_range, not a parse_error (found by fuzz_deepspeed_config).
+  CHECK(refusal(R"({"train_batch_size": 3e4444})").find("DeepSpeed config: not valid JSON") != std::string::npos);
+  CHECK(refusal("[1]").find("the top level must be a JSON object") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"stage": 4}})").find("stage must be 0, 1, 2 or 3") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"reduce_bucket_size": 2.5e8}})").find("reduce_bucket_size must be a whole number") == std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"reduce_bucket_size": 0.5}})").find("reduce_bucket_size must be a whole number") != std::string::npos);
+  CHECK(refusal(R"({"bf16": {"enabled": true}, "fp16": {"enabled": true}})").find("cannot be simultaneously enabled") != std::string::npos);
+  CHECK(refusal(R"({"optimizer": {"type": "OneBitAdam"}})").find("optimizer.type '\"OneBitAdam\"' is not modelled") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"contiguous_gradients": false}})").find("contiguous_gradients 'false' is not modelled") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.3}}})").find("ratio '0.3' is not modelled") !=
+        std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"zero_quantized_weights": true}})").find("qwZ") != std::string::npos);
+  CHECK(refusal(R"({"bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"}})").find("BF16_Optimizer") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"offload_optimizer": {"device": "disk"}}})").find("device must be") != std::string::npos);
+  CHECK(refusal(R"({"train_micro_batch_size_per_gpu": 0})").find("at least 1") != std::string::npos);
+  CHECK(refusal(R"({"amp": {"enabled": true}})").find("Apex AMP") != std::string::npos);
+  // The defaults themselves are accepted.
+  CHECK(refusal(R"({"zero_optimization": {"contiguous_gradients": true, "mics_shard_size": -1}, "bf16": {"enabled": true},
+                    "data_types": {"grad_accum_dtype": "bf16"}})") == "accepted");
+}
+
+TEST_CASE("estimate --deepspeed-config is the same job as its keys written as flags", "[deepspeed_config][cli]") {
+  // zero2-written.json: train_batch_size 64 = micro-batch 4 x accumulation 2 x dp, so dp 8 (runtime/config.py
+  // _set_batch_related_parameters); bf16; AdamW with weight_decay 0.1; the optimizer on the CPU, pinned by DeepSpeed's
+  // default since v0.19.5; reduce_bucket_size 2e8 with overlap_comm.
+  const nlohmann::json from_config = run_cli_json({"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--deepspeed-config", zero2});
+  const nlohmann::json from_flags = run_cli_json({"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--zero-stage", "2", "--dp", "8",
+                                                  "--micro-batch", "4", "--grad-accum-steps", "2", "--precision", "mixed-bf16", "--weight-decay",
+                                                  "0.1", "--offload-optimizer", "cpu", "--pin-memory", "--reduce-bucket", "2e8", "--overlap-comm", "on"});
+  CHECK(without_config(from_config) == from_flags);
+  CHECK(from_config["inputs"]["dp"] == 8);
+  // ZeRO-2 with overlap_comm holds two reduce buckets (stage_1_and_2.py backward): 2 x 2e8 elements x 2 B = 8e8 B.
+  CHECK(from_config["phases"]["backward"]["terms"]["communication_buffers_bytes"] == 800'000'000);
+  CHECK(from_config["per_node_host"]["pinned_bytes"] == from_config["per_node_host"]["total_bytes"]);
+  CHECK(from_config["inputs"]["deepspeed_config"]["read"].size() == 11);
+
+  // transformers' ZeRO-3 config under the Trainer's "auto": the precision and micro-batch from the flags, the buckets
+  // from hidden 4096 (trainer_config_finalize): reduce 4096^2 = 16,777,216 and prefetch int(0.9 x 4096^2) = 15,099,494
+  // elements; backward holds two reduce buckets and the prefetch bucket, 2 B each: 67,108,864 + 30,198,988 = 97,307,852 B.
+  const std::vector<std::string> zero3{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--dp", "8", "--precision", "mixed-bf16"};
+  const nlohmann::json auto3 = run_cli_json(plus(zero3, {"--micro-batch", "2", "--deepspeed-config", hf_zero3}));
+  CHECK(auto3["phases"]["backward"]["terms"]["communication_buffers_bytes"] == 97'307'852);
+  CHECK(without_config(auto3) == run_cli_json(plus(zero3, {"--micro-batch", "2", "--zero-stage", "3", "--offload-optimizer", "cpu",
+                                                           "--offload-params", "cpu", "--pin-memory", "--reduce-bucket", "16777216",
+                                                           "--prefetch-bucket", "15099494"})));
+}
+
+TEST_CASE("estimate --deepspeed-config: the optimizer DeepSpeed builds, and absent keys at DeepSpeed's defaults", "[deepspeed_config][cli]") {
+  const auto with_config = [](const std::string& text, std::vector<std::string> extra = {}) {
+    const std::string path = "zeromem-test-ds-config.json";
+    {
+      std::ofstream(path) << text;
+    }
+    return run_cli_json(plus({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--deepspeed-config", path}, extra));
+  };
+  // Neither bf16 nor fp16: DeepSpeed trains in fp32; no zero_optimization: stage 0.
+  const nlohmann::json plain = with_config(R"({"train_micro_batch_size_per_gpu": 1})");
+  CHECK(plain["inputs"]["weights_dtype"] == "fp32");
+  CHECK(plain["inputs"]["zero_stage"] == 0);
+  // No optimizer section: DeepSpeed wraps the client's optimizer (engine.py _configure_optimizer), torch.optim's AdamW,
+  // foreach on CUDA; DeepSpeed's own AdamW is FusedAdam; torch_adam asks for torch.optim's.
+  CHECK(plain["inputs"]["optimizer_impl"] == "foreach");
+  CHECK(with_config(R"({"bf16": {"enabled": true}, "optimizer": {"type": "AdamW"}})")["inputs"]["optimizer_impl"] == "fused");
+  CHECK(with_config(R"({"bf16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"torch_adam": true}}})")["inputs"]["optimizer_impl"] ==
+        "foreach");
+  // ZeRO-2 with overlap_comm unset: one reduce bucket, 5e8 x 2 B (zero/config.py overlap_comm_valid).
+  const nlohmann::json z2 = with_config(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})", {"--dp", "4"});
+  CHECK(z2["phases"]["backward"]["terms"]["communication_buffers_bytes"] == 1'000'000'000);
+  std::remove("zeromem-test-ds-config.json");
+}
+
+TEST_CASE("estimate --deepspeed-config refuses a flag that disagrees with it, and \"auto\" without the flag that fills it",
+          "[deepspeed_config][cli][bad_input]") {
+  const auto rejected = [](const std::vector<std::string>& args, const std::string& words) {
+    const auto r = run_cli(args);
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(words) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  };
+  const std::vector<std::string> base{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--deepspeed-config"};
+  rejected(plus(base, {zero2, "--zero-stage", "3"}), "--zero-stage 3 disagrees with the DeepSpeed config's zero_optimization.stage 2");
+  rejected(plus(base, {zero2, "--dp", "4"}), "Check batch related parameters");
+  rejected(plus(base, {zero2, "--reduce-bucket", "5e8"}), "--reduce-bucket 5e8 disagrees");
+  rejected(plus(base, {zero2, "--precision", "amp-bf16"}), "--precision amp-bf16 disagrees");
+  rejected(plus(base, {zero2, "--fsdp", "FULL_SHARD"}), "describes a DeepSpeed job");
+  rejected(plus(base, {hf_zero3, "--micro-batch", "2"}), "bf16.enabled is \"auto\"");
+  rejected(plus(base, {hf_zero3, "--precision", "mixed-bf16"}), "train_micro_batch_size_per_gpu is \"auto\"");
+  rejected(plus(base, {"/nonexistent/ds.json"}), "cannot read DeepSpeed config");
+  rejected(plus(base, {ZEROMEM_FIXTURES_DIR "/hf/phi-2.json"}), "a model's config.json (model_type), not a DeepSpeed config");
+}
+
+TEST_CASE("estimate --explain with --deepspeed-config names the config's key to change", "[deepspeed_config][cli][explain]") {
+  // Llama-3-8B under ZeRO-1 over 8 ranks on an A100 40GB: 47.50 GiB as configured; ZeRO-2 (the first change that fits)
+  // is the config's zero_optimization.stage, so the change is named there, the flag beside it.
+  const std::string path = "zeromem-test-ds-explain.json";
+  {
+    std::ofstream(path) << R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true},
+                             "zero_optimization": {"stage": 1, "overlap_comm": true}})";
+  }
+  const auto r = run_cli({"estimate", "--model", "llama-3-8b", "--seq-len", "2048", "--dp", "8", "--gpu", "a100-40gb", "--recompute", "full",
+                          "--loss", "fused", "--explain", "--deepspeed-config", path});
+  std::remove(path.c_str());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("smallest change that fits: zero_optimization.stage 2 in 'zeromem-test-ds-explain.json' (--zero-stage 2)") != std::string::npos);
+}
