@@ -73,6 +73,9 @@ TEST_CASE("a DeepSpeed config's keys: set, \"auto\" and absent", "[deepspeed_con
   CHECK_FALSE(stage0.offload_optimizer.is_set());
   REQUIRE(stage0.notes.size() == 1);
   CHECK(stage0.notes[0].find("not read at stage 0") != std::string::npos);
+  const deepspeed_config checkpointing = parse_deepspeed_config(R"({"activation_checkpointing": {"partition_activations": true}})");
+  REQUIRE(checkpointing.notes.size() == 1);
+  CHECK(checkpointing.notes[0].find("pass --recompute full") != std::string::npos);
 }
 
 TEST_CASE("a DeepSpeed config zeromem cannot model, or DeepSpeed would refuse, is refused by key", "[deepspeed_config][bad_input]") {

@@ -253,6 +253,11 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
                   " differs from the model's dtype: DeepSpeed then accumulates gradients in a dtype of their own (at stage 1, "
                   "BF16_Optimizer), which is not modelled; remove it");
   }
+  // DeepSpeed's activation checkpointing runs only in models that call deepspeed.checkpointing (Megatron-DeepSpeed);
+  // transformers' models checkpoint with their own gradient_checkpointing (runtime/activation_checkpointing/config.py).
+  if (j.contains("activation_checkpointing") && !j.at("activation_checkpointing").is_null())
+    c.notes.push_back("activation_checkpointing applies to models that call deepspeed.checkpointing; for transformers' gradient "
+                      "checkpointing pass --recompute full");
   const int stage = c.zero_stage.is_set() ? c.zero_stage.value : 0;
   // DeepSpeed reads offload_optimizer at stages 1-3 and offload_param at stage 3 only (runtime/engine.py
   // _do_optimizer_sanity_check: no ZeRO optimizer at stage 0; zero/offload_config.py: offload_param "Valid only with
