@@ -1,6 +1,6 @@
 // A DeepSpeed config read as DeepSpeed reads it (zeromem/engines/deepspeed_config.hpp), and `estimate --deepspeed-config`
-// against the same job written as flags. The fixtures: transformers' documented ZeRO-3 config (docs/source/en/deepspeed.md,
-// every value "auto" that the Trainer fills) and a ZeRO-2 config with every value written.
+// against the same job written as flags. The configs: transformers' documented ZeRO-3 config (docs/source/en/deepspeed.md,
+// every value "auto" that the Trainer fills; examples/deepspeed) and a ZeRO-2 config with every value written (fixtures).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -18,7 +18,7 @@ using zeromem::test::run_cli;
 using zeromem::test::run_cli_json;
 
 namespace {
-const std::string hf_zero3 = ZEROMEM_FIXTURES_DIR "/deepspeed/hf-zero3-auto.json";
+const std::string hf_zero3 = ZEROMEM_EXAMPLES_DIR "/deepspeed/zero3-offload-auto.json";
 const std::string zero2 = ZEROMEM_FIXTURES_DIR "/deepspeed/zero2-written.json";
 
 std::string refusal(const std::string& text) {
@@ -55,6 +55,10 @@ TEST_CASE("a DeepSpeed config's keys: set, \"auto\" and absent", "[deepspeed_con
   CHECK(c.prefetch_bucket.is_auto());
   CHECK(c.overlap_comm.value);
   CHECK(c.sub_group_size.value == 1'000'000'000);  // written 1e9: pydantic's int takes a whole float
+  // 0 is DeepSpeed's too (Field(ge=0)): a parameter a sub-group, as axolotl's zero3_bf16_cpuoffload_all.json writes it.
+  const deepspeed_config zero = parse_deepspeed_config(R"({"zero_optimization": {"stage": 3, "sub_group_size": 0}})");
+  CHECK(zero.sub_group_size.is_set());
+  CHECK(zero.sub_group_size.value == 0);
   CHECK(c.optimizer.value == optimizer_kind::adamw);
   CHECK(c.weight_decay.is_auto());
   CHECK(c.hpz.given == deepspeed_key<std::int64_t>::state::absent);

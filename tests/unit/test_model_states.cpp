@@ -247,6 +247,16 @@ TEST_CASE("NVMe offload puts states on NVMe and pins swap buffers on the host", 
   CHECK(e.host_per_node().count() == 152'000'000'000);
   CHECK(e.host_pinned_per_node().count() == 136'000'000'000);
   CHECK(e.gpu().count() == 0);
+  // sub_group_size 0 closes a sub-group after each parameter (stage3.py _create_fp16_sub_groups), so the optimizer's
+  // swap buffers hold the largest parameter's partition: a 2.56e9-element layer over 64 ranks is 4e7 elements,
+  // 4 x 4e7 x 4 B = 6.4e8 B a rank instead of 16e9; pinned per node 8 x (0.64e9 + 1e9) = 13.12e9 B.
+  training_states zero_sub_groups = bf16_adamw(64_Gparams, zero<3, offload_params<devices::nvme>, offload_optimizer<devices::nvme>>::config(), 64, 8);
+  zero_sub_groups.zero.sub_group_size = 0;
+  zero_sub_groups.largest_layer = elements_of(2'560'000'000);
+  CHECK(estimate_model_states(zero_sub_groups).host_pinned_per_node().count() == 13'120'000'000);
+  // A sub-group of 1e7 elements still holds that whole parameter partition: the same 4e7 elements.
+  zero_sub_groups.zero.sub_group_size = 10'000'000;
+  CHECK(estimate_model_states(zero_sub_groups).host_pinned_per_node().count() == 13'120'000'000);
 }
 
 TEST_CASE("FSDP strategies map onto ZeRO stages", "[model_states][fsdp]") {

@@ -177,6 +177,12 @@ TEST_CASE("step: the tensors the optimizer steps under FSDP2 and DeepSpeed ZeRO"
   // Over 8 ranks the partition (842,301,952) is one sub-group: 2 x 4 B x 842,301,952.
   t.dp = 8;
   CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(6'738'415'616));
+  // sub_group_size 0: a parameter a sub-group (stage3.py _create_fp16_sub_groups), the largest the embedding's
+  // partition, 131,072,000 / 8 = 16,384,000 elements: for-loop 2 x 4 B x 16,384,000 = 131,072,000 B, foreach half.
+  t.zero.sub_group_size = 0;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(131'072'000));
+  s.optimizer = optimizer_impl::foreach_kernels;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), s).optimizer_step.optimizer_temporaries == bytes_of(65'536'000));
 }
 
 TEST_CASE("step: torch.optim.Adafactor's update tensor, one at a time by default, all at once with foreach", "[step]") {

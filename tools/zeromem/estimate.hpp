@@ -36,8 +36,8 @@ struct estimate_args {
   std::string deepspeed_config, deepspeed_file;
   std::vector<std::pair<std::string, std::string>> deepspeed_read;
   std::set<std::string> given_flags;  // the flags on the command line, to check them against the config
-  // NVMe swap buffers, from a DeepSpeed config only (0: DeepSpeed's defaults, zero_config)
-  std::int64_t sub_group_size = 0, optimizer_buffer_count = 0, param_buffer_count = 0, param_buffer_size = 0;
+  // ZeRO-3's sub-groups and NVMe swap buffers, from a DeepSpeed config only (-1 / 0: DeepSpeed's defaults, zero_config)
+  std::int64_t sub_group_size = -1, optimizer_buffer_count = 0, param_buffer_count = 0, param_buffer_size = 0;
   model_flags model;
   // what trains
   std::int64_t lora_rank = 0;  // 0: not given

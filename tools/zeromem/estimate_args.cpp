@@ -87,7 +87,7 @@ void set_model_states(const estimate_args& a, estimate_inputs& in) {
     t.zero.shard_group = a.shard_group;
   }
   t.zero.hpz_partition = a.hpz;
-  if (a.sub_group_size > 0) t.zero.sub_group_size = a.sub_group_size;
+  if (a.sub_group_size >= 0) t.zero.sub_group_size = a.sub_group_size;
   if (a.optimizer_buffer_count > 0) t.zero.optimizer_buffer_count = a.optimizer_buffer_count;
   if (a.param_buffer_count > 0) t.zero.param_buffer_count = a.param_buffer_count;
   if (a.param_buffer_size > 0) t.zero.param_buffer_size = a.param_buffer_size;

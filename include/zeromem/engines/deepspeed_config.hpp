@@ -216,7 +216,7 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
     c.prefetch_bucket = key_of<std::int64_t>(zero, prefetch, [&](const json& v) { return count(v, std::string("zero_optimization.") + prefetch, 0); });
     c.overlap_comm = key_of<bool>(zero, "overlap_comm", [](const json& v) { return boolean(v, "zero_optimization.overlap_comm"); });
     c.hpz = key_of<std::int64_t>(zero, "zero_hpz_partition_size", [](const json& v) { return count(v, "zero_optimization.zero_hpz_partition_size", 1); });
-    c.sub_group_size = key_of<std::int64_t>(zero, "sub_group_size", [](const json& v) { return count(v, "zero_optimization.sub_group_size", 1); });
+    c.sub_group_size = key_of<std::int64_t>(zero, "sub_group_size", [](const json& v) { return count(v, "zero_optimization.sub_group_size", 0); });
     const json& opt = section(zero, "offload_optimizer");
     const json& param = section(zero, "offload_param");
     c.optimizer_buffer_count =

@@ -1754,7 +1754,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
         if (chunk > largest) largest = chunk;
       }
     }
-    else if (t.zero.stage == 3 && t.zero.sub_group_size < updated.count()) largest = updated = elements_of(t.zero.sub_group_size);
+    else if (t.zero.stage == 3 && t.zero.sub_group_size < updated.count()) {
+      // At least one parameter's partition, ceil(numel / ranks): a sub-group closes after the parameter that reaches
+      // sub_group_size (after every parameter at 0).
+      const elements one_parameter = elements_of(detail::ceil_div(largest.count(), shard_group_of(t)));
+      largest = updated = elements_of(t.zero.sub_group_size) > one_parameter ? elements_of(t.zero.sub_group_size)
+                          : one_parameter < updated                          ? one_parameter
+                                                                             : updated;
+    }
     else if (t.zero.stage >= 1) largest = updated;
     // Coupled weight decay's decayed gradients (optimizer_traits::decay_foreach / decay_forloop).
     const bool decays = t.optimizer.weight_decay != 0.0;

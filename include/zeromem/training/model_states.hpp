@@ -276,7 +276,11 @@ ZEROMEM_ALWAYS_INLINE constexpr model_state_estimate estimate_model_states_unche
   bytes swap{};
   if (z.optimizer.device == offload_device::nvme) {
     const elements partition = largest_share(t.params, n);
-    const elements sub_group = elements_of(z.sub_group_size) < partition ? elements_of(z.sub_group_size) : partition;
+    elements sub_group = elements_of(z.sub_group_size) < partition ? elements_of(z.sub_group_size) : partition;
+    // A sub-group holds at least one parameter's partition (stage3.py _create_fp16_sub_groups closes it once it
+    // reaches sub_group_size, after each parameter at 0); the largest layer's share stands in for the largest tensor's.
+    const elements one_parameter = largest_share(t.largest_layer, n);
+    if (one_parameter > sub_group) sub_group = one_parameter < partition ? one_parameter : partition;
     swap += sub_group * fp32 * z.optimizer_buffer_count;
   }
   if (z.params.device == offload_device::nvme)

@@ -45,7 +45,7 @@ struct zero_config {
   /// DeepSpeed `zero_hpz_partition_size`, arXiv 2306.10209 §3.2).
   std::int64_t hpz_partition = 1;
   /// NVMe swap buffers pinned in host RAM (DeepSpeed offload config defaults).
-  std::int64_t sub_group_size = 1'000'000'000;     // zero_optimization.sub_group_size
+  std::int64_t sub_group_size = 1'000'000'000;     // zero_optimization.sub_group_size (0: a parameter a sub-group)
   std::int64_t optimizer_buffer_count = 4;          // offload_optimizer.buffer_count
   std::int64_t param_buffer_count = 5;              // offload_param.buffer_count
   std::int64_t param_buffer_size = 100'000'000;     // offload_param.buffer_size (elements)
@@ -78,7 +78,8 @@ constexpr void validate(const zero_config& z) {
     detail::fail_value("ZeRO++ hpZ needs ZeRO stage 3", z.stage, "set stage 3 or hpZ partition size 1");
   if (z.hpz_partition > 1 && z.params.device != offload_device::none)
     detail::fail("ZeRO++ hpZ cannot be combined with parameter offload; turn one of them off");
-  detail::require_positive(z.sub_group_size, "sub_group_size");
+  if (z.sub_group_size < 0)  // DeepSpeed's Field(ge=0): 0 closes a sub-group after each parameter
+    detail::fail_value("sub_group_size cannot be negative", z.sub_group_size, "pass 0 for a parameter a sub-group, or DeepSpeed's 1e9");
   detail::require_positive(z.optimizer_buffer_count, "offload_optimizer.buffer_count");
   detail::require_positive(z.param_buffer_count, "offload_param.buffer_count");
   detail::require_positive(z.param_buffer_size, "offload_param.buffer_size");
