@@ -120,6 +120,11 @@ TEST_CASE("estimate --deepspeed-config is the same job as its keys written as fl
   CHECK(from_config["per_node_host"]["pinned_bytes"] == from_config["per_node_host"]["total_bytes"]);
   CHECK(from_config["inputs"]["deepspeed_config"]["read"].size() == 11);
 
+  // Without a model the config's states alone: the micro-batch enters the batch arithmetic (dp 8), not the job.
+  const nlohmann::json states = run_cli_json({"estimate", "--params", "7B", "--deepspeed-config", zero2});
+  CHECK(without_config(states) == run_cli_json({"estimate", "--params", "7B", "--zero-stage", "2", "--dp", "8", "--grad-accum-steps", "2",
+                                                "--precision", "mixed-bf16", "--offload-optimizer", "cpu", "--pin-memory"}));
+
   // transformers' ZeRO-3 config under the Trainer's "auto": the precision and micro-batch from the flags, the buckets
   // from hidden 4096 (trainer_config_finalize): reduce 4096^2 = 16,777,216 and prefetch int(0.9 x 4096^2) = 15,099,494
   // elements; backward holds two reduce buckets and the prefetch bucket, 2 B each: 67,108,864 + 30,198,988 = 97,307,852 B.

@@ -76,10 +76,12 @@ void merge_offload(merge& m, const deepspeed_config& c) {
 // derived from the others (runtime/config.py _set_batch_related_parameters and _batch_assertion).
 void merge_batch(merge& m, const deepspeed_config& c) {
   estimate_args& a = m.a;
+  // The micro-batch sizes activations only: without --seq-len it enters the batch arithmetic, not the job.
+  std::int64_t micro_batch = a.micro_batch;
   if (c.micro_batch.is_set()) {
     m.agree("--micro-batch", text_of(a.micro_batch), "train_micro_batch_size_per_gpu", text_of(c.micro_batch.value));
-    a.micro_batch = c.micro_batch.value;
-    m.note("train_micro_batch_size_per_gpu", text_of(a.micro_batch));
+    micro_batch = c.micro_batch.value;
+    m.note("train_micro_batch_size_per_gpu", text_of(micro_batch));
   } else if (c.micro_batch.is_auto() && a.seq_len != 0) {
     require_flag(m, "--micro-batch", "train_micro_batch_size_per_gpu", "--per_device_train_batch_size");
     m.note("train_micro_batch_size_per_gpu", "auto: --micro-batch " + text_of(a.micro_batch));
@@ -91,27 +93,30 @@ void merge_batch(merge& m, const deepspeed_config& c) {
   } else if (c.grad_accum.is_auto()) {  // the Trainer's --gradient_accumulation_steps, 1 by default as --grad-accum-steps
     m.note("gradient_accumulation_steps", "auto: --grad-accum-steps " + text_of(a.grad_accum_steps));
   }
+  if (a.seq_len != 0) a.micro_batch = micro_batch;
   if (!c.train_batch.is_set()) return;
   const std::int64_t total = c.train_batch.value;
   const bool micro = c.micro_batch.is_set() || m.given("--micro-batch"), accum = c.grad_accum.is_set() || m.given("--grad-accum-steps");
   if (!m.given("--dp")) {
     if (!micro || !accum)
       detail::fail("the DeepSpeed config's train_batch_size " + text_of(total) + " is split over the data-parallel ranks; pass --dp");
-    const std::int64_t per_rank = detail::checked_mul(a.micro_batch, a.grad_accum_steps, "micro-batch x gradient accumulation");
+    const std::int64_t per_rank = detail::checked_mul(micro_batch, a.grad_accum_steps, "micro-batch x gradient accumulation");
     if (total % per_rank != 0)
       detail::fail("the DeepSpeed config's train_batch_size " + text_of(total) + " is not a multiple of micro-batch x gradient accumulation " +
                    text_of(per_rank) + "; fix the config");
     a.dp = total / per_rank;
   } else if (!micro) {
-    a.micro_batch = total / a.dp / a.grad_accum_steps;
+    micro_batch = total / a.dp / a.grad_accum_steps;
+    if (a.seq_len != 0) a.micro_batch = micro_batch;
   } else if (!accum) {
-    a.grad_accum_steps = total / a.dp / a.micro_batch;
+    a.grad_accum_steps = total / a.dp / micro_batch;
   }
-  if (a.micro_batch < 1 || a.grad_accum_steps < 1 || total != a.micro_batch * a.grad_accum_steps * a.dp)
+  if (micro_batch < 1 || a.grad_accum_steps < 1 ||
+      total != detail::checked_mul(detail::checked_mul(micro_batch, a.grad_accum_steps, "the batch"), a.dp, "the batch"))
     detail::fail("Check batch related parameters: the DeepSpeed config's train_batch_size " + text_of(total) +
-                 " is not micro-batch x gradient accumulation x data-parallel ranks (" + text_of(a.micro_batch) + " x " +
+                 " is not micro-batch x gradient accumulation x data-parallel ranks (" + text_of(micro_batch) + " x " +
                  text_of(a.grad_accum_steps) + " x " + text_of(a.dp) + "); fix the config or the flags");
-  m.note("train_batch_size", text_of(total) + " = " + text_of(a.micro_batch) + " x " + text_of(a.grad_accum_steps) + " x dp " + text_of(a.dp));
+  m.note("train_batch_size", text_of(total) + " = " + text_of(micro_batch) + " x " + text_of(a.grad_accum_steps) + " x dp " + text_of(a.dp));
 }
 
 // The buffers: read where DeepSpeed allocates them (stage 1-3; the prefetch bucket at stage 3; overlap_comm sizes
@@ -164,7 +169,7 @@ void merge_optimizer(merge& m, const deepspeed_config& c) {
     a.optimizer_impl = std::string(name(pytorch_default_impl(parse_optimizer(a.optimizer_name))));
     m.note("optimizer", "absent: the client's torch.optim." + a.optimizer_name + ", --optimizer-impl " + a.optimizer_impl);
   }
-  if (c.weight_decay.is_set()) {
+  if (c.weight_decay.is_set() && a.seq_len != 0) {  // the decay's temporaries are the step's (estimate_args.cpp)
     if (m.given("--weight-decay") && a.weight_decay != c.weight_decay.value)
       detail::fail("--weight-decay " + json(a.weight_decay).dump() + " disagrees with the DeepSpeed config's optimizer.params.weight_decay " +
                    json(c.weight_decay.value).dump() + "; drop the flag or change the config");
