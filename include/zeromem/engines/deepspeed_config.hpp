@@ -61,7 +61,9 @@ using json = nlohmann::json;
 
 [[noreturn]] inline void fail_config(const std::string& what) { detail::fail("DeepSpeed config: " + what); }
 
-inline std::string shown(const json& v) { return detail::quoted(v.dump()); }
+// The JSON helpers config.json's reader has: a value as an error shows it, and a key with null read as absent.
+using detail::hf::find;
+using detail::hf::shown;
 
 inline bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
 
@@ -69,14 +71,14 @@ inline bool is_auto(const json& v) { return v.is_string() && v.get<std::string>(
 template <class T, class Read>
 deepspeed_key<T> key_of(const json& j, const char* key, Read read) {
   deepspeed_key<T> k{};
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return k;
-  if (is_auto(*it)) {
+  const json* v = find(j, key);
+  if (v == nullptr) return k;
+  if (is_auto(*v)) {
     k.given = deepspeed_key<T>::state::automatic;
     return k;
   }
   k.given = deepspeed_key<T>::state::set;
-  k.value = read(*it);
+  k.value = read(*v);
   return k;
 }
 
@@ -98,17 +100,17 @@ inline std::int64_t count(const json& v, const std::string& key, std::int64_t lo
 
 inline const json& section(const json& j, const char* key) {
   static const json empty = json::object();
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return empty;
-  if (!it->is_object()) fail_config(std::string(key) + " must be an object, got " + shown(*it));
-  return *it;
+  const json* v = find(j, key);
+  if (v == nullptr) return empty;
+  if (!v->is_object()) fail_config(std::string(key) + " must be an object, got " + shown(*v));
+  return *v;
 }
 
 // A key zeromem does not model, refused when present with anything but its default: `fix` says what to do.
 inline void refuse_unless(const json& j, const char* key, const std::string& where, const json& default_value, const char* why) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null() || is_auto(*it) || *it == default_value) return;
-  fail_config(where + key + " " + shown(*it) + " is not modelled (" + why + "); remove it, or leave it at " + default_value.dump());
+  const json* v = find(j, key);
+  if (v == nullptr || is_auto(*v) || *v == default_value) return;
+  fail_config(where + key + " " + shown(*v) + " is not modelled (" + why + "); remove it, or leave it at " + default_value.dump());
 }
 
 // offload_optimizer / offload_param: device (default "none") and pin_memory (default true since DeepSpeed v0.19.5,
@@ -127,8 +129,7 @@ inline void read_offload(const json& zero, const char* key, const char* deprecat
   });
   pin = key_of<bool>(o, "pin_memory", [&](const json& v) { return boolean(v, where + "pin_memory"); });
   refuse_unless(o, "ratio", where, 1.0, "a partial offload keeps part of the optimizer on the GPU");
-  const auto old = zero.find(deprecated);
-  if (old != zero.end() && !old->is_null()) {
+  if (const json* old = find(zero, deprecated); old != nullptr) {
     if (!o.empty()) fail_config(std::string("zero_optimization.") + deprecated + " and zero_optimization." + key + " are both given; keep " + key);
     if (boolean(*old, std::string("zero_optimization.") + deprecated)) {
       device.given = deepspeed_key<offload_device>::state::set;
@@ -148,9 +149,8 @@ inline void read_optimizer(const json& j, deepspeed_config& c) {
     std::string s = v.get<std::string>();
     for (char& ch : s) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
     if (s == "adam") {
-      const auto mode = params.find("adam_w_mode");
-      return mode == params.end() || mode->is_null() || boolean(*mode, "optimizer.params.adam_w_mode") ? optimizer_kind::adamw
-                                                                                                        : optimizer_kind::adam;
+      const json* mode = find(params, "adam_w_mode");
+      return mode == nullptr || boolean(*mode, "optimizer.params.adam_w_mode") ? optimizer_kind::adamw : optimizer_kind::adam;
     }
     if (s == "adamw") return optimizer_kind::adamw;
     if (s == "adagrad") return optimizer_kind::adagrad;
@@ -164,8 +164,8 @@ inline void read_optimizer(const json& j, deepspeed_config& c) {
       fail_config("optimizer.params.weight_decay must be a number of at least 0, got " + shown(v));
     return v.get<double>();
   });
-  const auto torch_adam = params.find("torch_adam");
-  c.torch_adam = torch_adam != params.end() && !torch_adam->is_null() && boolean(*torch_adam, "optimizer.params.torch_adam");
+  const json* torch_adam = find(params, "torch_adam");
+  c.torch_adam = torch_adam != nullptr && boolean(*torch_adam, "optimizer.params.torch_adam");
 }
 
 // bf16 (or its old name "bfloat16", runtime/precision_config.py get_bfloat16_config) and fp16: enabled, and the bf16
@@ -230,7 +230,7 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
     refuse_unless(zero, "zero_quantized_gradients", "zero_optimization.", false, "ZeRO++ qgZ int4 gradients");
     refuse_unless(zero, "mics_shard_size", "zero_optimization.", -1, "MiCS sub-groups");
     refuse_unless(zero, "contiguous_gradients", "zero_optimization.", true, "gradients outside the contiguous buffer");
-    if (zero.contains("zenflow") && !zero.at("zenflow").is_null()) fail_config("zero_optimization.zenflow is not modelled (ZenFlow); remove it");
+    if (find(zero, "zenflow") != nullptr) fail_config("zero_optimization.zenflow is not modelled (ZenFlow); remove it");
   }
   read_precision(j, c);
   const auto batch = [&](const char* key) {
@@ -243,7 +243,7 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
   // data_types.grad_accum_dtype other than the model's dtype: BF16_Optimizer, or an fp32 gradient copy at stage 2-3
   // (deepspeed/runtime/engine.py _do_optimizer_sanity_check), neither modelled here.
   const json& types = section(j, "data_types");
-  if (const auto it = types.find("grad_accum_dtype"); it != types.end() && !it->is_null() && !is_auto(*it)) {
+  if (const json* it = find(types, "grad_accum_dtype"); it != nullptr && !is_auto(*it)) {
     if (!it->is_string()) fail_config("data_types.grad_accum_dtype must be \"fp32\", \"fp16\" or \"bf16\", got " + shown(*it));
     const std::string d = it->get<std::string>();
     const bool bf16 = c.bf16.is_set() && c.bf16.value, fp16 = c.fp16.is_set() && c.fp16.value;
@@ -255,7 +255,7 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
   }
   // DeepSpeed's activation checkpointing runs only in models that call deepspeed.checkpointing (Megatron-DeepSpeed);
   // transformers' models checkpoint with their own gradient_checkpointing (runtime/activation_checkpointing/config.py).
-  if (j.contains("activation_checkpointing") && !j.at("activation_checkpointing").is_null())
+  if (find(j, "activation_checkpointing") != nullptr)
     c.notes.push_back("activation_checkpointing applies to models that call deepspeed.checkpointing; for transformers' gradient "
                       "checkpointing pass --recompute full");
   const int stage = c.zero_stage.is_set() ? c.zero_stage.value : 0;
