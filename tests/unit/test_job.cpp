@@ -63,3 +63,75 @@ TEST_CASE("runtime overheads are explicit terms", "[job]") {
   CHECK(zero3_live_parameter_bound(runtime_overheads{}, 70_Gparams) == 2_GB);
   CHECK(zero3_live_parameter_bound(runtime_overheads{}, 300_Mparams) == 600_MB);
 }
+
+TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_max_reuse_distance", "[job][zero3]") {
+  // Llama-2-7B on one rank (partitioned_param_coordinator.py __params_to_release), derived by hand from its shapes:
+  // q, k, v, o 4096 x 4096 = 16,777,216 each; gate, up, down 4096 x 11008 = 45,088,768 each; two norms of 4096:
+  // a layer 67,108,864 + 135,266,304 + 8,192 = 202,383,360. Head: lm_head 32000 x 4096 = 131,072,000 + the final norm.
+  const transformer_config llama = preset_config("llama-2-7b");
+  const zero3_retained r = zero3_retained_parameters(llama, 32, 1, true, 1'000'000'000);
+  CHECK(r.layer == elements_of(202'383'360));
+  CHECK(r.largest_module == elements_of(45'088'768));
+  CHECK(r.head == elements_of(131'076'096));
+  // The top layer: 2 (202,383,360 - 4,096 + 131,076,096) = 666,910,720 < 1e9, whole; the next adds 2 x 202,383,360:
+  // 1,071,677,440, not whole.
+  CHECK(r.whole_layers == 1);
+  // Its modules from the last, against 1e9 - 2 (202,383,360 + 131,076,096) = 333,081,088: down (nothing after it),
+  // up (2 x 45,088,768), gate (2 x 90,177,536), o (2 x 135,266,304 = 270,532,608), v (2 x 152,043,520 = 304,087,040)
+  // are kept; k (2 x 168,820,736 = 337,641,472) is not.
+  CHECK(r.partial == elements_of(3 * 45'088'768 + 2 * 16'777'216));
+  CHECK(r.root == 0_params);
+  CHECK(r.turnaround() == elements_of(131'076'096 + 202'383'360 + 168'820'736));
+  // While the top layer is differentiated: itself and the partial layer below it; in that layer, what it kept; further
+  // down, one module (gate, up or down) at a time.
+  CHECK(r.at_layer(31, 32) == elements_of(202'383'360 + 168'820'736));
+  CHECK(r.at_layer(30, 32) == elements_of(168'820'736));
+  CHECK(r.at_layer(0, 32) == elements_of(45'088'768));
+  CHECK(r.at_output_layer() == r.turnaround());
+
+  // Distance 0: nothing is kept, and lm_head is gathered again for its backward.
+  const zero3_retained none = zero3_retained_parameters(llama, 32, 1, true, 0);
+  CHECK(none.turnaround() == 0_params);
+  CHECK(none.at_output_layer() == elements_of(131'072'000));
+
+  // Llama-3-70B: lm_head (128256 x 8192 = 1,050,673,152 elements) is used again at once; the final norm, with lm_head
+  // twice after it, is not kept, nor any layer.
+  const zero3_retained big = zero3_retained_parameters(preset_config("llama-3-70b"), 80, 1, true, 1'000'000'000);
+  CHECK(big.whole_layers == 0);
+  CHECK(big.partial == 0_params);
+  CHECK(big.turnaround() == elements_of(1'050'673'152));
+
+  // A small model: hidden 256, 4 heads, ffn 512, vocab 1000, 2 layers. q, k, v, o 65,536 each; gate, up, down 131,072
+  // each; norms 2 x 256: a layer 655,872. Untied: lm_head 256,000 + final norm 256 = 256,256.
+  transformer_config small = llama;
+  small.hidden = 256;
+  small.heads = small.kv_heads = 4;
+  small.ffn = 512;
+  small.vocab = 1000;
+  small.layers = 2;
+  small.head_dim = 0;
+  const zero3_retained all = zero3_retained_parameters(small, 2, 1, true, 1'000'000'000);
+  CHECK(all.whole_layers == 2);
+  // 2 x (2 x 655,872 + 256,256) = 3,136,000 < 1e9: the embedding (1000 x 256) stays from its forward to its backward.
+  CHECK(all.root == elements_of(256'000));
+  CHECK(all.turnaround() == elements_of(256'256 + 2 * 655'872 + 256'000));
+  CHECK(all.at_layer(0, 2) == elements_of(655'872 + 256'000));
+  // Tied, distance 2,000,000: the top layer is whole (2 (655,616 + 256,256) = 1,823,744); the one below keeps down
+  // only (budget 2,000,000 - 2 (655,872 + 256,256) = 175,744; up would need 2 x 131,072 = 262,144). The table (the
+  // lm_head weight) is used again at the embedding's backward after 2 x 655,872 + 256 = 1,312,000 < 2,000,000.
+  small.tied_embeddings = true;
+  const zero3_retained tied = zero3_retained_parameters(small, 2, 1, true, 2'000'000);
+  CHECK(tied.whole_layers == 1);
+  CHECK(tied.partial == elements_of(131'072));
+  CHECK(tied.root == 0_params);
+  CHECK(tied.table_in_backward == elements_of(256'000));
+  CHECK(tied.turnaround() == elements_of(256'256 + 655'872 + 131'072));
+  CHECK(tied.at_layer(1, 2) == elements_of(655'872 + 131'072 + 256'000));
+  CHECK(tied.at_layer(0, 2) == elements_of(131'072 + 256'000));
+
+  CHECK_THROWS_WITH(zero3_retained_parameters(llama, 32, 1, true, -1), Catch::Contains("stage3_max_reuse_distance cannot be negative"));
+  CHECK_THROWS_WITH(zero3_retained_parameters(llama, 33, 1, true, 1), Catch::Contains("the stage's layers"));
+  runtime_overheads o{};
+  o.max_reuse_distance = -1;
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("max_reuse_distance cannot be negative"));
+}

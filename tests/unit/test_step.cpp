@@ -2480,3 +2480,34 @@ TEST_CASE("step: LoRA on every linear without recompute, the forward's highest m
   // Under the loss's moment it stands only where the layer's tensors outweigh the logits': at ffn 512 it does not.
   CHECK(oracle_lora_step(3, 64, 8, recompute::none, "all-linear").forward.loss > bytes{});
 }
+
+TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by moment, and nothing in the optimizer step", "[step][zero3]") {
+  // Llama-2-7B over 8 ranks, mixed bf16: resting states (2 + 4 + 8) B x 6,738,415,616 / 8 = 11,792,227,328 B in every
+  // phase, without DeepSpeed's estimator term (4 B x the embedding's 131,072,000) beside them.
+  training_states t{};
+  t.zero.stage = 3;
+  t.dp = 8;
+  const step_estimate e = estimate_step(llama2(), t, sdpa(1024, 1), step_config{});
+  CHECK(e.optimizer_step.resting == bytes_of(11'792'227'328));
+  CHECK(e.forward.resting == bytes_of(11'792'227'328));
+  CHECK(e.optimizer_step.gathered == bytes{});
+  // At 1024 tokens the forward's loss and the backward's start hold the turnaround's 502,280,192 elements (lm_head and
+  // the final norm, layer 31, five modules of layer 30: test_job.cpp) in bf16: 1,004,560,384 B.
+  CHECK(e.forward.gathered == bytes_of(1'004'560'384));
+  CHECK(e.backward.gathered == bytes_of(1'004'560'384));
+  // At 16 tokens the backward peaks at layer 0, every gradient share made: one of its modules gathered (gate, up or down,
+  // 45,088,768 elements) with its unsharded bf16 gradient before the bucket takes it: 4 B x 45,088,768 = 180,355,072 B.
+  CHECK(estimate_step(llama2(), t, sdpa(16, 1), step_config{}).backward.gathered == bytes_of(180'355'072));
+  // stage3_max_reuse_distance 0: nothing is kept from the forward to the backward.
+  runtime_overheads o{};
+  o.max_reuse_distance = 0;
+  const step_estimate none = estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o);
+  CHECK(none.forward.gathered == bytes{});
+  CHECK(none.backward.total() == e.backward.total() - bytes_of(1'004'560'384));
+  // A value model (an RLHF critic): no lm_head in the trace, so the top layers are kept instead: with the head's
+  // 131,076,096 gone, 2 (202,379,264 + k 202,383,360) < 1e9 holds for k = 0 and 1, two whole layers; the third from the
+  // top keeps down, up and gate (2 x 90,177,536 < 1e9 - 4 x 202,383,360 = 190,466,560; o would need 2 x 135,266,304).
+  step_config value{};
+  value.value_head = true;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), value).forward.gathered == bytes_of((2 * 202'383'360LL + 135'266'304) * 2));
+}

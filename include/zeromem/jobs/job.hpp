@@ -3,6 +3,7 @@
 // verdict against a device. Builds values and strings; does no I/O.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -38,6 +39,9 @@ struct runtime_overheads {
   /// ZeRO-3 stage3_max_live_parameters (default 1e9): DeepSpeed releases gathered parameters to stay below it,
   /// so 2 B x min(max_live, parameters) bounds a healthy gathered working set (docs/references.md §2).
   std::int64_t max_live_parameters = 1'000'000'000;
+  /// ZeRO-3 stage3_max_reuse_distance (default 1e9): parameters used again within this many elements of the module
+  /// trace are not released (zero3_retained_parameters).
+  std::int64_t max_reuse_distance = 1'000'000'000;
   /// PyTorch's caching allocator reserves more than is allocated (fragmentation). A fraction of the allocated
   /// bytes, added as its own term by add_allocator_reserve. Default 0: measure memory_reserved / memory_allocated
   /// on your job and set it; zeromem does not guess.
@@ -48,14 +52,113 @@ struct runtime_overheads {
 
 constexpr void validate(const runtime_overheads& o) {
   if (o.cuda_context.count() < 0) detail::fail("the CUDA context bytes cannot be negative; pass your measurement, such as 650MB");
-  if (o.reduce_bucket_size < 0 || o.prefetch_bucket_size < 0 || o.max_live_parameters < 0)
-    detail::fail("DeepSpeed bucket sizes and max_live_parameters cannot be negative; pass DeepSpeed's element counts (5e8, 5e7, 1e9)");
+  if (o.reduce_bucket_size < 0 || o.prefetch_bucket_size < 0 || o.max_live_parameters < 0 || o.max_reuse_distance < 0)
+    detail::fail("DeepSpeed bucket sizes, max_live_parameters and max_reuse_distance cannot be negative; pass DeepSpeed's element counts "
+                 "(5e8, 5e7, 1e9, 1e9)");
   if (o.framework_extra.count() < 0) detail::fail("framework extra bytes cannot be negative");
 }
 
 /// Upper bound of ZeRO-3 parameters gathered at once in a healthy run: 2 B x min(max_live_parameters, params).
 constexpr bytes zero3_live_parameter_bound(const runtime_overheads& o, elements params) {
   return (elements_of(o.max_live_parameters) < params ? elements_of(o.max_live_parameters) : params) * size_of(dtype::bf16);
+}
+
+/// What DeepSpeed ZeRO-3 holds gathered where one micro-batch's forward turns into its backward, on one rank. After a
+/// module has run, ZeRO-3 releases its parameters unless they are used again within stage3_max_reuse_distance
+/// elements of the module trace from the next module on (deepspeed/runtime/zero/partitioned_param_coordinator.py
+/// __params_to_release: each traced module adds its parameters' ds_numel until the sum reaches the distance; the trace
+/// is complete, and this applies, from the second step on). The trace is the forward, then the backward in reverse, so a
+/// module stays gathered from its forward to its backward where the rest of the forward and the backward up to it again
+/// hold fewer elements than the distance, 2 x (the modules after it in the stage) < distance: the output layer and final
+/// norm, the last layers whole, the last modules of the layer below, and everything of a small enough model.
+struct zero3_retained {
+  elements head;                   // of the final norm and the output layer (tied: the embedding table), what is kept
+  elements output_layer;           // lm_head's weights (tied: the table), gathered again at its backward where not kept
+  elements layer;                  // one decoder layer
+  elements largest_module;         // a layer's largest module (weight and bias): what a released layer gathers at a time
+  std::int64_t whole_layers = 0;   // the stage's last whole_layers layers stay gathered whole
+  elements partial;                // of the layer below them, its last modules
+  elements root;                   // the embeddings and vision tower, where the whole stage is within the distance
+  elements table_in_backward;      // a tied table the backward keeps from lm_head's node to the embedding's
+
+  /// Everything kept gathered at the turnaround.
+  constexpr elements turnaround() const { return head + layer * whole_layers + partial + root; }
+  /// Gathered while lm_head is differentiated: the turnaround's, and lm_head's own where it was released.
+  constexpr elements at_output_layer() const { return turnaround() + (head.count() == 0 ? output_layer : elements{}); }
+  /// Gathered while layer i (0 = the stage's first) of `layers` is differentiated: what the layers below it keep, and
+  /// layer i's own (kept, or its largest module gathered for the moment), with the embeddings where they are kept.
+  constexpr elements at_layer(std::int64_t i, std::int64_t layers) const {
+    const std::int64_t from_top = layers - 1 - i;
+    const std::int64_t whole_below = whole_layers - from_top - 1 > 0 ? whole_layers - from_top - 1 : 0;
+    const elements own = from_top < whole_layers ? layer : from_top == whole_layers && partial > largest_module ? partial : largest_module;
+    return layer * whole_below + (from_top < whole_layers ? partial : elements{}) + own + root + table_in_backward;
+  }
+};
+
+namespace detail {
+constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, const parameter_counts& c, std::int64_t layers,
+                                                  std::int64_t tp, bool head, std::int64_t max_reuse_distance) {
+  using detail::checked_product, detail::checked_sum;
+  // One layer's modules in forward order (parameter_counts::layer_modules), each partitioned over tp as a whole.
+  const int n = c.layer_module_kinds;
+  std::int64_t size[12] = {}, largest = 0;
+  for (int j = 0; j < n; ++j) {
+    size[j] = detail::ceil_div(c.layer_modules[static_cast<std::size_t>(j)].elements, tp);
+    largest = size[j] > largest ? size[j] : largest;
+  }
+  const std::int64_t layer = detail::ceil_div(c.layer.count(), tp);
+  const std::int64_t table = m.tied_embeddings && head ? checked_product(m.vocab, m.token_width()) : 0;  // lm_head's weight
+  const std::int64_t output_layer = head ? detail::ceil_div(checked_sum(c.lm_head.count(), table), tp) : 0;
+  const std::int64_t final_norm = head ? detail::ceil_div(c.final_norm.count(), tp) : 0;
+  const std::int64_t head_elements = output_layer + final_norm;
+  const std::int64_t d = max_reuse_distance;
+  zero3_retained r{};
+  // lm_head's backward follows its forward at once (nothing traversed: kept for any d > 0); the final norm's follows
+  // lm_head's forward and backward.
+  r.output_layer = elements_of(output_layer);
+  r.head = elements_of((d > 0 ? output_layer : 0) + (checked_product(2, output_layer) < d ? final_norm : 0));
+  r.layer = elements_of(layer);
+  r.largest_module = elements_of(largest);
+  // Layer k from the top stays whole when 2 (its modules after its first + k layers + the head) < d: k < q / (2 layer).
+  const std::int64_t first = c.layer_modules[0].count > 0 ? size[0] : size[1];
+  const std::int64_t q = d - checked_product(2, checked_sum(layer - first, head_elements));
+  const std::int64_t k = q <= 0 ? 0 : layer == 0 ? layers : std::min(layers, (q - 1) / checked_product(2, layer) + 1);
+  r.whole_layers = k;
+  // The partial layer: its modules from the last, each kept while 2 (the modules after it) < d - 2 (k layers + head).
+  const std::int64_t budget = k < layers ? d - checked_product(2, checked_sum(checked_product(k, layer), head_elements)) : 0;
+  std::int64_t after = 0, kept = 0;
+  for (int j = n - 1; j >= 0 && budget > 2 * after; --j) {
+    const std::int64_t e = size[j], count = c.layer_modules[static_cast<std::size_t>(j)].count;
+    if (e == 0 || count == 0) continue;
+    // copies t = 0 .. count - 1 from the end, each with after + t x e behind it (sums within one layer's elements)
+    const std::int64_t fit = (budget - 2 * after - 1) / (2 * e) + 1;
+    const std::int64_t copies = fit < count ? fit : count;
+    kept += copies * e;
+    if (copies < count) break;
+    after += count * e;
+  }
+  r.partial = elements_of(kept);
+  const std::int64_t stage = checked_sum(checked_product(layers, layer), head_elements);
+  // The embeddings (and a vision tower) run first: kept only where the whole stage after them is within the distance.
+  if (k == layers && checked_product(2, stage) < d)
+    r.root = elements_of(detail::ceil_div((c.embedding + c.position_embedding + c.vision).count() - table, tp));
+  // A tied table: lm_head's node in backward is followed by the final norm's and the layers' before the embedding's.
+  if (table > 0 && head && checked_sum(checked_product(layers, layer), detail::ceil_div(c.final_norm.count(), tp)) < d)
+    r.table_in_backward = elements_of(detail::ceil_div(table, tp));
+  return r;
+}
+}  // namespace detail
+
+/// zero3_retained of a pipeline stage of `layers` decoder layers (with the output layer where `head`), parameters split
+/// over tp ranks. Layer norms are placed first in a layer and a router after its experts; either moves the boundary in
+/// the partial layer by at most its own elements.
+constexpr zero3_retained zero3_retained_parameters(const transformer_config& m, std::int64_t layers, std::int64_t tp, bool head,
+                                                   std::int64_t max_reuse_distance) {
+  validate(m);
+  detail::require_positive(tp, "the tensor-parallel degree");
+  if (layers < 1 || layers > m.layers) detail::fail_value("the stage's layers must be 1 .. the model's layers", layers, "pass the layers of one stage");
+  if (max_reuse_distance < 0) detail::fail_value("stage3_max_reuse_distance cannot be negative", max_reuse_distance, "pass DeepSpeed's 1e9 or your config's");
+  return detail::zero3_retained_unchecked(m, detail::count_parameters_unchecked(m), layers, tp, head, max_reuse_distance);
 }
 
 /// Whether DeepSpeed overlaps the gradients' reduction with backward at this stage: the setting, or unset, stage 3

@@ -371,6 +371,7 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   // The trainers take log-probs (and values) from the returned logits, after the model's forward (verl dp_actor.py
   // _forward_micro_batch: logprobs_from_logits; OpenRLHF Actor.forward: log_probs_from_logits).
   t.step.loss_in_forward = false;
+  t.step.value_head = r.value_model;
   t.overheads = j.overheads;
   if (r.fsdp && r.zero_stage >= 2) {
     t.step.fsdp_world = r.gpus;

@@ -87,6 +87,10 @@ struct step_config {
   /// post-forward, which frees the last layer's all-gather output, comes after it; false where the loss is taken from
   /// the returned logits (verl's and OpenRLHF's log-probs).
   bool loss_in_forward = true;
+  /// A value model (an RLHF critic): a scalar head over the hidden states in place of lm_head (rlhf's value_backbone
+  /// models it as tied, so no output layer is counted). DeepSpeed ZeRO-3's module trace then has no output layer
+  /// between the forward and the backward (zero3_retained_parameters).
+  bool value_head = false;
   /// PyTorch DistributedDataParallel: its Reducer allocates all-reduce buckets as large as every gradient when it
   /// is built (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets: bucket.gradients = at::empty(...)),
   /// so they are alive through every phase; autograd's gradients are copied into them.
@@ -424,6 +428,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   double per_param = 0.0;  // gradient bytes per parameter without FSDP2 (share)
   const auto share = [&](elements part) { return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5)); };
   bytes new_layer_grad{}, new_embedding_grad{}, tied_gradient{}, root_shard_grads{}, root_reduce_input{};
+  // DeepSpeed ZeRO-3 gathers parameters by moment (zero3_retained_parameters): what it keeps at the turnaround, and in
+  // backward the unsharded gradient of the module differentiated, until its copy into the reduce bucket (stage3.py
+  // __add_grad_to_ipg_bucket: param.grad.data = the bucket's slice). They stand for model_states' gathered_layer (the
+  // estimator's 4 x the largest module, in every phase): nothing is gathered in the optimizer step.
+  const bool zero3 = t.zero.stage == 3 && !fsdp;
+  zero3_retained kept3{};
+  bytes_per_element zero3_width = size_of(dtype::bf16);  // set where zero3
+  bytes zero3_head_grad{}, zero3_layer_grad{};
   // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
   // its AccumulateGrad before that runs (torch/csrc/autograd/input_buffer.cpp accumulate). lm_head's, made by the
   // walk's first node, waits there through every layer's moment (beside the existing gradient when accumulating);
@@ -476,6 +488,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const model_state_estimate e = detail::estimate_model_states_unchecked(t, -1);
     grads_all = e.per_rank.gradients.gpu + e.per_rank.fp32_gradients.gpu;
     resting = e.gpu() - grads_all;
+    if (zero3) {
+      resting -= e.per_rank.gathered_layer.gpu;
+      kept3 = detail::zero3_retained_unchecked(m, counts, L, a.tp, p.pp == 1 && !s.value_head, o.max_reuse_distance);
+      const bool lora = t.adapt.lora_enabled();
+      zero3_width = size_of(lora ? t.recipe.weights : r.weights);
+      if (!lora) {
+        zero3_layer_grad = kept3.largest_module * size_of(r.gradients);
+        const elements head_weight = m.tied_embeddings ? token_table() : head_trainable.count() > 0 ? counts.lm_head : elements{};
+        if (p.pp == 1 && !s.value_head) zero3_head_grad = largest_share(head_weight, a.tp) * size_of(r.gradients);
+      }
+    }
     // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters, in
     // double: the exact product can pass 2^63, and double's relative error (2^-52) is under a byte for any share
     // below 4.5 PB (x87 long double, used before, took longer than the rest of the step's arithmetic).
@@ -591,6 +614,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes deferred_all_gather = fsdp && s.fsdp_world > 1 ? layer_unsharded : bytes{};
   const bytes gathered_forward =
       fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) + (s.loss_in_forward ? deferred_all_gather : bytes{})
+      : zero3 ? kept3.turnaround() * zero3_width
            : bytes{};
   // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
   // freed, after the loss: every layer's K and V copies that attention does not keep itself, and the first layer's
@@ -898,7 +922,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Each moment is a function that builds its terms, so that the walk compares totals and only the highest moment is
   // built into the result (building every moment and copying the winner costs more than the arithmetic).
   // (1) The loss's backward, every activation still alive; FSDP2 prefetches the last layer's all-gather.
-  const bytes gathered_start = fsdp ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L) : bytes{};
+  const bytes gathered_start = fsdp    ? root_unsharded + (s.reshard_after_forward ? layer_unsharded : layer_unsharded * L)
+                               : zero3 ? gathered_forward
+                                       : bytes{};
   const auto loss_moment = [&] {
     return step_terms{resting, grads_alive, saved, bytes{}, bytes{}, loss_backward, gathered_start, comm, bytes{}, bytes{}, bytes{}};
   };
@@ -910,7 +936,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto head_moment = [&] {
     const head_terms h = ZEROMEM_RARELY(head_casts) ? autocast_head() : head_terms{head_grads, bytes{}, head_input_grad, logits_grad};
     return step_terms{resting, (accumulating ? grads_all : bytes{}) + h.gradients, saved - h.freed, bytes{}, h.flowing, h.logits,
-                      gathered_start, comm, bytes{}, bytes{}, bytes{}};
+                      (zero3 ? kept3.at_output_layer() * zero3_width + zero3_head_grad : gathered_start), comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
@@ -1319,7 +1345,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return layer_context{accumulating ? kept_accumulating : head_grads + layer_grads_kept * above,
                          accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
                          per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
-                         fsdp ? root_unsharded + layer_unsharded * unsharded_layers : bytes{},
+                         fsdp    ? root_unsharded + layer_unsharded * unsharded_layers
+                         : zero3 ? kept3.at_layer(i, L) * zero3_width + zero3_layer_grad
+                                 : bytes{},
                          copy_out,
                          comm + (fsdp && above > 0 ? reduce_input : bytes{}),  // the previous layer's reduce-scatter input
                          full ? full_layer_saved : per_layer_saved,

@@ -529,6 +529,15 @@ struct parameter_counts {
   elements language_model{};     // total without the vision tower
   elements largest_layer{};      // most parameters held directly by one module (DeepSpeed's largest_layer_params)
   elements largest_tensor{};     // most elements of one parameter (with an nn.Linear's bias: autograd makes both at once)
+  /// One decoder layer's kinds of module, each its elements (weight and bias) and how many of it a layer holds, in
+  /// forward order as far as zeromem knows it: the norms first (the input norm's place; [0], empty without norm weights),
+  /// then for_each_module's attention and MLP; transformers 5's experts (gate_up_proj and down_proj) as one module.
+  /// layer_module_kinds of them are filled. ZeRO-3's module trace walks them (zero3_retained_parameters).
+  struct module_kind {
+    std::int64_t elements = 0, count = 0;
+  };
+  std::array<module_kind, 12> layer_modules{};
+  int layer_module_kinds = 0;
 };
 
 namespace detail {
@@ -553,12 +562,26 @@ namespace detail {
 constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
   // Sums by group from the one walk over the modules (for_each_module); per-layer groups for one decoder layer.
   std::int64_t sum[8] = {}, largest = 0;  // indexed by module_group (an array: a chain of ifs per module costs more)
+  std::array<parameter_counts::module_kind, 12> kinds{};  // [0]: the norms, first in forward
+  int n = 1, experts = 0;
   for_each_module(m, [&](const module_shape& s) ZEROMEM_ALWAYS_INLINE {
     const std::int64_t one = s.elements();
     std::int64_t& g = sum[static_cast<unsigned>(s.group) & 7u];
     g = checked_add(g, s.count == 1 ? one : checked_mul(one, s.count, "a parameter count"), "a parameter count");
     largest = max_of(largest, one);
+    if (s.group == module_group::layer_norms) kinds[0] = {one, s.count};
+    else if (s.in_every_layer() && n < 12) {
+      if (s.group == module_group::mlp && experts == 0) experts = n + 1;  // after a stacked MoE's router
+      kinds[static_cast<std::size_t>(n++)] = {one, s.count};
+    }
   });
+  // transformers 5's experts module holds gate_up_proj and down_proj together (for_each_stacked_expert_tensor)
+  if (ZEROMEM_RARELY(m.moe.experts > 0 && m.moe.stacked) && experts + 1 < n) {
+    kinds[static_cast<std::size_t>(experts)].elements = checked_add(kinds[static_cast<std::size_t>(experts)].elements,
+                                                                     kinds[static_cast<std::size_t>(experts + 1)].elements);
+    for (int j = experts + 1; j + 1 < n; ++j) kinds[static_cast<std::size_t>(j)] = kinds[static_cast<std::size_t>(j + 1)];
+    kinds[static_cast<std::size_t>(--n)] = {};
+  }
   const std::int64_t largest_tensor = largest;
   // DeepSpeed's largest_layer_params sums a module's own parameters (m.parameters(recurse=False)): transformers 5's
   // experts module holds gate_up_proj and down_proj together.
@@ -571,7 +594,7 @@ constexpr parameter_counts count_parameters_unchecked(const transformer_config& 
   // Built whole at the end rather than cleared and filled (clearing the result first costs more than the sums).
   return parameter_counts{elements_of(embedding), elements_of(positions), elements_of(attention), elements_of(mlp),
                           elements_of(norms), layer, elements_of(final_norm), elements_of(lm_head), elements_of(vision),
-                          language_model + elements_of(vision), language_model, elements_of(largest), elements_of(largest_tensor)};
+                          language_model + elements_of(vision), language_model, elements_of(largest), elements_of(largest_tensor), kinds, n};
 }
 }  // namespace detail
 /// The most parameters one module of a decoder layer holds (weight and bias), as largest_layer counts them.
