@@ -62,6 +62,8 @@ TEST_CASE("a DeepSpeed config's keys: set, \"auto\" and absent", "[deepspeed_con
   CHECK(c.optimizer.value == optimizer_kind::adamw);
   CHECK(c.weight_decay.is_auto());
   CHECK(c.hpz.given == deepspeed_key<std::int64_t>::state::absent);
+  CHECK(c.max_reuse_distance.value == 1'000'000'000);
+  CHECK(parse_deepspeed_config(R"({"zero_optimization": {"max_reuse_distance": "auto"}})").max_reuse_distance.is_auto());
 
   // "Adam" is AdamW unless adam_w_mode is false (engine.py _configure_basic_optimizer); type names are case-insensitive.
   CHECK(parse_deepspeed_config(R"({"optimizer": {"type": "Adam"}})").optimizer.value == optimizer_kind::adamw);
@@ -157,6 +159,18 @@ TEST_CASE("estimate --deepspeed-config: the optimizer DeepSpeed builds, and abse
   // ZeRO-2 with overlap_comm unset: one reduce bucket, 5e8 x 2 B (zero/config.py overlap_comm_valid).
   const nlohmann::json z2 = with_config(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})", {"--dp", "4"});
   CHECK(z2["phases"]["backward"]["terms"]["communication_buffers_bytes"] == 1'000'000'000);
+  // ZeRO-3's stage3_max_reuse_distance: 0 keeps nothing gathered from the forward to the backward, as the flag does;
+  // "auto" is dropped by DeepSpeed (config_utils.py DeepSpeedConfigModel), so its default 1e9 applies, as without it.
+  const std::vector<std::string> z3{"--dp", "4", "--zero-stage", "3", "--precision", "mixed-bf16", "--optimizer-impl", "foreach"};
+  const nlohmann::json reuse0 = with_config(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0}})",
+                                            {"--dp", "4"});
+  CHECK(reuse0["inputs"]["max_reuse_distance"] == 0);
+  CHECK(reuse0["phases"]["forward"]["terms"]["gathered_parameters_bytes"] == 0);
+  CHECK(without_config(reuse0) == run_cli_json(plus({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--max-reuse-distance", "0"}, z3)));
+  const nlohmann::json reuse_auto =
+      with_config(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": "auto"}})", {"--dp", "4"});
+  CHECK(reuse_auto["inputs"]["max_reuse_distance"] == 1'000'000'000);
+  CHECK(without_config(reuse_auto) == run_cli_json(plus({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024"}, z3)));
   std::remove("zeromem-test-ds-config.json");
 }
 
@@ -173,6 +187,10 @@ TEST_CASE("estimate --deepspeed-config refuses a flag that disagrees with it, an
   rejected(plus(base, {zero2, "--zero-stage", "3"}), "--zero-stage 3 disagrees with the DeepSpeed config's zero_optimization.stage 2");
   rejected(plus(base, {zero2, "--dp", "4"}), "Check batch related parameters");
   rejected(plus(base, {zero2, "--reduce-bucket", "5e8"}), "--reduce-bucket 5e8 disagrees");
+  rejected(plus(base, {hf_zero3, "--micro-batch", "2", "--precision", "mixed-bf16", "--max-reuse-distance", "0"}),
+           "--max-reuse-distance 0 disagrees with the DeepSpeed config's zero_optimization.stage3_max_reuse_distance 1000000000");
+  rejected({"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--zero-stage", "2", "--max-reuse-distance", "0"},
+           "--max-reuse-distance is ZeRO-3's stage3_max_reuse_distance; drop it or pass --zero-stage 3");
   rejected(plus(base, {zero2, "--precision", "amp-bf16"}), "--precision amp-bf16 disagrees");
   rejected(plus(base, {zero2, "--fsdp", "FULL_SHARD"}), "describes a DeepSpeed job");
   rejected(plus(base, {hf_zero3, "--micro-batch", "2"}), "bf16.enabled is \"auto\"");

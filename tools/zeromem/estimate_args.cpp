@@ -161,6 +161,11 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
 /// DeepSpeed ZeRO's buffers as the config sets them; read only by the step's communication_buffers term
 /// (step.hpp: deepspeed_buffers at stages 1-3), so elsewhere they would change nothing.
 void set_deepspeed_buffers(const estimate_args& a, estimate_inputs& in) {
+  if (!a.max_reuse_distance.empty()) {
+    if (a.zero_stage != 3) detail::fail("--max-reuse-distance is ZeRO-3's stage3_max_reuse_distance; drop it or pass --zero-stage 3");
+    if (a.seq_len == 0) detail::fail("--max-reuse-distance sets what ZeRO-3 keeps gathered in the step; add a model and --seq-len");
+    in.job.overheads.max_reuse_distance = parse_elements(a.max_reuse_distance, "the reuse distance (--max-reuse-distance)").count();
+  }
   if (a.reduce_bucket.empty() && a.prefetch_bucket.empty() && a.overlap_comm.empty()) return;
   if (a.zero_stage < 1)
     detail::fail("--reduce-bucket, --prefetch-bucket and --overlap-comm size DeepSpeed ZeRO's buffers; add --zero-stage 1, 2 or 3, "

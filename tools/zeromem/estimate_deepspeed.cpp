@@ -148,6 +148,18 @@ void merge_buffers(merge& m, const deepspeed_config& c, int stage) {
   };
   bucket("--reduce-bucket", "zero_optimization.reduce_bucket_size", c.reduce_bucket, a.reduce_bucket, 1.0);
   if (stage == 3) bucket("--prefetch-bucket", "zero_optimization.stage3_prefetch_bucket_size", c.prefetch_bucket, a.prefetch_bucket, 0.9);
+  if (stage == 3 && c.max_reuse_distance.is_set()) {
+    const std::string v = text_of(c.max_reuse_distance.value);
+    if (m.given("--max-reuse-distance") && parse_elements(a.max_reuse_distance, "--max-reuse-distance").count() != c.max_reuse_distance.value)
+      detail::fail("--max-reuse-distance " + a.max_reuse_distance + " disagrees with the DeepSpeed config's zero_optimization.stage3_max_reuse_distance " +
+                   v + "; drop the flag or change the config");
+    a.max_reuse_distance = v;
+    m.note("zero_optimization.stage3_max_reuse_distance", v);
+  } else if (stage == 3 && c.max_reuse_distance.is_auto() && !m.given("--max-reuse-distance")) {
+    // Hugging Face Trainer fills no "auto" here (trainer_config_finalize), and DeepSpeed drops "auto" values before it
+    // reads the config (runtime/config_utils.py DeepSpeedConfigModel.__init__): its default applies.
+    m.note("zero_optimization.stage3_max_reuse_distance", "auto: DeepSpeed's default " + text_of(runtime_overheads{}.max_reuse_distance));
+  }
   if (stage != 3 && c.overlap_comm.is_set()) {
     const std::string v = c.overlap_comm.value ? "on" : "off";
     m.agree("--overlap-comm", a.overlap_comm, "zero_optimization.overlap_comm", v);

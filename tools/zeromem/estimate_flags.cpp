@@ -38,6 +38,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--prefetch-bucket", a.prefetch_bucket,
               "ZeRO-3's stage3_prefetch_bucket_size, in elements (default: DeepSpeed's 5e7; Hugging Face Trainer's \"auto\" is "
               "0.9 x hidden x hidden)");
+  text_option(app, "--max-reuse-distance", a.max_reuse_distance,
+              "ZeRO-3's stage3_max_reuse_distance, in elements: parameters used again within it stay gathered from the forward "
+              "to the backward (default: DeepSpeed's 1e9)");
   text_option(app, "--overlap-comm", a.overlap_comm,
               "on | off: ZeRO-1/2's overlap_comm, two reduce buckets instead of one (default: DeepSpeed's, off below stage 3)");
   text_option(app, "--deepspeed-config", a.deepspeed_config,

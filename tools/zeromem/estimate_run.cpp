@@ -43,8 +43,10 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
   if (step != nullptr && t.zero.stage >= 1 && in.job.step.fsdp_world == 0) {  // DeepSpeed's buffers (communication_buffers)
     const runtime_overheads& o = in.job.overheads;
     j["inputs"]["reduce_bucket_size"] = o.reduce_bucket_size;
-    if (t.zero.stage == 3) j["inputs"]["prefetch_bucket_size"] = o.prefetch_bucket_size;
-    else j["inputs"]["overlap_comm"] = overlaps_comm(o, t.zero.stage);
+    if (t.zero.stage == 3) {
+      j["inputs"]["prefetch_bucket_size"] = o.prefetch_bucket_size;
+      j["inputs"]["max_reuse_distance"] = o.max_reuse_distance;
+    } else j["inputs"]["overlap_comm"] = overlaps_comm(o, t.zero.stage);
   }
   if (in.has_model) {
     const parameter_split split = split_parameters(in.job.model, in.counts, t.adapt, t.recipe.weights);

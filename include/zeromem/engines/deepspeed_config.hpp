@@ -42,6 +42,7 @@ struct deepspeed_config {
   deepspeed_key<std::int64_t> reduce_bucket;                 // zero_optimization.reduce_bucket_size (default 5e8)
   deepspeed_key<std::int64_t> prefetch_bucket;               // zero_optimization.stage3_prefetch_bucket_size (5e7)
   deepspeed_key<bool> overlap_comm;                          // zero_optimization.overlap_comm
+  deepspeed_key<std::int64_t> max_reuse_distance;            // zero_optimization.stage3_max_reuse_distance (default 1e9)
   deepspeed_key<std::int64_t> hpz;                           // zero_optimization.zero_hpz_partition_size (default 1)
   // NVMe swap buffers pinned in host RAM (zero_config's fields of the same names).
   deepspeed_key<std::int64_t> sub_group_size;                // zero_optimization.sub_group_size (default 1e9)
@@ -215,6 +216,8 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
     const char* prefetch = zero.contains("stage3_prefetch_bucket_size") ? "stage3_prefetch_bucket_size" : "prefetch_bucket_size";
     c.prefetch_bucket = key_of<std::int64_t>(zero, prefetch, [&](const json& v) { return count(v, std::string("zero_optimization.") + prefetch, 0); });
     c.overlap_comm = key_of<bool>(zero, "overlap_comm", [](const json& v) { return boolean(v, "zero_optimization.overlap_comm"); });
+    const char* reuse = zero.contains("stage3_max_reuse_distance") ? "stage3_max_reuse_distance" : "max_reuse_distance";
+    c.max_reuse_distance = key_of<std::int64_t>(zero, reuse, [&](const json& v) { return count(v, std::string("zero_optimization.") + reuse, 0); });
     c.hpz = key_of<std::int64_t>(zero, "zero_hpz_partition_size", [](const json& v) { return count(v, "zero_optimization.zero_hpz_partition_size", 1); });
     c.sub_group_size = key_of<std::int64_t>(zero, "sub_group_size", [](const json& v) { return count(v, "zero_optimization.sub_group_size", 0); });
     const json& opt = section(zero, "offload_optimizer");
