@@ -129,6 +129,26 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   CHECK(tied.at_layer(1, 2) == elements_of(655'872 + 131'072 + 256'000));
   CHECK(tied.at_layer(0, 2) == elements_of(131'072 + 256'000));
 
+  // Mixtral-8x7B as transformers 5 holds it: a layer is q, o 16,777,216; k, v 4096 x 1024 = 4,194,304; the router
+  // 8 x 4096 = 32,768; one experts module, gate_up_proj 8 x 28,672 x 4,096 = 939,524,096 and down_proj 8 x 4,096 x
+  // 14,336 = 469,762,048 together 1,409,286,144; norms 8,192: 1,451,270,144. No layer is whole (2 x 1,451,270,144 > 1e9);
+  // against 1e9 - 2 x (131,072,000 + 4,096) = 737,847,808 the top layer's experts module (nothing after it) is kept,
+  // and the router before it is not (2 x 1,409,286,144 above the budget).
+  transformer_config mixtral = preset_config("mixtral-8x7b");
+  const zero3_retained moe = zero3_retained_parameters(mixtral, 32, 1, true, 1'000'000'000);
+  CHECK(moe.layer == elements_of(1'451'270'144));
+  CHECK(moe.largest_module == elements_of(1'409'286'144));
+  CHECK(moe.whole_layers == 0);
+  CHECK(moe.partial == elements_of(1'409'286'144));
+  CHECK(moe.turnaround() == elements_of(131'076'096 + 1'409'286'144));
+  // transformers 4's expert linears (gate, up, down of 14,336 x 4,096 = 58,720,256, 8 of each), the router after
+  // them: the router (32,768) is kept, then the last down_proj copies t while 2 (32,768 + t x 58,720,256) <
+  // 737,847,808: t = 0 .. 6, seven of the eight.
+  mixtral.moe.stacked = false;
+  const zero3_retained linears = zero3_retained_parameters(mixtral, 32, 1, true, 1'000'000'000);
+  CHECK(linears.largest_module == elements_of(58'720'256));
+  CHECK(linears.partial == elements_of(32'768 + 7 * 58'720'256));
+
   CHECK_THROWS_WITH(zero3_retained_parameters(llama, 32, 1, true, -1), Catch::Contains("stage3_max_reuse_distance cannot be negative"));
   CHECK_THROWS_WITH(zero3_retained_parameters(llama, 33, 1, true, 1), Catch::Contains("the stage's layers"));
   runtime_overheads o{};

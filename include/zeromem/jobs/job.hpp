@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -96,16 +97,14 @@ struct zero3_retained {
 };
 
 namespace detail {
-constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, const parameter_counts& c, std::int64_t layers,
-                                                  std::int64_t tp, bool head, std::int64_t max_reuse_distance) {
+/// `order` from count_parameters_unchecked(m, &order), which walks the modules once for both.
+constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, const parameter_counts& c, const layer_module_order& order,
+                                                  std::int64_t layers, std::int64_t tp, bool head, std::int64_t max_reuse_distance) {
   using detail::checked_product, detail::checked_sum;
-  // One layer's modules in forward order (parameter_counts::layer_modules), each partitioned over tp as a whole.
-  const int n = c.layer_module_kinds;
-  std::int64_t size[12] = {}, largest = 0;
-  for (int j = 0; j < n; ++j) {
-    size[j] = detail::ceil_div(c.layer_modules[static_cast<std::size_t>(j)].elements, tp);
-    largest = size[j] > largest ? size[j] : largest;
-  }
+  const int n = order.n;
+  // each module is partitioned over tp as a whole
+  const auto size = [&](int j) { return ceil_div(order.kinds[static_cast<std::size_t>(j)].elements, tp); };
+  const std::int64_t largest = ceil_div(order.largest, tp);
   const std::int64_t layer = detail::ceil_div(c.layer.count(), tp);
   const std::int64_t table = m.tied_embeddings && head ? checked_product(m.vocab, m.token_width()) : 0;  // lm_head's weight
   const std::int64_t output_layer = head ? detail::ceil_div(checked_sum(c.lm_head.count(), table), tp) : 0;
@@ -120,18 +119,23 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   r.layer = elements_of(layer);
   r.largest_module = elements_of(largest);
   // Layer k from the top stays whole when 2 (its modules after its first + k layers + the head) < d: k < q / (2 layer).
-  const std::int64_t first = c.layer_modules[0].count > 0 ? size[0] : size[1];
+  const std::int64_t first = order.kinds[0].count > 0 ? size(0) : size(1);
   const std::int64_t q = d - checked_product(2, checked_sum(layer - first, head_elements));
-  const std::int64_t k = q <= 0 ? 0 : layer == 0 ? layers : std::min(layers, (q - 1) / checked_product(2, layer) + 1);
+  // (a division only past one layer: each costs more than the rest of a small model's arithmetic)
+  const std::int64_t k = q <= 0                        ? 0
+                         : layer == 0                  ? layers
+                         : q <= checked_product(2, layer) ? std::min<std::int64_t>(layers, 1)
+                                                       : std::min(layers, (q - 1) / checked_product(2, layer) + 1);
   r.whole_layers = k;
   // The partial layer: its modules from the last, each kept while 2 (the modules after it) < d - 2 (k layers + head).
   const std::int64_t budget = k < layers ? d - checked_product(2, checked_sum(checked_product(k, layer), head_elements)) : 0;
   std::int64_t after = 0, kept = 0;
   for (int j = n - 1; j >= 0 && budget > 2 * after; --j) {
-    const std::int64_t e = size[j], count = c.layer_modules[static_cast<std::size_t>(j)].count;
+    const std::int64_t e = size(j), count = order.kinds[static_cast<std::size_t>(j)].count;
     if (e == 0 || count == 0) continue;
-    // copies t = 0 .. count - 1 from the end, each with after + t x e behind it (sums within one layer's elements)
-    const std::int64_t fit = (budget - 2 * after - 1) / (2 * e) + 1;
+    // copies t = 0 .. count - 1 from the end, each with after + t x e behind it (sums within one layer's elements);
+    // the loop's condition keeps the last copy of each kind
+    const std::int64_t fit = count == 1 ? 1 : (budget - 2 * after - 1) / (2 * e) + 1;
     const std::int64_t copies = fit < count ? fit : count;
     kept += copies * e;
     if (copies < count) break;
@@ -158,7 +162,9 @@ constexpr zero3_retained zero3_retained_parameters(const transformer_config& m, 
   detail::require_positive(tp, "the tensor-parallel degree");
   if (layers < 1 || layers > m.layers) detail::fail_value("the stage's layers must be 1 .. the model's layers", layers, "pass the layers of one stage");
   if (max_reuse_distance < 0) detail::fail_value("stage3_max_reuse_distance cannot be negative", max_reuse_distance, "pass DeepSpeed's 1e9 or your config's");
-  return detail::zero3_retained_unchecked(m, detail::count_parameters_unchecked(m), layers, tp, head, max_reuse_distance);
+  detail::layer_module_order order{};
+  const parameter_counts c = detail::count_parameters_unchecked(m, &order);
+  return detail::zero3_retained_unchecked(m, c, order, layers, tp, head, max_reuse_distance);
 }
 
 /// Whether DeepSpeed overlaps the gradients' reduction with backward at this stage: the setting, or unset, stage 3

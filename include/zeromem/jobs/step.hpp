@@ -341,7 +341,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(p, m);
   validate(s);
   using detail::checked_product, detail::checked_sum;
-  const parameter_counts counts = detail::count_parameters_unchecked(m);
+  // DeepSpeed ZeRO-3 (not FSDP2) walks a layer's modules for what its trace keeps gathered (zero3_retained_parameters)
+  const bool zero3 = t_in.zero.stage == 3 && s.fsdp_world == 0;
+  detail::layer_module_order zero3_order{};
+  const parameter_counts counts = detail::count_parameters_unchecked(m, zero3 ? &zero3_order : nullptr);
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
@@ -432,8 +435,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // backward the unsharded gradient of the module differentiated, until its copy into the reduce bucket (stage3.py
   // __add_grad_to_ipg_bucket: param.grad.data = the bucket's slice). They stand for model_states' gathered_layer (the
   // estimator's 4 x the largest module, in every phase): nothing is gathered in the optimizer step.
-  const bool zero3 = t.zero.stage == 3 && !fsdp;
-  zero3_retained kept3{};
+  const zero3_retained kept3 = zero3 ? detail::zero3_retained_unchecked(m, counts, zero3_order, L, a.tp, p.pp == 1 && !s.value_head, o.max_reuse_distance)
+                                    : zero3_retained{};
   bytes_per_element zero3_width = size_of(dtype::bf16);  // set where zero3
   bytes zero3_head_grad{}, zero3_layer_grad{};
   // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
@@ -490,7 +493,6 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     resting = e.gpu() - grads_all;
     if (zero3) {
       resting -= e.per_rank.gathered_layer.gpu;
-      kept3 = detail::zero3_retained_unchecked(m, counts, L, a.tp, p.pp == 1 && !s.value_head, o.max_reuse_distance);
       const bool lora = t.adapt.lora_enabled();
       zero3_width = size_of(lora ? t.recipe.weights : r.weights);
       if (!lora) {

@@ -529,15 +529,6 @@ struct parameter_counts {
   elements language_model{};     // total without the vision tower
   elements largest_layer{};      // most parameters held directly by one module (DeepSpeed's largest_layer_params)
   elements largest_tensor{};     // most elements of one parameter (with an nn.Linear's bias: autograd makes both at once)
-  /// One decoder layer's kinds of module, each its elements (weight and bias) and how many of it a layer holds, in
-  /// forward order as far as zeromem knows it: the norms first (the input norm's place; [0], empty without norm weights),
-  /// then for_each_module's attention and MLP; transformers 5's experts (gate_up_proj and down_proj) as one module.
-  /// layer_module_kinds of them are filled. ZeRO-3's module trace walks them (zero3_retained_parameters).
-  struct module_kind {
-    std::int64_t elements = 0, count = 0;
-  };
-  std::array<module_kind, 12> layer_modules{};
-  int layer_module_kinds = 0;
 };
 
 namespace detail {
@@ -559,29 +550,47 @@ constexpr std::int64_t qk_norm_parameters(const transformer_config& m) {
 }  // namespace detail
 
 namespace detail {
-constexpr parameter_counts count_parameters_unchecked(const transformer_config& m) {
-  // Sums by group from the one walk over the modules (for_each_module); per-layer groups for one decoder layer.
+/// One decoder layer's modules as DeepSpeed ZeRO-3's module trace meets them in forward: the layer norms together
+/// first (the input norm's place), then for_each_module's attention and MLP in order; transformers 5's experts module
+/// (gate_up_proj and down_proj, the two 3D parameters) as one. zero3_retained_parameters walks them.
+struct layer_module_order {
+  struct kind {
+    std::int64_t elements = 0, count = 0;  // one module's weight and bias, and how many of it a layer holds
+  };
+  std::array<kind, 16> kinds{};  // [0]: the norms, empty without norm weights
+  int n = 1;
+  std::int64_t largest = 0;  // the largest module's elements
+  bool after_3d = false;     // (while recording: the last module was gate_up_proj)
+
+  constexpr void record(const module_shape& s) {
+    const std::int64_t e = s.elements();
+    if (s.group == module_group::layer_norms) {
+      kinds[0] = {checked_add(kinds[0].elements, checked_mul(e, s.count)), 1};
+    } else if ((s.dim0 > 0 && after_3d) || n == static_cast<int>(kinds.size())) {
+      // down_proj joins gate_up_proj's module; past the list's 16 kinds (more than any layer zeromem models) the rest
+      // join the last as one module, which keeps the layer's total
+      kind& last = kinds[static_cast<std::size_t>(n - 1)];
+      last = {checked_add(checked_mul(last.elements, last.count), checked_mul(e, s.count)), 1};
+      largest = max_of(largest, last.elements);
+    } else {
+      kinds[static_cast<std::size_t>(n++)] = {e, s.count};
+    }
+    largest = max_of(largest, e);
+    after_3d = s.dim0 > 0 && !after_3d;
+  }
+};
+
+/// The counts, from one walk over the modules (for_each_module); with `order`, a decoder layer's modules recorded too.
+constexpr parameter_counts count_parameters_unchecked(const transformer_config& m, layer_module_order* order = nullptr) {
+  // Sums by group; per-layer groups for one decoder layer.
   std::int64_t sum[8] = {}, largest = 0;  // indexed by module_group (an array: a chain of ifs per module costs more)
-  std::array<parameter_counts::module_kind, 12> kinds{};  // [0]: the norms, first in forward
-  int n = 1, experts = 0;
   for_each_module(m, [&](const module_shape& s) ZEROMEM_ALWAYS_INLINE {
     const std::int64_t one = s.elements();
     std::int64_t& g = sum[static_cast<unsigned>(s.group) & 7u];
     g = checked_add(g, s.count == 1 ? one : checked_mul(one, s.count, "a parameter count"), "a parameter count");
     largest = max_of(largest, one);
-    if (s.group == module_group::layer_norms) kinds[0] = {one, s.count};
-    else if (s.in_every_layer() && n < 12) {
-      if (s.group == module_group::mlp && experts == 0) experts = n + 1;  // after a stacked MoE's router
-      kinds[static_cast<std::size_t>(n++)] = {one, s.count};
-    }
+    if (order != nullptr && s.in_every_layer()) order->record(s);
   });
-  // transformers 5's experts module holds gate_up_proj and down_proj together (for_each_stacked_expert_tensor)
-  if (ZEROMEM_RARELY(m.moe.experts > 0 && m.moe.stacked) && experts + 1 < n) {
-    kinds[static_cast<std::size_t>(experts)].elements = checked_add(kinds[static_cast<std::size_t>(experts)].elements,
-                                                                     kinds[static_cast<std::size_t>(experts + 1)].elements);
-    for (int j = experts + 1; j + 1 < n; ++j) kinds[static_cast<std::size_t>(j)] = kinds[static_cast<std::size_t>(j + 1)];
-    kinds[static_cast<std::size_t>(--n)] = {};
-  }
   const std::int64_t largest_tensor = largest;
   // DeepSpeed's largest_layer_params sums a module's own parameters (m.parameters(recurse=False)): transformers 5's
   // experts module holds gate_up_proj and down_proj together.
@@ -594,7 +603,7 @@ constexpr parameter_counts count_parameters_unchecked(const transformer_config& 
   // Built whole at the end rather than cleared and filled (clearing the result first costs more than the sums).
   return parameter_counts{elements_of(embedding), elements_of(positions), elements_of(attention), elements_of(mlp),
                           elements_of(norms), layer, elements_of(final_norm), elements_of(lm_head), elements_of(vision),
-                          language_model + elements_of(vision), language_model, elements_of(largest), elements_of(largest_tensor), kinds, n};
+                          language_model + elements_of(vision), language_model, elements_of(largest), elements_of(largest_tensor)};
 }
 }  // namespace detail
 /// The most parameters one module of a decoder layer holds (weight and bias), as largest_layer counts them.
