@@ -386,6 +386,21 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
     for (const step_terms& phase : {b, o})
       if (phase.total() > peak.total()) peak = phase;
   }
+  // DeepSpeed 0.16.x under ZeRO-3 with checkpointing releases nothing it gathers in backward (known_defects), so by the
+  // backward's end every 16-bit parameter is gathered: the backward's gathered parameters become the whole model, in
+  // place of what the module trace keeps (not beside it).
+  const bool defect = j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing;
+  const bytes whole_model = defect ? count_parameters(t.model).total * size_of(dtype::bf16) : bytes{};
+  bool defect_sets_peak = false;
+  if (defect) {
+    step_terms b = e.backward;
+    if (r.value_model) b.loss = bytes{};
+    b.gathered = bytes{};
+    if (b.total() + whole_model > peak.total()) {
+      peak = b;
+      defect_sets_peak = true;
+    }
+  }
   const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(t.activations.seq_len) + " x " +
                             std::to_string(t.activations.micro_batch) + " tokens";
   const std::string accumulated = r.accumulation_steps > 1 ? " (accumulated over " + std::to_string(r.accumulation_steps) + " passes)" : "";
@@ -395,9 +410,9 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   });
   const model_state_estimate states = estimate_model_states(t.states);
   v.host(role, "offloaded states", states.host_per_rank());
-  if (j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing)
-    v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", count_parameters(t.model).total * size_of(dtype::bf16),
-          "DeepSpeed issue #7116 / PR #6726");
+  if (defect_sets_peak)
+    v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", whole_model,
+          "DeepSpeed issue #7116 / PR #6726: the whole 16-bit model, in place of the backward's gathered_parameters");
 }
 
 /// The actor during verl's LoRA weight sync: its states loaded on the GPU (load_fsdp_model_to_gpu brings sleeping
