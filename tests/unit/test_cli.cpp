@@ -224,6 +224,16 @@ TEST_CASE("estimate with a model preset adds parameters and activations", "[cli]
   CHECK(j["per_gpu"]["model_states_bytes"] == 16 * 2'798'489'088LL);
 }
 
+TEST_CASE("estimate's per-GPU table says it is the terms summed, not the peak the report leads with", "[cli][first-contact]") {
+  // Llama-2-7B, ZeRO-3 over 8: the peak (backward, ZeRO-3's gathered parameters by moment) is 38.29 GiB; the table sums
+  // the estimator's model states (gathered_layer 2 x 2 B x 131,072,000 = 524,288,000 B) and the saved activations.
+  const std::string out = run({"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--seq-len", "4096"}).out;
+  CHECK(out.find("Per GPU (most loaded rank): the terms summed, not the peak") != std::string::npos);
+  CHECK(out.find("  gathered_layer                              524,288,000 B") != std::string::npos);
+  const std::string states = run({"estimate", "--params", "7B", "--zero-stage", "3", "--dp", "8"}).out;
+  CHECK(states.find("\nPer GPU (most loaded rank)\n") != std::string::npos);  // model states alone: no peak to compare
+}
+
 TEST_CASE("estimate reads a Hugging Face config.json", "[cli][model]") {
   const auto j = run_json({"estimate", "--hf-config", ZEROMEM_FIXTURES_DIR "/hf/qwen2.5-vl-7b.json", "--zero-stage", "3",
                            "--dp", "8"});

@@ -183,7 +183,11 @@ void print_estimate(std::ostream& out, const estimate_args& a, const estimate_in
         << format_bytes(e.gpu(), size_unit::GiB) << " of " << format_bytes(device.capacity, size_unit::GiB) << ", margin "
         << format_bytes(device.capacity - e.gpu(), size_unit::GiB) << " (activations and the step's transients need a model and --seq-len)\n";
   print_inputs(out, a, in, e);
-  out << "\nPer GPU (most loaded rank)\n" << table_head();
+  // With a step the peak leads the report; this table is the sum of terms (gathered_layer being DeepSpeed's estimator's
+  // 4 B x the largest layer, where the phases below hold what ZeRO-3's trace keeps gathered at each moment).
+  out << (act != nullptr ? "\nPer GPU (most loaded rank): the terms summed, not the peak (model states as DeepSpeed's estimator counts them)\n"
+                         : "\nPer GPU (most loaded rank)\n")
+      << table_head();
   m.for_each([&](const char* term, const placement& p) {
     if (p.gpu.count() != 0) out << bytes_row(term, p.gpu) << "\n";
   });
