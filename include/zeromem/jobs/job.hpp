@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -151,6 +150,18 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
     r.table_in_backward = elements_of(detail::ceil_div(table, tp));
   return r;
 }
+
+/// The counts and, for a DeepSpeed ZeRO-3 step, what its trace keeps gathered: one walk over the modules for both.
+struct counts_and_retained {
+  parameter_counts counts;
+  zero3_retained kept;
+};
+constexpr counts_and_retained count_with_zero3_retained(const transformer_config& m, std::int64_t layers, std::int64_t tp, bool head,
+                                                        std::int64_t max_reuse_distance) {
+  layer_module_order order{};
+  const parameter_counts c = count_parameters_unchecked(m, &order);
+  return {c, zero3_retained_unchecked(m, c, order, layers, tp, head, max_reuse_distance)};
+}
 }  // namespace detail
 
 /// zero3_retained of a pipeline stage of `layers` decoder layers (with the output layer where `head`), parameters split
@@ -162,9 +173,7 @@ constexpr zero3_retained zero3_retained_parameters(const transformer_config& m, 
   detail::require_positive(tp, "the tensor-parallel degree");
   if (layers < 1 || layers > m.layers) detail::fail_value("the stage's layers must be 1 .. the model's layers", layers, "pass the layers of one stage");
   if (max_reuse_distance < 0) detail::fail_value("stage3_max_reuse_distance cannot be negative", max_reuse_distance, "pass DeepSpeed's 1e9 or your config's");
-  detail::layer_module_order order{};
-  const parameter_counts c = detail::count_parameters_unchecked(m, &order);
-  return detail::zero3_retained_unchecked(m, c, order, layers, tp, head, max_reuse_distance);
+  return detail::count_with_zero3_retained(m, layers, tp, head, max_reuse_distance).kept;
 }
 
 /// Whether DeepSpeed overlaps the gradients' reduction with backward at this stage: the setting, or unset, stage 3

@@ -343,8 +343,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   using detail::checked_product, detail::checked_sum;
   // DeepSpeed ZeRO-3 (not FSDP2) walks a layer's modules for what its trace keeps gathered (zero3_retained_parameters)
   const bool zero3 = t_in.zero.stage == 3 && s.fsdp_world == 0;
-  detail::layer_module_order zero3_order{};
-  const parameter_counts counts = detail::count_parameters_unchecked(m, zero3 ? &zero3_order : nullptr);
+  const detail::counts_and_retained walked =
+      zero3 ? detail::count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, o.max_reuse_distance)
+            : detail::counts_and_retained{detail::count_parameters_unchecked(m), {}};
+  const parameter_counts& counts = walked.counts;
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
   if (t.largest_layer.count() == 0 && needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, a.tp);
@@ -435,8 +437,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // backward the unsharded gradient of the module differentiated, until its copy into the reduce bucket (stage3.py
   // __add_grad_to_ipg_bucket: param.grad.data = the bucket's slice). They stand for model_states' gathered_layer (the
   // estimator's 4 x the largest module, in every phase): nothing is gathered in the optimizer step.
-  const zero3_retained kept3 = zero3 ? detail::zero3_retained_unchecked(m, counts, zero3_order, L, a.tp, p.pp == 1 && !s.value_head, o.max_reuse_distance)
-                                    : zero3_retained{};
+  const zero3_retained& kept3 = walked.kept;
   bytes_per_element zero3_width = size_of(dtype::bf16);  // set where zero3
   bytes zero3_head_grad{}, zero3_layer_grad{};
   // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of

@@ -720,12 +720,15 @@ struct stage_parameters {
   elements most_loaded{};
 };
 
+/// Decoder layers on the first (the most loaded) pipeline stage: L layers split over pp stages as evenly as they go.
+constexpr std::int64_t first_stage_layers(const transformer_config& m, std::int64_t pp) { return detail::ceil_div(m.layers, pp); }
+
 constexpr stage_parameters parameters_per_rank(const transformer_config& m, const parameter_counts& c, std::int64_t tp,
                                                std::int64_t pp) {
   validate_tensor_parallel(m, tp);
   detail::require_positive(pp, "the pipeline-parallel degree");
   if (pp > m.layers) detail::fail_value("the pipeline has more stages than layers", pp, "lower pp");
-  const elements layers = c.layer * detail::ceil_div(m.layers, pp);
+  const elements layers = c.layer * first_stage_layers(m, pp);
   const elements first = layers + c.embedding + c.position_embedding + c.vision;
   // The output-layer group holds no weight when tied, but OPT-350M's project_out (parameter_counts::lm_head) all the same.
   const elements head = c.final_norm + c.lm_head + (m.tied_embeddings && pp > 1 ? c.embedding : elements{});

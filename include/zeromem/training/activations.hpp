@@ -805,7 +805,7 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
                                                               const pipeline_config& p, const adaptation& adapt = {}) {
   using detail::checked_product, detail::checked_sum;
   const layer_activations per_layer = detail::layer_activation_bytes_unchecked(m, c, adapt);
-  const std::int64_t layers_on_stage = detail::ceil_div(m.layers, p.pp);
+  const std::int64_t layers_on_stage = first_stage_layers(m, p.pp);
   // 1F1B: the first stage runs pp forward passes before its first backward (Narayanan et al. 2021 §2.2).
   const std::int64_t inflight = p.microbatches > 0 && p.microbatches < p.pp ? p.microbatches : p.pp;
   // Alternating layers (sliding_window_pattern N >= 2: layer 0 slides) that keep different tensors: the stage's layers

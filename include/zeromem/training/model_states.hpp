@@ -333,7 +333,7 @@ constexpr void place_on_rank(training_states& t, const transformer_config& m, co
     return;
   }
   const parameter_split s = split_parameters(m, c, t.adapt, t.recipe.weights);
-  const std::int64_t layers = detail::ceil_div(m.layers, pp);
+  const std::int64_t layers = first_stage_layers(m, pp);
   const bool first = pp == 1 || all.first_stage >= all.last_stage;
   elements trainable = s.layer_trainable * layers, frozen = s.layer_frozen * layers;
   bytes frozen_bytes = s.layer_frozen_bytes * layers;
