@@ -2504,6 +2504,9 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
   const step_estimate none = estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o);
   CHECK(none.forward.gathered == bytes{});
   CHECK(none.backward.total() == e.backward.total() - bytes_of(1'004'560'384));
+  // A negative distance is refused by the step itself, not taken as 0.
+  o.max_reuse_distance = -1;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o), Catch::Contains("max_reuse_distance cannot be negative"));
   // A value model (an RLHF critic): no lm_head in the trace, so the top layers are kept instead: with the head's
   // 131,076,096 gone, 2 (202,379,264 + k 202,383,360) < 1e9 holds for k = 0 and 1, two whole layers; the third from the
   // top keeps down, up and gate (2 x 90,177,536 < 1e9 - 4 x 202,383,360 = 190,466,560; o would need 2 x 135,266,304).

@@ -340,6 +340,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   validate(a, m);
   validate(p, m);
   validate(s);
+  validate(o);  // stage3_max_reuse_distance sizes the ZeRO-3 trace's retained set below
   using detail::checked_product, detail::checked_sum;
   // DeepSpeed ZeRO-3 (not FSDP2) walks a layer's modules for what its trace keeps gathered (zero3_retained_parameters)
   const bool zero3 = t_in.zero.stage == 3 && s.fsdp_world == 0;
