@@ -88,6 +88,14 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   CHECK(r.at_layer(30, 32) == elements_of(168'820'736));
   CHECK(r.at_layer(0, 32) == elements_of(45'088'768));
   CHECK(r.at_output_layer() == r.turnaround());
+  // Where the backward releases nothing it gathers (DeepSpeed 0.16.x): the head (131,072,000 + 4,096), every layer
+  // from i up, and below them what the forward kept. At the top layer that is the turnaround; at layer 30 two whole
+  // layers; at layer 0 all 32, every parameter but the embedding's 131,072,000 (6,738,415,616 in all).
+  CHECK(r.final_norm == elements_of(4'096));
+  CHECK(r.embeddings == elements_of(131'072'000));
+  CHECK(r.at_layer_unreleased(31, 32) == r.turnaround());
+  CHECK(r.at_layer_unreleased(30, 32) == elements_of(131'076'096 + 2 * 202'383'360));
+  CHECK(r.at_layer_unreleased(0, 32) == elements_of(6'738'415'616 - 131'072'000));
 
   // Distance 0: nothing is kept, and lm_head is gathered again for its backward.
   const zero3_retained none = zero3_retained_parameters(llama, 32, 1, true, 0);

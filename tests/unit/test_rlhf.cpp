@@ -342,30 +342,38 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
 TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any node count, 0.15.0 fits", "[rlhf][scenario]") {
   const nlohmann::json bad = job("openrlhf-70b-ppo.args");
   CHECK(bad["first_failing_phase"] == "training");
-  // The defect keeps every gathered 16-bit parameter: 70,553,706,496 x 2 B on each GPU.
-  CHECK(term(phase(bad, "training"), "actor", "gathered parameters kept") == 70'553'706'496LL * 2);
+  // The critic's 16 GPUs are the most loaded: the defect keeps its whole 16-bit model gathered, a value model without
+  // the 128,256 x 8,192 output layer: (70,553,706,496 - 1,050,673,152) x 2 B.
+  CHECK(term(phase(bad, "training"), "critic", "gathered parameters kept") == (70'553'706'496LL - 1'050'673'152LL) * 2);
+  // With the critic on as many GPUs as the actor, the actor's are: its whole model, 70,553,706,496 x 2 B.
+  const nlohmann::json actor = job("openrlhf-70b-ppo.args", {"critic_num_nodes=8"});
+  CHECK_FALSE(actor["fits"].get<bool>());
+  CHECK(term(phase(actor, "training"), "actor", "gathered parameters kept") == 70'553'706'496LL * 2);
   CHECK_FALSE(job("openrlhf-70b-ppo.args", {"actor_num_nodes=8"})["fits"].get<bool>());
   CHECK(job("openrlhf-70b-ppo.args", {"--deepspeed-version", "0.15.0"})["fits"].get<bool>());
 }
 
-TEST_CASE("the DeepSpeed 0.16.x defect's whole model stands in for the backward's gathered parameters", "[rlhf][scenario]") {
-  // Under the defect every 16-bit parameter is gathered by the backward's end: 2 x 70,553,706,496 B. What the module
-  // trace keeps gathered (ZeRO-3 by moment) is part of that model, so the actor's rows hold the whole model once and no
-  // gathered_parameters beside it (before, both were listed: 143.66 GiB was 145.62 GiB).
-  for (const char* nodes : {"actor_num_nodes=4", "actor_num_nodes=8"}) {
-    const nlohmann::json result = job("openrlhf-70b-ppo.args", {nodes});
-    const nlohmann::json& training = phase(result, "training");
-    std::int64_t whole = 0, gathered = 0;
-    for (const auto& t : training["terms"]) {
-      const std::string name = t["term"].get<std::string>();
-      if (name.rfind("gathered parameters kept through backward", 0) == 0) whole += t["gpu_bytes"].get<std::int64_t>();
-      if (name.rfind("gathered_parameters", 0) == 0) gathered += t["gpu_bytes"].get<std::int64_t>();
-    }
-    // on 8 actor nodes the critic's GPUs are the most loaded: a value model, without the output layer (128,256 x 8,192)
-    const std::int64_t output_layer = std::string(nodes) == "actor_num_nodes=8" ? 128'256LL * 8'192 : 0;
-    CHECK(whole == (70'553'706'496LL - output_layer) * 2);
-    CHECK(gathered == 0);
+TEST_CASE("the DeepSpeed 0.16.x defect is walked by the step: the whole model at the embedding's backward, no activations beside it", "[rlhf][scenario]") {
+  // Under the defect every 16-bit parameter gathered in backward stays gathered, so by the embedding's backward the
+  // whole model is, when the activations and the loss are gone: the peak is that moment, with the embedding's new
+  // whole gradient (128,256 x 8,192 x 2 B = 2,101,346,304 B, before its hook copies it into the bucket).
+  const nlohmann::json result = job("openrlhf-70b-ppo.args", {"critic_num_nodes=8"});
+  const nlohmann::json& training = phase(result, "training");
+  std::int64_t whole = 0, gathered = 0, activations = 0, loss = 0;
+  for (const auto& t : training["terms"]) {
+    const std::string name = t["term"].get<std::string>();
+    const std::int64_t b = t["gpu_bytes"].get<std::int64_t>();
+    if (name.rfind("gathered parameters kept through backward", 0) == 0) whole += b;
+    if (name.rfind("gathered_parameters", 0) == 0) gathered += b;
+    if (name.rfind("activations", 0) == 0) activations += b;
+    if (name.rfind("loss", 0) == 0) loss += b;
   }
+  CHECK(whole == 70'553'706'496LL * 2);
+  CHECK(gathered == 0);
+  CHECK(activations == 0);
+  CHECK(loss == 0);
+  // the actor's Adam is offloaded, so its GPU holds no gradient partition: the embedding's new gradient alone
+  CHECK(term(training, "actor", "gradients") == 2'101'346'304LL);
 }
 
 TEST_CASE("host RAM is the most loaded node's: roles on GPUs of their own are placed on nodes, not summed", "[rlhf][scenario]") {

@@ -2495,9 +2495,13 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
   // the final norm, layer 31, five modules of layer 30: test_job.cpp) in bf16: 1,004,560,384 B.
   CHECK(e.forward.gathered == bytes_of(1'004'560'384));
   CHECK(e.backward.gathered == bytes_of(1'004'560'384));
-  // At 16 tokens the backward peaks at layer 0, every gradient share made: one of its modules gathered (gate, up or down,
-  // 45,088,768 elements) with its unsharded bf16 gradient before the bucket takes it: 4 B x 45,088,768 = 180,355,072 B.
-  CHECK(estimate_step(llama2(), t, sdpa(16, 1), step_config{}).backward.gathered == bytes_of(180'355'072));
+  // At 16 tokens the backward peaks at the embedding's backward, every gradient partition made (2 B x 6,738,415,616 / 8
+  // = 1,684,603,904 B): the table gathered for it, 32,000 x 4,096 = 131,072,000 elements in bf16 (262,144,000 B), and
+  // its new whole bf16 gradient, as large, before its hook copies it into the bucket. Layer 0's moment holds less: one
+  // of its modules (gate, up or down, 45,088,768 elements) and its gradient, 4 B x 45,088,768 = 180,355,072 B.
+  const step_estimate few = estimate_step(llama2(), t, sdpa(16, 1), step_config{});
+  CHECK(few.backward.gathered == bytes_of(262'144'000));
+  CHECK(few.backward.gradients == bytes_of(1'684'603'904 + 262'144'000));
   // stage3_max_reuse_distance 0: nothing is kept from the forward to the backward.
   runtime_overheads o{};
   o.max_reuse_distance = 0;
@@ -2507,10 +2511,53 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
   // A negative distance is refused by the step itself, not taken as 0.
   o.max_reuse_distance = -1;
   CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o), Catch::Contains("max_reuse_distance cannot be negative"));
-  // A value model (an RLHF critic): no lm_head in the trace, so the top layers are kept instead: with the head's
-  // 131,076,096 gone, 2 (202,379,264 + k 202,383,360) < 1e9 holds for k = 0 and 1, two whole layers; the third from the
-  // top keeps down, up and gate (2 x 90,177,536 < 1e9 - 4 x 202,383,360 = 190,466,560; o would need 2 x 135,266,304).
+  // A value model (an RLHF critic): no lm_head in the trace, only the final norm (4,096) before the scalar head, so the
+  // top layers are kept instead: 2 (202,379,264 + k 202,383,360 + 4,096) < 1e9 holds for k = 0 and 1, two whole layers;
+  // the third from the top keeps down, up and gate (2 x 90,177,536 < 1e9 - 2 (2 x 202,383,360 + 4,096) = 190,458,368;
+  // o would need 2 x 135,266,304).
   step_config value{};
   value.value_head = true;
-  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), value).forward.gathered == bytes_of((2 * 202'383'360LL + 135'266'304) * 2));
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), value).forward.gathered == bytes_of((4'096 + 2 * 202'383'360LL + 135'266'304) * 2));
+}
+
+TEST_CASE("step: DeepSpeed 0.16.x's ZeRO-3 backward keeps what it gathers, so the embedding's holds the whole model", "[step][zero3]") {
+  // Llama-2-7B over 8 ranks under full recompute at 1024 tokens, the defect walked (step_config::
+  // zero3_backward_keeps_gathered): the embedding's backward holds every parameter, 6,738,415,616 x 2 B, with every
+  // gradient partition (1,684,603,904 B) and the embedding's new whole gradient (262,144,000 B), the activations gone.
+  training_states t{};
+  t.zero.stage = 3;
+  t.dp = 8;
+  activation_config a = sdpa(1024, 1);
+  a.recomputation = recompute::full;
+  step_config leak{};
+  leak.zero3_backward_keeps_gathered = true;
+  const step_estimate e = estimate_step(llama2(), t, a, leak);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gathered == bytes_of(13'476'831'232));
+  CHECK(e.backward.gradients == bytes_of(1'684'603'904 + 262'144'000));
+  CHECK(e.backward.activations == bytes{});
+  // Without the defect the same moment gathers the table alone.
+  CHECK(estimate_step(llama2(), t, a, step_config{}).backward.gathered < bytes_of(13'476'831'232 / 4));
+  // The defect is ZeRO-3's: elsewhere it is refused, not ignored.
+  t.zero.stage = 2;
+  CHECK_THROWS_WITH(estimate_step(llama2(), t, a, leak), Catch::Contains("is a ZeRO-3 defect"));
+}
+
+TEST_CASE("step: at DeepSpeed stages 2-3 a gradient autograd has just made is whole, not a partition's share", "[step][zero3]") {
+  // Gemma-7B (tied, 8,537,680,896 parameters, a 256,000 x 3,072 table: 786,432,000 elements, 1,572,864,000 B in bf16)
+  // over 8 ranks at 16 tokens. The stages keep gradient partitions, 2 B x 8,537,680,896 / 8 = 2,134,420,224 B, which
+  // stand for none of the table's three whole gradients at the end: lm_head's, waiting in the input buffer since the
+  // head's backward, the embedding's new one and their sum, 3 x 1,572,864,000 B, before the hook reduces them.
+  const transformer_config gemma = preset_config("gemma-7b");
+  for (const int stage : {2, 3}) {
+    INFO("stage " << stage);
+    training_states t{};
+    t.zero.stage = stage;
+    t.dp = 8;
+    const step_estimate e = estimate_step(gemma, t, sdpa(16, 1), step_config{});
+    CHECK(e.peak_phase == step_phase::backward);
+    CHECK(e.backward.gradients == bytes_of(2'134'420'224 + 3 * 1'572'864'000LL));
+    // ZeRO-3 gathers the table again for the embedding's backward (the 7.75e9 elements between the two nodes are past 1e9)
+    CHECK(e.backward.gathered == bytes_of(stage == 3 ? 1'572'864'000 : 0));
+  }
 }

@@ -80,6 +80,8 @@ struct zero3_retained {
   elements partial;                // of the layer below them, its last modules
   elements root;                   // the embeddings and vision tower, where the whole stage is within the distance
   elements table_in_backward;      // a tied table the backward keeps from lm_head's node to the embedding's
+  elements final_norm;             // the final norm, on the last stage (a value model's too)
+  elements embeddings;             // the embeddings and vision tower (without a tied output layer's table): root, where kept
 
   /// Everything kept gathered at the turnaround.
   constexpr elements turnaround() const { return head + layer * whole_layers + partial + root; }
@@ -93,12 +95,19 @@ struct zero3_retained {
     const elements own = from_top < whole_layers ? layer : from_top == whole_layers && partial > largest_module ? partial : largest_module;
     return layer * whole_below + (from_top < whole_layers ? partial : elements{}) + own + root + table_in_backward;
   }
+  /// at_layer where the backward releases nothing it gathers (DeepSpeed 0.16.x with checkpointing, known_defects): the
+  /// output layer and the final norm, every layer from i up, and what the forward kept below them.
+  constexpr elements at_layer_unreleased(std::int64_t i, std::int64_t layers) const {
+    const std::int64_t up = layers - i;
+    return output_layer + final_norm + layer * (up > whole_layers ? up : whole_layers) + (up <= whole_layers ? partial : elements{}) + root;
+  }
 };
 
 namespace detail {
 /// `order` from count_parameters_unchecked(m, &order), which walks the modules once for both.
+/// `head`: the stage holds the output layer; `last`: the final norm (a value model's last stage has it without a head).
 constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, const parameter_counts& c, const layer_module_order& order,
-                                                  std::int64_t layers, std::int64_t tp, bool head, std::int64_t max_reuse_distance) {
+                                                  std::int64_t layers, std::int64_t tp, bool head, bool last, std::int64_t max_reuse_distance) {
   using detail::checked_product, detail::checked_sum;
   const int n = order.n;
   // each module is partitioned over tp as a whole
@@ -107,7 +116,7 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   const std::int64_t layer = detail::ceil_div(c.layer.count(), tp);
   const std::int64_t table = m.tied_embeddings && head ? checked_product(m.vocab, m.token_width()) : 0;  // lm_head's weight
   const std::int64_t output_layer = head ? detail::ceil_div(checked_sum(c.lm_head.count(), table), tp) : 0;
-  const std::int64_t final_norm = head ? detail::ceil_div(c.final_norm.count(), tp) : 0;
+  const std::int64_t final_norm = head || last ? detail::ceil_div(c.final_norm.count(), tp) : 0;
   const std::int64_t head_elements = output_layer + final_norm;
   const std::int64_t d = max_reuse_distance;
   zero3_retained r{};
@@ -143,8 +152,9 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   r.partial = elements_of(kept);
   const std::int64_t stage = checked_sum(checked_product(layers, layer), head_elements);
   // The embeddings (and a vision tower) run first: kept only where the whole stage after them is within the distance.
-  if (k == layers && checked_product(2, stage) < d)
-    r.root = elements_of(detail::ceil_div((c.embedding + c.position_embedding + c.vision).count() - table, tp));
+  r.final_norm = elements_of(final_norm);
+  r.embeddings = elements_of(detail::ceil_div((c.embedding + c.position_embedding + c.vision).count() - table, tp));
+  if (k == layers && checked_product(2, stage) < d) r.root = r.embeddings;
   // A tied table: lm_head's node in backward is followed by the final norm's and the layers' before the embedding's.
   if (table > 0 && head && checked_sum(checked_product(layers, layer), detail::ceil_div(c.final_norm.count(), tp)) < d)
     r.table_in_backward = elements_of(detail::ceil_div(table, tp));
@@ -157,10 +167,10 @@ struct counts_and_retained {
   zero3_retained kept;
 };
 constexpr counts_and_retained count_with_zero3_retained(const transformer_config& m, std::int64_t layers, std::int64_t tp, bool head,
-                                                        std::int64_t max_reuse_distance) {
+                                                        bool last, std::int64_t max_reuse_distance) {
   layer_module_order order{};
   const parameter_counts c = count_parameters_unchecked(m, &order);
-  return {c, zero3_retained_unchecked(m, c, order, layers, tp, head, max_reuse_distance)};
+  return {c, zero3_retained_unchecked(m, c, order, layers, tp, head, last, max_reuse_distance)};
 }
 }  // namespace detail
 
@@ -173,7 +183,7 @@ constexpr zero3_retained zero3_retained_parameters(const transformer_config& m, 
   detail::require_positive(tp, "the tensor-parallel degree");
   if (layers < 1 || layers > m.layers) detail::fail_value("the stage's layers must be 1 .. the model's layers", layers, "pass the layers of one stage");
   if (max_reuse_distance < 0) detail::fail_value("stage3_max_reuse_distance cannot be negative", max_reuse_distance, "pass DeepSpeed's 1e9 or your config's");
-  return detail::count_with_zero3_retained(m, layers, tp, head, max_reuse_distance).kept;
+  return detail::count_with_zero3_retained(m, layers, tp, head, head, max_reuse_distance).kept;
 }
 
 /// Whether DeepSpeed overlaps the gradients' reduction with backward at this stage: the setting, or unset, stage 3

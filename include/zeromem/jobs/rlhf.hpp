@@ -377,42 +377,38 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
     t.step.fsdp_world = r.gpus;
     t.step.reshard_after_forward = r.zero_stage == 3;
   }
-  const step_estimate e = estimate_step(t);
-  step_terms peak = e.phase(e.peak_phase);
-  if (r.value_model) {  // a scalar head: no logits; take the largest phase without them
-    step_terms f = e.forward, b = e.backward, o = e.optimizer_step;
-    f.loss = b.loss = o.loss = bytes{};
-    peak = f;  // the first on a tie
-    for (const step_terms& phase : {b, o})
-      if (phase.total() > peak.total()) peak = phase;
-  }
-  // DeepSpeed 0.16.x under ZeRO-3 with checkpointing releases nothing it gathers in backward (known_defects), so by the
-  // backward's end every 16-bit parameter is gathered: the backward's gathered parameters become the whole model, in
-  // place of what the module trace keeps (not beside it).
+  // DeepSpeed 0.16.x under ZeRO-3 with checkpointing releases nothing it gathers in backward (known_defects): the step
+  // walks it (step_config::zero3_backward_keeps_gathered), so by the embedding's backward the whole model is gathered.
   const bool defect = j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing;
-  const bytes whole_model = defect ? count_parameters(t.model).total * size_of(dtype::bf16) : bytes{};
-  bool defect_sets_peak = false;
-  if (defect) {
-    step_terms b = e.backward;
-    if (r.value_model) b.loss = bytes{};
-    b.gathered = bytes{};
-    if (b.total() + whole_model > peak.total()) {
-      peak = b;
-      defect_sets_peak = true;
-    }
+  t.step.zero3_backward_keeps_gathered = defect;
+  const step_estimate e = estimate_step(t);
+  step_phase peak_phase = e.peak_phase;
+  if (r.value_model) {  // a scalar head: no logits; take the largest phase without them (the first on a tie)
+    const auto without_loss = [&](step_phase p) {
+      step_terms x = e.phase(p);
+      x.loss = bytes{};
+      return x.total();
+    };
+    peak_phase = step_phase::forward;
+    for (const step_phase p : {step_phase::backward, step_phase::optimizer_step})
+      if (without_loss(p) > without_loss(peak_phase)) peak_phase = p;
   }
+  step_terms peak = e.phase(peak_phase);
+  if (r.value_model) peak.loss = bytes{};
+  const bool defect_row = defect && peak_phase == step_phase::backward;
   const std::string shape = std::to_string(r.train_micro_batch) + " sequences, " + std::to_string(t.activations.seq_len) + " x " +
                             std::to_string(t.activations.micro_batch) + " tokens";
   const std::string accumulated = r.accumulation_steps > 1 ? " (accumulated over " + std::to_string(r.accumulation_steps) + " passes)" : "";
   peak.for_each([&](const char* term, bytes b) {
     const std::string_view which(term);
-    v.gpu(role, std::string(term) + (which == "activations" ? " (" + shape + ")" : which == "gradients" ? accumulated : ""), b);
+    if (defect_row && which == "gathered_parameters")
+      v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", b,
+            "DeepSpeed issue #7116 / PR #6726: every 16-bit parameter gathered in backward stays gathered");
+    else
+      v.gpu(role, std::string(term) + (which == "activations" ? " (" + shape + ")" : which == "gradients" ? accumulated : ""), b);
   });
   const model_state_estimate states = estimate_model_states(t.states);
   v.host(role, "offloaded states", states.host_per_rank());
-  if (defect_sets_peak)
-    v.gpu(role, "gathered parameters kept through backward (DeepSpeed 0.16.x defect)", whole_model,
-          "DeepSpeed issue #7116 / PR #6726: the whole 16-bit model, in place of the backward's gathered_parameters");
 }
 
 /// The actor during verl's LoRA weight sync: its states loaded on the GPU (load_fsdp_model_to_gpu brings sleeping

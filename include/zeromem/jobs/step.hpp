@@ -91,6 +91,10 @@ struct step_config {
   /// models it as tied, so no output layer is counted). DeepSpeed ZeRO-3's module trace then has no output layer
   /// between the forward and the backward (zero3_retained_parameters).
   bool value_head = false;
+  /// DeepSpeed ZeRO-3's backward releases nothing it gathers: DeepSpeed 0.16.0-0.16.x with gradient checkpointing
+  /// miscounts ds_grads_remaining (DeepSpeed issue #7116, from PR #6726; known_defects), so layer i's backward holds
+  /// every layer from i up and the output layer gathered, and the embedding's the whole model. ZeRO-3 steps only.
+  bool zero3_backward_keeps_gathered = false;
   /// PyTorch DistributedDataParallel: its Reducer allocates all-reduce buckets as large as every gradient when it
   /// is built (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets: bucket.gradients = at::empty(...)),
   /// so they are alive through every phase; autograd's gradients are copied into them.
@@ -344,8 +348,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   using detail::checked_product, detail::checked_sum;
   // DeepSpeed ZeRO-3 (not FSDP2) walks a layer's modules for what its trace keeps gathered (zero3_retained_parameters)
   const bool zero3 = t_in.zero.stage == 3 && s.fsdp_world == 0;
+  if (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered && !zero3))
+    detail::fail("DeepSpeed 0.16.x's backward that keeps every gathered parameter is a ZeRO-3 defect; use ZeRO stage 3 without FSDP2, or drop it");
   const detail::counts_and_retained walked =
-      zero3 ? detail::count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, o.max_reuse_distance)
+      zero3 ? detail::count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, p.pp == 1,
+                                                  o.max_reuse_distance)
             : detail::counts_and_retained{detail::count_parameters_unchecked(m), {}};
   const parameter_counts& counts = walked.counts;
   training_states t = t_in;
@@ -431,6 +438,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // together as before and adds the new shard into the kept one (_fsdp_collectives.py foreach_reduce:
   // `sharded_param.grad._local_tensor += new_sharded_grad`).
   const bool accumulating = s.keep_gradients || t.gradient_accumulation_steps > 1;
+  const bool partitioned_grads = !fsdp && t.zero.stage >= 2;  // DeepSpeed keeps gradient partitions only
   double per_param = 0.0;  // gradient bytes per parameter without FSDP2 (share)
   const auto share = [&](elements part) { return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5)); };
   bytes new_layer_grad{}, new_embedding_grad{}, tied_gradient{}, root_shard_grads{}, root_reduce_input{};
@@ -499,8 +507,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       zero3_width = size_of(lora ? t.recipe.weights : r.weights);
       if (!lora) {
         zero3_layer_grad = kept3.largest_module * size_of(r.gradients);
-        const elements head_weight = m.tied_embeddings ? token_table() : head_trainable.count() > 0 ? counts.lm_head : elements{};
-        if (p.pp == 1 && !s.value_head) zero3_head_grad = largest_share(head_weight, a.tp) * size_of(r.gradients);
+        // A tied head's gradient waits in the table's input buffer instead (tied_gradient, below).
+        if (p.pp == 1 && !s.value_head && !m.tied_embeddings && head_trainable.count() > 0)
+          zero3_head_grad = largest_share(counts.lm_head, a.tp) * size_of(r.gradients);
       }
     }
     // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters, in
@@ -510,12 +519,17 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_grads_kept = share(layer_trainable);
     head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
+    // A gradient autograd has just made, before DeepSpeed's hook reduces it: a share of the rank's gradients where they
+    // are kept whole (stages 0-1); at stages 2-3, which keep only partitions, the whole tensor in the gradients' dtype,
+    // which the hook copies into the reduce bucket after AccumulateGrad has run (stage_1_and_2.py
+    // reduce_ready_partitions_and_remove_grads, stage3.py reduce_partition_and_remove_grads).
+    const auto made = [&](elements part) { return partitioned_grads ? part * size_of(r.gradients) : share(part); };
     if (accumulating) {
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
-      new_layer_grad = share(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
+      new_layer_grad = made(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
-    if (accumulating || tied_head) new_embedding_grad = share(largest_share(token_table(), a.tp));
-    if (tied_head) tied_gradient = new_embedding_grad;  // the same table's share, held in the input buffer
+    if (accumulating || tied_head || partitioned_grads) new_embedding_grad = made(largest_share(token_table(), a.tp));
+    if (tied_head) tied_gradient = new_embedding_grad;  // the same table's, held in the input buffer
     head_grads += tied_gradient;
     if (t.zero.stage >= 1) {  // DeepSpeed's buckets live through the step; ZeRO-3's reduce-scatter copy in backward only
       comm = deepspeed_buffers(t.zero.stage, o);
@@ -1350,7 +1364,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                          accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
                          per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
                          fsdp    ? root_unsharded + layer_unsharded * unsharded_layers
-                         : zero3 ? kept3.at_layer(i, L) * zero3_width + zero3_layer_grad
+                         : zero3 ? (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered) ? kept3.at_layer_unreleased(i, L) : kept3.at_layer(i, L)) *
+                                           zero3_width +
+                                       zero3_layer_grad
                                  : bytes{},
                          copy_out,
                          comm + (fsdp && above > 0 ? reduce_input : bytes{}),  // the previous layer's reduce-scatter input
@@ -1600,7 +1616,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // (4) The end: every gradient, and dL/d(embedding output) while the embedding's gradient is computed (the pixel
   // values of an image batch still alive). FSDP2: the root's unsharded gradients too; accumulating without FSDP2: the
   // embedding's new gradient beside them all. Tied embeddings: lm_head's gradient, the embedding's and their sum, after
-  // dL/d(embedding output) is freed (accumulating: beside the existing gradient, into which the sum is then added).
+  // dL/d(embedding output) is freed (accumulating, or at DeepSpeed stages 2-3, whose partitions stand for none of them:
+  // beside the kept gradients).
   // Under autocast lm_head's gradient reaches the input buffer through the weight cast's ToCopyBackward, a fresh
   // tensor the buffer alone holds, so the embedding's is added into it in place (torch/csrc/autograd/input_buffer.cpp
   // accumulate: can_accumulate_inplace(old_var)): no third table (an H200's GPT-2 step under AMP, +21% before).
@@ -1608,7 +1625,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // FSDP2: every layer's sharded gradients (the root's too when accumulating) and the root's unsharded ones.
   const bytes grads_before_root = fsdp ? grads_all - (accumulating ? bytes{} : root_shard_grads) + root_trainable * size_of(compute) : bytes{};
   const bytes grads_end = fsdp ? grads_before_root + tied_gradient + tied_sum
-                               : grads_all + new_embedding_grad + tied_sum + (accumulating ? tied_gradient : bytes{});
+                               : grads_all + new_embedding_grad + tied_sum + (accumulating || partitioned_grads ? tied_gradient : bytes{});
   // Accumulating without FSDP2, learned positions (GPT-2's wpe, OPT's embed_positions, made after the token embedding
   // and so differentiated first) make their own new table first, beside every kept gradient, lm_head's tied one
   // waiting and dL/d(embedding output): above the end where the position table is large beside the token table (the
@@ -1626,9 +1643,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return step_terms{resting, grads_all + positions_new + tied_gradient, pixel_values + ids, bytes{}, hidden_grad + positions_row_grad,
                       bytes{}, bytes{}, comm, bytes{}, bytes{}, bytes{}};
   };
+  // ZeRO-3 gathers the embedding for its backward, which the gradient reaching its output starts (parameter_offload.py
+  // _post_forward_module_hook: PreBackwardFunctionForModule on the outputs), unless the trace kept it from the forward:
+  // the token table, beside the embeddings the trace keeps (zero3_retained::root, without a tied table). Where the
+  // backward releases nothing, the whole stage is gathered by then.
+  const bool embedding_backward = split.embedding_trainable.count() > 0;
+  const elements zero3_end_elements =
+      !zero3                                 ? elements{}
+      : s.zero3_backward_keeps_gathered      ? kept3.at_layer_unreleased(0, L) + (embedding_backward && kept3.root.count() == 0 ? kept3.embeddings : elements{})
+      : embedding_backward                   ? kept3.root + (kept3.root.count() > 0 && !m.tied_embeddings ? elements{} : largest_share(token_table(), a.tp))
+                                             : elements{};
+  const bytes zero3_end_gathered = zero3_end_elements * zero3_width;
   const auto end_moment = [&] {
     return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
-                      fsdp ? root_unsharded : bytes{},
+                      fsdp ? root_unsharded : zero3_end_gathered,
                       comm + (fsdp ? reduce_input : bytes{}), bytes{}, bytes{}, bytes{}};
   };
   // (5) FSDP2's root reduced, after backward: its parameters resharded, its unsharded gradients copied into its
