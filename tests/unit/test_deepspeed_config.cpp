@@ -214,3 +214,33 @@ TEST_CASE("estimate --explain with --deepspeed-config names the config's key to 
   REQUIRE(r.code == 0);
   CHECK(r.out.find("smallest change that fits: zero_optimization.stage 2 in 'zeromem-test-ds-explain.json' (--zero-stage 2)") != std::string::npos);
 }
+
+TEST_CASE("estimate --deepspeed-version 0.16.x walks ZeRO-3's checkpointing defect: the whole model by the embedding's backward",
+          "[deepspeed_config][cli][zero3]") {
+  using zeromem::test::run_cli;
+  const std::vector<std::string> base{"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--seq-len", "1024",
+                                      "--attention", "flash_attention_2", "--recompute", "full"};
+  // DeepSpeed issue #7116: the backward releases nothing it gathers, so the embedding's backward holds every one of
+  // Llama-2-7B's 6,738,415,616 parameters in bf16, 13,476,831,232 B.
+  const nlohmann::json leak = run_cli_json(plus(base, {"--deepspeed-version", "0.16.4"}));
+  CHECK(leak["inputs"]["zero3_backward_keeps_gathered"] == true);
+  CHECK(leak["per_gpu"]["peak_phase"] == "backward");
+  CHECK(leak["phases"]["backward"]["terms"]["gathered_parameters_bytes"].get<std::int64_t>() == 13'476'831'232LL);
+  // 0.15.0 and 0.17.0 release them, as does 0.16.4 without recompute: the same as no version given.
+  const nlohmann::json healthy = run_cli_json(base);
+  CHECK(healthy["inputs"]["zero3_backward_keeps_gathered"] == false);
+  for (const char* v : {"0.15.0", "0.17.0"}) CHECK(run_cli_json(plus(base, {"--deepspeed-version", v}))["per_gpu"] == healthy["per_gpu"]);
+  const std::vector<std::string> stored{"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--seq-len", "1024"};
+  CHECK(run_cli_json(plus(stored, {"--deepspeed-version", "0.16.4"}))["per_gpu"] == run_cli_json(stored)["per_gpu"]);
+  // Refused: a version that is not one, FSDP, and no step to change.
+  const auto refused = [](const std::vector<std::string>& args, const std::string& words) {
+    const auto r = run_cli(args);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(words) != std::string::npos);
+  };
+  refused(plus(base, {"--deepspeed-version", "sixteen"}), "the DeepSpeed version (--deepspeed-version)");
+  refused({"estimate", "--model", "llama-2-7b", "--fsdp", "FULL_SHARD", "--dp", "8", "--seq-len", "1024", "--deepspeed-version", "0.16.4"},
+          "--deepspeed-version names DeepSpeed's release; drop it with --fsdp");
+  refused({"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--deepspeed-version", "0.16.4"},
+          "--deepspeed-version changes what the step keeps gathered; add a model and --seq-len");
+}

@@ -149,6 +149,12 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.ddp = a.ddp;
   st.gradient_as_bucket_view = a.gradient_as_bucket_view;
   st.keep_gradients = a.keep_grads;
+  if (!a.deepspeed_version.empty()) {
+    if (!deepspeed) detail::fail("--deepspeed-version names DeepSpeed's release; drop it with --fsdp");
+    // DeepSpeed 0.16.0-0.16.x with gradient checkpointing under ZeRO-3 (DeepSpeed issue #7116, known_defects).
+    const std::int64_t v = detail::version_number(a.deepspeed_version, "the DeepSpeed version (--deepspeed-version)");
+    st.zero3_backward_keeps_gathered = v >= 16'000 && v < 17'000 && a.zero_stage == 3 && c.recomputation != recompute::none;
+  }
   if (!a.fsdp.empty()) {
     // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.
     const fsdp_strategy f = parse_fsdp_strategy(a.fsdp);
@@ -207,6 +213,8 @@ estimate_inputs to_inputs(const estimate_args& a) {
     detail::fail("activation memory needs a model: pass --model, --hf-config or --hidden ... with --seq-len");
   if (activation_flags && a.seq_len == 0) detail::fail("activation flags (--micro-batch, --recompute, --sp, ...) need --seq-len");
   if (a.keep_grads && a.seq_len == 0) detail::fail("--keep-grads changes the step's peak; add a model and --seq-len");
+  if (!a.deepspeed_version.empty() && a.seq_len == 0)
+    detail::fail("--deepspeed-version changes what the step keeps gathered; add a model and --seq-len");
   if ((a.ddp || a.gradient_as_bucket_view) && a.seq_len == 0)
     detail::fail("--ddp and --gradient-as-bucket-view change the step's peak; add a model and --seq-len");
   if ((!a.optimizer_impl.empty() || a.loss != name(loss_impl::hf)) && a.seq_len == 0)

@@ -41,6 +41,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--max-reuse-distance", a.max_reuse_distance,
               "ZeRO-3's stage3_max_reuse_distance, in elements: parameters used again within it stay gathered from the forward "
               "to the backward (default: DeepSpeed's 1e9)");
+  text_option(app, "--deepspeed-version", a.deepspeed_version,
+              "the DeepSpeed version, such as 0.16.4: 0.16.x under ZeRO-3 with --recompute releases nothing its backward "
+              "gathers, the whole model by the embedding's backward (DeepSpeed issue #7116)");
   text_option(app, "--overlap-comm", a.overlap_comm,
               "on | off: ZeRO-1/2's overlap_comm, two reduce buckets instead of one (default: DeepSpeed's, off below stage 3)");
   text_option(app, "--deepspeed-config", a.deepspeed_config,

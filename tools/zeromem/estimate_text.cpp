@@ -130,6 +130,9 @@ void print_inputs(std::ostream& out, const estimate_args& a, const estimate_inpu
     if (c.impl == implementation::hf && !walks_inside_layers(c))
       out << "  note         transformers' nodes inside a layer are walked at tp 1 without selective recompute; here the backward "
              "is read before and after each layer only\n";
+    if (in.job.step.zero3_backward_keeps_gathered)
+      out << "  note         DeepSpeed 0.16.x under ZeRO-3 with recompute releases nothing its backward gathers (DeepSpeed issue "
+             "#7116): the whole model is gathered by the embedding's backward; 0.15.x and 0.17 and later release it\n";
     if (in.job.model.vision.blocks > 0 && c.image_tokens == 0)
       out << "  note         no image tokens: the vision tower does not run (its weights, gradients and optimizer states are counted); "
              "pass --image-tokens, the image tokens among --seq-len, for its activations\n";
