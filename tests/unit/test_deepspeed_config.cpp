@@ -240,7 +240,9 @@ TEST_CASE("estimate --deepspeed-version 0.16.x walks ZeRO-3's checkpointing defe
   };
   refused(plus(base, {"--deepspeed-version", "sixteen"}), "the DeepSpeed version (--deepspeed-version)");
   refused({"estimate", "--model", "llama-2-7b", "--fsdp", "FULL_SHARD", "--dp", "8", "--seq-len", "1024", "--deepspeed-version", "0.16.4"},
-          "--deepspeed-version names DeepSpeed's release; drop it with --fsdp");
+          "--deepspeed-version names DeepSpeed's release; pass --zero-stage for a DeepSpeed job");
+  refused({"estimate", "--model", "llama-2-7b", "--seq-len", "1024", "--deepspeed-version", "0.16.4"},
+          "--deepspeed-version names DeepSpeed's release; pass --zero-stage for a DeepSpeed job");
   refused({"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--deepspeed-version", "0.16.4"},
           "--deepspeed-version changes what the step keeps gathered; add a model and --seq-len");
 }

@@ -150,10 +150,13 @@ void set_step(const estimate_args& a, estimate_inputs& in) {
   st.gradient_as_bucket_view = a.gradient_as_bucket_view;
   st.keep_gradients = a.keep_grads;
   if (!a.deepspeed_version.empty()) {
-    if (!deepspeed) detail::fail("--deepspeed-version names DeepSpeed's release; drop it with --fsdp");
-    // DeepSpeed 0.16.0-0.16.x with gradient checkpointing under ZeRO-3 (DeepSpeed issue #7116, known_defects).
-    const std::int64_t v = detail::version_number(a.deepspeed_version, "the DeepSpeed version (--deepspeed-version)");
-    st.zero3_backward_keeps_gathered = v >= 16'000 && v < 17'000 && a.zero_stage == 3 && c.recomputation != recompute::none;
+    if (!deepspeed)
+      detail::fail("--deepspeed-version names DeepSpeed's release; pass --zero-stage for a DeepSpeed job, or drop it (FSDP and "
+                   "plain PyTorch jobs have none)");
+    // The defect needs ZeRO-3 with gradient checkpointing (DeepSpeed issue #7116).
+    st.zero3_backward_keeps_gathered =
+        detail::deepspeed_zero3_checkpointing_leak(a.deepspeed_version, "the DeepSpeed version (--deepspeed-version)") && a.zero_stage == 3 &&
+        c.recomputation != recompute::none;
   }
   if (!a.fsdp.empty()) {
     // FSDP2 fully_shard: FULL_SHARD and HYBRID_SHARD reshard after forward; SHARD_GRAD_OP keeps layers unsharded.

@@ -203,6 +203,13 @@ inline std::int64_t version_number(const std::string& v, const char* what) {
   return parts[0] * 1'000'000 + parts[1] * 1'000 + parts[2];
 }
 
+/// Whether a DeepSpeed release has the ZeRO-3 checkpointing defect (known_defects): 0.16.0-0.16.x (DeepSpeed issue
+/// #7116, introduced by PR #6726).
+inline bool deepspeed_zero3_checkpointing_leak(const std::string& version, const char* what) {
+  const std::int64_t v = version_number(version, what);
+  return v >= 16'000 && v < 17'000;
+}
+
 /// Keys and values of a launch configuration, tracking which were read.
 class config_keys {
  public:
@@ -658,8 +665,7 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
   j.attention = attn == "sdpa" && !j.packing ? attention_kind::flash : attention_kind::flash_attention_2;
   if (!grouped) k.flag("flash_attn");
   if (!s.deepspeed_version.empty()) {
-    const std::int64_t v = detail::version_number(s.deepspeed_version, "the DeepSpeed version");
-    j.defects.deepspeed_016_zero3_checkpointing_leak = v >= 16'000 && v < 17'000;
+    j.defects.deepspeed_016_zero3_checkpointing_leak = detail::deepspeed_zero3_checkpointing_leak(s.deepspeed_version, "the DeepSpeed version");
     r.assumed.push_back("DeepSpeed " + s.deepspeed_version);
   }
   // Memory matters but is not modelled for RLHF jobs: refuse rather than ignore.
