@@ -2495,19 +2495,27 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
   // the final norm, layer 31, five modules of layer 30: test_job.cpp) in bf16: 1,004,560,384 B.
   CHECK(e.forward.gathered == bytes_of(1'004'560'384));
   CHECK(e.backward.gathered == bytes_of(1'004'560'384));
-  // At 16 tokens the backward peaks at the embedding's backward, every gradient partition made (2 B x 6,738,415,616 / 8
-  // = 1,684,603,904 B): the table gathered for it, 32,000 x 4,096 = 131,072,000 elements in bf16 (262,144,000 B), and
-  // its new whole bf16 gradient, as large, before its hook copies it into the bucket. Layer 0's moment holds less: one
-  // of its modules (gate, up or down, 45,088,768 elements) and its gradient, 4 B x 45,088,768 = 180,355,072 B.
-  const step_estimate few = estimate_step(llama2(), t, sdpa(16, 1), step_config{});
-  CHECK(few.backward.gathered == bytes_of(262'144'000));
-  CHECK(few.backward.gradients == bytes_of(1'684'603'904 + 262'144'000));
+  // The gradient partitions are one flat buffer made when the optimizer is built, 2 B x 6,738,415,616 / 8 =
+  // 1,684,603,904 B, alive in every phase: the forward holds it too, and the optimizer step nothing more.
+  CHECK(e.forward.gradients == bytes_of(1'684'603'904));
+  CHECK(e.backward.gradients == bytes_of(1'684'603'904));
+  CHECK(e.optimizer_step.gradients == bytes_of(1'684'603'904));
   // stage3_max_reuse_distance 0: nothing is kept from the forward to the backward.
   runtime_overheads o{};
   o.max_reuse_distance = 0;
   const step_estimate none = estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o);
   CHECK(none.forward.gathered == bytes{});
   CHECK(none.backward.total() == e.backward.total() - bytes_of(1'004'560'384));
+  // At 16 tokens a value model with nothing kept peaks in backward at the embedding's backward: the table gathered for
+  // it, 32,000 x 4,096 = 131,072,000 elements in bf16 (262,144,000 B), and its new whole bf16 gradient, as large,
+  // before its hook copies it into the bucket, beside the buffer. Layer 0's moment holds less: one of its modules
+  // (gate, up or down, 45,088,768 elements) and its gradient, 4 B x 45,088,768 = 180,355,072 B; the head's, the final
+  // norm alone. (With lm_head, its moment is higher: the table-sized head gathered and its gradient, and the logits.)
+  step_config critic{};
+  critic.value_head = true;
+  const step_estimate few = estimate_step(llama2(), t, sdpa(16, 1), critic, pipeline_config{}, o);
+  CHECK(few.backward.gathered == bytes_of(262'144'000));
+  CHECK(few.backward.gradients == bytes_of(1'684'603'904 + 262'144'000));
   // A negative distance is refused by the step itself, not taken as 0.
   o.max_reuse_distance = -1;
   CHECK_THROWS_WITH(estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o), Catch::Contains("max_reuse_distance cannot be negative"));
@@ -2541,6 +2549,55 @@ TEST_CASE("step: DeepSpeed 0.16.x's ZeRO-3 backward keeps what it gathers, so th
   // The defect is ZeRO-3's: elsewhere it is refused, not ignored.
   t.zero.stage = 2;
   CHECK_THROWS_WITH(estimate_step(llama2(), t, a, leak), Catch::Contains("is a ZeRO-3 defect"));
+}
+
+TEST_CASE("step: ZeRO-2 makes its gradient partition at the bucket's first reduction, and a new gradient is whole until its hook", "[step][zero3]") {
+  // Llama-2-7B over 8 ranks, mixed bf16, at stage 2: the 16-bit partition is 2 B x 6,738,415,616 / 8 = 1,684,603,904 B,
+  // held in the optimizer step whatever the bucket. The head hands the bucket lm_head's 32,000 x 4,096 = 131,072,000
+  // and the final norm's 4,096 elements (131,076,096), each layer 4 x 4,096^2 + 3 x 4,096 x 11,008 + 2 x 4,096 =
+  // 202,383,360.
+  training_states t{};
+  t.zero.stage = 2;
+  t.dp = 8;
+  runtime_overheads o{};
+  const auto at = [&](std::int64_t tokens, std::int64_t bucket) {
+    o.reduce_bucket_size = bucket;
+    return estimate_step(llama2(), t, sdpa(tokens, 1), step_config{}, pipeline_config{}, o);
+  };
+  // reduce_bucket_size 5e8: 131,076,096 + 202,383,360 = 333,459,456 fit after layer 31, and layer 30's pass it
+  // (535,842,816): the bucket is first reduced in layer 30, which holds the partition beside one module's whole new
+  // gradient (gate, up or down: 4,096 x 11,008 x 2 B = 90,177,536 B); at 1024 tokens that is the backward's peak.
+  const step_estimate five = at(1024, 500'000'000);
+  CHECK(five.optimizer_step.gradients == bytes_of(1'684'603'904));
+  CHECK(five.backward.gradients == bytes_of(1'684'603'904 + 90'177'536));
+  // 3e8: reduced already in layer 31, one layer higher, so the partition stands beside layer 31's saved tensors too.
+  const step_estimate three = at(1024, 300'000'000);
+  CHECK(three.backward.gradients == bytes_of(1'684'603'904 + 90'177'536));
+  CHECK(three.backward.activations > five.backward.activations);
+  // 1e10, above the rank's 6,738,415,616 parameters: no reduction before the backward's end, no partition in it. At 64
+  // tokens lm_head's moment is the highest: its new whole gradient, 131,072,000 x 2 B = 262,144,000 B, beside the
+  // logits' gradient (64 x 32,000 x 2 B = 4,096,000 B).
+  const step_estimate none = at(64, 10'000'000'000);
+  CHECK(none.backward.gradients == bytes_of(262'144'000));
+  CHECK(none.backward.loss == bytes_of(4'096'000));
+  CHECK(none.optimizer_step.gradients == bytes_of(1'684'603'904));
+}
+
+TEST_CASE("step: ZeRO-2's learned positions make a whole new table before their hook", "[step][zero3]") {
+  // A GPT-2 layout, untied, 2 layers of 768, a vocabulary of 500 beside 8,192 positions, pure bf16 over 2 ranks at
+  // stage 2, 16 tokens. The model's 20.8M parameters never fill the 5e8 bucket, so the partition is made after the
+  // backward, and its highest moment is the position embedding's: its new whole table, 8,192 x 768 x 2 B =
+  // 12,582,912 B, above a layer's largest new gradient (768 x 3,072 x 2 B = 4,718,592 B) and the token table's (500 x
+  // 768 x 2 B = 768,000 B).
+  const transformer_config m = parse_hf_config(
+      R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 2, "n_head": 12, "n_inner": 3072, "vocab_size": 500, "n_positions": 8192,
+          "activation_function": "gelu_new", "tie_word_embeddings": false, "use_cache": false, "attn_pdrop": 0.0, "resid_pdrop": 0.0,
+          "embd_pdrop": 0.0})");
+  training_states t = pure_bf16();
+  t.zero.stage = 2;
+  t.dp = 2;
+  const step_estimate e = estimate_step(m, t, sdpa(16, 1), step_config{});
+  CHECK(e.backward.gradients == bytes_of(12'582'912));
 }
 
 TEST_CASE("step: at DeepSpeed stages 2-3 a gradient autograd has just made is whole, not a partition's share", "[step][zero3]") {

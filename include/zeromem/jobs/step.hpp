@@ -442,6 +442,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   double per_param = 0.0;  // gradient bytes per parameter without FSDP2 (share)
   const auto share = [&](elements part) { return bytes_of(static_cast<std::int64_t>(per_param * static_cast<double>(part.count()) + 0.5)); };
   bytes new_layer_grad{}, new_embedding_grad{}, tied_gradient{}, root_shard_grads{}, root_reduce_input{};
+  // DeepSpeed's 16-bit gradient partitions are one flat buffer, part of grads_all (0 at stages 0-1 and under FSDP2).
+  // ZeRO-3 allocates it, zeroed, when the optimizer is built (stage3.py _setup_for_real_optimizer:
+  // grad_partitions_flat_buffer = torch.zeros(...), never freed): alive from the start of every step, reduced
+  // gradients copied (added, when accumulating) into their slices (__reduce_and_partition_ipg_grads). ZeRO-2 allocates
+  // it in backward, at the first reduction of the bucket (stage_1_and_2.py copy_grads_in_partition: grads_in_partition
+  // = torch.empty(...) when None; reduce_independent_p_g_buckets_and_remove_grads reduces once the next gradient
+  // would pass reduce_bucket_size elements), and releases it after (_release_ipg_buffers): until then the gradients
+  // made are in the bucket. Layers i <= buffer_top hold it: counted through layer i's parameters, an upper bound at
+  // the moments of the one layer in which the bucket first fills. Without accumulation; accumulating, grads_all.
+  bytes grad_buffer{};
+  std::int64_t buffer_top = L;     // the highest layer whose backward holds grad_buffer (ZeRO-3: every one)
+  bool buffer_at_head = true;      // lm_head's and the final norm's moments hold it
+  bool buffer_at_end = true;       // the embeddings' moments hold it
+  const bool stage2_partitioned = partitioned_grads && !zero3;
   // DeepSpeed ZeRO-3 gathers parameters by moment (zero3_retained_parameters): what it keeps at the turnaround, and in
   // backward the unsharded gradient of the module differentiated, until its copy into the reduce bucket (stage3.py
   // __add_grad_to_ipg_bucket: param.grad.data = the bucket's slice). They stand for model_states' gathered_layer (the
@@ -449,6 +463,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const zero3_retained& kept3 = walked.kept;
   bytes_per_element zero3_width = size_of(dtype::bf16);  // set where zero3
   bytes zero3_head_grad{}, zero3_layer_grad{};
+  bytes stage2_head_grad{};  // ZeRO-2: lm_head's new whole gradient at its moment, before its hook copies it into the bucket
   // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
   // its AccumulateGrad before that runs (torch/csrc/autograd/input_buffer.cpp accumulate). lm_head's, made by the
   // walk's first node, waits there through every layer's moment (beside the existing gradient when accumulating);
@@ -515,7 +530,19 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters, in
     // double: the exact product can pass 2^63, and double's relative error (2^-52) is under a byte for any share
     // below 4.5 PB (x87 long double, used before, took longer than the rest of the step's arithmetic).
-    per_param = static_cast<double>(grads_all.count()) / static_cast<double>(t.params.count());
+    if (ZEROMEM_RARELY(stage2_partitioned) && !t.adapt.lora_enabled() && p.pp == 1 && !s.value_head && !m.tied_embeddings &&
+        head_trainable.count() > 0)
+      stage2_head_grad = largest_share(counts.lm_head, a.tp) * size_of(r.gradients);
+    if (partitioned_grads) grad_buffer = e.per_rank.gradients.gpu;  // ZeRO-3 with the optimizer offloaded: on the CPU, 0 here
+    if (ZEROMEM_RARELY(stage2_partitioned && !accumulating)) {
+      // Elements handed to the bucket before layer i's moments end: the head's (a tied table's only after the
+      // embedding's backward, which sums its two gradients first) and layers L - 1 down to i.
+      const std::int64_t cap = o.reduce_bucket_size, head = head_trainable.count(), layer = layer_trainable.count();
+      buffer_at_head = head > cap;
+      buffer_top = buffer_at_head ? L : layer == 0 ? -1 : L - ((cap - head) / layer + 1);
+      buffer_at_end = buffer_top >= 0 || checked_sum(head, checked_product(layer, L)) > cap;
+    }
+    per_param = static_cast<double>((grads_all - grad_buffer).count()) / static_cast<double>(t.params.count());
     layer_grads_kept = share(layer_trainable);
     head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
@@ -524,7 +551,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // which the hook copies into the reduce bucket after AccumulateGrad has run (stage_1_and_2.py
     // reduce_ready_partitions_and_remove_grads, stage3.py reduce_partition_and_remove_grads).
     const auto made = [&](elements part) { return partitioned_grads ? part * size_of(r.gradients) : share(part); };
-    if (accumulating) {
+    // ZeRO-3 counts a module's new gradient where it gathers the module (zero3_layer_grad), not again here.
+    if ((accumulating || stage2_partitioned) && zero3_layer_grad.count() == 0) {
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
       new_layer_grad = made(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
@@ -542,7 +570,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
   }
 
-  const bytes grads_alive = accumulating ? grads_all : bytes{};  // held from the start of forward
+  const bytes grads_alive = accumulating ? grads_all : zero3 ? grad_buffer : bytes{};  // held from the start of forward
+  // Held at lm_head's and the final norm's moments, before the layers' (ZeRO-2: only where the head fills the bucket).
+  const bytes grads_at_head = accumulating ? grads_all : buffer_at_head ? grad_buffer : bytes{};
   // Accumulating, after the output layer's backward: every gradient, and beside them lm_head's waiting in a tied table's
   // input buffer; under FSDP2 the root's unsharded gradients (head_grads, the tied one among them), which its
   // post-backward adds into the kept shards only in backward's final callback (_fsdp_state.py
@@ -606,7 +636,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       loss_forward += elements_of(checked_product(sb, m.token_width())) * size_of(compute);
     loss_backward = f32 * 3 + softcap;                                                      // saved + nll_loss grad + log_softmax grad
     logits_grad = c;
-    head_made = head_grads + head_input_grad + logits_grad;
+    head_made = head_grads + stage2_head_grad + head_input_grad + logits_grad;
     head_casts = ZEROMEM_RARELY(a.autocast && a.impl == implementation::hf && !m.projected_embedding() && !m.lm_head_bias && !fsdp &&
                                 !s.ddp && t.zero.stage == 0 && a.tp == 1 && split.head_trainable == counts.final_norm + counts.lm_head &&
                                 (!m.tied_embeddings || tied_head));
@@ -953,7 +983,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tokens, the CPU step oracle). The fused loss made these in forward.
   const auto head_moment = [&] {
     const head_terms h = ZEROMEM_RARELY(head_casts) ? autocast_head() : head_terms{head_grads, bytes{}, head_input_grad, logits_grad};
-    return step_terms{resting, (accumulating ? grads_all : bytes{}) + h.gradients, saved - h.freed, bytes{}, h.flowing, h.logits,
+    return step_terms{resting, grads_at_head + h.gradients + stage2_head_grad, saved - h.freed, bytes{}, h.flowing, h.logits,
                       (zero3 ? kept3.at_output_layer() * zero3_width + zero3_head_grad : gathered_start), comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
@@ -989,9 +1019,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool mlp_walk = layer_walk && m.moe.experts == 0;
   const bool norm_walk = layer_walk && (m.moe.experts == 0 || (m.moe.stacked && !a.autocast));
   const bool mlp_norm_walk = norm_walk && m.norm == norm_kind::rmsnorm && !m.parallel_residual;
-  const auto new_grads = [&](elements n) {  // gradients appearing in layer i's backward (added in place when accumulating)
-    return fsdp ? n * size_of(compute) : accumulating ? bytes{} : share(n);
-  };
+  // Gradients appearing in layer i's backward: added in place when accumulating; at ZeRO-2 copied into the bucket.
+  const auto new_grads = [&](elements n) { return fsdp ? n * size_of(compute) : accumulating || stage2_partitioned ? bytes{} : share(n); };
   // The terms of the walk inside a layer (2b-2f) are computed only where a layer is walked (mlp_walk, norm_walk);
   // elsewhere 0.
   const bytes mlp_grads = norm_walk ? new_grads(counts.mlp + elements_of(counts.norms.count() / 2)) : bytes{};
@@ -999,8 +1028,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // Accumulating without FSDP2, the one weight gradient a node makes stands beside what the node made until its
   // AccumulateGrad, ready next, adds it in (accumulate_grad.h); every earlier one is gone: `made_here` at the node's
   // own moment, 0 (new_grads) at the later ones. Elsewhere gradients stay, and the two agree.
-  const bool adding_in = accumulating && !fsdp;
-  const auto made_here = [&](elements n) ZEROMEM_ALWAYS_INLINE { return adding_in ? share(n) : new_grads(n); };
+  // At ZeRO-2 alike, the gradient whole until its hook copies it into the bucket (stage_1_and_2.py
+  // reduce_independent_p_g_buckets_and_remove_grads: `grad_reduc.data = new_grad_tensor.data`, a view of the bucket).
+  const bool adding_in = (accumulating || stage2_partitioned) && !fsdp;
+  const auto made_here = [&](elements n) ZEROMEM_ALWAYS_INLINE {
+    return stage2_partitioned ? n * size_of(r.gradients) : adding_in ? share(n) : new_grads(n);
+  };
   // Before pow's node, the norm's weight multiply (weight * x_normed; Gemma's x_normed * (1 + weight)) is differentiated.
   // Where it multiplies in fp32 (autocast, or a norm that scales in fp32), MulBackward0 makes two fp32 products beside
   // the norm's fp32 input and normalised tensor, its rstd and the fp32 incoming gradient, and on CUDA the weight's sum
@@ -1360,8 +1393,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     // layer below: layer 0, with nothing below, holds its own output there in the prefetched layer's place.
     const bytes copy_out = fsdp && s.reshard_after_forward && i == 0 ? layer_unsharded : bytes{};
     const layer_activations& w = full ? full_whole : layer_whole;
-    return layer_context{accumulating ? kept_accumulating : head_grads + layer_grads_kept * above,
-                         accumulating && !fsdp ? new_layer_grad : layer_grads_unsharded,  // the layer's new gradients
+    return layer_context{accumulating ? kept_accumulating : (i <= buffer_top ? grad_buffer : bytes{}) + head_grads + layer_grads_kept * above,
+                         accumulating && !fsdp ? new_layer_grad
+                         : stage2_partitioned  ? new_layer_grad + layer_grads_unsharded
+                                               : layer_grads_unsharded,  // the layer's new gradients
                          per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
                          fsdp    ? root_unsharded + layer_unsharded * unsharded_layers
                          : zero3 ? (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered) ? kept3.at_layer_unreleased(i, L) : kept3.at_layer(i, L)) *
@@ -1604,7 +1639,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const elements patch_embedding = elements_of(checked_product(m.vision.hidden, m.vision.in_channels, m.vision.temporal_patch,
                                                                    m.vision.patch, m.vision.patch));  // Conv3d, no bias
       const auto grad_bytes = [&](elements n) { return fsdp ? n * size_of(compute) : share(n); };
-      vision_grads_start = (accumulating ? kept_accumulating : head_grads + layer_grads_kept * L) + grad_bytes(merger);
+      vision_grads_start = (accumulating ? kept_accumulating : (buffer_at_end ? grad_buffer : bytes{}) + head_grads + layer_grads_kept * L) +
+                           grad_bytes(merger);
       vision_grads_blocks = grad_bytes(counts.vision - merger - patch_embedding);
     }
   }
@@ -1622,25 +1658,30 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tensor the buffer alone holds, so the embedding's is added into it in place (torch/csrc/autograd/input_buffer.cpp
   // accumulate: can_accumulate_inplace(old_var)): no third table (an H200's GPT-2 step under AMP, +21% before).
   const bytes tied_sum = a.autocast ? bytes{} : tied_gradient;
+  // Every gradient, ZeRO-2's partitions only where the bucket filled before the embeddings' backward (buffer_at_end).
+  const bytes grads_at_end = buffer_at_end || accumulating ? grads_all : grads_all - grad_buffer;
   // FSDP2: every layer's sharded gradients (the root's too when accumulating) and the root's unsharded ones.
   const bytes grads_before_root = fsdp ? grads_all - (accumulating ? bytes{} : root_shard_grads) + root_trainable * size_of(compute) : bytes{};
   const bytes grads_end = fsdp ? grads_before_root + tied_gradient + tied_sum
-                               : grads_all + new_embedding_grad + tied_sum + (accumulating || partitioned_grads ? tied_gradient : bytes{});
+                               : grads_at_end + new_embedding_grad + tied_sum + (accumulating || partitioned_grads ? tied_gradient : bytes{});
   // Accumulating without FSDP2, learned positions (GPT-2's wpe, OPT's embed_positions, made after the token embedding
   // and so differentiated first) make their own new table first, beside every kept gradient, lm_head's tied one
   // waiting and dL/d(embedding output): above the end where the position table is large beside the token table (the
   // family step oracle's GPT-2 under --keep-grads, 1,040 positions beside 500 tokens: -3.73% before). GPT-2's one row
-  // of positions gets the batch's gradient summed into a row of its own (the add's broadcast: sum_to), c s h.
-  const bytes positions_new = accumulating && !fsdp && m.positions == position_kind::learned && split.embedding_trainable.count() > 0
-                                  ? share(largest_share(counts.position_embedding, a.tp))
-                                  : bytes{};
+  // of positions gets the batch's gradient summed into a row of its own (the add's broadcast: sum_to), c s h. At
+  // DeepSpeed stages 2-3 that new table is whole until its hook (made above); at ZeRO-2 without accumulating too.
+  const bytes positions_new =
+      (accumulating || stage2_partitioned) && !fsdp && m.positions == position_kind::learned && split.embedding_trainable.count() > 0
+          ? (partitioned_grads ? largest_share(counts.position_embedding, a.tp) * size_of(r.gradients)
+                               : share(largest_share(counts.position_embedding, a.tp)))
+          : bytes{};
   const bytes positions_row_grad =
       positions_new.count() > 0 && !opt_positions && a.micro_batch > 1 ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
   // The embedding's node still holds the int64 position ids it saved (stage.position_ids; GPT-2's row under full
   // recompute is counted with the checkpoints', which are gone by then).
   const auto positions_moment = [&] {
     const bytes ids = bytes_of(learned_position_id_bytes(m, s_local, a.micro_batch));
-    return step_terms{resting, grads_all + positions_new + tied_gradient, pixel_values + ids, bytes{}, hidden_grad + positions_row_grad,
+    return step_terms{resting, grads_at_end + positions_new + tied_gradient, pixel_values + ids, bytes{}, hidden_grad + positions_row_grad,
                       bytes{}, bytes{}, comm, bytes{}, bytes{}, bytes{}};
   };
   // ZeRO-3 gathers the embedding for its backward, which the gradient reaching its output starts (parameter_offload.py
@@ -1674,7 +1715,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool final_norm_walk = mlp_norm_walk && p.pp == 1 && s.loss == loss_impl::hf;
   // Accumulating without FSDP2, lm_head's and the norm's new gradients are added in by then (a tied head's waits).
   const auto final_norm_moment = [&] {
-    return step_terms{resting, adding_in ? grads_all + tied_gradient : (accumulating ? grads_all : bytes{}) + head_grads,
+    return step_terms{resting, accumulating && !fsdp ? grads_all + tied_gradient : grads_at_head + head_grads,
                       saved - stage.output_layer, bytes{}, final_norm_backward, bytes{}, gathered_start, comm, bytes{}, bytes{}, bytes{}};
   };
   // The moments in the order they happen: the loss's backward, layers L - 1 and 0 before and after, the end; the first
@@ -1737,7 +1778,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     }
   };
   // The layers read, in the order they happen; each a call of one inlined walk, not a copy of it per layer.
-  for (const std::int64_t i : {L - 1, fsdp && L > 2 ? L - 2 : -1, fsdp && L > 3 ? std::int64_t{1} : -1, std::int64_t{0}})
+  // ZeRO-2's buffer appears at layer buffer_top: above and below it the walk changes by the same amounts again, so
+  // the layers on either side of it are read too.
+  const bool buffer_appears = stage2_partitioned && buffer_top > 0 && buffer_top < L - 1;
+  for (const std::int64_t i : {L - 1, fsdp && L > 2 ? L - 2 : -1, buffer_appears && buffer_top + 1 < L - 1 ? buffer_top + 1 : -1,
+                               buffer_appears ? buffer_top : -1, fsdp && L > 3 ? std::int64_t{1} : -1, std::int64_t{0}})
     if (i >= 0) consider_layer(i);
   // The moments considered apart (2i, 2j), at layers L - 1 and 0.
   const auto take_apart = [&](bytes total, moment_kind kind, std::int64_t i) ZEROMEM_ALWAYS_INLINE {
