@@ -232,6 +232,15 @@ TEST_CASE("estimate --deepspeed-version 0.16.x walks ZeRO-3's checkpointing defe
   for (const char* v : {"0.15.0", "0.17.0"}) CHECK(run_cli_json(plus(base, {"--deepspeed-version", v}))["per_gpu"] == healthy["per_gpu"]);
   const std::vector<std::string> stored{"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--seq-len", "1024"};
   CHECK(run_cli_json(plus(stored, {"--deepspeed-version", "0.16.4"}))["per_gpu"] == run_cli_json(stored)["per_gpu"]);
+  // --explain on a GPU of 30 GB: the defect's step (13,476,831,232 B gathered beside 11.79 GB of resting states) does not
+  // fit, and the first change tried is the release that fixes it.
+  const auto explained = run_cli(plus(base, {"--deepspeed-version", "0.16.4", "--gpu-memory", "30GB", "--explain"}));
+  CHECK(explained.code == 0);
+  CHECK(explained.out.find("-> OUT OF MEMORY") != std::string::npos);
+  CHECK(explained.out.find("smallest change that fits: --deepspeed-version 0.17.0") != std::string::npos);
+  // Without the defect there is nothing to upgrade: the change is not offered.
+  const auto plain = run_cli(plus(base, {"--gpu-memory", "16GB", "--explain"}));
+  CHECK(plain.out.find("--deepspeed-version") == std::string::npos);
   // Refused: a version that is not one, FSDP, and no step to change.
   const auto refused = [](const std::vector<std::string>& args, const std::string& words) {
     const auto r = run_cli(args);

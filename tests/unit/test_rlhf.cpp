@@ -351,6 +351,16 @@ TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any 
   CHECK(term(phase(actor, "training"), "actor", "gathered parameters kept") == 70'553'706'496LL * 2);
   CHECK_FALSE(job("openrlhf-70b-ppo.args", {"actor_num_nodes=8"})["fits"].get<bool>());
   CHECK(job("openrlhf-70b-ppo.args", {"--deepspeed-version", "0.15.0"})["fits"].get<bool>());
+  // --explain tries a release without the defect first, as a setting, and says it fits; so does the job given it.
+  const nlohmann::json explained = run_cli_json({"job", jobs + "openrlhf-70b-ppo.args", "--json", "--explain"});
+  REQUIRE(!explained["fixes"].empty());
+  CHECK(explained["fixes"][0]["change"] == "--deepspeed-version 0.17.0");
+  CHECK(explained["fixes"][0]["fits"] == true);
+  CHECK(job("openrlhf-70b-ppo.args", {"--deepspeed-version", "0.17.0"})["fits"].get<bool>());
+  // A ZeRO-3 job that fails without the defect (orz-1.5b-ppo, its vLLM cache) is not offered the change.
+  const nlohmann::json orz = run_cli_json({"job", jobs + "orz-1.5b-ppo.args", "--json", "--explain"});
+  REQUIRE(!orz["fixes"].empty());
+  for (const auto& fix : orz["fixes"]) CHECK(fix["change"].get<std::string>().find("--deepspeed-version") == std::string::npos);
 }
 
 TEST_CASE("the DeepSpeed 0.16.x defect is walked by the step: the whole model at the embedding's backward, no activations beside it", "[rlhf][scenario]") {

@@ -38,6 +38,10 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
       if (read.first == key) return key + " " + value + " in " + detail::quoted(a.deepspeed_file, 96) + " (" + flag + ")";
     return flag;
   };
+  // DeepSpeed 0.16.x's ZeRO-3 keeps what a checkpointed backward gathers (DeepSpeed issue #7116); 0.17 releases it.
+  if (in.job.step.zero3_backward_keeps_gathered)
+    with("--deepspeed-version 0.17.0 (0.16.x keeps every parameter ZeRO-3 gathers in a checkpointed backward, DeepSpeed issue #7116)",
+         [](estimate_args& c) { c.deepspeed_version = "0.17.0"; });
   // Expandable segments split every block to the request: the blocks the caching allocator holds above the weights,
   // states and gradients (allocator_blocks) go, and no code changes.
   if (in.job.step.allocator == allocator_mode::caching && e.phase(e.peak_phase).allocator_blocks.count() > 0)

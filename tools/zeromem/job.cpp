@@ -49,6 +49,11 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
   const auto key = [&](const char* o, const char* v, const char* e) {
     return openrlhf ? detail::openrlhf_spelling(o, r.grouped_names) : std::string(easyr1 ? e : v);
   };
+  // DeepSpeed 0.16.x's ZeRO-3 keeps what a checkpointed backward gathers (DeepSpeed issue #7116); 0.17 releases it.
+  const auto leaks = [&](const rlhf_role& role) {
+    return role.present && role.zero_stage == 3 && !role.fsdp && role.gradient_checkpointing && role.trained;
+  };
+  if (j.defects.deepspeed_016_zero3_checkpointing_leak && (leaks(j.actor) || leaks(j.critic))) groups.push_back({"--deepspeed-version 0.17.0"});
   if (j.rollout.present) {
     // Lower the utilization; when the engine does not start at all (no room left for its KV cache), raise it.
     const auto utilization = [&](int u) {
@@ -130,7 +135,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
         words.push_back(o.substr(from, to - from));
         from = to + 1;
       }
-      tried.overrides.insert(tried.overrides.end(), words.begin(), words.end());
+      tried = with_case_words(tried, words);  // key=value overrides, and --setting value pairs
       tried.explain = false;
       bool fits = false;
       try {
@@ -139,9 +144,11 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
         continue;  // this change is not valid for the job (a micro-batch the batch does not divide, ...)
       }
       std::string shown;
-      for (const std::string& w : words)  // OpenRLHF: --key value (--flag for a bare flag)
+      for (const std::string& w : words)  // OpenRLHF: --key value (--flag for a bare flag); a setting as it is given
         shown += (shown.empty() ? "" : " ") +
-                 (!openrlhf ? w : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
+                 (!openrlhf || w.find('=') == std::string::npos
+                      ? w
+                      : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
       last = {shown, fits};
       if (fits || gi == more_group) break;
     }
