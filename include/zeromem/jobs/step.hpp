@@ -1780,10 +1780,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The layers read, in the order they happen; each a call of one inlined walk, not a copy of it per layer.
   // ZeRO-2's buffer appears at layer buffer_top: above and below it the walk changes by the same amounts again, so
   // the layers on either side of it are read too.
-  const bool buffer_appears = stage2_partitioned && buffer_top > 0 && buffer_top < L - 1;
-  for (const std::int64_t i : {L - 1, fsdp && L > 2 ? L - 2 : -1, buffer_appears && buffer_top + 1 < L - 1 ? buffer_top + 1 : -1,
-                               buffer_appears ? buffer_top : -1, fsdp && L > 3 ? std::int64_t{1} : -1, std::int64_t{0}})
-    if (i >= 0) consider_layer(i);
+  std::int64_t layers_read[6] = {L - 1}, read = 1;
+  if (fsdp && L > 2) layers_read[read++] = L - 2;
+  if (ZEROMEM_RARELY(stage2_partitioned && buffer_top > 0 && buffer_top < L - 1)) {
+    if (buffer_top + 1 < L - 1) layers_read[read++] = buffer_top + 1;
+    layers_read[read++] = buffer_top;
+  }
+  if (fsdp && L > 3) layers_read[read++] = 1;
+  if (L > 1) layers_read[read++] = 0;
+  for (std::int64_t k = 0; k < read; ++k) consider_layer(layers_read[k]);
   // The moments considered apart (2i, 2j), at layers L - 1 and 0.
   const auto take_apart = [&](bytes total, moment_kind kind, std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     if (total > backward_total) {
