@@ -449,8 +449,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // it in backward, at the first reduction of the bucket (stage_1_and_2.py copy_grads_in_partition: grads_in_partition
   // = torch.empty(...) when None; reduce_independent_p_g_buckets_and_remove_grads reduces once the next gradient
   // would pass reduce_bucket_size elements), and releases it after (_release_ipg_buffers): until then the gradients
-  // made are in the bucket. Layers i <= buffer_top hold it: counted through layer i's parameters, an upper bound at
-  // the moments of the one layer in which the bucket first fills. Without accumulation; accumulating, grads_all.
+  // made are in the bucket. That is the rank whose partition holds the model's last parameters (the output layer's,
+  // reduced first); a rank holding earlier ones makes it later. Layers i <= buffer_top hold it: counted through layer
+  // i's parameters, an upper bound at the moments of the one layer in which the bucket first fills. Without
+  // accumulation; accumulating, grads_all from the start.
   bytes grad_buffer{};
   std::int64_t buffer_top = L;     // the highest layer whose backward holds grad_buffer (ZeRO-3: every one)
   bool buffer_at_head = true;      // lm_head's and the final norm's moments hold it
