@@ -482,6 +482,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     return split.embedding_trainable.count() > 0 ? elements_of(checked_product(m.vocab, m.token_width())) : elements{};
   };
   const precision_recipe r = trainable_recipe(t);  // the adapters' dtype under LoRA
+  // A gradient autograd has just made, without FSDP2, before DeepSpeed's hook reduces it: a share of the rank's
+  // gradients where they are kept whole (stages 0-1); at stages 2-3, which keep only partitions, the whole tensor in
+  // the gradients' dtype, which the hook copies into the reduce bucket after AccumulateGrad has run (stage_1_and_2.py
+  // reduce_ready_partitions_and_remove_grads, stage3.py reduce_partition_and_remove_grads).
+  const auto just_made = [&](elements part) ZEROMEM_ALWAYS_INLINE { return partitioned_grads ? part * size_of(r.gradients) : share(part); };
   // FSDP2: sharded parameters in their storage dtype (fp32 under MixedPrecisionPolicy(param_dtype=bf16)),
   // optimizer states and gradient shards in the same dtype; all-gathers and unsharded gradients in the compute dtype.
   const dtype storage = r.fp32_master ? dtype::fp32 : r.weights;
@@ -522,19 +527,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       resting -= e.per_rank.gathered_layer.gpu;
       const bool lora = t.adapt.lora_enabled();
       zero3_width = size_of(lora ? t.recipe.weights : r.weights);
-      if (!lora) {
-        zero3_layer_grad = kept3.largest_module * size_of(r.gradients);
-        // A tied head's gradient waits in the table's input buffer instead (tied_gradient, below).
-        if (p.pp == 1 && !s.value_head && !m.tied_embeddings && head_trainable.count() > 0)
-          zero3_head_grad = largest_share(counts.lm_head, a.tp) * size_of(r.gradients);
-      }
+      if (!lora) zero3_layer_grad = kept3.largest_module * size_of(r.gradients);
     }
+    // lm_head's new whole gradient at stages 2-3, before its hook (a tied head's waits in the table's input buffer
+    // instead: tied_gradient, below): ZeRO-3 counts it with the head gathered, ZeRO-2 with the gradients.
+    if (partitioned_grads && !t.adapt.lora_enabled() && p.pp == 1 && !s.value_head && !m.tied_embeddings && head_trainable.count() > 0)
+      (zero3 ? zero3_head_grad : stage2_head_grad) = largest_share(counts.lm_head, a.tp) * size_of(r.gradients);
     // A group's share of the rank's gradient bytes (sharded or offloaded alike), in proportion to its parameters, in
     // double: the exact product can pass 2^63, and double's relative error (2^-52) is under a byte for any share
     // below 4.5 PB (x87 long double, used before, took longer than the rest of the step's arithmetic).
-    if (ZEROMEM_RARELY(stage2_partitioned) && !t.adapt.lora_enabled() && p.pp == 1 && !s.value_head && !m.tied_embeddings &&
-        head_trainable.count() > 0)
-      stage2_head_grad = largest_share(counts.lm_head, a.tp) * size_of(r.gradients);
     if (partitioned_grads) grad_buffer = e.per_rank.gradients.gpu;  // ZeRO-3 with the optimizer offloaded: on the CPU, 0 here
     if (ZEROMEM_RARELY(stage2_partitioned && !accumulating)) {
       // Elements handed to the bucket before layer i's moments end: the head's (a tied table's only after the
@@ -548,17 +549,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     layer_grads_kept = share(layer_trainable);
     head_grads = share(head_trainable);
     layer_grads_unsharded = layer_grads_kept;  // no sharding: a layer's gradients are kept as they appear
-    // A gradient autograd has just made, before DeepSpeed's hook reduces it: a share of the rank's gradients where they
-    // are kept whole (stages 0-1); at stages 2-3, which keep only partitions, the whole tensor in the gradients' dtype,
-    // which the hook copies into the reduce bucket after AccumulateGrad has run (stage_1_and_2.py
-    // reduce_ready_partitions_and_remove_grads, stage3.py reduce_partition_and_remove_grads).
-    const auto made = [&](elements part) { return partitioned_grads ? part * size_of(r.gradients) : share(part); };
     // ZeRO-3 counts a module's new gradient where it gathers the module (zero3_layer_grad), not again here.
     if ((accumulating || stage2_partitioned) && zero3_layer_grad.count() == 0) {
       const elements largest_module = t.adapt.lora_enabled() ? split.adapters.largest_tensor : largest_layer_module(m);
-      new_layer_grad = made(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
+      new_layer_grad = just_made(layer_trainable.count() > 0 ? largest_share(largest_module, a.tp) : elements{});
     }
-    if (accumulating || tied_head || partitioned_grads) new_embedding_grad = made(largest_share(token_table(), a.tp));
+    if (accumulating || tied_head || partitioned_grads) new_embedding_grad = just_made(largest_share(token_table(), a.tp));
     if (tied_head) tied_gradient = new_embedding_grad;  // the same table's, held in the input buffer
     head_grads += tied_gradient;
     if (t.zero.stage >= 1) {  // DeepSpeed's buckets live through the step; ZeRO-3's reduce-scatter copy in backward only
@@ -1034,7 +1030,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // reduce_independent_p_g_buckets_and_remove_grads: `grad_reduc.data = new_grad_tensor.data`, a view of the bucket).
   const bool adding_in = (accumulating || stage2_partitioned) && !fsdp;
   const auto made_here = [&](elements n) ZEROMEM_ALWAYS_INLINE {
-    return stage2_partitioned ? n * size_of(r.gradients) : adding_in ? share(n) : new_grads(n);
+    return stage2_partitioned ? just_made(n) : adding_in ? share(n) : new_grads(n);
   };
   // Before pow's node, the norm's weight multiply (weight * x_normed; Gemma's x_normed * (1 + weight)) is differentiated.
   // Where it multiplies in fp32 (autocast, or a norm that scales in fp32), MulBackward0 makes two fp32 products beside
@@ -1671,11 +1667,10 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // waiting and dL/d(embedding output): above the end where the position table is large beside the token table (the
   // family step oracle's GPT-2 under --keep-grads, 1,040 positions beside 500 tokens: -3.73% before). GPT-2's one row
   // of positions gets the batch's gradient summed into a row of its own (the add's broadcast: sum_to), c s h. At
-  // DeepSpeed stages 2-3 that new table is whole until its hook (made above); at ZeRO-2 without accumulating too.
+  // DeepSpeed stages 2-3 that new table is whole until its hook (just_made); at ZeRO-2 without accumulating too.
   const bytes positions_new =
       (accumulating || stage2_partitioned) && !fsdp && m.positions == position_kind::learned && split.embedding_trainable.count() > 0
-          ? (partitioned_grads ? largest_share(counts.position_embedding, a.tp) * size_of(r.gradients)
-                               : share(largest_share(counts.position_embedding, a.tp)))
+          ? just_made(largest_share(counts.position_embedding, a.tp))
           : bytes{};
   const bytes positions_row_grad =
       positions_new.count() > 0 && !opt_positions && a.micro_batch > 1 ? elements_of(checked_product(s_local, m.hidden)) * size_of(compute) : bytes{};
