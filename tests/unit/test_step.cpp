@@ -2585,8 +2585,8 @@ TEST_CASE("step: ZeRO-2 makes its gradient partition at the bucket's first reduc
 
 TEST_CASE("step: ZeRO-2's learned positions make a whole new table before their hook", "[step][zero3]") {
   // A GPT-2 layout, untied, 2 layers of 768, a vocabulary of 500 beside 8,192 positions, pure bf16 over 2 ranks at
-  // stage 2, 16 tokens. The model's 20.8M parameters never fill the 5e8 bucket, so the partition is made after the
-  // backward, and its highest moment is the position embedding's: its new whole table, 8,192 x 768 x 2 B =
+  // stage 2, 16 tokens. The model's 21,236,736 parameters (2 layers x 7,087,872 + 8,192 x 768 positions + 2 x 500 x
+  // 768 token tables + ln_f's 1,536) never fill the 5e8 bucket, so the partition is made after the backward, and its highest moment is the position embedding's: its new whole table, 8,192 x 768 x 2 B =
   // 12,582,912 B, above a layer's largest new gradient (768 x 3,072 x 2 B = 4,718,592 B) and the token table's (500 x
   // 768 x 2 B = 768,000 B).
   const transformer_config m = parse_hf_config(

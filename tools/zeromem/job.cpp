@@ -50,10 +50,8 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
     return openrlhf ? detail::openrlhf_spelling(o, r.grouped_names) : std::string(easyr1 ? e : v);
   };
   // DeepSpeed 0.16.x's ZeRO-3 keeps what a checkpointed backward gathers (DeepSpeed issue #7116); 0.17 releases it.
-  const auto leaks = [&](const rlhf_role& role) {
-    return role.present && role.zero_stage == 3 && !role.fsdp && role.gradient_checkpointing && role.trained;
-  };
-  if (j.defects.deepspeed_016_zero3_checkpointing_leak && (leaks(j.actor) || leaks(j.critic))) groups.push_back({"--deepspeed-version 0.17.0"});
+  if (detail::walks_zero3_checkpointing_leak(j, j.actor) || detail::walks_zero3_checkpointing_leak(j, j.critic))
+    groups.push_back({"--deepspeed-version 0.17.0"});
   if (j.rollout.present) {
     // Lower the utilization; when the engine does not start at all (no room left for its KV cache), raise it.
     const auto utilization = [&](int u) {

@@ -357,6 +357,13 @@ inline void forward_pass(const group_view& v, const std::string& role, rlhf_role
   }
 }
 
+/// Whether a trained role's backward walks DeepSpeed 0.16.x's ZeRO-3 checkpointing defect (known_defects, DeepSpeed
+/// issue #7116): DeepSpeed's own ZeRO-3 (not FSDP) with gradient checkpointing, on a release that has it.
+inline bool walks_zero3_checkpointing_leak(const rlhf_job& j, const rlhf_role& r) {
+  return j.defects.deepspeed_016_zero3_checkpointing_leak && r.present && r.trained && r.zero_stage == 3 && !r.fsdp &&
+         r.gradient_checkpointing;
+}
+
 /// A trained role's update: every state on the GPU (sleeping states are loaded back), and the step model's
 /// peak above them.
 inline void update(const group_view& v, const std::string& role, const rlhf_role& r, const rlhf_job& j) {
@@ -379,7 +386,7 @@ inline void update(const group_view& v, const std::string& role, const rlhf_role
   }
   // DeepSpeed 0.16.x under ZeRO-3 with checkpointing releases nothing it gathers in backward (known_defects): the step
   // walks it (step_config::zero3_backward_keeps_gathered), so by the embedding's backward the whole model is gathered.
-  const bool defect = j.defects.deepspeed_016_zero3_checkpointing_leak && r.zero_stage == 3 && !r.fsdp && r.gradient_checkpointing;
+  const bool defect = walks_zero3_checkpointing_leak(j, r);
   t.step.zero3_backward_keeps_gathered = defect;
   const step_estimate e = estimate_step(t);
   step_phase peak_phase = e.peak_phase;
