@@ -1443,6 +1443,42 @@ TEST_CASE("step: an attention input linear without a bias is differentiated with
   CHECK(e.backward.activations.count() == 196'608 + 768 + 98'304 + 768);
 }
 
+TEST_CASE("step: under FSDP2 the attention input's node is read where the layer above is still reducing", "[step][fsdp]") {
+  // Pythia-6.9B (GPT-NeoX: biased query_key_value, 4,096 wide, 32 heads, ffn 16,384) on rank 0 of 8 FSDP2 ranks
+  // (FULL_SHARD, fp32 parameters, bf16 compute, fp32 reduce), 1,024 tokens. Below layer 31 the layer above's fp32
+  // reduce-scatter input stays alive through the next layer's backward: its 201,379,840 parameters (query_key_value
+  // 4,096 x 12,288 + 12,288, dense 4,096^2 + 4,096, the MLP's 2 x 4,096 x 16,384 + 16,384 + 4,096, two LayerNorms
+  // 2 x 8,192) x 4 B = 805,519,360 B. The backward's peak is query_key_value's node in such a layer, once it has freed
+  // its input: beside the residual's gradient (1,024 x 4,096 x 2 B = 8,388,608 B) wait dL/d(qkv output) (1,024 x 12,288
+  // x 2 B = 25,165,824 B) and the input gradient it made (8,388,608 B), and its bias's sum stages on CUDA: 4 B x 12,288
+  // outputs x 16 CTAs x 32 lanes x 4 (vectorized) + 4 B x 96 blocks = 100,663,680 B on an H100's 132 x 2,048 threads
+  // (core/cuda_reduce.hpp). Read at layers 31 and 0 only, that moment had been missed.
+  training_states t{};
+  t.recipe = recipe_of(precision::mixed_bf16);
+  const step_estimate e = fsdp2_rank(find_preset("pythia-6.9b").config, t, sdpa(1024, 1), 8);
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.communication == bytes_of(805'519'360));
+  CHECK(e.backward.flowing == bytes_of(8'388'608 + 25'165'824 + 8'388'608 + 100'663'680));
+}
+
+TEST_CASE("step: an attention input linear without a bias stages no sum on CUDA", "[step]") {
+  // Phi-3's layout (fused qkv_proj, no biases) cut to 1 layer, hidden 3,072, 32 heads of 96, ffn 1,024, vocabulary 500
+  // (untied), 1,024 tokens, pure bf16 AdamW (foreach) on an H100, no recompute. Only a bias's gradient is a sum over the
+  // tokens (derivatives.yaml: addmm's bias; mm has none), so qkv_proj's node holds no CUDA reduction staging (75,497,760
+  // B at these sizes had been counted, which put the backward at 592,015,648 B, above the step's real peak). Parameters:
+  // 2 x 500 x 3,072 tables, qkv 3,072 x 9,216, o_proj 3,072^2, gate_up 3,072 x 2,048, down 1,024 x 3,072, three norms of
+  // 3,072: 50,267,136. The peak is the optimizer step: weights and two bf16 moments (6 B each) 301,602,816 B, gradients
+  // 100,534,272 B, foreach's parameter-sized temporaries 100,534,272 B and two 32 MiB cuBLAS workspaces, 569,780,224 B.
+  transformer_config m = detail::phi3_mini(2047);
+  m.ffn = 1024;
+  m.layers = 1;
+  m.vocab = 500;
+  const step_estimate e = estimate_step(m, pure_bf16(), sdpa(1024, 1), step_config{});
+  CHECK(e.peak_phase == step_phase::optimizer_step);
+  CHECK(e.peak == bytes_of(301'602'816 + 100'534'272 + 100'534'272 + 67'108'864));
+  CHECK(e.backward.total() < e.peak);
+}
+
 TEST_CASE("step: a biased first linear is differentiated with its weight's gradient made and its input kept, its bias's not yet made", "[step][recompute]") {
   // The family step oracle's random StarCoder2 step (seed 17): LayerNorms, biases on every linear, GELU MLP, hidden 128,
   // 4 heads of 32 over 2 key/value heads, ffn 1024, 1 layer, vocabulary 500 (tied), 64 tokens, full recompute, eager,
@@ -2581,6 +2617,28 @@ TEST_CASE("step: ZeRO-2 makes its gradient partition at the bucket's first reduc
   CHECK(none.backward.gradients == bytes_of(262'144'000));
   CHECK(none.backward.loss == bytes_of(4'096'000));
   CHECK(none.optimizer_step.gradients == bytes_of(1'684'603'904));
+}
+
+TEST_CASE("step: ZeRO-2 reads the attention input's node at the layer where its partition appears", "[step][zero3]") {
+  // Llama-2-7B's layout with a narrow MLP (intermediate 2,048), pure bf16 over 8 ranks at stage 2, 256 tokens, the 5e8
+  // bucket. A layer holds 4 x 4,096^2 + 3 x 4,096 x 2,048 + 2 x 4,096 = 92,282,880 parameters; the head hands the bucket
+  // 32,000 x 4,096 + 4,096 = 131,076,096. After layers 31, 30 and 29 it holds 407,924,736 <= 5e8; layer 28's pass it
+  // (500,207,616), so layer 28 is the first to hold the 16-bit partition: 2 x (2 x 131,072,000 + 32 x 92,282,880 +
+  // 4,096) / 8 = 803,800,064 B. There the attention input's node (q_proj's: the weight's gradient made, its input still
+  // kept) holds the partition beside q_proj's whole new gradient (4,096^2 x 2 B = 33,554,432 B) and the gradients
+  // flowing into it: the layer's output gradient (256 x 4,096 x 2 B = 2,097,152 B), q's (the same) and k's and v's
+  // (2 x 2,097,152 B), 8,388,608 B in all. Read at layers 31 and 0 only, the backward missed it: the partition is not
+  // there at 31, and at 0 the saved tensors of layers 1-28 are gone.
+  transformer_config m = llama2();
+  m.ffn = 2048;
+  training_states t = pure_bf16();
+  t.zero.stage = 2;
+  t.dp = 8;
+  const step_estimate e = estimate_step(m, t, sdpa(256, 1), step_config{});
+  CHECK(e.optimizer_step.gradients == bytes_of(803'800'064));
+  CHECK(e.peak_phase == step_phase::backward);
+  CHECK(e.backward.gradients == bytes_of(803'800'064 + 33'554'432));
+  CHECK(e.backward.flowing == bytes_of(8'388'608));
 }
 
 TEST_CASE("step: ZeRO-2's learned positions make a whole new table before their hook", "[step][zero3]") {

@@ -1568,7 +1568,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const layer_activations& w = *l.whole;
     const std::int64_t outputs = checked_product(m.fused_qkv ? checked_sum(m.heads, checked_product(2, m.kv_heads)) : m.heads, m.head_size());
     const bytes incoming = elements_of(checked_product(sb, outputs)) * size_of(compute) + hidden_grad * (m.fused_qkv ? 1 : 2);
-    const bytes staging = a.device == device_kind::cuda ? bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors)) : bytes{};
+    // Only a bias's gradient is a sum over the tokens (derivatives.yaml addmm); an unbiased linear's node (mm) stages none.
+    const bytes staging =
+        m.qkv_bias && a.device == device_kind::cuda ? bytes_of(cuda_sum_staging_bytes(outputs, sb, s.multiprocessors)) : bytes{};
     const elements weight = elements_of(checked_product(m.hidden, outputs)), bias = elements_of(m.qkv_bias ? outputs : 0);
     // Two instants of the node: (A) while it makes its weight's gradient (the mm after its input's), the input it kept
     // (the norm's output, w.attention_input) still alive and its bias's gradient not made; (B) once it has freed that
@@ -1786,7 +1788,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   if (fsdp && L > 3) layers_read[read++] = 1;
   if (L > 1) layers_read[read++] = 0;
   for (std::int64_t k = 0; k < read; ++k) consider_layer(layers_read[k]);
-  // The moments considered apart (2i, 2j), at layers L - 1 and 0.
+  // The moments considered apart (2i, 2j, 2k), at the same layers.
   const auto take_apart = [&](bytes total, moment_kind kind, std::int64_t i) ZEROMEM_ALWAYS_INLINE {
     if (total > backward_total) {
       backward_total = total;
@@ -1794,17 +1796,16 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       highest_layer = i;
     }
   };
-  for (const std::int64_t i : {L - 1, std::int64_t{0}})
-    if (!attention_input_walk) break;
-    else take_apart(total_of(attention_input_moment(layer_at(i), i == 0)), moment_kind::attention_input, i);
-  for (const std::int64_t i : {L - 1, std::int64_t{0}})
-    if (!head_norm_walk) break;
-    else
-      for (const bool query : {false, true})
-        take_apart(total_of(head_norm_moment(layer_at(i), query, i == 0)), query ? moment_kind::query_norm : moment_kind::key_norm, i);
-  for (const std::int64_t i : {L - 1, std::int64_t{0}})
-    if (!attention_kernel_walk) break;
-    else take_apart(total_of(attention_kernel_moment(layer_at(i))), moment_kind::attention_kernel, i);
+  if (attention_input_walk || head_norm_walk || attention_kernel_walk)
+    for (std::int64_t k = 0; k < read; ++k) {
+      const std::int64_t i = layers_read[k];
+      const layer_context layer = layer_at(i);
+      if (attention_input_walk) take_apart(total_of(attention_input_moment(layer, i == 0)), moment_kind::attention_input, i);
+      if (head_norm_walk)
+        for (const bool query : {false, true})
+          take_apart(total_of(head_norm_moment(layer, query, i == 0)), query ? moment_kind::query_norm : moment_kind::key_norm, i);
+      if (attention_kernel_walk) take_apart(total_of(attention_kernel_moment(layer)), moment_kind::attention_kernel, i);
+    }
   for (const bool end : {false, true})
     if (!vision_trains) break;
     else if (const bytes total = total_of(vision_moment(end)); total > backward_total) {
