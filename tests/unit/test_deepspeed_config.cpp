@@ -64,6 +64,10 @@ TEST_CASE("a DeepSpeed config's keys: set, \"auto\" and absent", "[deepspeed_con
   CHECK(c.hpz.given == deepspeed_key<std::int64_t>::state::absent);
   CHECK(c.max_reuse_distance.value == 1'000'000'000);
   CHECK(parse_deepspeed_config(R"({"zero_optimization": {"max_reuse_distance": "auto"}})").max_reuse_distance.is_auto());
+  CHECK(c.param_persistence.is_auto());
+  // The threshold under either name (zero/config.py: the field, alias stage3_param_persistence_threshold).
+  CHECK(parse_deepspeed_config(R"({"zero_optimization": {"param_persistence_threshold": 0}})").param_persistence.value == 0);
+  CHECK(parse_deepspeed_config(R"({"zero_optimization": {"stage3_param_persistence_threshold": 1e4}})").param_persistence.value == 10'000);
 
   // "Adam" is AdamW unless adam_w_mode is false (engine.py _configure_basic_optimizer); type names are case-insensitive.
   CHECK(parse_deepspeed_config(R"({"optimizer": {"type": "Adam"}})").optimizer.value == optimizer_kind::adamw);
@@ -98,6 +102,12 @@ TEST_CASE("a DeepSpeed config zeromem cannot model, or DeepSpeed would refuse, i
   CHECK(refusal(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.3}}})").find("ratio '0.3' is not modelled") !=
         std::string::npos);
   CHECK(refusal(R"({"zero_optimization": {"zero_quantized_weights": true}})").find("qwZ") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"stage3_param_persistence_threshold": -1}})")
+            .find("stage3_param_persistence_threshold must be a whole number of at least 0") != std::string::npos);
+  // A cap on the persistent tensors' sum is refused; DeepSpeed's default, sys.maxsize, is no cap.
+  CHECK(refusal(R"({"zero_optimization": {"stage3_model_persistence_threshold": 1000000}})")
+            .find("stage3_model_persistence_threshold '1000000' is not modelled (a cap on the persistent parameters)") != std::string::npos);
+  CHECK(refusal(R"({"zero_optimization": {"model_persistence_threshold": 9223372036854775807}})") == "accepted");
   CHECK(refusal(R"({"bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"}})").find("BF16_Optimizer") != std::string::npos);
   CHECK(refusal(R"({"zero_optimization": {"offload_optimizer": {"device": "disk"}}})").find("device must be") != std::string::npos);
   CHECK(refusal(R"({"train_micro_batch_size_per_gpu": 0})").find("at least 1") != std::string::npos);
@@ -130,12 +140,14 @@ TEST_CASE("estimate --deepspeed-config is the same job as its keys written as fl
   // transformers' ZeRO-3 config under the Trainer's "auto": the precision and micro-batch from the flags, the buckets
   // from hidden 4096 (trainer_config_finalize): reduce 4096^2 = 16,777,216 and prefetch int(0.9 x 4096^2) = 15,099,494
   // elements; backward holds two reduce buckets and the prefetch bucket, 2 B each: 67,108,864 + 30,198,988 = 97,307,852 B.
+  // The persistence threshold 10 x 4096 = 40,960.
   const std::vector<std::string> zero3{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--dp", "8", "--precision", "mixed-bf16"};
   const nlohmann::json auto3 = run_cli_json(plus(zero3, {"--micro-batch", "2", "--deepspeed-config", hf_zero3}));
   CHECK(auto3["phases"]["backward"]["terms"]["communication_buffers_bytes"] == 97'307'852);
   CHECK(without_config(auto3) == run_cli_json(plus(zero3, {"--micro-batch", "2", "--zero-stage", "3", "--offload-optimizer", "cpu",
                                                            "--offload-params", "cpu", "--pin-memory", "--reduce-bucket", "16777216",
-                                                           "--prefetch-bucket", "15099494"})));
+                                                           "--prefetch-bucket", "15099494", "--param-persistence-threshold", "40960"})));
+  CHECK(auto3["inputs"]["param_persistence_threshold"] == 40'960);
 }
 
 TEST_CASE("estimate --deepspeed-config: the optimizer DeepSpeed builds, and absent keys at DeepSpeed's defaults", "[deepspeed_config][cli]") {
@@ -165,7 +177,18 @@ TEST_CASE("estimate --deepspeed-config: the optimizer DeepSpeed builds, and abse
   const nlohmann::json reuse0 = with_config(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0}})",
                                             {"--dp", "4"});
   CHECK(reuse0["inputs"]["max_reuse_distance"] == 0);
-  CHECK(reuse0["phases"]["forward"]["terms"]["gathered_parameters_bytes"] == 0);
+  // Nothing but the persistent tensors (DeepSpeed's default 1e5): Qwen2.5-1.5B's norms (2 x 1,536 a layer) and q, k,
+  // v biases (1,536 + 256 + 256) over 28 layers, and the final norm's 1,536: 144,896 elements in bf16.
+  CHECK(reuse0["phases"]["forward"]["terms"]["gathered_parameters_bytes"] == 2 * (28 * (2 * 1'536 + 1'536 + 256 + 256) + 1'536));
+  CHECK(reuse0["inputs"]["param_persistence_threshold"] == 100'000);
+  // Threshold 0 from the config, as the flag: nothing gathered at all.
+  const nlohmann::json none0 = with_config(
+      R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0, "stage3_param_persistence_threshold": 0}})",
+      {"--dp", "4"});
+  CHECK(none0["phases"]["forward"]["terms"]["gathered_parameters_bytes"] == 0);
+  CHECK(without_config(none0) == run_cli_json(plus({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--max-reuse-distance", "0",
+                                                    "--param-persistence-threshold", "0"},
+                                                   z3)));
   CHECK(without_config(reuse0) == run_cli_json(plus({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "1024", "--max-reuse-distance", "0"}, z3)));
   const nlohmann::json reuse_auto =
       with_config(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": "auto"}})", {"--dp", "4"});
@@ -191,6 +214,12 @@ TEST_CASE("estimate --deepspeed-config refuses a flag that disagrees with it, an
            "--max-reuse-distance 0 disagrees with the DeepSpeed config's zero_optimization.stage3_max_reuse_distance 1000000000");
   rejected({"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--zero-stage", "2", "--max-reuse-distance", "0"},
            "--max-reuse-distance is ZeRO-3's stage3_max_reuse_distance; drop it or pass --zero-stage 3");
+  rejected({"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--zero-stage", "2", "--param-persistence-threshold", "0"},
+           "--param-persistence-threshold is ZeRO-3's stage3_param_persistence_threshold; drop it or pass --zero-stage 3");
+  rejected({"estimate", "--model", "llama-3-8b", "--zero-stage", "3", "--dp", "8", "--param-persistence-threshold", "0"},
+           "--param-persistence-threshold sets what ZeRO-3 keeps gathered in the step; add a model and --seq-len");
+  rejected({"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--zero-stage", "3", "--dp", "8", "--param-persistence-threshold", "-1"},
+           "the persistence threshold (--param-persistence-threshold)");
   rejected(plus(base, {zero2, "--precision", "amp-bf16"}), "--precision amp-bf16 disagrees");
   rejected(plus(base, {zero2, "--fsdp", "FULL_SHARD"}), "describes a DeepSpeed job");
   rejected(plus(base, {hf_zero3, "--micro-batch", "2"}), "bf16.enabled is \"auto\"");

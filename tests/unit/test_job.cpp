@@ -69,7 +69,8 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   // q, k, v, o 4096 x 4096 = 16,777,216 each; gate, up, down 4096 x 11008 = 45,088,768 each; two norms of 4096:
   // a layer 67,108,864 + 135,266,304 + 8,192 = 202,383,360. Head: lm_head 32000 x 4096 = 131,072,000 + the final norm.
   const transformer_config llama = preset_config("llama-2-7b");
-  const zero3_retained r = zero3_retained_parameters(llama, 32, 1, true, 1'000'000'000);
+  // The walk alone: no persistent tensors (threshold 0; DeepSpeed's default 1e5 is the next test case's).
+  const zero3_retained r = zero3_retained_parameters(llama, 32, 1, true, 1'000'000'000, 0);
   CHECK(r.layer == elements_of(202'383'360));
   CHECK(r.largest_module == elements_of(45'088'768));
   CHECK(r.head == elements_of(131'076'096));
@@ -98,13 +99,13 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   CHECK(r.at_layer_unreleased(0, 32) == elements_of(6'738'415'616 - 131'072'000));
 
   // Distance 0: nothing is kept, and lm_head is gathered again for its backward.
-  const zero3_retained none = zero3_retained_parameters(llama, 32, 1, true, 0);
+  const zero3_retained none = zero3_retained_parameters(llama, 32, 1, true, 0, 0);
   CHECK(none.turnaround() == 0_params);
   CHECK(none.at_output_layer() == elements_of(131'072'000));
 
   // Llama-3-70B: lm_head (128256 x 8192 = 1,050,673,152 elements) is used again at once; the final norm, with lm_head
   // twice after it, is not kept, nor any layer.
-  const zero3_retained big = zero3_retained_parameters(preset_config("llama-3-70b"), 80, 1, true, 1'000'000'000);
+  const zero3_retained big = zero3_retained_parameters(preset_config("llama-3-70b"), 80, 1, true, 1'000'000'000, 0);
   CHECK(big.whole_layers == 0);
   CHECK(big.partial == 0_params);
   CHECK(big.turnaround() == elements_of(1'050'673'152));
@@ -118,7 +119,7 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   small.vocab = 1000;
   small.layers = 2;
   small.head_dim = 0;
-  const zero3_retained all = zero3_retained_parameters(small, 2, 1, true, 1'000'000'000);
+  const zero3_retained all = zero3_retained_parameters(small, 2, 1, true, 1'000'000'000, 0);
   CHECK(all.whole_layers == 2);
   // 2 x (2 x 655,872 + 256,256) = 3,136,000 < 1e9: the embedding (1000 x 256) stays from its forward to its backward.
   CHECK(all.root == elements_of(256'000));
@@ -128,7 +129,7 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   // only (budget 2,000,000 - 2 (655,872 + 256,256) = 175,744; up would need 2 x 131,072 = 262,144). The table (the
   // lm_head weight) is used again at the embedding's backward after 2 x 655,872 + 256 = 1,312,000 < 2,000,000.
   small.tied_embeddings = true;
-  const zero3_retained tied = zero3_retained_parameters(small, 2, 1, true, 2'000'000);
+  const zero3_retained tied = zero3_retained_parameters(small, 2, 1, true, 2'000'000, 0);
   CHECK(tied.whole_layers == 1);
   CHECK(tied.partial == elements_of(131'072));
   CHECK(tied.root == 0_params);
@@ -143,7 +144,7 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   // against 1e9 - 2 x (131,072,000 + 4,096) = 737,847,808 the top layer's experts module (nothing after it) is kept,
   // and the router before it is not (2 x 1,409,286,144 above the budget).
   transformer_config mixtral = preset_config("mixtral-8x7b");
-  const zero3_retained moe = zero3_retained_parameters(mixtral, 32, 1, true, 1'000'000'000);
+  const zero3_retained moe = zero3_retained_parameters(mixtral, 32, 1, true, 1'000'000'000, 0);
   CHECK(moe.layer == elements_of(1'451'270'144));
   CHECK(moe.largest_module == elements_of(1'409'286'144));
   CHECK(moe.whole_layers == 0);
@@ -153,7 +154,7 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   // them: the router (32,768) is kept, then the last down_proj copies t while 2 (32,768 + t x 58,720,256) <
   // 737,847,808: t = 0 .. 6, seven of the eight.
   mixtral.moe.stacked = false;
-  const zero3_retained linears = zero3_retained_parameters(mixtral, 32, 1, true, 1'000'000'000);
+  const zero3_retained linears = zero3_retained_parameters(mixtral, 32, 1, true, 1'000'000'000, 0);
   CHECK(linears.largest_module == elements_of(58'720'256));
   CHECK(linears.partial == elements_of(32'768 + 7 * 58'720'256));
 
@@ -162,4 +163,64 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
   runtime_overheads o{};
   o.max_reuse_distance = -1;
   CHECK_THROWS_WITH(validate(o), Catch::Contains("max_reuse_distance cannot be negative"));
+}
+
+TEST_CASE("ZeRO-3 keeps tensors of at most stage3_param_persistence_threshold elements gathered", "[job][zero3]") {
+  // parameter_offload.py mark_persistent_parameters: ds_numel <= the threshold (DeepSpeed's default 1e5) marks a tensor
+  // ds_persist, and __params_to_release never releases it; the walk still counts it in its distances.
+  // Llama-2-7B on one rank: only the norms are persistent, 32 x 2 + 1 = 65 of 4,096: 266,240 elements.
+  const transformer_config llama = preset_config("llama-2-7b");
+  const zero3_retained r = zero3_retained_parameters(llama, 32, 1, true, 1'000'000'000);
+  CHECK(r.persistent == elements_of(266'240));
+  CHECK(r.whole_layers == 1);  // the walk is the threshold-0 one: the previous test case
+  CHECK(r.partial == elements_of(3 * 45'088'768 + 2 * 16'777'216));
+  // The turnaround kept lm_head, the final norm and layer 31 whole (its two norms), 502,280,192 elements; the 62 norms
+  // of layers 0-30 are gathered beside them: + 253,952.
+  CHECK(r.turnaround() == elements_of(502'280'192 + 62 * 4'096));
+  // Layer 30's backward: its kept modules (168,820,736, no norm among them) and every norm.
+  CHECK(r.at_layer(30, 32) == elements_of(168'820'736 + 266'240));
+  CHECK(r.at_layer(0, 32) == elements_of(45'088'768 + 266'240));
+  // The embedding's backward gathers the table (32,000 x 4,096) beside them.
+  CHECK(r.at_embeddings(false) == elements_of(131'072'000 + 266'240));
+  // Where nothing is released the norms are in the layers already: 6,738,415,616 - 131,072,000 as before.
+  CHECK(r.at_layer_unreleased(0, 32) == elements_of(6'738'415'616 - 131'072'000));
+  // Hugging Face Trainer's "auto", 10 x 4,096 = 40,960, marks the same tensors.
+  CHECK(zero3_retained_parameters(llama, 32, 1, true, 1'000'000'000, 40'960).persistent == elements_of(266'240));
+
+  // The small model of the previous case (hidden 256, ffn 512, vocab 1000, 2 layers): q, k, v, o of 65,536 are
+  // persistent, gate, up, down of 131,072 are not, nor lm_head's or the table's 256,000. A layer: 4 x 65,536 + 2 x 256
+  // = 262,656; with the final norm 2 x 262,656 + 256 = 525,568.
+  transformer_config small = llama;
+  small.hidden = 256;
+  small.heads = small.kv_heads = 4;
+  small.ffn = 512;
+  small.vocab = 1000;
+  small.layers = 2;
+  small.head_dim = 0;
+  const zero3_retained none = zero3_retained_parameters(small, 2, 1, true, 0);  // distance 0: nothing kept by the walk
+  CHECK(none.persistent == elements_of(525'568));
+  CHECK(none.turnaround() == elements_of(525'568));
+  CHECK(none.at_output_layer() == elements_of(525'568 + 256'000));
+  CHECK(none.at_layer(0, 2) == elements_of(525'568 + 131'072));  // gate, up or down, the largest module
+  CHECK(none.at_embeddings(false) == elements_of(525'568 + 256'000));
+  // Tied, distance 2,000,000 (the walk of the previous case: the top layer whole, down below it, the table kept for
+  // the embedding's backward): the top layer's 655,872 - 262,656 = 393,216 non-persistent elements, down's 131,072,
+  // the table 256,000 and the final norm's 256, which is persistent: 525,568 + 256,000 + 393,216 + 131,072.
+  small.tied_embeddings = true;
+  const zero3_retained tied = zero3_retained_parameters(small, 2, 1, true, 2'000'000);
+  CHECK(tied.turnaround() == elements_of(525'568 + 256'000 + 393'216 + 131'072));
+  CHECK(tied.at_layer(0, 2) == elements_of(525'568 + 131'072 + 256'000));
+  // Two tensor-parallel ranks: each tensor's half. q, k, v, o 32,768, gate, up, down 65,536 and the norms' 128 are all
+  // persistent: 2 x (4 x 32,768 + 3 x 65,536 + 2 x 128) + 128 = 656,000; a layer gathers nothing more.
+  small.tied_embeddings = false;
+  const zero3_retained halves = zero3_retained_parameters(small, 2, 2, true, 0);
+  CHECK(halves.persistent == elements_of(656'000));
+  CHECK(halves.resident.layer == 0_params);
+  CHECK(halves.at_layer(0, 2) == elements_of(656'000));
+  // Threshold 0: none.
+  CHECK(zero3_retained_parameters(small, 2, 1, true, 0, 0).persistent == 0_params);
+  CHECK_THROWS_WITH(zero3_retained_parameters(small, 2, 1, true, 0, -1), Catch::Contains("stage3_param_persistence_threshold cannot be negative"));
+  runtime_overheads o{};
+  o.param_persistence_threshold = -1;
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("param_persistence_threshold cannot be negative"));
 }

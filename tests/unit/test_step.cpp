@@ -2526,31 +2526,46 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
   const step_estimate e = estimate_step(llama2(), t, sdpa(1024, 1), step_config{});
   CHECK(e.optimizer_step.resting == bytes_of(11'792'227'328));
   CHECK(e.forward.resting == bytes_of(11'792'227'328));
-  CHECK(e.optimizer_step.gathered == bytes{});
+  CHECK(e.optimizer_step.gathered == bytes{});  // foreach's temporaries are above the persistent norms
+  // A fused update has none, so the phase's highest moment is after it, where _post_step gathers the 65 persistent
+  // norms again: 266,240 x 2 B = 532,480 B.
+  step_config fused{};
+  fused.optimizer = optimizer_impl::fused;
+  const step_estimate after = estimate_step(llama2(), t, sdpa(1024, 1), fused);
+  CHECK(after.optimizer_step.gathered == bytes_of(532'480));
+  CHECK(after.optimizer_step.optimizer_temporaries == bytes{});
   // At 1024 tokens the forward's loss and the backward's start hold the turnaround's 502,280,192 elements (lm_head and
-  // the final norm, layer 31, five modules of layer 30: test_job.cpp) in bf16: 1,004,560,384 B.
-  CHECK(e.forward.gathered == bytes_of(1'004'560'384));
-  CHECK(e.backward.gathered == bytes_of(1'004'560'384));
+  // the final norm, layer 31, five modules of layer 30: test_job.cpp) in bf16, 1,004,560,384 B, and beside them the
+  // persistent norms of layers 0-30 (stage3_param_persistence_threshold 1e5): 62 x 4,096 x 2 B = 507,904 B.
+  CHECK(e.forward.gathered == bytes_of(1'004'560'384 + 507'904));
+  CHECK(e.backward.gathered == bytes_of(1'004'560'384 + 507'904));
   // The gradient partitions are one flat buffer made when the optimizer is built, 2 B x 6,738,415,616 / 8 =
   // 1,684,603,904 B, alive in every phase: the forward holds it too, and the optimizer step nothing more.
   CHECK(e.forward.gradients == bytes_of(1'684'603'904));
   CHECK(e.backward.gradients == bytes_of(1'684'603'904));
   CHECK(e.optimizer_step.gradients == bytes_of(1'684'603'904));
-  // stage3_max_reuse_distance 0: nothing is kept from the forward to the backward.
+  // stage3_max_reuse_distance 0: nothing is kept from the forward to the backward but the 65 persistent norms,
+  // 266,240 x 2 B = 532,480 B; the backward loses the turnaround's modules, less the three norms among them
+  // (3 x 4,096 x 2 B = 24,576 B).
   runtime_overheads o{};
   o.max_reuse_distance = 0;
   const step_estimate none = estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, o);
-  CHECK(none.forward.gathered == bytes{});
-  CHECK(none.backward.total() == e.backward.total() - bytes_of(1'004'560'384));
+  CHECK(none.forward.gathered == bytes_of(532'480));
+  CHECK(none.backward.total() == e.backward.total() - bytes_of(1'004'560'384 - 24'576));
+  // Threshold 0 too: nothing at all.
+  runtime_overheads bare = o;
+  bare.param_persistence_threshold = 0;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), step_config{}, pipeline_config{}, bare).forward.gathered == bytes{});
   // At 16 tokens a value model with nothing kept peaks in backward at the embedding's backward: the table gathered for
   // it, 32,000 x 4,096 = 131,072,000 elements in bf16 (262,144,000 B), and its new whole bf16 gradient, as large,
   // before its hook copies it into the bucket, beside the buffer. Layer 0's moment holds less: one of its modules
   // (gate, up or down, 45,088,768 elements) and its gradient, 4 B x 45,088,768 = 180,355,072 B; the head's, the final
   // norm alone. (With lm_head, its moment is higher: the table-sized head gathered and its gradient, and the logits.)
+  // The 65 persistent norms (532,480 B) stand beside the table.
   step_config critic{};
   critic.value_head = true;
   const step_estimate few = estimate_step(llama2(), t, sdpa(16, 1), critic, pipeline_config{}, o);
-  CHECK(few.backward.gathered == bytes_of(262'144'000));
+  CHECK(few.backward.gathered == bytes_of(262'144'000 + 532'480));
   CHECK(few.backward.gradients == bytes_of(1'684'603'904 + 262'144'000));
   // A negative distance is refused by the step itself, not taken as 0.
   o.max_reuse_distance = -1;
@@ -2558,10 +2573,11 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
   // A value model (an RLHF critic): no lm_head in the trace, only the final norm (4,096) before the scalar head, so the
   // top layers are kept instead: 2 (202,379,264 + k 202,383,360 + 4,096) < 1e9 holds for k = 0 and 1, two whole layers;
   // the third from the top keeps down, up and gate (2 x 90,177,536 < 1e9 - 2 (2 x 202,383,360 + 4,096) = 190,458,368;
-  // o would need 2 x 135,266,304).
+  // o would need 2 x 135,266,304). Beside them the persistent norms of layers 0-29, 30 x 2 x 4,096.
   step_config value{};
   value.value_head = true;
-  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), value).forward.gathered == bytes_of((4'096 + 2 * 202'383'360LL + 135'266'304) * 2));
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), value).forward.gathered ==
+        bytes_of((4'096 + 2 * 202'383'360LL + 135'266'304 + 30 * 8'192) * 2));
 }
 
 TEST_CASE("step: DeepSpeed 0.16.x's ZeRO-3 backward keeps what it gathers, so the embedding's holds the whole model", "[step][zero3]") {
@@ -2672,7 +2688,8 @@ TEST_CASE("step: at DeepSpeed stages 2-3 a gradient autograd has just made is wh
     const step_estimate e = estimate_step(gemma, t, sdpa(16, 1), step_config{});
     CHECK(e.peak_phase == step_phase::backward);
     CHECK(e.backward.gradients == bytes_of(2'134'420'224 + 3 * 1'572'864'000LL));
-    // ZeRO-3 gathers the table again for the embedding's backward (the 7.75e9 elements between the two nodes are past 1e9)
-    CHECK(e.backward.gathered == bytes_of(stage == 3 ? 1'572'864'000 : 0));
+    // ZeRO-3 gathers the table again for the embedding's backward (the 7.75e9 elements between the two nodes are past 1e9),
+    // beside the persistent norms: 28 x 2 + 1 of 3,072, 175,104 elements in bf16 (350,208 B).
+    CHECK(e.backward.gathered == bytes_of(stage == 3 ? 1'572'864'000 + 350'208 : 0));
   }
 }

@@ -32,6 +32,7 @@ struct estimate_args {
   // DeepSpeed ZeRO's buffers (zero_optimization); empty: DeepSpeed's defaults
   std::string reduce_bucket, prefetch_bucket, overlap_comm;
   std::string max_reuse_distance;  // ZeRO-3's stage3_max_reuse_distance (zero3_retained_parameters); empty: 1e9
+  std::string param_persistence_threshold;  // ZeRO-3's stage3_param_persistence_threshold (zero3_retained::persistent); empty: 1e5
   std::string deepspeed_version;   // 0.16.x: ZeRO-3 with recompute keeps what its backward gathers (known_defects)
   // --deepspeed-config: the file, emptied once its keys are written into the flags (with_deepspeed_config); then
   // deepspeed_file names it and deepspeed_read lists the keys read, each with its value as applied.

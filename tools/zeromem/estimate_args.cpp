@@ -175,6 +175,13 @@ void set_deepspeed_buffers(const estimate_args& a, estimate_inputs& in) {
     if (a.seq_len == 0) detail::fail("--max-reuse-distance sets what ZeRO-3 keeps gathered in the step; add a model and --seq-len");
     in.job.overheads.max_reuse_distance = parse_elements(a.max_reuse_distance, "the reuse distance (--max-reuse-distance)").count();
   }
+  if (!a.param_persistence_threshold.empty()) {
+    if (a.zero_stage != 3)
+      detail::fail("--param-persistence-threshold is ZeRO-3's stage3_param_persistence_threshold; drop it or pass --zero-stage 3");
+    if (a.seq_len == 0) detail::fail("--param-persistence-threshold sets what ZeRO-3 keeps gathered in the step; add a model and --seq-len");
+    in.job.overheads.param_persistence_threshold =
+        parse_elements(a.param_persistence_threshold, "the persistence threshold (--param-persistence-threshold)").count();
+  }
   if (a.reduce_bucket.empty() && a.prefetch_bucket.empty() && a.overlap_comm.empty()) return;
   if (a.zero_stage < 1)
     detail::fail("--reduce-bucket, --prefetch-bucket and --overlap-comm size DeepSpeed ZeRO's buffers; add --zero-stage 1, 2 or 3, "

@@ -19,6 +19,12 @@ struct merge {
       detail::fail(std::string(flag) + " " + flag_value + " disagrees with the DeepSpeed config's " + key + " " + value +
                    "; drop the flag or change the config");
   }
+  // The same for an element count, which the flag may write as 1e9 where the config has 1000000000.
+  void agree_elements(const char* flag, const std::string& flag_value, const std::string& key, std::int64_t value) const {
+    if (given(flag) && parse_elements(flag_value, flag).count() != value)
+      detail::fail(std::string(flag) + " " + flag_value + " disagrees with the DeepSpeed config's " + key + " " + std::to_string(value) +
+                   "; drop the flag or change the config");
+  }
   void note(const std::string& key, const std::string& value) const { read.emplace_back(key, value); }
 };
 
@@ -121,50 +127,57 @@ void merge_batch(merge& m, const deepspeed_config& c) {
 
 // The buffers: read where DeepSpeed allocates them (stage 1-3; the prefetch bucket at stage 3; overlap_comm sizes
 // ZeRO-1/2 only) and only for the step's peak. "auto" is Hugging Face Trainer's (transformers integrations/deepspeed.py
-// trainer_config_finalize): reduce_bucket_size hidden^2, stage3_prefetch_bucket_size int(0.9 x hidden^2).
+// trainer_config_finalize): reduce_bucket_size hidden^2, stage3_prefetch_bucket_size int(0.9 x hidden^2),
+// stage3_param_persistence_threshold 10 x hidden.
 void merge_buffers(merge& m, const deepspeed_config& c, int stage) {
   estimate_args& a = m.a;
   if (stage == 0 || a.seq_len == 0) return;
   std::int64_t hidden = 0;
   const auto hidden_size = [&] {
     if (hidden == 0) {
-      if (!a.model.given()) detail::fail("the DeepSpeed config's bucket sizes are \"auto\" (hidden x hidden): give a model");
+      if (!a.model.given()) detail::fail("the DeepSpeed config's \"auto\" sizes follow the model's hidden size: give a model");
       hidden = model_of(a.model, quantization_of(a)).hidden;
     }
     return hidden;
   };
+  // A count the config sets: the flag's value, refused where the flag was given too and differs.
+  const auto from_config = [&](const char* flag, const char* key, const deepspeed_key<std::int64_t>& k, std::string& target) {
+    if (!k.is_set()) return false;
+    m.agree_elements(flag, target, key, k.value);
+    target = text_of(k.value);
+    m.note(key, target);
+    return true;
+  };
   const auto bucket = [&](const char* flag, const char* key, const deepspeed_key<std::int64_t>& k, std::string& target, double scale) {
-    if (k.is_set()) {
-      if (m.given(flag) && parse_elements(target, flag).count() != k.value)
-        detail::fail(std::string(flag) + " " + target + " disagrees with the DeepSpeed config's " + key + " " + text_of(k.value) +
-                     "; drop the flag or change the config");
-      target = text_of(k.value);
-      m.note(key, target);
-    } else if (k.is_auto() && !m.given(flag)) {
+    if (!from_config(flag, key, k, target) && k.is_auto() && !m.given(flag)) {
       const std::int64_t h2 = detail::checked_mul(hidden_size(), hidden_size(), "hidden x hidden");
       target = text_of(scale == 1.0 ? h2 : static_cast<std::int64_t>(scale * static_cast<double>(h2)));
       m.note(key, "auto: " + target + " (Hugging Face Trainer's " + (scale == 1.0 ? "hidden^2" : "0.9 x hidden^2") + ")");
     }
   };
   bucket("--reduce-bucket", "zero_optimization.reduce_bucket_size", c.reduce_bucket, a.reduce_bucket, 1.0);
-  if (stage == 3) bucket("--prefetch-bucket", "zero_optimization.stage3_prefetch_bucket_size", c.prefetch_bucket, a.prefetch_bucket, 0.9);
-  if (stage == 3 && c.max_reuse_distance.is_set()) {
-    const std::string v = text_of(c.max_reuse_distance.value);
-    if (m.given("--max-reuse-distance") && parse_elements(a.max_reuse_distance, "--max-reuse-distance").count() != c.max_reuse_distance.value)
-      detail::fail("--max-reuse-distance " + a.max_reuse_distance + " disagrees with the DeepSpeed config's zero_optimization.stage3_max_reuse_distance " +
-                   v + "; drop the flag or change the config");
-    a.max_reuse_distance = v;
-    m.note("zero_optimization.stage3_max_reuse_distance", v);
-  } else if (stage == 3 && c.max_reuse_distance.is_auto() && !m.given("--max-reuse-distance")) {
+  if (stage != 3) {
+    if (c.overlap_comm.is_set()) {
+      const std::string v = c.overlap_comm.value ? "on" : "off";
+      m.agree("--overlap-comm", a.overlap_comm, "zero_optimization.overlap_comm", v);
+      a.overlap_comm = v;
+      m.note("zero_optimization.overlap_comm", text_of(c.overlap_comm.value));
+    }
+    return;
+  }
+  bucket("--prefetch-bucket", "zero_optimization.stage3_prefetch_bucket_size", c.prefetch_bucket, a.prefetch_bucket, 0.9);
+  const char* reuse = "zero_optimization.stage3_max_reuse_distance";
+  if (!from_config("--max-reuse-distance", reuse, c.max_reuse_distance, a.max_reuse_distance) && c.max_reuse_distance.is_auto() &&
+      !m.given("--max-reuse-distance"))
     // Hugging Face Trainer fills no "auto" here (trainer_config_finalize), and DeepSpeed drops "auto" values before it
     // reads the config (runtime/config_utils.py DeepSpeedConfigModel.__init__): its default applies.
-    m.note("zero_optimization.stage3_max_reuse_distance", "auto: DeepSpeed's default " + text_of(runtime_overheads{}.max_reuse_distance));
-  }
-  if (stage != 3 && c.overlap_comm.is_set()) {
-    const std::string v = c.overlap_comm.value ? "on" : "off";
-    m.agree("--overlap-comm", a.overlap_comm, "zero_optimization.overlap_comm", v);
-    a.overlap_comm = v;
-    m.note("zero_optimization.overlap_comm", text_of(c.overlap_comm.value));
+    m.note(reuse, "auto: DeepSpeed's default " + text_of(runtime_overheads{}.max_reuse_distance));
+  // Hugging Face Trainer fills this "auto" with 10 x hidden (trainer_config_finalize).
+  const char* persistence = "zero_optimization.stage3_param_persistence_threshold";
+  if (!from_config("--param-persistence-threshold", persistence, c.param_persistence, a.param_persistence_threshold) &&
+      c.param_persistence.is_auto() && !m.given("--param-persistence-threshold")) {
+    a.param_persistence_threshold = text_of(detail::checked_mul(10, hidden_size(), "10 x hidden"));
+    m.note(persistence, "auto: " + a.param_persistence_threshold + " (Hugging Face Trainer's 10 x hidden)");
   }
 }
 

@@ -41,6 +41,9 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   text_option(app, "--max-reuse-distance", a.max_reuse_distance,
               "ZeRO-3's stage3_max_reuse_distance, in elements: parameters used again within it stay gathered from the forward "
               "to the backward (default: DeepSpeed's 1e9)");
+  text_option(app, "--param-persistence-threshold", a.param_persistence_threshold,
+              "ZeRO-3's stage3_param_persistence_threshold, in elements: tensors of at most this many stay gathered on every rank "
+              "(default: DeepSpeed's 1e5; Hugging Face Trainer's \"auto\" is 10 x hidden; 0: none)");
   text_option(app, "--deepspeed-version", a.deepspeed_version,
               "the DeepSpeed version, such as 0.16.4: 0.16.x under ZeRO-3 with --recompute releases nothing its backward "
               "gathers, the whole model by the embedding's backward (DeepSpeed issue #7116)");

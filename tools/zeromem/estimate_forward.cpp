@@ -13,7 +13,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
   const std::pair<bool, const char*> training_only[] = {
       {a.zero_stage >= 0 || !a.fsdp.empty() || a.ddp, "--zero-stage, --fsdp and --ddp"},
       {!a.reduce_bucket.empty() || !a.prefetch_bucket.empty() || !a.overlap_comm.empty(), "--reduce-bucket, --prefetch-bucket and --overlap-comm"},
-      {!a.max_reuse_distance.empty() || !a.deepspeed_version.empty(), "--max-reuse-distance and --deepspeed-version"},
+      {!a.max_reuse_distance.empty() || !a.param_persistence_threshold.empty() || !a.deepspeed_version.empty(),
+       "--max-reuse-distance, --param-persistence-threshold and --deepspeed-version"},
       {a.dp != defaults.dp || a.tp != 1 || a.pp != 1 || a.cp != 1 || a.sp, "--dp, --tp, --pp, --cp and --sp"},
       {a.lora_rank != 0 || !a.lora_targets.empty() || a.lora_dropout != 0.0 || a.lora_dtype != defaults.lora_dtype || !a.freeze.empty() ||
            a.paged_optimizer,

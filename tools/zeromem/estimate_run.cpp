@@ -46,6 +46,7 @@ json estimate_json(const estimate_inputs& in, const model_state_estimate& e, con
     if (t.zero.stage == 3) {
       j["inputs"]["prefetch_bucket_size"] = o.prefetch_bucket_size;
       j["inputs"]["max_reuse_distance"] = o.max_reuse_distance;
+      j["inputs"]["param_persistence_threshold"] = o.param_persistence_threshold;
       j["inputs"]["zero3_backward_keeps_gathered"] = in.job.step.zero3_backward_keeps_gathered;  // DeepSpeed 0.16.x's defect
     } else j["inputs"]["overlap_comm"] = overlaps_comm(o, t.zero.stage);
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct deepspeed_config {
   deepspeed_key<std::int64_t> prefetch_bucket;               // zero_optimization.stage3_prefetch_bucket_size (5e7)
   deepspeed_key<bool> overlap_comm;                          // zero_optimization.overlap_comm
   deepspeed_key<std::int64_t> max_reuse_distance;            // zero_optimization.stage3_max_reuse_distance (default 1e9)
+  deepspeed_key<std::int64_t> param_persistence;             // zero_optimization.stage3_param_persistence_threshold (1e5)
   deepspeed_key<std::int64_t> hpz;                           // zero_optimization.zero_hpz_partition_size (default 1)
   // NVMe swap buffers pinned in host RAM (zero_config's fields of the same names).
   deepspeed_key<std::int64_t> sub_group_size;                // zero_optimization.sub_group_size (default 1e9)
@@ -218,6 +220,9 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
     c.overlap_comm = key_of<bool>(zero, "overlap_comm", [](const json& v) { return boolean(v, "zero_optimization.overlap_comm"); });
     const char* reuse = zero.contains("stage3_max_reuse_distance") ? "stage3_max_reuse_distance" : "max_reuse_distance";
     c.max_reuse_distance = key_of<std::int64_t>(zero, reuse, [&](const json& v) { return count(v, std::string("zero_optimization.") + reuse, 0); });
+    const char* persistence = zero.contains("stage3_param_persistence_threshold") ? "stage3_param_persistence_threshold" : "param_persistence_threshold";
+    c.param_persistence =
+        key_of<std::int64_t>(zero, persistence, [&](const json& v) { return count(v, std::string("zero_optimization.") + persistence, 0); });
     c.hpz = key_of<std::int64_t>(zero, "zero_hpz_partition_size", [](const json& v) { return count(v, "zero_optimization.zero_hpz_partition_size", 1); });
     c.sub_group_size = key_of<std::int64_t>(zero, "sub_group_size", [](const json& v) { return count(v, "zero_optimization.sub_group_size", 0); });
     const json& opt = section(zero, "offload_optimizer");
@@ -233,6 +238,10 @@ inline deepspeed_config parse_deepspeed_config(const std::string& text) {
     refuse_unless(zero, "zero_quantized_gradients", "zero_optimization.", false, "ZeRO++ qgZ int4 gradients");
     refuse_unless(zero, "mics_shard_size", "zero_optimization.", -1, "MiCS sub-groups");
     refuse_unless(zero, "contiguous_gradients", "zero_optimization.", true, "gradients outside the contiguous buffer");
+    // zero/config.py model_persistence_threshold (default sys.maxsize): a cap on the persistent tensors' sum, filled in
+    // named_parameters order (parameter_offload.py mark_persistent_parameters).
+    for (const char* cap : {"stage3_model_persistence_threshold", "model_persistence_threshold"})
+      refuse_unless(zero, cap, "zero_optimization.", std::numeric_limits<std::int64_t>::max(), "a cap on the persistent parameters");
     if (find(zero, "zenflow") != nullptr) fail_config("zero_optimization.zenflow is not modelled (ZenFlow); remove it");
   }
   read_precision(j, c);

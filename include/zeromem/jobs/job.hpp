@@ -42,6 +42,9 @@ struct runtime_overheads {
   /// ZeRO-3 stage3_max_reuse_distance (default 1e9): parameters used again within this many elements of the module
   /// trace are not released (zero3_retained_parameters).
   std::int64_t max_reuse_distance = 1'000'000'000;
+  /// ZeRO-3 stage3_param_persistence_threshold (default 1e5; Hugging Face Trainer's "auto" 10 x hidden): tensors of at
+  /// most this many elements stay gathered on every rank (zero3_retained::persistent). 0: none.
+  std::int64_t param_persistence_threshold = 100'000;
   /// PyTorch's caching allocator reserves more than is allocated (fragmentation). A fraction of the allocated
   /// bytes, added as its own term by add_allocator_reserve. Default 0: measure memory_reserved / memory_allocated
   /// on your job and set it; zeromem does not guess.
@@ -55,6 +58,8 @@ constexpr void validate(const runtime_overheads& o) {
   if (o.reduce_bucket_size < 0 || o.prefetch_bucket_size < 0 || o.max_live_parameters < 0 || o.max_reuse_distance < 0)
     detail::fail("DeepSpeed bucket sizes, max_live_parameters and max_reuse_distance cannot be negative; pass DeepSpeed's element counts "
                  "(5e8, 5e7, 1e9, 1e9)");
+  if (o.param_persistence_threshold < 0)
+    detail::fail("stage3_param_persistence_threshold cannot be negative; pass DeepSpeed's 1e5, 0 for none, or your config's");
   if (o.framework_extra.count() < 0) detail::fail("framework extra bytes cannot be negative");
 }
 
@@ -71,6 +76,9 @@ constexpr bytes zero3_live_parameter_bound(const runtime_overheads& o, elements 
 /// module stays gathered from its forward to its backward where the rest of the forward and the backward up to it again
 /// hold fewer elements than the distance, 2 x (the modules after it in the stage) < distance: the output layer and final
 /// norm, the last layers whole, the last modules of the layer below, and everything of a small enough model.
+/// Beside them, every tensor of at most stage3_param_persistence_threshold elements is never released (ds_persist:
+/// parameter_offload.py mark_persistent_parameters; __params_to_release leaves them out): the norms and biases. The
+/// walk counts them in its distances all the same; the moments count each once (`persistent`, `resident`).
 struct zero3_retained {
   elements head;                   // of the final norm and the output layer (tied: the embedding table), what is kept
   elements output_layer;           // lm_head's weights (tied: the table), gathered again at its backward where not kept
@@ -82,29 +90,45 @@ struct zero3_retained {
   elements table_in_backward;      // a tied table the backward keeps from lm_head's node to the embedding's
   elements final_norm;             // the final norm, on the last stage (a value model's too)
   elements embeddings;             // the embeddings and vision tower (without a tied output layer's table): root, where kept
+  elements persistent;             // every persistent tensor of the stage, gathered from one step's end to the next's start
+  /// The amounts above without their persistent tensors (largest_module: the most one module adds), and the token table's.
+  struct beyond_persistent {
+    elements head, output_layer, layer, largest_module, partial, root, table_in_backward, final_norm, embeddings, token_table;
+  } resident;
 
   /// Everything kept gathered at the turnaround.
-  constexpr elements turnaround() const { return head + layer * whole_layers + partial + root; }
+  constexpr elements turnaround() const {
+    return persistent + resident.head + resident.layer * whole_layers + resident.partial + resident.root;
+  }
   /// Gathered while lm_head is differentiated: the turnaround's, and lm_head's own where it was released.
-  constexpr elements at_output_layer() const { return turnaround() + (head.count() == 0 ? output_layer : elements{}); }
+  constexpr elements at_output_layer() const { return turnaround() + (head.count() == 0 ? resident.output_layer : elements{}); }
   /// Gathered while layer i (0 = the stage's first) of `layers` is differentiated: what the layers below it keep, and
   /// layer i's own (kept, or its largest module gathered for the moment), with the embeddings where they are kept.
   constexpr elements at_layer(std::int64_t i, std::int64_t layers) const {
     const std::int64_t from_top = layers - 1 - i;
     const std::int64_t whole_below = whole_layers - from_top - 1 > 0 ? whole_layers - from_top - 1 : 0;
-    const elements own = from_top < whole_layers ? layer : from_top == whole_layers && partial > largest_module ? partial : largest_module;
-    return layer * whole_below + (from_top < whole_layers ? partial : elements{}) + own + root + table_in_backward;
+    const beyond_persistent& r = resident;
+    const elements own = from_top < whole_layers ? r.layer : from_top == whole_layers && r.partial > r.largest_module ? r.partial : r.largest_module;
+    return persistent + r.layer * whole_below + (from_top < whole_layers ? r.partial : elements{}) + own + r.root + r.table_in_backward;
   }
   /// at_layer where the backward releases nothing it gathers (DeepSpeed 0.16.x with checkpointing, known_defects): the
   /// output layer and the final norm, every layer from i up, and what the forward kept below them.
   constexpr elements at_layer_unreleased(std::int64_t i, std::int64_t layers) const {
     const std::int64_t up = layers - i;
-    return output_layer + final_norm + layer * (up > whole_layers ? up : whole_layers) + (up <= whole_layers ? partial : elements{}) + root;
+    const beyond_persistent& r = resident;
+    return persistent + r.output_layer + r.final_norm + r.layer * (up > whole_layers ? up : whole_layers) +
+           (up <= whole_layers ? r.partial : elements{}) + r.root;
+  }
+  /// Gathered at the embeddings' backward (the end of the stage's backward): what the trace kept of them (root), or
+  /// the token table gathered for it; a tied table the backward kept is the same table.
+  constexpr elements at_embeddings(bool tied) const {
+    return persistent + resident.root + (root.count() > 0 && !tied ? elements{} : resident.token_table);
   }
 };
 
 namespace detail {
-/// `order` from count_parameters_unchecked(m, &order), which walks the modules once for both.
+/// `order` from count_parameters_unchecked(m, &order), which walks the modules once for both (with its
+/// persistence_threshold and tp set before the walk).
 /// `head`: the stage holds the output layer; `last`: the final norm (a value model's last stage has it without a head).
 constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, const parameter_counts& c, const layer_module_order& order,
                                                   std::int64_t layers, std::int64_t tp, bool head, bool last, std::int64_t max_reuse_distance) {
@@ -112,6 +136,7 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   const int n = order.n;
   // each module is partitioned over tp as a whole
   const auto size = [&](int j) { return ceil_div(order.kinds[static_cast<std::size_t>(j)].elements, tp); };
+  const auto persistent_of = [&](int j) { return order.kinds[static_cast<std::size_t>(j)].persistent; };
   const std::int64_t largest = ceil_div(order.largest, tp);
   const std::int64_t layer = detail::ceil_div(c.layer.count(), tp);
   const std::int64_t table = m.tied_embeddings && head ? checked_product(m.vocab, m.token_width()) : 0;  // lm_head's weight
@@ -119,11 +144,22 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   const std::int64_t final_norm = head || last ? detail::ceil_div(c.final_norm.count(), tp) : 0;
   const std::int64_t head_elements = output_layer + final_norm;
   const std::int64_t d = max_reuse_distance;
+  // The persistent tensors: a layer's, the token table's (one tensor), and those of the groups outside the layers.
+  const std::int64_t thr = order.persistence_threshold;
+  const std::int64_t layer_persistent = order.layer_persistent;
+  const std::int64_t token_table = ceil_div(checked_product(m.vocab, m.token_width()), tp);
+  const std::int64_t table_persistent = token_table <= thr ? token_table : 0;
+  const auto outside = [&](module_group g) { return order.outside[static_cast<unsigned>(g)]; };
+  const std::int64_t output_persistent = head ? checked_sum(outside(module_group::lm_head), table > 0 ? table_persistent : 0) : 0;
+  const std::int64_t final_norm_persistent = head || last ? outside(module_group::final_norm) : 0;
+  const std::int64_t embeddings_persistent = checked_sum(outside(module_group::embedding) - (table > 0 ? table_persistent : 0),
+                                                         outside(module_group::position_embedding), outside(module_group::vision));
   zero3_retained r{};
   // lm_head's backward follows its forward at once (nothing traversed: kept for any d > 0); the final norm's follows
   // lm_head's forward and backward.
   r.output_layer = elements_of(output_layer);
-  r.head = elements_of((d > 0 ? output_layer : 0) + (checked_product(2, output_layer) < d ? final_norm : 0));
+  const bool head_kept = d > 0, final_norm_kept = checked_product(2, output_layer) < d;
+  r.head = elements_of((head_kept ? output_layer : 0) + (final_norm_kept ? final_norm : 0));
   r.layer = elements_of(layer);
   r.largest_module = elements_of(largest);
   // Layer k from the top stays whole when 2 (its modules after its first + k layers + the head) < d: k < q / (2 layer).
@@ -137,7 +173,7 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   r.whole_layers = k;
   // The partial layer: its modules from the last, each kept while 2 (the modules after it) < d - 2 (k layers + head).
   const std::int64_t budget = k < layers ? d - checked_product(2, checked_sum(checked_product(k, layer), head_elements)) : 0;
-  std::int64_t after = 0, kept = 0;
+  std::int64_t after = 0, kept = 0, kept_persistent = 0;
   for (int j = n - 1; j >= 0 && budget > 2 * after; --j) {
     const std::int64_t e = size(j), count = order.kinds[static_cast<std::size_t>(j)].count;
     if (e == 0 || count == 0) continue;
@@ -146,6 +182,7 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
     const std::int64_t fit = count == 1 ? 1 : (budget - 2 * after - 1) / (2 * e) + 1;
     const std::int64_t copies = fit < count ? fit : count;
     kept += copies * e;
+    kept_persistent += copies * persistent_of(j);
     if (copies < count) break;
     after += count * e;
   }
@@ -154,10 +191,26 @@ constexpr zero3_retained zero3_retained_unchecked(const transformer_config& m, c
   // The embeddings (and a vision tower) run first: kept only where the whole stage after them is within the distance.
   r.final_norm = elements_of(final_norm);
   r.embeddings = elements_of(detail::ceil_div((c.embedding + c.position_embedding + c.vision).count() - table, tp));
-  if (k == layers && checked_product(2, stage) < d) r.root = r.embeddings;
+  const bool root_kept = k == layers && checked_product(2, stage) < d;
+  if (root_kept) r.root = r.embeddings;
   // A tied table: lm_head's node in backward is followed by the final norm's and the layers' before the embedding's.
   if (table > 0 && head && checked_sum(checked_product(layers, layer), detail::ceil_div(c.final_norm.count(), tp)) < d)
     r.table_in_backward = elements_of(detail::ceil_div(table, tp));
+  // What each amount gathers beyond the persistent tensors, which every moment holds once.
+  r.persistent = elements_of(checked_sum(checked_product(layers, layer_persistent), output_persistent, final_norm_persistent, embeddings_persistent));
+  zero3_retained::beyond_persistent& x = r.resident;
+  // (at least 0: split over tp ranks, a module's tensors round up one by one and the module as a whole)
+  const auto beyond = [](std::int64_t all, std::int64_t persistent) { return elements_of(max_of(all - persistent, std::int64_t{0})); };
+  x.output_layer = beyond(output_layer, output_persistent);
+  x.final_norm = beyond(final_norm, final_norm_persistent);
+  x.head = (head_kept ? x.output_layer : elements{}) + (final_norm_kept ? x.final_norm : elements{});
+  x.layer = beyond(layer, layer_persistent);
+  x.largest_module = elements_of(max_of(order.largest_resident, std::int64_t{0}));
+  x.partial = beyond(kept, kept_persistent);
+  x.embeddings = beyond(r.embeddings.count(), embeddings_persistent);
+  x.root = root_kept ? x.embeddings : elements{};
+  x.table_in_backward = r.table_in_backward.count() > 0 ? beyond(r.table_in_backward.count(), table_persistent) : elements{};
+  x.token_table = beyond(token_table, table_persistent);
   return r;
 }
 
@@ -167,23 +220,28 @@ struct counts_and_retained {
   zero3_retained kept;
 };
 constexpr counts_and_retained count_with_zero3_retained(const transformer_config& m, std::int64_t layers, std::int64_t tp, bool head,
-                                                        bool last, std::int64_t max_reuse_distance) {
+                                                        bool last, std::int64_t max_reuse_distance, std::int64_t param_persistence_threshold) {
   layer_module_order order{};
+  order.persistence_threshold = param_persistence_threshold;
+  order.tp = tp;
   const parameter_counts c = count_parameters_unchecked(m, &order);
   return {c, zero3_retained_unchecked(m, c, order, layers, tp, head, last, max_reuse_distance)};
 }
 }  // namespace detail
 
 /// zero3_retained of a pipeline stage of `layers` decoder layers (with the output layer where `head`), parameters split
-/// over tp ranks. Layer norms are placed first in a layer and a router after its experts; either moves the boundary in
-/// the partial layer by at most its own elements.
+/// over tp ranks, tensors of at most `param_persistence_threshold` elements persistent (DeepSpeed's default 1e5; 0:
+/// none). Layer norms are placed first in a layer and a router after its experts; either moves the boundary in the
+/// partial layer by at most its own elements.
 constexpr zero3_retained zero3_retained_parameters(const transformer_config& m, std::int64_t layers, std::int64_t tp, bool head,
-                                                   std::int64_t max_reuse_distance) {
+                                                   std::int64_t max_reuse_distance, std::int64_t param_persistence_threshold = 100'000) {
   validate(m);
   detail::require_positive(tp, "the tensor-parallel degree");
   if (layers < 1 || layers > m.layers) detail::fail_value("the stage's layers must be 1 .. the model's layers", layers, "pass the layers of one stage");
   if (max_reuse_distance < 0) detail::fail_value("stage3_max_reuse_distance cannot be negative", max_reuse_distance, "pass DeepSpeed's 1e9 or your config's");
-  return detail::count_with_zero3_retained(m, layers, tp, head, head, max_reuse_distance).kept;
+  if (param_persistence_threshold < 0)
+    detail::fail_value("stage3_param_persistence_threshold cannot be negative", param_persistence_threshold, "pass DeepSpeed's 1e5, 0 for none, or your config's");
+  return detail::count_with_zero3_retained(m, layers, tp, head, head, max_reuse_distance, param_persistence_threshold).kept;
 }
 
 /// Whether DeepSpeed overlaps the gradients' reduction with backward at this stage: the setting, or unset, stage 3

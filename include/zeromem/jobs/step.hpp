@@ -352,7 +352,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     detail::fail("DeepSpeed 0.16.x's backward that keeps every gathered parameter is a ZeRO-3 defect; use ZeRO stage 3 without FSDP2, or drop it");
   const detail::counts_and_retained walked =
       zero3 ? detail::count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, p.pp == 1,
-                                                  o.max_reuse_distance)
+                                                  o.max_reuse_distance, o.param_persistence_threshold)
             : detail::counts_and_retained{detail::count_parameters_unchecked(m), {}};
   const parameter_counts& counts = walked.counts;
   training_states t = t_in;
@@ -1690,9 +1690,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool embedding_backward = split.embedding_trainable.count() > 0;
   const elements zero3_end_elements =
       !zero3                                 ? elements{}
-      : s.zero3_backward_keeps_gathered      ? kept3.at_layer_unreleased(0, L) + (embedding_backward && kept3.root.count() == 0 ? kept3.embeddings : elements{})
-      : embedding_backward                   ? kept3.root + (kept3.root.count() > 0 && !m.tied_embeddings ? elements{} : largest_share(token_table(), a.tp))
-                                             : elements{};
+      : s.zero3_backward_keeps_gathered      ? kept3.at_layer_unreleased(0, L) + (embedding_backward && kept3.root.count() == 0 ? kept3.resident.embeddings : elements{})
+      : embedding_backward                   ? kept3.at_embeddings(m.tied_embeddings)
+                                             : kept3.persistent;
   const bytes zero3_end_gathered = zero3_end_elements * zero3_width;
   const auto end_moment = [&] {
     return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
@@ -1909,8 +1909,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       }
     }
   }
+  // ZeRO-3 partitions every parameter before the update, the persistent ones too, and gathers those again after it
+  // (stage3.py step: _partition_all_parameters, then _post_step's all_gather of persistent_parameters): the phase's
+  // highest moment holds the update's temporaries or, where they are smaller, the persistent tensors.
+  const bytes persistent_after_step = zero3 ? kept3.persistent * zero3_width : bytes{};
+  const bool persistent_sets_step = persistent_after_step > temporaries;
   const auto optimizer_step = [&] {
-    return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, bytes{}, comm_outside_backward, temporaries, bytes{}, bytes{}};
+    return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, persistent_sets_step ? persistent_after_step : bytes{},
+                      comm_outside_backward, persistent_sets_step ? bytes{} : temporaries, bytes{}, bytes{}};
   };
 
   // The result is built in place: each phase's terms straight into it. The workspaces are in every phase alike, so

@@ -556,24 +556,45 @@ namespace detail {
 struct layer_module_order {
   struct kind {
     std::int64_t elements = 0, count = 0;  // one module's weight and bias, and how many of it a layer holds
+    std::int64_t persistent = 0;           // of one module, on a tensor-parallel rank: its tensors DeepSpeed keeps whole
   };
   std::array<kind, 16> kinds{};  // [0]: the norms, empty without norm weights
   int n = 1;
   std::int64_t largest = 0;  // the largest module's elements
   bool after_3d = false;     // (while recording: the last module was gate_up_proj)
+  // DeepSpeed ZeRO-3's persistent parameters (ds_persist: a tensor of at most stage3_param_persistence_threshold
+  // elements on its rank stays gathered; runtime/zero/parameter_offload.py mark_persistent_parameters). Set before the
+  // walk; 0 marks none.
+  std::int64_t persistence_threshold = 0;
+  std::int64_t tp = 1;
+  std::int64_t outside[8] = {};       // the persistent elements of the groups outside the layers, by module_group
+  std::int64_t layer_persistent = 0;  // a layer's persistent elements on a tensor-parallel rank
+  std::int64_t largest_resident = 0;  // the most one module of a layer holds beyond its persistent tensors, on that rank
 
-  constexpr void record(const module_shape& s) {
-    const std::int64_t e = s.elements();
+  ZEROMEM_ALWAYS_INLINE constexpr void record(const module_shape& s) {
+    const std::int64_t w = s.weight_elements(), e = checked_add(w, s.bias, "a parameter count");
+    // Each tensor on a tensor-parallel rank (split over tp, as zero3_retained splits); a module's persistent elements
+    // are at most its own, whose products with the counts are checked, so their sums need no check of their own.
+    // (threshold 0 marks none: every tensor has elements, and an absent bias adds 0)
+    const std::int64_t wt = ceil_div(w, tp, assume_valid), bt = ceil_div(s.bias, tp, assume_valid);
+    const std::int64_t p = (wt <= persistence_threshold ? wt : 0) + (bt <= persistence_threshold ? bt : 0);
+    if (!s.in_every_layer()) {
+      if (p > 0) outside[static_cast<unsigned>(s.group) & 7u] += p * s.count;
+      return;
+    }
+    layer_persistent += p * s.count;
     if (s.group == module_group::layer_norms) {
-      kinds[0] = {checked_add(kinds[0].elements, checked_mul(e, s.count)), 1};
+      kinds[0] = {checked_add(kinds[0].elements, checked_mul(e, s.count)), 1, kinds[0].persistent + p * s.count};
     } else if ((s.dim0 > 0 && after_3d) || n == static_cast<int>(kinds.size())) {
       // down_proj joins gate_up_proj's module; past the list's 16 kinds (more than any layer zeromem models) the rest
       // join the last as one module, which keeps the layer's total
       kind& last = kinds[static_cast<std::size_t>(n - 1)];
-      last = {checked_add(checked_mul(last.elements, last.count), checked_mul(e, s.count)), 1};
+      last = {checked_add(checked_mul(last.elements, last.count), checked_mul(e, s.count)), 1, last.persistent * last.count + p * s.count};
       largest = max_of(largest, last.elements);
+      largest_resident = max_of(largest_resident, ceil_div(last.elements, tp, assume_valid) - last.persistent);
     } else {
-      kinds[static_cast<std::size_t>(n++)] = {e, s.count};
+      kinds[static_cast<std::size_t>(n++)] = {e, s.count, p};
+      largest_resident = max_of(largest_resident, ceil_div(e, tp, assume_valid) - p);
     }
     largest = max_of(largest, e);
     after_3d = s.dim0 > 0 && !after_3d;
@@ -589,7 +610,7 @@ constexpr parameter_counts count_parameters_unchecked(const transformer_config& 
     std::int64_t& g = sum[static_cast<unsigned>(s.group) & 7u];
     g = checked_add(g, s.count == 1 ? one : checked_mul(one, s.count, "a parameter count"), "a parameter count");
     largest = max_of(largest, one);
-    if (order != nullptr && s.in_every_layer()) order->record(s);
+    if (order != nullptr) order->record(s);
   });
   const std::int64_t largest_tensor = largest;
   // DeepSpeed's largest_layer_params sums a module's own parameters (m.parameters(recurse=False)): transformers 5's
