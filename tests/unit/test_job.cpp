@@ -64,6 +64,20 @@ TEST_CASE("runtime overheads are explicit terms", "[job]") {
   CHECK(zero3_live_parameter_bound(runtime_overheads{}, 300_Mparams) == 600_MB);
 }
 
+namespace {
+/// Llama-2-7B's layout cut down: hidden 256, 4 heads, ffn 512, vocab 1000, 2 layers.
+transformer_config tiny_llama() {
+  transformer_config small = preset_config("llama-2-7b");
+  small.hidden = 256;
+  small.heads = small.kv_heads = 4;
+  small.ffn = 512;
+  small.vocab = 1000;
+  small.layers = 2;
+  small.head_dim = 0;
+  return small;
+}
+}  // namespace
+
 TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_max_reuse_distance", "[job][zero3]") {
   // Llama-2-7B on one rank (partitioned_param_coordinator.py __params_to_release), derived by hand from its shapes:
   // q, k, v, o 4096 x 4096 = 16,777,216 each; gate, up, down 4096 x 11008 = 45,088,768 each; two norms of 4096:
@@ -112,13 +126,7 @@ TEST_CASE("ZeRO-3 keeps gathered what the module trace uses again within stage3_
 
   // A small model: hidden 256, 4 heads, ffn 512, vocab 1000, 2 layers. q, k, v, o 65,536 each; gate, up, down 131,072
   // each; norms 2 x 256: a layer 655,872. Untied: lm_head 256,000 + final norm 256 = 256,256.
-  transformer_config small = llama;
-  small.hidden = 256;
-  small.heads = small.kv_heads = 4;
-  small.ffn = 512;
-  small.vocab = 1000;
-  small.layers = 2;
-  small.head_dim = 0;
+  transformer_config small = tiny_llama();
   const zero3_retained all = zero3_retained_parameters(small, 2, 1, true, 1'000'000'000, 0);
   CHECK(all.whole_layers == 2);
   // 2 x (2 x 655,872 + 256,256) = 3,136,000 < 1e9: the embedding (1000 x 256) stays from its forward to its backward.
@@ -190,13 +198,7 @@ TEST_CASE("ZeRO-3 keeps tensors of at most stage3_param_persistence_threshold el
   // The small model of the previous case (hidden 256, ffn 512, vocab 1000, 2 layers): q, k, v, o of 65,536 are
   // persistent, gate, up, down of 131,072 are not, nor lm_head's or the table's 256,000. A layer: 4 x 65,536 + 2 x 256
   // = 262,656; with the final norm 2 x 262,656 + 256 = 525,568.
-  transformer_config small = llama;
-  small.hidden = 256;
-  small.heads = small.kv_heads = 4;
-  small.ffn = 512;
-  small.vocab = 1000;
-  small.layers = 2;
-  small.head_dim = 0;
+  transformer_config small = tiny_llama();
   const zero3_retained none = zero3_retained_parameters(small, 2, 1, true, 0);  // distance 0: nothing kept by the walk
   CHECK(none.persistent == elements_of(525'568));
   CHECK(none.turnaround() == elements_of(525'568));
