@@ -85,6 +85,15 @@ TEST_CASE("lora: the LoRA paper's GPT-3 175B figures", "[lora]") {
   // (docs/formulas.md): 16 B per parameter with fp32 master weights and Adam gives 2.79 TB, 8 B gives 1.40 TB.
 }
 
+TEST_CASE("lora: the for-loop optimizer meets a fused qkv module's adapted slices as their own tensors", "[lora]") {
+  // Two consecutive tensors at once (current 1, carried 1). GPT-3's q and v slices at r = 8: lora_A 8 x 12288 and
+  // lora_B 12288 x 8, 98,304 each, two of them 196,608. Taken as the whole qkv module (their parameters, 2 x 8 x
+  // (12288 + 12288), equal 8 x (12288 + 36864)), lora_B would be 36,864 x 8 = 294,912 beside the next lora_A: 393,216.
+  CHECK(lora_forloop_moment_elements(preset_config("gpt3-175b"), lora(8, "q_proj,v_proj"), 1, 1, 1, 0, 0) == 196'608);
+  // Llama-2-7B's separate q_proj and v_proj at r = 8: 32,768 each, 65,536 for two.
+  CHECK(lora_forloop_moment_elements(preset_config("llama-2-7b"), lora(8, "q_proj,v_proj"), 1, 1, 1, 0, 0) == 65'536);
+}
+
 TEST_CASE("lora: targets the model does not have, and bad LoRA settings, are one-line errors", "[lora][errors]") {
   const transformer_config llama2 = preset_config("llama-2-7b");
   CHECK_THROWS_WITH(parse_lora_targets("q_proj,w1"), Catch::Contains("unknown LoRA target 'w1'") && Catch::Contains("all-linear"));

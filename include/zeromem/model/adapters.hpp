@@ -177,6 +177,33 @@ constexpr lora_counts count_lora_parameters(const transformer_config& m, const l
   return out;
 }
 
+namespace detail {
+/// The adapter tensors of one module (adapt_of), each as f(rows, columns): lora_A (r x in), then lora_B (out x r),
+/// as PEFT registers them (tuners/lora/layer.py LoraLayer.update_layer); a fused qkv module's targeted slices each.
+template <class F>
+constexpr void for_each_adapter_tensor(const transformer_config& m, const linear_shape& l, const lora_config& c, F&& f) {
+  if (c.rank <= 0) return;
+  const std::int64_t r = c.rank;
+  // adapt_of's cases, decided as it decides them (not by the parameter count: GPT-3's q and v slices, 2 r (h + h),
+  // equal r (h + 3h), the whole module's)
+  const bool sliced = l.role == lora_module::qkv && !l.vision && !(c.targets & (bit(lora_module::all_linear) | bit(lora_module::qkv)));
+  if (!sliced) {
+    if (adapt_of(m, l, c).params == 0) return;
+    f(r, l.in);
+    f(l.out, r);
+    return;
+  }
+  const std::int64_t d = m.head_size();
+  const lora_module slices[] = {lora_module::q_proj, lora_module::k_proj, lora_module::v_proj};
+  const std::int64_t outs[] = {checked_mul(m.heads, d), checked_mul(m.kv_heads, d), checked_mul(m.kv_heads, d)};
+  for (int i = 0; i < 3; ++i)
+    if (c.targets & bit(slices[i])) {
+      f(r, l.in);
+      f(outs[i], r);
+    }
+}
+}  // namespace detail
+
 /// forloop_moment_elements over PEFT's adapters: the optimizer steps [p for p in model.parameters() if p.requires_grad],
 /// the adapters in module order, each module's lora_A (r x in) before its lora_B (out x r) (PEFT tuners/lora/layer.py
 /// LoraLayer.__init__ registers lora_A, then lora_B; a fused qkv module's targeted slices each as one), the vision
@@ -188,7 +215,6 @@ constexpr std::int64_t lora_forloop_moment_elements(const transformer_config& m,
                                                     std::int64_t current, std::int64_t carried, std::int64_t early_carried,
                                                     std::int64_t early) {
   using detail::checked_add, detail::checked_mul, detail::ceil_div;
-  const std::int64_t r = c.rank;
   std::int64_t previous = 0, peak = 0;
   const auto visit = [&](std::int64_t rows, std::int64_t columns) {
     const std::int64_t n = checked_mul(ranks > 1 ? ceil_div(rows, ranks) : rows, columns);
@@ -198,23 +224,7 @@ constexpr std::int64_t lora_forloop_moment_elements(const transformer_config& m,
     previous = n;
   };
   const auto module = [&](const linear_shape& l) {
-    const adapted_linear a = adapt_of(m, l, c);
-    if (a.params == 0) return;
-    for (std::int64_t repeat = 0; repeat < (l.count >= 2 && !l.vision ? 2 : 1); ++repeat) {
-      if (a.params == checked_mul(r, checked_add(l.in, l.out))) {  // the whole module
-        visit(r, l.in);
-        visit(l.out, r);
-        continue;
-      }
-      const std::int64_t d = m.head_size();  // a fused qkv module's targeted slices (adapt_of)
-      const lora_module slices[] = {lora_module::q_proj, lora_module::k_proj, lora_module::v_proj};
-      const std::int64_t outs[] = {checked_mul(m.heads, d), checked_mul(m.kv_heads, d), checked_mul(m.kv_heads, d)};
-      for (int i = 0; i < 3; ++i)
-        if (c.targets & bit(slices[i])) {
-          visit(r, l.in);
-          visit(outs[i], r);
-        }
-    }
+    for (std::int64_t repeat = 0; repeat < (l.count >= 2 && !l.vision ? 2 : 1); ++repeat) detail::for_each_adapter_tensor(m, l, c, visit);
   };
   for (std::int64_t pass = 0; pass < (m.vision.blocks > 1 ? 2 : 1); ++pass)
     for_each_linear(m, [&](const linear_shape& l) {
