@@ -94,6 +94,39 @@ TEST_CASE("lora: the for-loop optimizer meets a fused qkv module's adapted slice
   CHECK(lora_forloop_moment_elements(preset_config("llama-2-7b"), lora(8, "q_proj,v_proj"), 1, 1, 1, 0, 0) == 65'536);
 }
 
+TEST_CASE("lora: the adapters DeepSpeed ZeRO-3 keeps gathered, tensor by tensor against the persistence threshold", "[lora][zero3]") {
+  // Llama-3-8B, r = 16 on the seven projections, threshold 1e5: q's and o's lora_A and lora_B, 16 x 4096 = 65,536
+  // each; k's and v's lora_A 65,536 and lora_B 1024 x 16 = 16,384; gate's and up's lora_A 65,536 (their lora_B,
+  // 14336 x 16 = 229,376, is above); down's lora_B 65,536 (its lora_A above). Per layer: 2 x 131,072 + 2 x 81,920 +
+  // 3 x 65,536 = 622,592 of the 1,310,720.
+  const transformer_config llama3 = preset_config("llama-3-8b");
+  const lora_config seven = lora(16, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj");
+  CHECK(persistent_lora_elements(llama3, seven, 100'000).per_layer == elements_of(622'592));
+  CHECK(persistent_lora_elements(llama3, seven, 100'000).vision == elements{});
+  // Over 2 tensor-parallel ranks each tensor halves, 229,376 to 114,688, still above: 311,296. Over 4 (57,344) every
+  // tensor is below: the layer's 1,310,720 / 4 = 327,680.
+  CHECK(persistent_lora_elements(llama3, seven, 100'000, 2).per_layer == elements_of(311'296));
+  CHECK(persistent_lora_elements(llama3, seven, 100'000, 4).per_layer == elements_of(327'680));
+  // The threshold is inclusive (ds_numel <= threshold): at 65,535 only k's and v's lora_B remain, 2 x 16,384.
+  CHECK(persistent_lora_elements(llama3, seven, 65'536).per_layer == elements_of(622'592));
+  CHECK(persistent_lora_elements(llama3, seven, 65'535).per_layer == elements_of(32'768));
+  CHECK(persistent_lora_elements(llama3, seven, 0).per_layer == elements{});
+  // GPT-3's fused qkv, adapted as q and v slices: r = 8 gives 8 x 12288 = 98,304 a tensor, all four kept (393,216); r = 16
+  // none (196,608 each).
+  const transformer_config gpt3 = preset_config("gpt3-175b");
+  CHECK(persistent_lora_elements(gpt3, lora(8, "q_proj,v_proj"), 100'000).per_layer == elements_of(393'216));
+  CHECK(persistent_lora_elements(gpt3, lora(16, "q_proj,v_proj"), 100'000).per_layer == elements{});
+  // Qwen2.5-VL-7B, r = 16 on gate_proj: the vision tower's blocks have one too (1280 -> 3420), both tensors below, 32 x
+  // 16 x (1280 + 3420) = 2,406,400; the text layers' lora_A is 16 x 3584 = 57,344, their lora_B 18944 x 16 above.
+  const lora_persistent vl = persistent_lora_elements(preset_config("qwen2.5-vl-7b"), lora(16, "gate_proj"), 100'000);
+  CHECK(vl.vision == elements_of(2'406'400));
+  CHECK(vl.per_layer == elements_of(57'344));
+  // Bad input names the fix.
+  CHECK_THROWS_WITH(persistent_lora_elements(llama3, seven, -1), Catch::Contains("cannot be negative") && Catch::Contains("1e5"));
+  CHECK_THROWS_WITH(persistent_lora_elements(llama3, seven, 100'000, 0), Catch::Contains("tensor-parallel degree"));
+  CHECK_THROWS_WITH(persistent_lora_elements(llama3, lora(16, "fc1"), 100'000), Catch::Contains("no fc1 module"));
+}
+
 TEST_CASE("lora: targets the model does not have, and bad LoRA settings, are one-line errors", "[lora][errors]") {
   const transformer_config llama2 = preset_config("llama-2-7b");
   CHECK_THROWS_WITH(parse_lora_targets("q_proj,w1"), Catch::Contains("unknown LoRA target 'w1'") && Catch::Contains("all-linear"));

@@ -2580,6 +2580,41 @@ TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by
         bytes_of((4'096 + 2 * 202'383'360LL + 135'266'304 + 30 * 8'192) * 2));
 }
 
+TEST_CASE("step: under ZeRO-3 PEFT's adapters below the persistence threshold stay gathered at every moment", "[step][zero3][lora]") {
+  // Llama-2-7B over 8 ranks, mixed bf16, LoRA r = 16 on q_proj and v_proj: each lora_A (16 x 4096) and lora_B
+  // (4096 x 16) is 65,536 elements, at most 1e5, so DeepSpeed marks all 4 x 32 = 128 of them ds_persist:
+  // 8,388,608 elements, 16,777,216 B in bf16 (the adapters' dtype beside an fp32 master copy). A threshold of 65,535
+  // keeps the same base tensors (the norms, 4,096; every projection is above 1e5) and no adapter, so every moment
+  // differs by exactly that.
+  training_states t{};
+  t.zero.stage = 3;
+  t.dp = 8;
+  t.adapt.lora.rank = 16;
+  t.adapt.lora.targets = parse_lora_targets("q_proj,v_proj");
+  runtime_overheads below{};
+  below.param_persistence_threshold = 65'535;
+  step_config fused{};
+  fused.optimizer = optimizer_impl::fused;  // the optimizer step's highest moment is _post_step's gather
+  const step_estimate e = estimate_step(llama2(), t, sdpa(1024, 1), fused);
+  const step_estimate without = estimate_step(llama2(), t, sdpa(1024, 1), fused, pipeline_config{}, below);
+  constexpr std::int64_t adapters = 4 * 65'536 * 32 * 2;
+  static_assert(adapters == 16'777'216);
+  CHECK(e.forward.gathered == without.forward.gathered + bytes_of(adapters));
+  CHECK(e.backward.gathered == without.backward.gathered + bytes_of(adapters));
+  CHECK(e.optimizer_step.gathered == without.optimizer_step.gathered + bytes_of(adapters));
+  // After the update _post_step gathers the persistent tensors again: the 65 norms (266,240 elements) and the adapters.
+  CHECK(e.optimizer_step.gathered == bytes_of(266'240 * 2 + adapters));
+  // r = 32: each tensor is 131,072 elements, none persists; over 2 tensor-parallel ranks each is 65,536 on a rank, and
+  // all persist again: 128 x 65,536 x 2 B, the same 16,777,216 B.
+  t.adapt.lora.rank = 32;
+  CHECK(estimate_step(llama2(), t, sdpa(1024, 1), fused).optimizer_step.gathered == bytes_of(266'240 * 2));
+  activation_config split = sdpa(1024, 1);
+  split.tp = 2;
+  const step_estimate halves = estimate_step(llama2(), t, split, fused);
+  const step_estimate halves_without = estimate_step(llama2(), t, split, fused, pipeline_config{}, below);
+  CHECK(halves.forward.gathered == halves_without.forward.gathered + bytes_of(adapters));
+}
+
 TEST_CASE("step: DeepSpeed 0.16.x's ZeRO-3 backward keeps what it gathers, so the embedding's holds the whole model", "[step][zero3]") {
   // Llama-2-7B over 8 ranks under full recompute at 1024 tokens, the defect walked (step_config::
   // zero3_backward_keeps_gathered): the embedding's backward holds every parameter, 6,738,415,616 x 2 B, with every

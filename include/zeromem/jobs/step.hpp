@@ -464,6 +464,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // estimator's 4 x the largest module, in every phase): nothing is gathered in the optimizer step.
   const zero3_retained& kept3 = walked.kept;
   bytes_per_element zero3_width = size_of(dtype::bf16);  // set where zero3
+  bytes zero3_adapters{};                                // PEFT's persistent adapters, gathered at every moment (zero3)
   bytes zero3_head_grad{}, zero3_layer_grad{};
   bytes stage2_head_grad{};  // ZeRO-2: lm_head's new whole gradient at its moment, before its hook copies it into the bucket
   // tie_word_embeddings: the shared weight feeds two nodes, so autograd sums its two gradients in the input buffer of
@@ -528,6 +529,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       const bool lora = t.adapt.lora_enabled();
       zero3_width = size_of(lora ? t.recipe.weights : r.weights);
       if (!lora) zero3_layer_grad = kept3.largest_module * size_of(r.gradients);
+      // The adapters are parameters to DeepSpeed like the rest: those at most the threshold persist, in their dtype.
+      if (ZEROMEM_RARELY(lora)) {
+        const lora_persistent adapters = detail::persistent_lora_elements_unchecked(m, t.adapt.lora, o.param_persistence_threshold, a.tp);
+        zero3_adapters = (adapters.per_layer * L + adapters.vision) * size_of(r.weights);
+      }
     }
     // lm_head's new whole gradient at stages 2-3, before its hook (a tied head's waits in the table's input buffer
     // instead: tied_gradient, below): ZeRO-3 counts it with the head gathered, ZeRO-2 with the gradients.
@@ -660,7 +666,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes deferred_all_gather = fsdp && s.fsdp_world > 1 ? layer_unsharded : bytes{};
   const bytes gathered_forward =
       fsdp ? root_unsharded + (s.reshard_after_forward ? bytes{} : layer_unsharded * L) + (s.loss_in_forward ? deferred_all_gather : bytes{})
-      : zero3 ? kept3.turnaround() * zero3_width
+      : zero3 ? kept3.turnaround() * zero3_width + zero3_adapters
            : bytes{};
   // transformers' KV cache in a training forward (use_cache without checkpointing) lives until the model's output is
   // freed, after the loss: every layer's K and V copies that attention does not keep itself, and the first layer's
@@ -982,7 +988,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const auto head_moment = [&] {
     const head_terms h = ZEROMEM_RARELY(head_casts) ? autocast_head() : head_terms{head_grads, bytes{}, head_input_grad, logits_grad};
     return step_terms{resting, grads_at_head + h.gradients + stage2_head_grad, saved - h.freed, bytes{}, h.flowing, h.logits,
-                      (zero3 ? kept3.at_output_layer() * zero3_width + zero3_head_grad : gathered_start), comm, bytes{}, bytes{}, bytes{}};
+                      (zero3 ? kept3.at_output_layer() * zero3_width + zero3_adapters + zero3_head_grad : gathered_start), comm, bytes{}, bytes{}, bytes{}};
   };
   // (2) Layer i, from the last (i = L - 1) to the first (i = 0). Before its backward: the layers below it still
   // hold their activations, the layers above have left their gradients (kept shards), layer i is alive whole
@@ -1399,7 +1405,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                          fsdp    ? root_unsharded + layer_unsharded * unsharded_layers
                          : zero3 ? (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered) ? kept3.at_layer_unreleased(i, L) : kept3.at_layer(i, L)) *
                                            zero3_width +
-                                       zero3_layer_grad
+                                       zero3_adapters + zero3_layer_grad
                                  : bytes{},
                          copy_out,
                          comm + (fsdp && above > 0 ? reduce_input : bytes{}),  // the previous layer's reduce-scatter input
@@ -1693,7 +1699,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
       : s.zero3_backward_keeps_gathered      ? kept3.at_layer_unreleased(0, L) + (embedding_backward && kept3.root.count() == 0 ? kept3.resident.embeddings : elements{})
       : embedding_backward                   ? kept3.at_embeddings(m.tied_embeddings)
                                              : kept3.persistent;
-  const bytes zero3_end_gathered = zero3_end_elements * zero3_width;
+  const bytes zero3_end_gathered = zero3_end_elements * zero3_width + zero3_adapters;
   const auto end_moment = [&] {
     return step_terms{resting, grads_end, pixel_values, bytes{}, tied_gradient.count() > 0 ? bytes{} : hidden_grad, bytes{},
                       fsdp ? root_unsharded : zero3_end_gathered,
@@ -1912,7 +1918,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // ZeRO-3 partitions every parameter before the update, the persistent ones too, and gathers those again after it
   // (stage3.py step: _partition_all_parameters, then _post_step's all_gather of persistent_parameters): the phase's
   // highest moment holds the update's temporaries or, where they are smaller, the persistent tensors.
-  const bytes persistent_after_step = zero3 ? kept3.persistent * zero3_width : bytes{};
+  const bytes persistent_after_step = zero3 ? kept3.persistent * zero3_width + zero3_adapters : bytes{};
   const bool persistent_sets_step = persistent_after_step > temporaries;
   const auto optimizer_step = [&] {
     return step_terms{resting, grads_all, bytes{}, bytes{}, bytes{}, bytes{}, persistent_sets_step ? persistent_after_step : bytes{},

@@ -204,6 +204,38 @@ constexpr void for_each_adapter_tensor(const transformer_config& m, const linear
 }
 }  // namespace detail
 
+/// The adapters DeepSpeed ZeRO-3 keeps gathered: like any parameter, each lora_A and lora_B of at most `threshold`
+/// (stage3_param_persistence_threshold) elements on its tensor-parallel rank, split over tp as the module walk splits a
+/// tensor, is ds_persist (runtime/zero/parameter_offload.py mark_persistent_parameters walks module.named_parameters(),
+/// PEFT's adapters among them). Of one decoder layer, and of the whole vision tower.
+struct lora_persistent {
+  elements per_layer{};
+  elements vision{};
+};
+namespace detail {
+constexpr lora_persistent persistent_lora_elements_unchecked(const transformer_config& m, const lora_config& c, std::int64_t threshold,
+                                                             std::int64_t tp) {
+  lora_persistent out{};
+  for_each_linear(m, [&](const linear_shape& l) {
+    elements& sum = l.vision ? out.vision : out.per_layer;
+    for_each_adapter_tensor(m, l, c, [&](std::int64_t rows, std::int64_t columns) {
+      const std::int64_t n = ceil_div(checked_mul(rows, columns), tp);
+      if (n <= threshold) sum += elements_of(checked_mul(n, l.count));
+    });
+  });
+  return out;
+}
+}  // namespace detail
+constexpr lora_persistent persistent_lora_elements(const transformer_config& m, const lora_config& c, std::int64_t threshold,
+                                                   std::int64_t tp = 1) {
+  validate(m);
+  validate(c, m);
+  detail::require_positive(tp, "the tensor-parallel degree");
+  if (threshold < 0)
+    detail::fail_value("stage3_param_persistence_threshold cannot be negative", threshold, "pass DeepSpeed's 1e5, 0 for none, or your config's");
+  return detail::persistent_lora_elements_unchecked(m, c, threshold, tp);
+}
+
 /// forloop_moment_elements over PEFT's adapters: the optimizer steps [p for p in model.parameters() if p.requires_grad],
 /// the adapters in module order, each module's lora_A (r x in) before its lora_B (out x r) (PEFT tuners/lora/layer.py
 /// LoraLayer.__init__ registers lora_A, then lora_B; a fused qkv module's targeted slices each as one), the vision
