@@ -66,6 +66,9 @@ TEST_CASE("lora: the LoRA paper's GPT-3 175B figures", "[lora]") {
   const transformer_config gpt3 = preset_config("gpt3-175b");
   const lora_counts c = count_lora_parameters(gpt3, lora(4, "q_proj,v_proj"));
   CHECK(c.total.count() == 18'874'368);
+  // Its largest adapter tensor is one slice's: lora_A 4 x 12288 or lora_B 12288 x 4 = 49,152, not the fused
+  // module's 36864 x 4 = 147,456 (q and v are adapted as slices; k and the MLP not at all).
+  CHECK(c.largest_tensor.count() == 49'152);
   // In fp16: 37,748,736 B = 36.0 MiB, which the paper rounds to "35MB" (within 8%).
   CHECK(to_gb(c.total * size_of(dtype::fp16)) / 0.035 == Approx(1.0).margin(0.08));
 

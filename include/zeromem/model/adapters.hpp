@@ -82,6 +82,28 @@ inline std::uint16_t parse_lora_targets(std::string_view list) {
   }
 }
 
+namespace detail {
+/// The outputs one module's adapters write, each as f(out): the whole module's, or a fused qkv module's targeted q,
+/// k and v slices each, in that order. Each carries lora_A (r x in) and lora_B (out x r). all-linear adapts every
+/// linear whole; a fused qkv module named as qkv (or in the vision tower) is adapted whole.
+template <class F>
+constexpr void for_each_adapted_output(const transformer_config& m, const linear_shape& l, const lora_config& c, F&& f) {
+  if (c.rank <= 0) return;
+  if (c.targets & bit(lora_module::all_linear)) {
+    f(l.out);
+    return;
+  }
+  if (l.role == lora_module::qkv && !l.vision && !(c.targets & bit(lora_module::qkv))) {
+    const std::int64_t d = m.head_size(), q_out = checked_mul(m.heads, d), kv_out = checked_mul(m.kv_heads, d);
+    if (c.targets & bit(lora_module::q_proj)) f(q_out);
+    if (c.targets & bit(lora_module::k_proj)) f(kv_out);
+    if (c.targets & bit(lora_module::v_proj)) f(kv_out);
+    return;
+  }
+  if (l.role != lora_module::none && (c.targets & bit(l.role))) f(l.out);
+}
+}  // namespace detail
+
 /// Adapter parameters of one adapted module: lora_A (in -> r) and lora_B (r -> out), no bias (PEFT
 /// tuners/lora/layer.py update_layer; Hu et al. 2021, arXiv 2106.09685 §4.1: W0 + BA, B in R^{d x r}, A in R^{r x k}).
 /// On a fused qkv module the targeted q/k/v slices are adapted each: r (in + slice).
@@ -92,24 +114,25 @@ struct adapted_linear {
 
 constexpr adapted_linear adapt_of(const transformer_config& m, const linear_shape& l, const lora_config& c) {
   using detail::checked_product, detail::checked_sum;
-  if (c.rank <= 0) return {};
-  const std::int64_t r = c.rank;
-  if (c.targets & bit(lora_module::all_linear)) return {checked_product(r, checked_sum(l.in, l.out)), r};
-  if (l.role == lora_module::qkv && !l.vision && !(c.targets & bit(lora_module::qkv))) {
-    const std::int64_t d = m.head_size(), q_out = checked_product(m.heads, d), kv_out = checked_product(m.kv_heads, d);
-    const lora_module slices[] = {lora_module::q_proj, lora_module::k_proj, lora_module::v_proj};
-    const std::int64_t outs[] = {q_out, kv_out, kv_out};
-    adapted_linear a{};
-    for (int i = 0; i < 3; ++i)
-      if (c.targets & bit(slices[i])) {
-        a.params = checked_sum(a.params, checked_product(r, checked_sum(l.in, outs[i])));
-        a.intermediates = checked_sum(a.intermediates, r);
-      }
-    return a;
-  }
-  if (l.role != lora_module::none && (c.targets & bit(l.role))) return {checked_product(r, checked_sum(l.in, l.out)), r};
-  return {};
+  adapted_linear a{};
+  detail::for_each_adapted_output(m, l, c, [&](std::int64_t out) {
+    a.params = checked_sum(a.params, checked_product(c.rank, checked_sum(l.in, out)));
+    a.intermediates = checked_sum(a.intermediates, c.rank);
+  });
+  return a;
 }
+
+namespace detail {
+/// The adapter tensors of one module (adapt_of), each as f(rows, columns): lora_A (r x in), then lora_B (out x r),
+/// as PEFT registers them (tuners/lora/layer.py LoraLayer.update_layer); a fused qkv module's targeted slices each.
+template <class F>
+constexpr void for_each_adapter_tensor(const transformer_config& m, const linear_shape& l, const lora_config& c, F&& f) {
+  for_each_adapted_output(m, l, c, [&](std::int64_t out) {
+    f(c.rank, l.in);
+    f(out, c.rank);
+  });
+}
+}  // namespace detail
 
 /// Adapter parameter counts (PEFT's print_trainable_parameters counts these as the trainable parameters).
 struct lora_counts {
@@ -170,39 +193,14 @@ constexpr lora_counts count_lora_parameters(const transformer_config& m, const l
     const elements n = elements_of(detail::checked_mul(a.params, l.count));
     (l.vision ? out.vision : out.per_layer) += n;
     out.mlp = out.mlp || (!l.vision && detail::is_mlp_module(l.role));
-    const std::int64_t largest = detail::max_of(detail::checked_mul(c.rank, l.in), detail::checked_mul(c.rank, l.out));
-    if (elements_of(largest) > out.largest_tensor) out.largest_tensor = elements_of(largest);
+    detail::for_each_adapter_tensor(m, l, c, [&](std::int64_t rows, std::int64_t columns) {
+      const elements tensor = elements_of(detail::checked_mul(rows, columns));
+      if (tensor > out.largest_tensor) out.largest_tensor = tensor;
+    });
   });
   out.total = out.per_layer * m.layers + out.vision;
   return out;
 }
-
-namespace detail {
-/// The adapter tensors of one module (adapt_of), each as f(rows, columns): lora_A (r x in), then lora_B (out x r),
-/// as PEFT registers them (tuners/lora/layer.py LoraLayer.update_layer); a fused qkv module's targeted slices each.
-template <class F>
-constexpr void for_each_adapter_tensor(const transformer_config& m, const linear_shape& l, const lora_config& c, F&& f) {
-  if (c.rank <= 0) return;
-  const std::int64_t r = c.rank;
-  // adapt_of's cases, decided as it decides them (not by the parameter count: GPT-3's q and v slices, 2 r (h + h),
-  // equal r (h + 3h), the whole module's)
-  const bool sliced = l.role == lora_module::qkv && !l.vision && !(c.targets & (bit(lora_module::all_linear) | bit(lora_module::qkv)));
-  if (!sliced) {
-    if (adapt_of(m, l, c).params == 0) return;
-    f(r, l.in);
-    f(l.out, r);
-    return;
-  }
-  const std::int64_t d = m.head_size();
-  const lora_module slices[] = {lora_module::q_proj, lora_module::k_proj, lora_module::v_proj};
-  const std::int64_t outs[] = {checked_mul(m.heads, d), checked_mul(m.kv_heads, d), checked_mul(m.kv_heads, d)};
-  for (int i = 0; i < 3; ++i)
-    if (c.targets & bit(slices[i])) {
-      f(r, l.in);
-      f(outs[i], r);
-    }
-}
-}  // namespace detail
 
 /// The adapters DeepSpeed ZeRO-3 keeps gathered: like any parameter, each lora_A and lora_B of at most `threshold`
 /// (stage3_param_persistence_threshold) elements on its tensor-parallel rank, split over tp as the module walk splits a
