@@ -1183,6 +1183,22 @@ TEST_CASE("LoRA without recompute: Qwen3's k_norm in the first layer keeps nothi
   CHECK(first_stage_activations(qwen3, c, {}, qkvo).first_layer_unkept.count() == 134'250'496);
 }
 
+TEST_CASE("LoRA without recompute: Gemma-2's soft-capped eager scores keep no rotated Q in the first layer either", "[activations][lora]") {
+  // Gemma-2's eager attention (modeling_gemma2.py eager_attention_forward): matmul(Q, K^T) * scaling, then / softcap, tanh,
+  // * softcap. The matmul keeps Q only for K's gradient; the scalings by Python floats keep nothing and tanh keeps its own
+  // output. With q_proj and v_proj adapted and k_proj not, layer 0 keeps no rotated Q, as Llama's does. Gemma-2-9B (16 heads
+  // of 256), s = 2048, b = 1: 2 B x 2048 x 16 x 256 = 16,777,216 B more than with k_proj adapted too, where only the input
+  // norm is taken off (the CPU step oracle's LoRA draw on q_proj and v_proj, seed 803: +0.53% forward, +0.51% backward before).
+  const transformer_config gemma2 = find_preset("gemma-2-9b").config;
+  REQUIRE(gemma2.attention_softcap == 50.0);
+  activation_config c = hf_sdpa(2048);
+  c.attention = attention_kind::eager;
+  adaptation qkvo = peft_qv_r16();
+  qkvo.lora.targets = parse_lora_targets("q_proj,k_proj,v_proj,o_proj");
+  CHECK((first_stage_activations(gemma2, c, {}, peft_qv_r16()).first_layer_unkept - first_stage_activations(gemma2, c, {}, qkvo).first_layer_unkept)
+            .count() == 16'777'216);
+}
+
 TEST_CASE("LoRA without recompute: a training forward's KV cache still holds the first layer's K and V", "[activations][lora]") {
   // config.json's use_cache builds a DynamicCache in a training forward without checkpointing (modeling_llama.py
   // LlamaModel.forward), and SDPA without a mask keeps the cache's own K and V (cache_utils.py DynamicLayer.update). The MLP

@@ -791,11 +791,12 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables), nor OPT's scaled one (a product with a
   // Python float keeps nothing); q_norm's tensors, before RoPE, stay. Read for Llama-family layers (the CPU step oracle's
   // LoRA steps on q_proj and v_proj: backward +65,504 B before, one c sb heads d) and OPT's (a LoRA probe of the family
-  // step oracle's frames: +65,432 B).
+  // step oracle's frames: +65,432 B); Gemma-2's soft-capped scores too (modeling_gemma2.py eager_attention_forward: / and *
+  // by Python floats keep nothing, tanh its output; the step oracle's LoRA draw, seed 803: +0.53% forward before).
   const bool rope_layer_frames = m.positions == position_kind::rope && m.norm == norm_kind::rmsnorm;
   const bool opt_layer_frames = m.positions == position_kind::learned && m.norm == norm_kind::layernorm;
   if (c.attention == attention_kind::eager && query_adapted && !key_adapted && (rope_layer_frames || opt_layer_frames) &&
-      !m.parallel_residual && !m.fused_qkv && (!m.qk_norm || head_norms) && !m.clip_qkv && m.attention_softcap == 0.0)
+      !m.parallel_residual && !m.fused_qkv && (!m.qk_norm || head_norms) && !m.clip_qkv)
     unkept += w.query - q_norm;
   if (m.parallel_residual && !mlp_adapted) unkept += w.mlp_norm + w.mlp_input + w.mlp_hidden + w.mlp_residual_mask;
   return {unkept, bytes{}};
