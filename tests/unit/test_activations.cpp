@@ -1183,6 +1183,26 @@ TEST_CASE("LoRA without recompute: Qwen3's k_norm in the first layer keeps nothi
   CHECK(first_stage_activations(qwen3, c, {}, qkvo).first_layer_unkept.count() == 134'250'496);
 }
 
+TEST_CASE("LoRA without recompute: OLMo-2's whole-projection k_norm in the first layer keeps nothing either", "[activations][lora]") {
+  // OLMo-2's layer has no input norm (its q, k and v read the layer input) and normalises each token's whole k_proj
+  // output (Olmo2Attention: k_norm over kv x d values). With q_proj and v_proj adapted, nothing on K's path needs a
+  // gradient in layer 0: k_norm keeps nothing. OLMo-2-13B (40 KV heads of 128, 5120 values a token), s = 2048, b = 1,
+  // SDPA: its fp32 input and rstd, 4 x 2048 x 5120 + 4 x 2048 = 41,951,232 B.
+  const transformer_config olmo2 = find_preset("olmo-2-13b").config;
+  REQUIRE(olmo2.qk_norm_whole);
+  activation_config c = hf_sdpa(2048);
+  const adaptation qv = peft_qv_r16();
+  CHECK(first_stage_activations(olmo2, c, {}, qv).first_layer_unkept.count() == 41'951'232);
+  // Eager attention: nor the rotated Q, 2 x 2048 x 40 x 128 = 20,971,520 B (the CPU step oracle's OLMo-2 q, v case at
+  // its base shape: +3.65% forward before, k_norm's 131,584 B and the rotated Q's 65,536 B).
+  c.attention = attention_kind::eager;
+  CHECK(first_stage_activations(olmo2, c, {}, qv).first_layer_unkept.count() == 41'951'232 + 20'971'520);
+  // With k_proj adapted too, every projection's path needs its gradient, and OLMo-2 has no input norm to take off.
+  adaptation qkvo = qv;
+  qkvo.lora.targets = parse_lora_targets("q_proj,k_proj,v_proj,o_proj");
+  CHECK(first_stage_activations(olmo2, c, {}, qkvo).first_layer_unkept.count() == 0);
+}
+
 TEST_CASE("LoRA without recompute: Gemma-2's soft-capped eager scores keep no rotated Q in the first layer either", "[activations][lora]") {
   // Gemma-2's eager attention (modeling_gemma2.py eager_attention_forward): matmul(Q, K^T) * scaling, then / softcap, tanh,
   // * softcap. The matmul keeps Q only for K's gradient; the scalings by Python floats keep nothing and tanh keeps its own

@@ -2047,17 +2047,20 @@ TEST_CASE("step: accumulating, the down projection's new gradient stands at its 
 }
 
 namespace {
-// A small Llama-family model (the step oracle's few-token shapes): hidden 512, 8 heads, 4 KV heads, vocabulary 500.
-transformer_config small_llama(std::int64_t layers, std::int64_t ffn) {
+// A Llama-family layout of the step oracles' sizes.
+transformer_config llama_layout(std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads, std::int64_t layers, std::int64_t ffn,
+                                std::int64_t vocab) {
   transformer_config m{};
-  m.hidden = 512;
+  m.hidden = hidden;
   m.layers = layers;
-  m.heads = 8;
-  m.kv_heads = 4;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
   m.ffn = ffn;
-  m.vocab = 500;
+  m.vocab = vocab;
   return m;
 }
+// The step oracle's few-token shapes: hidden 512, 8 heads, 4 KV heads, vocabulary 500.
+transformer_config small_llama(std::int64_t layers, std::int64_t ffn) { return llama_layout(512, 8, 4, layers, ffn, 500); }
 }  // namespace
 
 TEST_CASE("step: SDPA's kernel differentiated in a LayerNorm layer holds dq, dk, dv and cuDNN's workspace", "[step][recompute]") {
@@ -2383,15 +2386,8 @@ namespace {
 // The CPU step oracle's LoRA steps (tests/oracle/run_step_oracle.py add_lora): its BASE shape, hidden 256, 4 heads of
 // 64 (2 KV), ffn 512, vocabulary 1000, 64 tokens x 2, pure bf16 base, eager attention on the CPU under torch 1, PEFT's
 // adapters in fp32 (rank 8 on q_proj and v_proj unless given), AdamW's for-loop.
-step_estimate oracle_lora_step(std::int64_t layers, std::int64_t seq, std::int64_t rank, recompute r,
-                               const char* targets = "q_proj,v_proj", std::int64_t ffn = 512, dtype adapters = dtype::fp32) {
-  transformer_config m{};
-  m.hidden = 256;
-  m.layers = layers;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn = ffn;
-  m.vocab = 1000;
+step_estimate oracle_lora_step(const transformer_config& m, std::int64_t seq, std::int64_t rank, recompute r, const char* targets,
+                               dtype adapters = dtype::fp32) {
   training_states t = pure_bf16();
   t.adapt.lora.rank = rank;
   t.adapt.lora.targets = parse_lora_targets(targets);
@@ -2407,6 +2403,30 @@ step_estimate oracle_lora_step(std::int64_t layers, std::int64_t seq, std::int64
   c.blas_workspaces = bytes{};
   c.optimizer = optimizer_impl::forloop;
   return estimate_step(m, t, a, c);
+}
+// The oracle's base shape: hidden 256, 4 heads over 2 KV heads, vocabulary 1000.
+transformer_config oracle_layout(std::int64_t layers, std::int64_t ffn) { return llama_layout(256, 4, 2, layers, ffn, 1000); }
+step_estimate oracle_lora_step(std::int64_t layers, std::int64_t seq, std::int64_t rank, recompute r,
+                               const char* targets = "q_proj,v_proj", std::int64_t ffn = 512, dtype adapters = dtype::fp32) {
+  return oracle_lora_step(oracle_layout(layers, ffn), seq, rank, r, targets, adapters);
+}
+// The oracle's OLMo-2 (post-branch norms, whole-projection q/k norms, fp32 norm weights and rotary tables) and Gemma-2
+// and Gemma-3 (sandwich norms, (1 + weight) in fp32, the scaled embedding tied to the head, a window of 16 on layers
+// 0 .. N - 2 of each N) at that shape, 2 layers.
+transformer_config oracle_olmo2(std::int64_t ffn = 512) {
+  transformer_config m = oracle_layout(2, ffn);
+  m.qk_norm = m.qk_norm_whole = m.norm_weight_fp32 = m.post_norms = m.rope_fp32 = true;
+  return m;
+}
+transformer_config oracle_gemma(bool gemma3, std::int64_t ffn = 512) {
+  transformer_config m = oracle_layout(2, ffn);
+  m.norm_scale_fp32 = m.scaled_embedding = m.tied_embeddings = m.sandwich_norms = true;
+  m.attention_softcap = gemma3 ? 0.0 : 50.0;
+  m.final_logit_softcap = gemma3 ? 0.0 : 30.0;
+  m.sliding_window = 16;
+  m.sliding_window_pattern = gemma3 ? 6 : 2;
+  m.local_rope = m.qk_norm = gemma3;
+  return m;
 }
 }  // namespace
 
@@ -2515,6 +2535,87 @@ TEST_CASE("step: LoRA on every linear without recompute, the forward's highest m
   CHECK(e.forward.loss == bytes{});
   // Under the loss's moment it stands only where the layer's tensors outweigh the logits': at ffn 512 it does not.
   CHECK(oracle_lora_step(3, 64, 8, recompute::none, "all-linear").forward.loss > bytes{});
+}
+
+TEST_CASE("step: LoRA with few tokens beside the hidden size, the frozen final norm differentiated at pow's node", "[step][lora]") {
+  // Hidden 512 over 8 heads of 64 (as many KV heads), ffn 512, 2 layers, 16 tokens x 2 (sb = 32), vocabulary 500, rank
+  // 8 on q_proj and v_proj, no recompute. The final norm's pow node holds six fp32 copies of its input (6 x 32 x 512 x 4
+  // = 393,216 B) beside every tensor the layers saved; no adapter gradient is made yet (the head is frozen). A layer
+  // keeps its input norm's fp32 input, x^2 and rstd (2 x 65,536 + 128), q's and v's adapters (their inputs' fp32 casts
+  // and rank-8 outputs, 2 x (65,536 + 1,024)), the rotated Q and K and V (3 x 32,768), the fp32 and bf16 probabilities
+  // (16,384 + 8,192), the MLP norm's (131,200) and act(gate), its input and up's output (3 x 32,768): 616,704 B; layer 0
+  // keeps neither its input norm's nor the rotated Q (163,968 B fewer). With the rotary tables (2 x 2 x 16 x 64) and
+  // the token ids (256): 1,073,792 B. The profiler measured 1,467,064 B above the resting states, scalars of 8 B among
+  // them (zeromem 1,396,992 B before, -4.78%, at the layers' moments).
+  transformer_config m = small_llama(2, 512);
+  m.kv_heads = 8;
+  const step_estimate e = oracle_lora_step(m, 16, 8, recompute::none, "q_proj,v_proj");
+  CHECK(e.backward.flowing == bytes_of(393'216));
+  CHECK(e.backward.gradients == bytes{});
+  CHECK(e.backward.activations == bytes_of(2 * 616'704 - 163'968 + 4'096 + 256));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(1'467'008));
+}
+
+TEST_CASE("step: LoRA in a post-norm layer under recompute, the frozen norm over the MLP's output differentiated first", "[step][lora]") {
+  // OLMo-2 at the oracle's shape (sb = 128), rank 8 on gate_proj alone, full recompute. Layer 1's first node that unpacks
+  // a saved tensor is post_feedforward_layernorm's weight multiply: the rerun runs the whole layer, its last saved tensors
+  // that norm's. At pow's node the norm holds six fp32 copies (6 x 128 x 256 x 4 = 786,432 B), its x.to(fp32) among them,
+  // beside dL/d(layer output) (65,536 B) and every tensor the rerun saved before the norm: q_norm's and k_norm's fp32
+  // inputs, x^2 (torch 1's mean keeps its input) and rstd (2 x 131,072 + 512 and 2 x 65,536 + 512), the rotated Q and
+  // the repeated K and V (3 x 65,536), the fp32 and bf16 probabilities (131,072 + 65,536), post_attention_layernorm's
+  // (2 x 131,072 + 512), gate's adapter (its input's fp32 cast 131,072, lora_A's output 4,096), gate's output cast back,
+  // act(gate) and up's output (3 x 131,072): 1,578,496 B. The frozen q, k and v keep nothing of the checkpoint. The
+  // profiler measured 2,612,248 B above the resting states, three 8 B scalars among them (zeromem 2,088,448 B before,
+  // -20.1%, reading the layer whole beside two gradients with the checkpoint taken out of it).
+  const step_estimate e = oracle_lora_step(oracle_olmo2(), 64, 8, recompute::full, "gate_proj");
+  CHECK(e.backward.flowing == bytes_of(65'536 + 786'432));
+  CHECK(e.backward.recomputed == bytes_of(1'578'496));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(2'612'224));
+  // Gemma-2's norm over the MLP's output, q_proj and v_proj adapted: the profiler measured 3,012,658 B (-13.1% before).
+  const step_estimate g = oracle_lora_step(oracle_gemma(false), 64, 8, recompute::full, "q_proj,v_proj");
+  CHECK(g.backward.flowing == bytes_of(65'536 + 786'432));
+  CHECK(g.backward.total() - g.backward.resting == bytes_of(3'012'608));
+}
+
+TEST_CASE("step: LoRA in a post-norm layer, an adapted down_proj differentiated after the norm over its output", "[step][lora]") {
+  // OLMo-2, ffn 2048, rank 8 on down_proj alone, full recompute. Layer 0's post_feedforward_layernorm has run its
+  // node, its saved tensors gone; lora_A's node makes its fp32 input's gradient (128 x 2048 x 4 = 1,048,576 B) beside
+  // dL/d(its output) (128 x 8 x 4 = 4,096 B), dL/d(layer output) and dL/d(down's output), the norm's input gradient cast
+  // back (2 x 65,536 B). The profiler measured 5,118,992 B above the resting states (zeromem 4,193,792 B before, -18.1%).
+  const step_estimate e = oracle_lora_step(oracle_olmo2(2048), 64, 8, recompute::full, "down_proj");
+  CHECK(e.backward.flowing == bytes_of(1'048'576 + 4'096 + 2 * 65'536));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(5'118'976));
+  // Without recompute, bf16 adapters: layer 0's input needs no gradient, so layer 0 keeps down's adapter's tensors alone
+  // (the product lora_A reads and its rank-8 output): the profiler measured 5,845,040 B in forward (+44.9% before, which
+  // counted OLMo-2's first layer whole).
+  const step_estimate f = oracle_lora_step(oracle_olmo2(2048), 64, 8, recompute::none, "down_proj", dtype::bf16);
+  CHECK(f.forward.total() - f.forward.resting == bytes_of(5'845'008));
+}
+
+TEST_CASE("step: under recompute, below Gemma-2's first full-attention layer no checkpointed call holds its mask", "[step][recompute]") {
+  // Gemma-2 at the oracle's shape: layer 0 slides, layer 1 attends fully. Each checkpointed call holds its own kind's
+  // eager mask (b x 1 x s x s bf16: 2 x 64 x 64 x 2 = 16,384 B) until its layer's backward; at layer 0, where the
+  // backward peaks, layer 1's call is gone and the full-attention mask with it. What stays beside layer 0's tensors (the
+  // profiler's live set there): layer 0's checkpoint, the scaled embedding (65,536 B), the sliding mask (16,384), the
+  // bf16 rotary tables (2 x 8,192), the position ids (512) and the token ids (1,024): 99,840 B. The profiler measured
+  // 5,011,490 B above the resting states (zeromem 5,026,304 B before, +0.30%); 1,570 B (0.03%) stay unexplained.
+  const step_estimate e = oracle_step(oracle_gemma(false), 64, 2, recompute::full);
+  CHECK(e.backward.activations == bytes_of(65'536 + 16'384 + 2 * 8'192 + 512 + 1'024));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(5'009'920));
+}
+
+TEST_CASE("step: LoRA under recompute, Gemma's rerun goes on through down_proj to its norm's tensors", "[step][lora]") {
+  // Gemma-3 at the oracle's shape, rank 8 on every linear, full recompute. Layer 0's rerun starts at
+  // post_feedforward_layernorm's multiply by (1 + weight), whose cast back's node made dL/d(its output) in fp32 (131,072
+  // B) beside dL/d(layer output) (65,536 B), and runs to that norm's tensors. Its highest moment is down_proj's adapter
+  // sum: the layer whole but that norm's four tensors (3,315,200 - 263,680 B; down's adapter's input cast and rank-8
+  // output among them), R1 and the MLP norm's output (2 x 65,536), the product (131,072), down's base output (65,536),
+  // lora_B's scaled output, the CPU's fp32 copy of the base output and the fp32 sum (3 x 131,072). The profiler measured
+  // 4,281,930 B above the resting states (zeromem 3,782,144 B before, -11.7%).
+  const step_estimate e = oracle_lora_step(oracle_gemma(true), 64, 8, recompute::full, "all-linear");
+  CHECK(e.backward.flowing == bytes_of(65'536 + 131'072));
+  CHECK(e.backward.recomputed == bytes_of(3'315'200 - 263'680 + 2 * 65'536 + 131'072 + 65'536 + 3 * 131'072));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(4'281'856));
 }
 
 TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by moment, and nothing in the optimizer step", "[step][zero3]") {

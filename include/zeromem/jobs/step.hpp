@@ -407,7 +407,11 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bool input_is_fp32 = a.autocast || compute == dtype::fp32;
   const bool norm_copies_input = a.impl == implementation::hf && !m.post_norms && !m.post_residual_norms &&
                                  (m.norm == norm_kind::rmsnorm || m.norm_input_fp32) && !input_is_fp32;
-  const bytes checkpoint_in_layer = a.recomputation == recompute::full && !norm_copies_input ? layer_total : bytes{};
+  // OLMo-2's q, k and v frozen under LoRA keep nothing of the residual stream unless an adapter's lora_A reads it
+  // itself (layer_whole's attention input; an fp32 adapter keeps its own cast): the CPU step oracle's checkpointed
+  // OLMo-2 LoRA steps.
+  const bool layer_keeps_input = !m.post_norms || !t.adapt.lora_enabled() || a.autocast || layer_whole.attention_input.count() > 0;
+  const bytes checkpoint_in_layer = a.recomputation == recompute::full && !norm_copies_input && layer_keeps_input ? layer_total : bytes{};
   if (recomputes) {
     const bool full = a.recomputation == recompute::full;
     recomputed = layer_whole.total() - (full ? checkpoint_in_layer : layer_total);
@@ -880,12 +884,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   //    dL/d(layer output). Granite's `* residual_multiplier` saves the layer's last scalar after down_proj's whole
   //    forward. The CPU step oracle's all-linear LoRA steps under checkpointing: the backward's highest moment, at
   //    up_proj's adapter sum (−22.1% before at the base shape; −27.1% with ffn 2048 and LoRA dropout).
+  //    Gemma's and OLMo-2's norm over the MLP's output saves the layer's last tensors: the rerun starts at its weight
+  //    multiply, after the cast back's node made dL/d(its output) in fp32, and goes on through down_proj's whole forward.
+  //    OLMo-2's MLP reads R1 itself (no norm before it), walked under recompute only. The CPU step oracle's checkpointed
+  //    steps with the MLP adapted: Gemma-3 all-linear −11.7% before, OLMo-2 gate and up at ffn 8h −38.8%.
   const bool lora_mlp_frames = ZEROMEM_RARELY(lora_layers) && split.adapters.mlp && a.impl == implementation::hf && !a.autocast &&
                                a.dropout == 0.0 && m.residual_dropout == 0.0 && a.tp == 1 && a.cp == 1 && p.pp == 1 && !fsdp &&
                                t.zero.stage < 3 && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu && !m.fused_gate_up &&
-                               !m.parallel_residual && !m.post_norms && norm_copies_input;
-  // (Gemma-2's and Gemma-3's norm over the MLP's output saves the rerun's last tensors: not walked under recompute.)
-  const bool lora_recompute_walk = lora_mlp_frames && a.recomputation == recompute::full && !m.sandwich_norms;
+                               !m.parallel_residual && (norm_copies_input || (m.post_norms && a.recomputation == recompute::full));
+  const bool lora_recompute_walk = lora_mlp_frames && a.recomputation == recompute::full;
   std::int64_t recompute_above = 0;
   bytes recompute_flowing{};  // beside dL/d(layer output) there
   if (ZEROMEM_RARELY((lora_recompute_walk || (lora_mlp_frames && a.recomputation == recompute::none)) && stage.microbatches_in_flight == 1)) {
@@ -901,10 +908,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const auto adapter_saved = [&](std::int64_t in) { return checked_sum(checked_product(width, sb, t.adapt.lora.rank), checked_product(copy, sb, in)); };
     const std::int64_t gate = adapted(lora_module::gate_proj) ? adapter_saved(m.hidden) : 0, up = adapted(lora_module::up_proj) ? adapter_saved(m.hidden) : 0;
     const bool down_adapted = adapted(lora_module::down_proj), rerun = a.recomputation == recompute::full;
-    // Gemma's sandwich norm over the MLP's output comes after each of them, its saved tensors with down's adapter's.
-    const std::int64_t down = checked_sum(down_adapted ? adapter_saved(m.ffn) : 0, m.sandwich_norms ? layer_whole.branch_norms.count() / 2 : 0);
+    // The rerun goes on through down_proj's whole forward where a later op saves the layer's last tensor: Granite's
+    // `* residual_multiplier` its scalar, Gemma's and OLMo-2's norm over the MLP's output its own.
+    const bool branch_normed = m.sandwich_norms || m.post_norms;
+    const bool rerun_past_down = m.scaled_residual || branch_normed;
+    // The norm over the MLP's output comes after each of them, its saved tensors with down's adapter's.
+    const std::int64_t down = checked_sum(down_adapted ? adapter_saved(m.ffn) : 0, branch_normed ? layer_whole.branch_norms.count() / 2 : 0);
     const std::int64_t hidden = layer_whole.mlp_hidden.count();
-    const std::int64_t frame = checked_sum(ch, layer_whole.mlp_input.count() == 0 ? ch : 0);  // R1, the norm's output
+    // R1 and the norm's output, each where nothing saves it (OLMo-2's MLP input is R1 itself)
+    const std::int64_t frame = checked_sum(m.post_norms ? 0 : ch, layer_whole.mlp_input.count() == 0 ? ch : 0);
     std::int64_t best = std::numeric_limits<std::int64_t>::min();
     if (adapted(lora_module::gate_proj))  // act(gate), up and the product not made yet
       best = checked_sum(frame, detail::lora_linear_recomputed_peak(f, sb, m.hidden, m.ffn, false)) - checked_sum(hidden, gate, up, down);
@@ -913,13 +925,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                                       checked_sum(hidden - checked_product(2, c, sbf), up, down));
     if (down_adapted)  // the product held by the frame where lora_A keeps a copy of its own
       best = detail::max_of(best, checked_sum(frame, copy > 0 ? checked_product(c, sbf) : 0,
-                                              detail::lora_linear_recomputed_peak(f, sb, m.ffn, m.hidden, rerun && !m.scaled_residual)) -
+                                              detail::lora_linear_recomputed_peak(f, sb, m.ffn, m.hidden, rerun && !rerun_past_down)) -
                                       down);
     if (rerun) {
       const std::int64_t sum_bytes = detail::lora_sum_bytes(compute, t.adapt.lora.adapter_dtype);
-      const bool promoted = down_adapted && !m.scaled_residual && sum_bytes != c;
+      const bool promoted = down_adapted && !rerun_past_down && sum_bytes != c;
       recompute_above = best;
-      recompute_flowing = promoted ? bytes_of(checked_sum(ch, checked_product(sum_bytes, sb, m.hidden))) : bytes{};
+      recompute_flowing = promoted        ? bytes_of(checked_sum(ch, checked_product(sum_bytes, sb, m.hidden)))
+                          : branch_normed ? bytes_of(checked_product(4, sb, m.hidden))
+                                          : bytes{};
     } else {
       const bytes layer_input = L > 1 ? hidden_grad : bytes{};  // with one layer, its input is inputs_embeds
       const bytes embedding_output = !m.scaled_embedding && stage.embedding_output.count() == 0 ? hidden_grad : bytes{};
@@ -1001,6 +1015,15 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // gone by then: autograd frees a node's saved tensors once it has run (torch/csrc/autograd/function.h release_variables),
   // and their nodes run before layer L - 1's.
   const bytes other_saved = saved - per_layer_saved * (L - F) - full_layer_saved * F - stage.output_layer;
+  // Under full recompute each checkpointed call holds its own kind's eager mask (stage.checkpoint_arguments) until its
+  // layer's backward frees the call: below the first full-attention layer (N - 1) no call holds Gemma-2's or Gemma-3's
+  // full-attention mask any more (the CPU step oracle's checkpointed Gemma-2 steps, at layer 0: +0.15% to +0.30% before).
+  const bool full_mask_held = ZEROMEM_RARELY(N >= 2) && a.recomputation == recompute::full && a.impl == implementation::hf &&
+                              a.attention == attention_kind::eager && p.pp == 1 && detail::stage_has_sliding_layers(m) &&
+                              detail::stage_has_full_attention_layers(m, L);
+  const bytes full_mask = full_mask_held ? elements_of(checked_product(a.micro_batch, s_local, s_local)) *
+                                               size_of(a.autocast ? dtype::fp32 : compute)
+                                         : bytes{};
   // (2b) Inside layer i's backward, once its MLP branch is differentiated, while the norm in front of the MLP is
   // (post_attention_layernorm; Gemma-2's pre_feedforward_layernorm): the MLP's saved tensors are gone, its weight
   // gradients and the MLP side's norm weights' have appeared (half the layer's norms: one of two, or two of Gemma-2's
@@ -1046,7 +1069,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // tensors are the checkpoint's recomputed ones, which it drops as the node unpacks them (torch/utils/checkpoint.py
   // _checkpoint_hook unpack_hook): the normalised tensor is gone by the sum (16 sbh + 4 sb). An H200's Qwen3 trace
   // under AMP, at the final norm: two 25,165,824 B products, then a 50,331,696 B buffer (−1.96% before).
-  const bytes norm_pow_backward = norm_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
+  // Under LoRA the RMSNorms are frozen: the weight's multiply makes one product and no gradient, below pow's six copies.
+  // Two of their nodes are read there: (2e') a post-norm layer's norm over the MLP's output, its first node as in (2e),
+  // under full recompute after the rerun of the whole layer, whose last saved tensors are that norm's (the CPU step
+  // oracle's checkpointed OLMo-2, Gemma-2 and Gemma-3 LoRA steps: backward -11.7% to -20.1% before); (1c) the final norm.
+  const bool lora_norm_walk = ZEROMEM_RARELY(lora_layers) && walks_inside_layers(a) && !a.autocast && !fsdp && m.moe.experts == 0 &&
+                              m.norm == norm_kind::rmsnorm && !m.parallel_residual;
+  const bool lora_branch_norm_walk = lora_norm_walk && (m.sandwich_norms || m.post_norms);
+  const bytes norm_pow_backward = norm_walk || lora_norm_walk ? elements_of(checked_product(6, sb, m.hidden)) * size_of(dtype::fp32) : bytes{};
   const bool norm_multiplies_fp32 = norm_walk && m.norm == norm_kind::rmsnorm && a.device == device_kind::cuda &&
                                     (a.autocast || m.norm_scale_fp32 || m.norm_weight_fp32);
   const auto norm_multiply_backward = [&](bool checkpointed) {
@@ -1083,7 +1113,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // bf16 adapters) before.
   const bool lora_down_walk = ZEROMEM_RARELY(lora_layers) && walks_inside_layers(a) && !a.autocast && a.dropout == 0.0 &&
                               m.residual_dropout == 0.0 && a.tp == 1 && !fsdp && m.moe.experts == 0 && m.mlp == mlp_kind::swiglu &&
-                              !m.fused_gate_up && !m.parallel_residual && !m.post_norms &&
+                              !m.fused_gate_up && !m.parallel_residual &&
                               (t.adapt.lora.targets & (bit(lora_module::down_proj) | bit(lora_module::all_linear))) != 0;
   bytes lora_down_made{}, lora_down_gone{}, lora_down_flowing{};
   if (ZEROMEM_RARELY(lora_down_walk)) {
@@ -1092,11 +1122,12 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const std::int64_t width = detail::adapter_input_bytes(wc, t.adapt), copy = detail::adapter_input_copy_bytes(wc, t.adapt);
     const std::int64_t sum_bytes = detail::lora_sum_bytes(compute, t.adapt.lora.adapter_dtype);
     const bytes rank_input = bytes_of(checked_product(width, sb, rank));  // lora_A's output, which lora_B kept
-    // Gemma's norm over the MLP's output was differentiated first: its saved tensors are gone, and dL/d(its input) is the
-    // branch's own gradient, as Granite's scaled one is.
-    const bytes branch_norm = m.sandwich_norms ? bytes_of(layer_whole.branch_norms.count() / 2) : bytes{};
+    // Gemma's and OLMo-2's norm over the MLP's output was differentiated first: its saved tensors are gone, and dL/d(its
+    // input) is the branch's own gradient, as Granite's scaled one is.
+    const bool branch_normed = m.sandwich_norms || m.post_norms;
+    const bytes branch_norm = branch_normed ? bytes_of(layer_whole.branch_norms.count() / 2) : bytes{};
     const bytes base_grad_own =
-        m.scaled_residual || m.sandwich_norms || sum_bytes != c ? bytes_of(checked_product(c, sb, m.hidden)) : bytes{};
+        m.scaled_residual || branch_normed || sum_bytes != c ? bytes_of(checked_product(c, sb, m.hidden)) : bytes{};
     const bytes at_a = base_grad_own + rank_input + bytes_of(checked_product(width, sbf));
     const bytes input_gone = bytes_of(checked_product(copy > 0 ? copy : c, sbf));  // its own copy, or the product
     const bytes at_b = bytes_of(checked_product(3, c, sbf));
@@ -1401,7 +1432,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                          accumulating && !fsdp ? new_layer_grad
                          : stage2_partitioned  ? new_layer_grad + layer_grads_unsharded
                                                : layer_grads_unsharded,  // the layer's new gradients
-                         per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved,
+                         per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved - (i < N - 1 ? full_mask : bytes{}),
                          fsdp    ? root_unsharded + layer_unsharded * unsharded_layers
                          : zero3 ? (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered) ? kept3.at_layer_unreleased(i, L) : kept3.at_layer(i, L)) *
                                            zero3_width +
@@ -1716,8 +1747,9 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // norm's saved tensors are gone but its fp32 input, which is among the six fp32 copies of the norm's input; its
   // weight's gradient and lm_head's have appeared; no residual gradient waits (nothing else reads the last hidden
   // state). It tops the loss's moment where the vocabulary is small beside the hidden size (the CPU step oracle's
-  // random shapes, exact). Read where the layers' norm is (mlp_norm_walk) and the loss is transformers'.
-  const bool final_norm_walk = mlp_norm_walk && p.pp == 1 && s.loss == loss_impl::hf;
+  // random shapes, exact; its LoRA steps with few tokens beside hidden 512: -4.78% before). Read where the layers' norm
+  // is (mlp_norm_walk, or frozen under LoRA) and the loss is transformers'.
+  const bool final_norm_walk = (mlp_norm_walk || lora_norm_walk) && p.pp == 1 && s.loss == loss_impl::hf;
   // Accumulating without FSDP2, lm_head's and the norm's new gradients are added in by then (a tied head's waits).
   const auto final_norm_moment = [&] {
     return step_terms{resting, accumulating && !fsdp ? grads_all + tied_gradient : grads_at_head + head_grads,
@@ -1762,7 +1794,8 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // The parts of a layer walked, one bit each in layer_part's order (the order they are considered in), chosen once:
   // testing every part's condition for every layer considered cost more than the moments themselves.
   const auto bit = [](layer_part part) { return 1u << static_cast<unsigned>(part); };
-  const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) | (branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
+  const unsigned walked_parts = bit(layer_part::before) | bit(layer_part::after) |
+                                (branch_norm_walk || lora_branch_norm_walk ? bit(layer_part::branch_norm) : 0u) |
                                 (lora_recompute_walk ? bit(layer_part::recomputation) : 0u) | (lora_down_walk ? bit(layer_part::lora_down) : 0u) |
                                 (moe_walk ? bit(layer_part::moe_experts) : 0u) |
                                 (down_walk ? bit(layer_part::mlp_down) : 0u) | (activation_walk ? bit(layer_part::mlp_activation) : 0u) |

@@ -757,14 +757,14 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   // gradient (its input and weights need none), nor the MLP's norm, whose input is the residual of two such tensors, nor
   // the LoRA dropouts over that norm's output; the layer keeps its adapters' tensors and the MLP's hidden ones (the CPU
   // step oracle's LoRA draws on gate_proj, up_proj and down_proj: +4.9% to +15.6% before; Gemma-3's, with q/k norms,
-  // +1.8% forward and +8.2% backward). Other layers without an attention adapter, and OLMo-2's, are counted whole.
+  // +1.8% forward and +8.2% backward; OLMo-2's post-norm layer alike). Other layers without an attention adapter are
+  // counted whole.
   // With down_proj the only MLP module adapted, nothing before it needs a gradient either: of the MLP's hidden tensors only
   // the product lora_A keeps (where it keeps no copy of its own) stays, beside down's adapter's (a LoRA probe of the CPU
   // step oracle on down_proj, ffn 2048: forward +40.0% before).
   const bool down_alone = mlp_adapted && !gate_adapted && !up_adapted && m.moe.experts == 0 && !m.fused_gate_up;
   const attention_layout at = attention_layout_of(m, c, 0);
-  if (!m.parallel_residual && !attention_adapted && ((gate_adapted && up_adapted) || down_alone) && m.mlp == mlp_kind::swiglu &&
-      !m.qk_norm_whole) {
+  if (!m.parallel_residual && !attention_adapted && ((gate_adapted && up_adapted) || down_alone) && m.mlp == mlp_kind::swiglu) {
     // SwiGLU's four hidden tensors, the product the fourth where down keeps it (layer_activation_bytes_unchecked)
     const bytes hidden = !down_alone ? bytes{} : adapter_input_copy_bytes(c, adapt) > 0 ? w.mlp_hidden : bytes_of(w.mlp_hidden.count() / 4 * 3);
     // A training forward's KV cache holds the layer's K and V to the model's output whatever autograd keeps: where
@@ -782,11 +782,12 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   }
   if (!m.parallel_residual && !attention_adapted) return {};
   bytes unkept = w.attention_norm + bytes_of(masks);
-  // Qwen3's per-head k_norm with k_proj not adapted: nothing on K's path needs a gradient, so it keeps nothing (the CPU
-  // step oracle's LoRA draw on q_proj and v_proj with q/k norms, seed 804: +1.33% before, this and the rotated Q below).
-  const bool head_norms = m.qk_norm && !m.qk_norm_whole && !m.fused_qkv;
-  const bytes q_norm = head_norms ? bytes_of(head_norm_saved(m, c, sb, at.heads, true)) : bytes{};
-  if (head_norms && !key_adapted) unkept += bytes_of(head_norm_saved(m, c, sb, at.kv_heads, true));
+  // Qwen3's per-head k_norm (OLMo-2's over the whole projection) with k_proj not adapted: nothing on K's path needs a
+  // gradient, so it keeps nothing (the CPU step oracle's LoRA draw on q_proj and v_proj with q/k norms, seed 804: +1.33%
+  // before, this and the rotated Q below; OLMo-2's: +3.65%).
+  const bool qk_norms = m.qk_norm && !m.fused_qkv;
+  const bytes q_norm = qk_norms ? bytes_of(head_norm_saved(m, c, sb, at.heads, true)) : bytes{};
+  if (qk_norms && !key_adapted) unkept += bytes_of(head_norm_saved(m, c, sb, at.kv_heads, true));
   // Eager attention's QK^T (matmul) keeps Q for K's gradient and K for Q's: with q_proj adapted and k_proj not, K needs
   // none, and the rotated Q is kept by nothing (RoPE's multiplies keep the tables), nor OPT's scaled one (a product with a
   // Python float keeps nothing); q_norm's tensors, before RoPE, stay. Read for Llama-family layers (the CPU step oracle's
@@ -796,7 +797,7 @@ constexpr first_layer_unkept first_layer_unkept_bytes(const transformer_config& 
   const bool rope_layer_frames = m.positions == position_kind::rope && m.norm == norm_kind::rmsnorm;
   const bool opt_layer_frames = m.positions == position_kind::learned && m.norm == norm_kind::layernorm;
   if (c.attention == attention_kind::eager && query_adapted && !key_adapted && (rope_layer_frames || opt_layer_frames) &&
-      !m.parallel_residual && !m.fused_qkv && (!m.qk_norm || head_norms) && !m.clip_qkv)
+      !m.parallel_residual && !m.fused_qkv && !m.clip_qkv)
     unkept += w.query - q_norm;
   if (m.parallel_residual && !mlp_adapted) unkept += w.mlp_norm + w.mlp_input + w.mlp_hidden + w.mlp_residual_mask;
   return {unkept, bytes{}};
