@@ -2604,6 +2604,40 @@ TEST_CASE("step: under recompute, below Gemma-2's first full-attention layer no 
   CHECK(e.backward.total() - e.backward.resting == bytes_of(5'009'920));
 }
 
+TEST_CASE("step: where layers alternate, the model's forward builds both kinds' masks whatever layers it has",
+          "[step][recompute]") {
+  // Gemma-3 at the oracle's shape with ffn 2048: 2 layers of a pattern of 6, so both slide. Under full recompute the
+  // forward peaks in layer 1's checkpointed forward, where Gemma3TextModel.forward's causal_mask_mapping holds the
+  // full-attention mask too (b x 1 x s x s bf16: 2 x 64 x 64 x 2 = 16,384 B), which no checkpointed call holds. The
+  // profiler measured 2,033,154 B above the resting states (zeromem 2,016,768 B before, -0.81%: that mask).
+  const step_estimate g = oracle_step(oracle_gemma(true, 2048), 64, 2, recompute::full);
+  CHECK(g.forward.total() - g.forward.resting == bytes_of(2'033'152));
+  // Its backward holds the sliding layers' mask alone: the backward is unchanged (the profiler: 10,797,842 B).
+  CHECK(g.backward.total() - g.backward.resting == bytes_of(10'797'312));
+  // OLMo-3 (OLMo-2's layers, a window on three layers in four), 2 layers, 128 tokens x 2, a vocabulary of 200, under
+  // recompute: at layer 1's checkpointed forward Olmo3Model.forward holds the full-attention mask (2 x 128 x 128 x 2 =
+  // 65,536 B) no call holds.
+  transformer_config olmo3 = oracle_olmo2();
+  olmo3.vocab = 200;
+  olmo3.sliding_window = 16;
+  olmo3.sliding_window_pattern = 4;
+  olmo3.local_rope = true;
+  // The profiler measured 2,362,368 B (zeromem 2,296,832 B before, -2.77%: that mask).
+  const step_estimate c = oracle_step(olmo3, 128, 2, recompute::full);
+  CHECK(c.forward.total() - c.forward.resting == bytes_of(2'362'368));
+}
+
+TEST_CASE("step: LoRA on the MLP alone in a one-layer model: no RoPE node keeps the rotary tables", "[step][lora]") {
+  // Hidden 64, 4 heads, ffn 128, one layer, 128 tokens x 2, rank 8 on gate_proj, up_proj and down_proj, no recompute.
+  // Nothing before the MLP needs a gradient, so q * cos and k * sin record no node and the bf16 cos and sin (2 x 2 x 128
+  // x 16 = 8,192 B) are kept by nothing: the model's forward holds them to its return, before the logits. The profiler
+  // measured 3,214,384 B in forward and 3,689,504 B in backward (zeromem 3,222,544 and 3,697,664 B before, +0.25% and
+  // +0.22%: the tables, 8,160 B more than measured in both).
+  const step_estimate e = oracle_lora_step(llama_layout(64, 4, 4, 1, 128, 1000), 128, 8, recompute::none, "gate_proj,up_proj,down_proj");
+  CHECK(e.forward.total() - e.forward.resting == bytes_of(3'214'352));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(3'689'472));
+}
+
 TEST_CASE("step: LoRA under recompute, Gemma's rerun goes on through down_proj to its norm's tensors", "[step][lora]") {
   // Gemma-3 at the oracle's shape, rank 8 on every linear, full recompute. Layer 0's rerun starts at
   // post_feedforward_layernorm's multiply by (1 + weight), whose cast back's node made dL/d(its output) in fp32 (131,072

@@ -702,7 +702,20 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   // there it is inputs_embeds, but for OPT-350M's, the token-wide input of project_in.)
   const bool embeddings_referenced = (m.scaled_embedding || m.positions == position_kind::learned) &&
                                      (stage.embedding_output.count() == 0 || m.projected_embedding());
-  const bytes before_output = saved - stage.output_layer + (embeddings_referenced ? hidden_grad : bytes{}) + position_rows;
+  // Where the layers alternate (sliding_window_pattern N >= 2), the model's forward builds both kinds' masks whatever
+  // layers it has (modeling_gemma3.py Gemma3TextModel.forward, Gemma-2's and modular_olmo3.py Olmo3Model.forward:
+  // causal_mask_mapping's "full_attention" and "sliding_attention") and holds them until it returns. With fewer layers
+  // than N no layer attends fully, so the stage's terms hold no full-attention eager mask, but every forward moment
+  // inside the model does. (Its rotary pairs are made for the layer types present: an H200's 3-layer Gemma-3 step,
+  // random-20261127-070, read +0.02% with a global pair counted.) The CPU step oracle's checkpointed Gemma-3 with 2
+  // layers: forward −0.81% before.
+  const bool kinds_absent = ZEROMEM_RARELY(N >= 2) && a.impl == implementation::hf && p.pp == 1 && L < N;
+  const bytes absent_kinds_frame =
+      kinds_absent && a.attention == attention_kind::eager
+          ? bytes_of(checked_product(a.autocast ? 4 : detail::dtype_bytes_ceil(compute), a.micro_batch, s_local, s_local))
+          : bytes{};
+  const bytes before_output = saved - stage.output_layer + (embeddings_referenced ? hidden_grad : bytes{}) + position_rows +
+                              absent_kinds_frame + stage.rotary_tables_unkept;
   // A LoRA layer (every base weight frozen, none quantized) runs the same frames with its adapters' own tensors
   // (forward_lora_modelled; bitsandbytes' dequantized weights are not modelled).
   const bool lora_layers = ZEROMEM_RARELY(t.adapt.lora_enabled()) && t.adapt.quantize == quantization::none && forward_lora_modelled(m, t.adapt.lora);
