@@ -2556,6 +2556,30 @@ TEST_CASE("step: LoRA with few tokens beside the hidden size, the frozen final n
   CHECK(e.backward.total() - e.backward.resting == bytes_of(1'467'008));
 }
 
+TEST_CASE("step: LoRA's frozen final norm in forward, its cast and output alive though neither is kept", "[step][lora]") {
+  // The shape above, forward. Its highest moment is the final norm's weight multiply: beside what the layers saved
+  // (2 x 616,704 - 163,968), the rotary tables (4,096) and the token ids (256), 1,073,792 B, the frozen norm keeps its
+  // fp32 input and x^2 (torch 1.13: 2 x 65,536) and rstd (128), while its bf16 cast of the normalised tensor (the
+  // multiply's operand) and its output (lm_head's input) are alive, 2 x 32,768, though neither is kept; its input, the
+  // last layer's output (32,768), the fp32 product x * rsqrt (65,536), inputs_embeds the model's frame names (32,768:
+  // layer 0's norm copies it), the eager mask (2 x 16 x 16 x 2 = 1,024) and the position ids (128):
+  // 1,073,792 + 131,200 + 65,536 + 32,768 + 65,536 + 32,768 + 1,152 = 1,402,752 B. The profiler measured 1,402,928 B,
+  // the 176 B beyond being the variance (128 B) and six 8-byte scalars (zeromem 1,398,288 B before, -0.33%).
+  transformer_config m = small_llama(2, 512);
+  m.kv_heads = 8;
+  const step_estimate e = oracle_lora_step(m, 16, 8, recompute::none, "q_proj,v_proj");
+  CHECK(e.forward.total() - e.forward.resting == bytes_of(1'402'752));
+  // OLMo-2 there: Olmo2RMSNorm multiplies its fp32 normalised tensor by the weight (4 x 32 x 512 = 65,536 B alive, not
+  // kept), and layer 0's frozen q, k, v keep no residual, so inputs_embeds is the frame's alone. The profiler measured
+  // 1,964,592 B, again 176 B above (zeromem 1,927,184 B before, -1.90%).
+  transformer_config o = oracle_olmo2();
+  o.hidden = 512;
+  o.heads = o.kv_heads = 8;
+  o.vocab = 500;
+  const step_estimate olmo = oracle_lora_step(o, 16, 8, recompute::none, "q_proj,v_proj");
+  CHECK(olmo.forward.total() - olmo.forward.resting == bytes_of(1'964'592 - 176));
+}
+
 TEST_CASE("step: LoRA in a post-norm layer under recompute, the frozen norm over the MLP's output differentiated first", "[step][lora]") {
   // OLMo-2 at the oracle's shape (sb = 128), rank 8 on gate_proj alone, full recompute. Layer 1's first node that unpacks
   // a saved tensor is post_feedforward_layernorm's weight multiply: the rerun runs the whole layer, its last saved tensors
