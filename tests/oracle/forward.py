@@ -259,9 +259,7 @@ class DecoderLayer(torch.nn.Module):
         if sandwich or olmo2:
             self.post_feedforward_layernorm = norm(h)
 
-    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
-        # other_rotary: Gemma3TextModel passes every layer both rotary pairs (position_embeddings_global and _local);
-        # the layer reads its kind's, and a checkpointed call holds both.
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None):
         if self.sandwich or self.olmo2:
             return self.forward_sandwich(hidden_states, cos, sin, mask, cache)
         residual = hidden_states
@@ -347,7 +345,7 @@ class NeoXLayer(torch.nn.Module):
         self.attention = NeoXAttention(h, heads)
         self.mlp = TwoLinearMLP(h, ffn, act)
 
-    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None):
         attn_output, attn_weights = self.attention(self.input_layernorm(hidden_states), cos, sin, mask, cache)
         if self.parallel:
             mlp_output = self.mlp(self.post_attention_layernorm(hidden_states))
@@ -404,7 +402,7 @@ class PhiLayer(torch.nn.Module):
         self.input_layernorm = torch.nn.LayerNorm(h)
         self.dropout = dropout
 
-    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         attn_outputs, self_attn_weights = self.self_attn(hidden_states, cos, sin, mask, cache)
@@ -470,7 +468,7 @@ class StableLmLayer(torch.nn.Module):
         self.input_layernorm = torch.nn.LayerNorm(h)
         self.post_attention_layernorm = None if parallel else torch.nn.LayerNorm(h)
 
-    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None, other_rotary=None):
+    def forward(self, hidden_states, cos, sin, mask, cache, position_ids=None):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         self_attn_output, self_attn_weights = self.self_attn(hidden_states, cos, sin, mask, cache)
@@ -789,25 +787,29 @@ class CausalLM(torch.nn.Module):
         position_ids = torch.arange(s).unsqueeze(0)  # cache_position.unsqueeze(0): one row for the whole batch
         # create_causal_mask for eager attention: a (b, 1, s, s) additive mask in the model's dtype
         mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
-        cos, sin = self.rotary(inputs_embeds, position_ids)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        # transformers 5 makes one rotary pair per kind of layer present (modular_gemma3.py Gemma3TextModel.forward,
+        # modular_olmo3.py Olmo3Model.forward: `for layer_type in set(self.config.layer_types)`) and passes each layer
+        # its own kind's
+        kinds = [not self.pattern or (i + 1) % self.pattern == 0 for i in range(len(self.layers))]
+        cos = sin = None
+        if not self.local_rope or any(kinds):
+            cos, sin = self.rotary(inputs_embeds, position_ids)
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         masks = [mask]
         if self.pattern:  # create_sliding_window_causal_mask: also -inf further back than the window
             sliding = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
             sliding = sliding + torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).tril(-self.window)
             masks.append(sliding)
-        if self.local_rope:  # Gemma3RotaryEmbedding for the sliding layers
+        if self.local_rope and not all(kinds):  # Gemma3RotaryEmbedding for the sliding layers
             cos_local, sin_local = self.rotary(inputs_embeds, position_ids)
             cos_local, sin_local = cos_local.unsqueeze(1), sin_local.unsqueeze(1)
         hidden_states = inputs_embeds
         if self.gemma:
             hidden_states = hidden_states * torch.tensor(self.h ** 0.5, dtype=hidden_states.dtype)
         for i, layer in enumerate(self.layers):
-            full = not self.pattern or (i + 1) % self.pattern == 0
+            full = kinds[i]
             if self.local_rope and not full:
-                kwargs = dict(cos=cos_local, sin=sin_local, mask=masks[-1], other_rotary=(cos, sin))
-            elif self.local_rope:
-                kwargs = dict(cos=cos, sin=sin, mask=masks[0], other_rotary=(cos_local, sin_local))
+                kwargs = dict(cos=cos_local, sin=sin_local, mask=masks[-1])
             else:
                 kwargs = dict(cos=cos, sin=sin, mask=masks[0] if full else masks[-1])
             if self.checkpointing and torch.is_grad_enabled():

@@ -581,8 +581,9 @@ TEST_CASE("the rotary cos and sin every rotating layer keeps, one row for the ba
   // Partial RoPE: Pythia-1B's tables are 64 wide (rotary_pct 0.25 of 256): 2 x 2 x 2048 x 64 = 524,288 B.
   CHECK(first_stage_activations(read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/pythia-1b.json"), hf_sdpa(2048)).rotary_tables.count() == 524'288);
   // Gemma-3-1B (d = 256, a full-attention layer every 6 of 26) uses the global and the local pair: 2 x 2 x 2 x 2048 x 256
-  // = 4,194,304 B. Five layers all slide: the local pair only, 2,097,152 B, unless checkpointed, where every layer's
-  // call holds both pairs as arguments.
+  // = 4,194,304 B. Five layers all slide: the local pair only, 2,097,152 B. Transformers 5 builds a pair for each layer
+  // kind the model has (Gemma3TextModel.forward: set(config.layer_types)) and hands each layer its own kind's, so a
+  // checkpointed call holds that one pair too.
   const transformer_config gemma3 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-3-1b.json");
   CHECK(first_stage_activations(gemma3, hf_sdpa(2048)).rotary_tables.count() == 4'194'304);
   transformer_config sliding_only = gemma3;
@@ -590,8 +591,8 @@ TEST_CASE("the rotary cos and sin every rotating layer keeps, one row for the ba
   CHECK(first_stage_activations(sliding_only, hf_sdpa(2048)).rotary_tables.count() == 2'097'152);
   activation_config checkpointed = hf_sdpa(2048);
   checkpointed.recomputation = recompute::full;
-  CHECK(first_stage_activations(sliding_only, checkpointed).rotary_tables.count() == 4'194'304);
-  // Selective recompute checkpoints no layer call: the local pair only, as without recompute.
+  CHECK(first_stage_activations(sliding_only, checkpointed).rotary_tables.count() == 2'097'152);
+  CHECK(first_stage_activations(gemma3, checkpointed).rotary_tables.count() == 4'194'304);
   checkpointed.recomputation = recompute::selective;
   CHECK(first_stage_activations(sliding_only, checkpointed).rotary_tables.count() == 2'097'152);
   // Learned positions (GPT-2) have none.

@@ -69,6 +69,24 @@ TEST_CASE("forward only: Gemma's norm and scaled embedding", "[forward]") {
   CHECK(estimate_forward_only(m, f, w).layers_phase.count() - estimate_forward_only(unscaled, f, w).layers_phase.count() == 4'194'304);
 }
 
+TEST_CASE("forward only: Gemma-3 builds a rotary pair for each kind of layer it has", "[forward]") {
+  // transformers 5 Gemma3TextModel.forward makes position_embeddings for `set(config.layer_types)`: Gemma-3-1B (a
+  // full-attention layer every 6 of 26) both pairs, five layers (all sliding) the local pair alone. bf16, one sequence
+  // of 1024 tokens, eager, no cache: each pair is cos and sin, 2 x 2 x 1024 x 256 = 1,048,576 B, held beside every
+  // layer; the layers themselves (the last of each kind, no cache) are the same either way.
+  const transformer_config gemma3 = read_hf_config(ZEROMEM_FIXTURES_DIR "/hf/gemma-3-1b.json");
+  transformer_config sliding_only = gemma3;
+  sliding_only.layers = 5;
+  forward_only_config f{};
+  f.seq_len = 1024;
+  f.attention = attention_kind::eager;
+  f.use_cache = false;
+  f.output = forward_output::hidden_states;
+  const bytes w{};
+  CHECK(estimate_forward_only(gemma3, f, w).layers_phase.count() - estimate_forward_only(sliding_only, f, w).layers_phase.count() ==
+        1'048'576);
+}
+
 TEST_CASE("forward only: OLMo-2's fp32 rotation, whole-projection norms and post-norms", "[forward]") {
   // OLMo-2-0425-1B (16 heads and 16 KV heads of 128, hidden 2048) with an 8-wide MLP, so that attention sets the layer's
   // peak; bf16, one sequence of 1024 tokens, SDPA, the cache on. H = Q = K = 2 x 1024 x 2048 = 4,194,304 B, 2,097,152

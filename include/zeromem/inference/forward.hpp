@@ -712,8 +712,9 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // LlamaModel holds the positions, the causal mask (eager: c b s^2 from create_causal_mask; SDPA runs is_causal
   // without one), the rotary cos and sin (c s d each: position_ids = cache_position.unsqueeze(0) is one row, which
   // q * cos broadcasts over the batch), the embedding output (inputs_embeds) and the layer input.
-  // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 two rotary
-  // pairs, global and local.
+  // Alternating layers (Gemma-2, Gemma-3) hold two masks, full and sliding (causal_mask_mapping); Gemma-3 and OLMo-3 a
+  // rotary pair for each kind of layer present, global and local (transformers 5 modular_gemma3.py
+  // Gemma3TextModel.forward: `for layer_type in set(self.config.layer_types)`): one where every layer slides.
   // Under SDPA the sliding layers' boolean mask once the sequence reaches the window (sliding_mask; full-attention layers
   // pass None): masking_utils.py sdpa_mask builds it over the query and key positions only, 1 x 1 x s x s expanded to
   // the batch (measured in training, step.hpp's checkpoint_arguments).
@@ -726,9 +727,10 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // cumsum, one row a sequence (int64 position_ids, b s), and holds embed_positions' output for all of them (c sb h)
   // beside inputs_embeds (project_in's output where the embedding is narrower) and their sum.
   const bool learned = m.positions == position_kind::learned, opt = positions_per_sequence(m);
+  const bool two_pairs = m.local_rope && detail::stage_has_sliding_layers(m) && detail::stage_has_full_attention_layers(m, m.layers);
   const std::int64_t rotary = opt       ? H
                               : learned ? checked_product(c, s, m.hidden)
-                                        : checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), m.local_rope ? 2 : 1);
+                                        : checked_product(2, m.rope_fp32 ? 4 : c, s, m.rotary_width(), two_pairs ? 2 : 1);
   // cache_position = torch.arange(s) (int64), position_ids a view of it; OPT's fp32 mask and int64 position_ids besides.
   const std::int64_t positions = checked_sum(checked_product(8, s), opt ? checked_product(12, sb) : 0);
   // OPT-350M's project_out narrows the last hidden state (word_embed_proj_dim) before lm_head.
@@ -757,12 +759,12 @@ constexpr forward_only_estimate estimate_forward_only(const transformer_config& 
   // Building the rotary tables (LlamaRotaryEmbedding.forward, after the mask, beside the embedding output): the fp32
   // positions (4 s), freqs = inv_freq @ positions (4 s d/2), emb = cat(freqs, freqs) (4 s d), cos and sin in fp32
   // (8 s d) and their casts to the compute dtype; OLMo's stay fp32 (the tables themselves), as an fp32 model's do.
-  // Gemma-3 builds its local pair beside the global one. It sets the peak only where the layers are tiny (a model whose
-  // layers skip RoPE).
+  // Gemma-3 builds its local pair beside the global one where it has both. It sets the peak only where the layers are
+  // tiny (a model whose layers skip RoPE).
   const std::int64_t d = m.rotary_width(), half_d = detail::ceil_div(d, 2);  // the rotated values of a head (Phi-3's factor)
   const std::int64_t building = checked_sum(checked_product(4, s), checked_product(4, s, half_d), checked_product(12, s, d),
                                             m.rope_fp32 || c >= 4 ? 0 : checked_product(2, c, s, d));
-  const std::int64_t tables = learned ? 0 : checked_sum(building, m.local_rope ? checked_product(2, m.rope_fp32 ? 4 : c, s, d) : 0);
+  const std::int64_t tables = learned ? 0 : checked_sum(building, two_pairs ? checked_product(2, m.rope_fp32 ? 4 : c, s, d) : 0);
   const std::int64_t layers = checked_sum(rotary, max_of(last_layer, final_norm));
   e.layers_phase = bytes_of(checked_sum(ids, positions, mask, max_of(layers, checked_sum(H, tables))));
   // The output, LlamaModel's locals gone: the last hidden state (kept by LlamaForCausalLM while lm_head runs), the

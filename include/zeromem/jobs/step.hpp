@@ -1051,6 +1051,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   const bytes full_mask = full_mask_held ? elements_of(checked_product(a.micro_batch, s_local, s_local)) *
                                                size_of(a.autocast ? dtype::fp32 : compute)
                                          : bytes{};
+  // Where both kinds of layer are on the stage and each has its own rotary pair (Gemma-3, OLMo-3: local_rope), only the
+  // full-attention layers hold the global pair (their RoPE nodes keep it without recompute, their checkpointed calls
+  // with it; transformers 5 passes each layer its own kind's pair): below the first of them (N - 1) it is gone.
+  const bool global_pair_released = ZEROMEM_RARELY(N >= 2) && m.local_rope && a.impl == implementation::hf && p.pp == 1 &&
+                                    stage.microbatches_in_flight == 1 && detail::stage_has_sliding_layers(m) &&
+                                    detail::stage_has_full_attention_layers(m, L);
+  const bytes global_pair = global_pair_released ? bytes_of(detail::quotient(stage.rotary_tables.count(), 2)) : bytes{};
+  const bytes released_below_full = full_mask + global_pair;
   // (2b) Inside layer i's backward, once its MLP branch is differentiated, while the norm in front of the MLP is
   // (post_attention_layernorm; Gemma-2's pre_feedforward_layernorm): the MLP's saved tensors are gone, its weight
   // gradients and the MLP side's norm weights' have appeared (half the layer's norms: one of two, or two of Gemma-2's
@@ -1459,7 +1467,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                          accumulating && !fsdp ? new_layer_grad
                          : stage2_partitioned  ? new_layer_grad + layer_grads_unsharded
                                                : layer_grads_unsharded,  // the layer's new gradients
-                         per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved - (i < N - 1 ? full_mask : bytes{}),
+                         per_layer_saved * (i - full_below) + full_layer_saved * full_below + other_saved - (i < N - 1 ? released_below_full : bytes{}),
                          fsdp    ? root_unsharded + layer_unsharded * unsharded_layers
                          : zero3 ? (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered) ? kept3.at_layer_unreleased(i, L) : kept3.at_layer(i, L)) *
                                            zero3_width +
@@ -1473,7 +1481,7 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
                          &w};
   };
   // Layer 0's RoPE nodes free the rotary tables (one micro-batch's, without recompute), before its input norm's.
-  const bytes tables_freed = a.recomputation == recompute::none && stage.microbatches_in_flight == 1 ? stage.rotary_tables : bytes{};
+  const bytes tables_freed = a.recomputation == recompute::none && stage.microbatches_in_flight == 1 ? stage.rotary_tables - global_pair : bytes{};
   const auto layer_moment = [&](const layer_context& l, layer_part part, bool bottom) ZEROMEM_ALWAYS_INLINE {
     const bytes kept = l.kept, below = l.below, gathered = l.gathered, layer_saved = l.saved;
     const layer_activations& w = *l.whole;

@@ -830,15 +830,17 @@ constexpr stage_activations first_stage_activations_unchecked(const transformer_
   // apply_rotary_pos_emb (q * cos, rotate_half(q) * sin) keeps them for backward (mul saves the other operand): alive
   // from forward to the first layer's backward, once per micro-batch, on every tensor-parallel rank. A model whose
   // layers all skip RoPE (NoPE period 1) keeps none, but under full recompute, where each layer's checkpointed call
-  // holds the tables it was passed (below; SmolLM3Model.forward passes them to every layer). Gemma-3 passes a global and a
-  // local pair to every layer (modeling_gemma3.py Gemma3TextModel.forward): a stage keeps the pair of each kind of layer
-  // it has, and both under full recompute, where each layer's checkpointed call holds its arguments.
+  // holds the tables it was passed (below; SmolLM3Model.forward passes them to every layer). Gemma-3 and OLMo-3 make a
+  // pair for each kind of layer present and pass each layer its own kind's (transformers 5 modular_gemma3.py
+  // Gemma3TextModel.forward, modular_olmo3.py Olmo3Model.forward: `for layer_type in set(self.config.layer_types)`): a
+  // stage keeps the pair of each kind of layer it has, with or without recompute (transformers 4 passed both pairs to
+  // every layer, and a checkpointed call held both).
   // The kinds of layer on the stage (stage_has_sliding_layers, stage_has_full_attention_layers).
   const bool sliding = detail::stage_has_sliding_layers(m), full = detail::stage_has_full_attention_layers(m, layers_on_stage);
   bytes rotary_tables{};
   if (c.impl == implementation::hf && m.positions == position_kind::rope && (m.nope_period != 1 || c.recomputation == recompute::full)) {
     const std::int64_t table = c.autocast || m.rope_fp32 ? 4 : a;
-    const std::int64_t pairs = m.local_rope && (c.recomputation == recompute::full || (sliding && full)) ? 2 : 1;
+    const std::int64_t pairs = m.local_rope && sliding && full ? 2 : 1;
     rotary_tables = bytes_of(checked_product(2, table, s, m.rotary_width(), pairs, inflight));
   }
   // Full recompute in transformers (modeling_layers.py GradientCheckpointingLayer.__call__: checkpoint(partial(layer,
