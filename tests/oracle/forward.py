@@ -718,17 +718,32 @@ def measure_forward_layer(cfg, dtype=torch.bfloat16):
     return live.peak
 
 
+class ScaledEmbedding(torch.nn.Embedding):
+    """modular_gemma3.py Gemma3TextScaledWordEmbedding: the lookup times embed_scale (an fp32 buffer cast to the weight's
+    dtype), returned by the module; the lookup itself is freed inside it."""
+
+    def __init__(self, vocab, h, scale):
+        super().__init__(vocab, h)
+        self.register_buffer("embed_scale", torch.tensor(scale), persistent=False)
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)
+
+
 class CausalLM(torch.nn.Module):
     """LlamaForCausalLM's frames: LlamaModel.forward (embedding, causal mask, rotary tables, layers, final norm) and
     the output head. olmo2: Olmo2ForCausalLM's (LlamaModel's frames with fp32 rotary tables, Olmo2DecoderLayer, Olmo2RMSNorm). gemma: GemmaModel's frames (modeling_gemma.py): GemmaRMSNorm, the gated GELU, and the embedding
-    output scaled by sqrt(hidden) into a new tensor while inputs_embeds stays referenced."""
+    output scaled by sqrt(hidden) into a new tensor while inputs_embeds stays referenced; Gemma-3 (gemma with local_rope)
+    scales inside its embedding module instead (ScaledEmbedding), so inputs_embeds is the scaled tensor."""
 
     def __init__(self, cfg):
         super().__init__()
         h, heads = cfg["hidden"], cfg["heads"]
         self.d = cfg.get("head_dim") or h // heads  # config.json head_dim (Gemma, Qwen3: heads x d need not be hidden)
-        self.embed_tokens = torch.nn.Embedding(cfg["vocab"], h)
         self.gemma, self.h = cfg.get("gemma", False), h
+        # Gemma-3 scales inside its embedding module, so a forward hook there (enable_input_require_grads) sees the product
+        self.embed_tokens = (ScaledEmbedding(cfg["vocab"], h, h ** 0.5) if self.gemma and cfg.get("local_rope")
+                             else torch.nn.Embedding(cfg["vocab"], h))
         self.olmo2 = cfg.get("olmo2", False)
         self.olmo = cfg.get("olmo", False)  # OlmoForCausalLM (modular_olmo.py): OlmoLayerNorm everywhere, fp32 rotary tables
         # GradientCheckpointingLayer.__call__ (transformers 5): under gradient_checkpointing_enable(use_reentrant=False, preserve_rng_state=False)
@@ -781,30 +796,31 @@ class CausalLM(torch.nn.Module):
 
     def model(self, input_ids, cache):  # LlamaModel.forward
         inputs_embeds = self.embed_tokens(input_ids)
+        gemma3 = isinstance(self.embed_tokens, ScaledEmbedding)
         if self.granite:  # GraniteModel: inputs_embeds = inputs_embeds * self.embedding_multiplier
             inputs_embeds = inputs_embeds * 12.0
         b, s = input_ids.shape
         position_ids = torch.arange(s).unsqueeze(0)  # cache_position.unsqueeze(0): one row for the whole batch
         # create_causal_mask for eager attention: a (b, 1, s, s) additive mask in the model's dtype
         mask = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
-        # transformers 5 makes one rotary pair per kind of layer present (modular_gemma3.py Gemma3TextModel.forward,
-        # modular_olmo3.py Olmo3Model.forward: `for layer_type in set(self.config.layer_types)`) and passes each layer
-        # its own kind's
-        kinds = [not self.pattern or (i + 1) % self.pattern == 0 for i in range(len(self.layers))]
-        cos = sin = None
-        if not self.local_rope or any(kinds):
-            cos, sin = self.rotary(inputs_embeds, position_ids)
-            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         masks = [mask]
         if self.pattern:  # create_sliding_window_causal_mask: also -inf further back than the window
             sliding = torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).triu(1)
             sliding = sliding + torch.full((b, 1, s, s), float("-inf"), dtype=inputs_embeds.dtype).tril(-self.window)
             masks.append(sliding)
+        # transformers 5 makes one rotary pair per kind of layer present, after both masks (modular_gemma3.py
+        # Gemma3TextModel.forward, modular_olmo3.py Olmo3Model.forward: `for layer_type in set(self.config.layer_types)`)
+        # and passes each layer its own kind's
+        kinds = [not self.pattern or (i + 1) % self.pattern == 0 for i in range(len(self.layers))]
+        cos = sin = None
+        if not self.local_rope or any(kinds):
+            cos, sin = self.rotary(inputs_embeds, position_ids)
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         if self.local_rope and not all(kinds):  # Gemma3RotaryEmbedding for the sliding layers
             cos_local, sin_local = self.rotary(inputs_embeds, position_ids)
             cos_local, sin_local = cos_local.unsqueeze(1), sin_local.unsqueeze(1)
         hidden_states = inputs_embeds
-        if self.gemma:
+        if self.gemma and not gemma3:  # GemmaModel.forward, Gemma2Model.forward: hidden_states * normalizer
             hidden_states = hidden_states * torch.tensor(self.h ** 0.5, dtype=hidden_states.dtype)
         for i, layer in enumerate(self.layers):
             full = kinds[i]

@@ -170,7 +170,9 @@ def main():
             if cfg.get("rotary_dims"):
                 args += ["--rotary-dims", str(cfg["rotary_dims"])]
         if cfg["gemma"]:
-            args += ["--norm-scale-fp32", "--scaled-embedding"]
+            args.append("--norm-scale-fp32")
+            if not cfg.get("local_rope"):  # Gemma-3 scales inside its embedding module (Gemma3TextScaledWordEmbedding)
+                args.append("--scaled-embedding")
         if cfg.get("olmo"):
             args += ["--norm", "layernorm", "--no-norm-weights", "--norm-input-fp32", "--rope-fp32"]
         if cfg.get("olmo2"):

@@ -43,6 +43,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 BASE = {"hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 512, "vocab": 1000, "seq_len": 64, "micro_batch": 2, "layers": 2,
         "use_cache": False, "optimizer": "adamw"}
 GEMMA2 = {"gemma": True, "tied": True, "sandwich": True, "softcap": 50.0, "final_softcap": 30.0, "window": 16, "pattern": 2}
+# Gemma-3 scales inside its embedding module (forward.ScaledEmbedding), so zeromem runs it without --scaled-embedding
 GEMMA3 = {"gemma": True, "tied": True, "sandwich": True, "softcap": 0.0, "final_softcap": 0.0, "window": 16, "pattern": 6,
           "local_rope": True, "qk_norm": True}
 OLMO3 = {"olmo2": True, "window": 16, "pattern": 4, "local_rope": True}  # OLMo-2's layers, a window on three in four
@@ -380,7 +381,9 @@ def flags(cfg):
     if cfg.get("tied"):
         args.append("--tied-embeddings")
     if cfg.get("gemma"):
-        args += ["--norm-scale-fp32", "--scaled-embedding"]
+        args.append("--norm-scale-fp32")
+        if not cfg.get("local_rope"):  # Gemma-3 scales inside its embedding module (Gemma3TextScaledWordEmbedding)
+            args.append("--scaled-embedding")
     if cfg.get("sandwich"):
         args += ["--sandwich-norms", "--attention-softcap", str(cfg["softcap"]), "--final-logit-softcap", str(cfg["final_softcap"]),
                  "--sliding-window", str(cfg["window"]), "--sliding-window-pattern", str(cfg["pattern"])]

@@ -2422,7 +2422,8 @@ transformer_config oracle_olmo2(std::int64_t ffn = 512) {
 }
 transformer_config oracle_gemma(bool gemma3, std::int64_t ffn = 512) {
   transformer_config m = oracle_layout(2, ffn);
-  m.norm_scale_fp32 = m.scaled_embedding = m.tied_embeddings = m.sandwich_norms = true;
+  m.norm_scale_fp32 = m.tied_embeddings = m.sandwich_norms = true;
+  m.scaled_embedding = !gemma3;  // Gemma-3 scales inside its embedding module (Gemma3TextScaledWordEmbedding), as gemma3_text
   m.attention_softcap = gemma3 ? 0.0 : 50.0;
   m.final_logit_softcap = gemma3 ? 0.0 : 30.0;
   m.sliding_window = 16;
@@ -2636,16 +2637,17 @@ TEST_CASE("step: where layers alternate, the model's forward builds both kinds' 
   // forward peaks in layer 1's checkpointed forward, where Gemma3TextModel.forward's causal_mask_mapping holds the
   // full-attention mask too (b x 1 x s x s bf16: 2 x 64 x 64 x 2 = 16,384 B), which no checkpointed call holds. Its
   // rotary pairs are built per layer kind present (transformers 5: `for layer_type in set(config.layer_types)`): the
-  // local pair alone (bf16, 2 x 64 x 64 x 2 = 16,384 B), the one every call holds. The profiler measured 2,016,770 B
-  // above the resting states (zeromem without that mask, -0.81%).
+  // local pair alone (bf16, 2 x 64 x 64 x 2 = 16,384 B), the one every call holds. The profiler measured 1,951,234 B
+  // above the resting states (zeromem without that mask, -0.84%; 2,016,770 B with the embedding's lookup held beside
+  // the scaled copy, as Gemma-2's frame holds it, where Gemma-3's module frees it).
   const step_estimate g = oracle_step(oracle_gemma(true, 2048), 64, 2, recompute::full);
-  CHECK(g.forward.total() - g.forward.resting == bytes_of(2'016'768));
+  CHECK(g.forward.total() - g.forward.resting == bytes_of(1'951'232));
   // Its backward holds the sliding layers' mask alone (the profiler: 10,781,458 B).
   CHECK(g.backward.total() - g.backward.resting == bytes_of(10'780'928));
   // At one sequence the mask is half the pair (1 x 64 x 64 x 2 = 8,192 B against 16,384): the profiler measured
-  // 1,016,834 B, where counting the global pair too reads +1.61%.
+  // 984,064 B, where counting the global pair too reads +1.66%.
   const step_estimate g1 = oracle_step(oracle_gemma(true, 2048), 64, 1, recompute::full);
-  CHECK(g1.forward.total() - g1.forward.resting == bytes_of(1'016'832));
+  CHECK(g1.forward.total() - g1.forward.resting == bytes_of(984'064));
   // OLMo-3 (OLMo-2's layers, a window on three layers in four), 2 layers, 128 tokens x 2, a vocabulary of 200, under
   // recompute: at layer 1's checkpointed forward Olmo3Model.forward holds the full-attention mask (2 x 128 x 128 x 2 =
   // 65,536 B) no call holds, and the sliding layers' fp32 pair alone (2 x 128 x 64 x 4 = 65,536 B).
@@ -2695,11 +2697,14 @@ TEST_CASE("step: LoRA under recompute, Gemma's rerun goes on through down_proj t
   // sum: the layer whole but that norm's four tensors (3,315,200 - 263,680 B; down's adapter's input cast and rank-8
   // output among them), R1 and the MLP norm's output (2 x 65,536), the product (131,072), down's base output (65,536),
   // lora_B's scaled output, the CPU's fp32 copy of the base output and the fp32 sum (3 x 131,072). The profiler measured
-  // 4,265,546 B above the resting states (zeromem 3,782,144 B before, -11.3%), the local rotary pair alone built.
+  // 4,200,008 B above the resting states (zeromem 3,782,144 B before, -10.0%), the local rotary pair alone built. The
+  // frozen embedding's output is the leaf enable_input_require_grads makes, kept by its AccumulateGrad: Gemma-3's is
+  // the scaled tensor (the hook sits on Gemma3TextScaledWordEmbedding), so no unscaled lookup is held (65,536 B more
+  // measured where the oracle scaled outside the module).
   const step_estimate e = oracle_lora_step(oracle_gemma(true), 64, 8, recompute::full, "all-linear");
   CHECK(e.backward.flowing == bytes_of(65'536 + 131'072));
   CHECK(e.backward.recomputed == bytes_of(3'315'200 - 263'680 + 2 * 65'536 + 131'072 + 65'536 + 3 * 131'072));
-  CHECK(e.backward.total() - e.backward.resting == bytes_of(4'265'472));
+  CHECK(e.backward.total() - e.backward.resting == bytes_of(4'199'936));
 }
 
 TEST_CASE("step: DeepSpeed ZeRO-3 holds what its module trace keeps gathered, by moment, and nothing in the optimizer step", "[step][zero3]") {
