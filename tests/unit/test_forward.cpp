@@ -127,6 +127,12 @@ TEST_CASE("forward only: OLMo's OlmoLayerNorm over an fp32 copy", "[forward]") {
   f.use_cache = false;
   f.output = forward_output::hidden_states;
   CHECK(forward_layer_peak(narrow, f).count() == 4'194'304 + 12'582'912 + 8'388'608 + 3 * 8'388'608);
+  // On a CPU, rotate_half(k) * sin first copies its bf16 operand to fp32 (TensorIterator's CPU promotion; CUDA casts in
+  // the kernel): k * cos, rotate_half(k) (4,194,304), its fp32 copy and the product (3 x 8,388,608) beside the rest,
+  // 54,525,952 B.
+  f.device = device_kind::cpu;
+  CHECK(forward_layer_peak(narrow, f).count() == 4'194'304 + 12'582'912 + 8'388'608 + 3 * 8'388'608 + 4'194'304);
+  f.device = device_kind::cuda;
   // The whole model is estimated, not refused (a LayerNorm without an fp32 copy still is).
   CHECK(estimate_forward_only(m, f, forward_weight_bytes(m, dtype::bf16)).weights.count() == 2 * 1'176'764'416LL);
   transformer_config bf16_layernorm = m;

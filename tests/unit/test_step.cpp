@@ -432,8 +432,13 @@ TEST_CASE("step: Gemma-2's final logit soft-cap keeps tanh's output through the 
   CHECK((e.forward.loss - u.forward.loss).count() == 1'048'576'000);
   CHECK((e.forward.total() - u.forward.total()).count() == 1'048'576'000);
   // Without it the forward's loss term is the bf16 logits, their fp32 copy and the fp32 log-softmax, 10 B a logit,
-  // and the int64 labels padded (8 x 2049 = 16,392 B) and shifted (8 x 2048 = 16,384 B).
-  CHECK(u.forward.loss.count() == 10LL * 524'288'000 + 16'392 + 16'384);
+  // and the int64 labels padded (8 x 2049 = 16,392 B). At one sequence labels[..., 1:] is already contiguous (a size-1
+  // dimension's stride is not compared), so .contiguous() copies nothing: shift_labels is a view of the padded labels.
+  CHECK(u.forward.loss.count() == 10LL * 524'288'000 + 16'392);
+  // Two sequences: the slice skips one label a row, and .contiguous() copies it (8 x 2 x 2048 = 32,768 B) beside the
+  // padded labels (8 x 2 x 2049 = 32,784 B).
+  const step_estimate u2 = estimate_step(uncapped, pure_bf16(), sdpa(2048, 2), step_config{});
+  CHECK(u2.forward.loss.count() == 10LL * 2 * 524'288'000 + 32'784 + 32'768);
 }
 
 TEST_CASE("step: the backward walk over alternating sliding-window and full-attention layers", "[step]") {
@@ -591,14 +596,14 @@ TEST_CASE("step: gradients alive from the start, kept between steps or accumulat
   // 16,777,216 B, fp32 copy 33,554,432 B, statistics 8,192 B and output 16,777,216 B: 67,133,440 B; the rotary cos
   // and sin, 2 x 2048 x 128 x 2 B = 1,048,576 B; the int64 position ids each checkpointed call holds, 8 x 2048 = 16,384 B,
   // SDPA passing no mask) and the loss (32000 x 2048 x (2 + 4 + 4) B = 655,360,000 B, the int64
-  // labels padded and shifted 8 x 2049 + 8 x 2048 = 32,776 B), and the backward's highest moment is the loss's: the
+  // labels padded, 8 x 2049 = 16,392 B, of which shift_labels is a view at one sequence), and the backward's highest moment is the loss's: the
   // checkpoints, 3 fp32 logits-sized tensors (32000 x 2048 x 12 B = 786,432,000 B) and every gradient.
   step_config kept = fresh;
   kept.keep_gradients = true;
   const step_estimate k = estimate_step(llama2(), pure_bf16(), sdpa(2048, 1, recompute::full), kept);
   CHECK(k.forward.gradients == bytes_of(13'476'831'232));
   CHECK(k.forward.total() ==
-        bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 16'384 + 655'360'000 + 32'776));
+        bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 16'384 + 655'360'000 + 16'392));
   CHECK(k.peak_phase == step_phase::backward);
   CHECK(k.peak == bytes_of(40'430'493'696 + 67'108'864 + 13'476'831'232 + 536'870'912 + 67'133'440 + 1'048'576 + 16'384 + 786'432'000));
   CHECK(k.optimizer_step.total() == none.optimizer_step.total());
@@ -2677,6 +2682,24 @@ TEST_CASE("step: under recompute, below Gemma-3's first full-attention layer no 
   const step_estimate e = oracle_step(gemma3, 64, 2, recompute::full);
   CHECK(e.backward.activations == bytes_of(65'536 + 16'384 + 16'384 + 512 + 1'024));
   CHECK(e.backward.total() - e.backward.resting == bytes_of(11'447'808));
+}
+
+TEST_CASE("step: under recompute on a CPU, OLMo's fp32 rotation copies rotate_half(q) to fp32 before multiplying it by sin",
+          "[step][recompute]") {
+  // OLMo's layer (OlmoLayerNorm over an fp32 copy, no norm weights, fp32 rotary tables) at hidden 512, 8 heads and 4 KV
+  // heads of 64, ffn 1024, one layer, 16 tokens x 1, bf16, full recompute. The forward peaks in the checkpointed
+  // layer's rotation of q: the layer input (16 x 512 x 2 = 16,384 B), the normed input, q, k and v (16,384 + 16,384 +
+  // 2 x 8,192), q * cos (fp32, 32,768), rotate_half(q) (16,384), its fp32 copy the CPU makes for the product (32,768)
+  // and rotate_half(q) * sin (32,768), beside the fp32 cos and sin (2 x 4,096), the mask (512) and the position and
+  // token ids (2 x 128). The profiler measured 189,184 B above the resting states (zeromem without the copy's
+  // rotate_half(q), 172,800 B: -8.66%).
+  transformer_config m = small_llama(1, 1024);
+  m.norm = norm_kind::layernorm;
+  m.norm_affine = false;
+  m.norm_input_fp32 = m.rope_fp32 = true;
+  const step_estimate e = oracle_step(m, 16, 1, recompute::full);
+  CHECK(e.forward.total() - e.forward.resting ==
+        bytes_of(16'384 + 16'384 + 16'384 + 2 * 8'192 + 32'768 + 16'384 + 32'768 + 32'768 + 2 * 4'096 + 512 + 2 * 128));
 }
 
 TEST_CASE("step: LoRA on the MLP alone in a one-layer model: no RoPE node keeps the rotary tables", "[step][lora]") {

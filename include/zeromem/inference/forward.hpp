@@ -513,15 +513,20 @@ constexpr bytes forward_layer_peak(const transformer_config& m, const forward_on
   }
   // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin holds q, its two products and the sum (3Q) beside k and v;
   // then k likewise beside q_embed. OLMo's (modeling_olmo.py: OlmoRotaryEmbedding returns fp32 cos and sin) rotates
-  // in fp32 (4 B a value) and casts q_embed and k_embed back while both fp32 results are alive.
+  // in fp32 (4 B a value) and casts q_embed and k_embed back while both fp32 results are alive. On a CPU a 16-bit
+  // operand of an fp32 product is first copied to fp32 (TensorIterator::compute_types promotes CPU inputs by
+  // temporaries; CUDA casts inside the kernel): at rotate_half(q) * sin, q * cos, rotate_half(q), its fp32 copy and the
+  // product are alive (3 fp32 + one 16-bit q, where the sum's moment holds 3 fp32); then k likewise beside q_embed.
   const std::int64_t Qe = checked_product(sb, m.heads, d), Ke = checked_product(sb, m.kv_heads, d);
   const std::int64_t p = m.rope_fp32 ? 4 : c;  // bytes of the rotation's products
+  const std::int64_t promoted = m.rope_fp32 && c < 4 && f.device == device_kind::cpu ? c : 0;  // rotate_half(q) beside its copy
   const std::int64_t qkv = checked_sum(Y, Q, checked_product(2, K));
   // SmolLM3's NoPE layers (modular_smollm3.py SmolLM3Attention) skip the rotation: q and k stay views of the projections.
   const bool rotates = rope_layer(m, layer);
   std::int64_t rope = 0;
   if (rotates) {
-    rope = max_of(checked_sum(qkv, checked_product(3 * p, Qe)), checked_sum(qkv, checked_product(p, Qe), checked_product(3 * p, Ke)));
+    rope = max_of(checked_sum(qkv, checked_product(3 * p + promoted, Qe)),
+                  checked_sum(qkv, checked_product(p, Qe), checked_product(3 * p + promoted, Ke)));
     if (m.rope_fp32 && c < 4) rope = max_of(rope, checked_sum(qkv, checked_product(p + c, checked_sum(Qe, Ke))));
   }
   std::int64_t after_rope = qkv;  // Y, q_embed, k_embed, v

@@ -626,9 +626,13 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
     const bytes softcap = m.final_logit_softcap > 0.0 ? c : bytes{};
     // The labels: pad(labels, (0, 1), value=ignore_index) (int64, b x (s + 1)) and shift_labels = labels[..., 1:]
     // .contiguous() (int64, sb) beside the cross-entropy; nll_loss keeps shift_labels, its target, until its backward
-    // has run (autograd then frees a node's saved tensors), before log_softmax's.
-    const bytes shifted = bytes_of(checked_product(8, sb)), padded = bytes_of(checked_product(8, a.micro_batch, s_local + 1));
-    loss_held = f32 + softcap + shifted;                                                    // log_softmax output, saved
+    // has run (autograd then frees a node's saved tensors), before log_softmax's. At one sequence the slice is already
+    // contiguous (a size-1 dimension's stride is not compared: c10 TensorImpl::compute_contiguous), so .contiguous()
+    // returns the view, and the target keeps the padded tensor itself.
+    const bytes padded = bytes_of(checked_product(8, a.micro_batch, s_local + 1));
+    const bool labels_view = a.micro_batch == 1;
+    const bytes shifted = labels_view ? bytes{} : bytes_of(checked_product(8, sb));
+    loss_held = f32 + softcap + (labels_view ? padded : shifted);                              // log_softmax output, saved
     loss_forward = c + (compute == dtype::fp32 ? bytes{} : f32) + f32 + softcap + padded + shifted;  // logits, .float(), log_softmax
     // Under autocast the final norm's output is fp32 and lm_head keeps only its 16-bit cast, but the CausalLM forward
     // holds that output (outputs.last_hidden_state, its local hidden_states) until it returns, after the loss:
