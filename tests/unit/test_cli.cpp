@@ -1181,9 +1181,47 @@ TEST_CASE("estimate --explain names two changes that fit together where no singl
   CHECK(run_json(plus(job, {"--recompute", "full", "--json"}))["verdict"]["fits"] == false);
   check_explained_fit(r.out, "two changes that fit together: --loss fused and --recompute full -> ",
                       run_json(plus(job, {"--loss", "fused", "--recompute", "full", "--json"})));
-  // Where nothing in two steps fits, it says so and points to plan.
-  const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu", "h100-80gb", "--explain"});
+  // Where nothing in two steps fits, not even over more GPUs, it says so and points to plan: Llama-3-70B on a 2 GiB card,
+  // where FSDP's current and prefetched layers, unsharded in bf16, are 2 x 2 x 855,654,400 B = 3.42 GB however many
+  // GPUs shard the rest.
+  const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu-memory", "2GiB", "--explain"});
   CHECK(none.out.find("no single change or pair of changes fits; try `zeromem plan`") != std::string::npos);
+  CHECK(none.out.find("GPUs that fit") == std::string::npos);
+}
+
+TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on these GPUs does", "[cli][explain]") {
+  // Llama-3-8B in pure bf16 on one 40 GiB card: weights, gradients and AdamW's two bf16 moments are 4 x 2 B x
+  // 8,030,261,248 = 64.24 GB, above the 42.95 GB card before any activation, so no flag on one GPU fits. A PyTorch job
+  // shards them with FSDP's FULL_SHARD: over 2 GPUs it fits, at the bytes the line prints.
+  const std::vector<std::string> job{"estimate", "--hf-config", ZEROMEM_DATA_DIR "/calibration/configs/llama-3-8b/config.json",
+                                     "--precision", "bf16", "--seq-len", "1024", "--gpu-memory", "40GiB"};
+  CHECK(run_json(plus(job, {"--json"}))["per_gpu"]["model_states_bytes"] == 4 * 2 * 8'030'261'248LL);
+  const result r = run(plus(job, {"--explain"}));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
+  CHECK(r.out.find("  no single change or pair of changes fits\n") != std::string::npos);
+  check_explained_fit(r.out, "the fewest GPUs that fit: --fsdp FULL_SHARD --dp 2 (2 GPUs) -> ",
+                      run_json(plus(job, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"})));
+  // A DeepSpeed job (--zero-stage given) is sharded by ZeRO-3 instead: Llama-2-7B, mixed bf16, 16 B a parameter.
+  const std::vector<std::string> llama{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb"};
+  const result d = run(plus(llama, {"--zero-stage", "0", "--explain"}));
+  CHECK(d.out.find("-> OUT OF MEMORY") != std::string::npos);
+  check_explained_fit(d.out, "the fewest GPUs that fit: --zero-stage 3 --dp 2 (2 GPUs) -> ",
+                      run_json(plus(llama, {"--zero-stage", "3", "--dp", "2", "--json"})));
+  // Under tensor parallelism a replica is tp GPUs: FSDP over 4 replicas of 8 is 32 GPUs, and 2 replicas do not fit.
+  const std::vector<std::string> tp{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--tp", "8", "--gpu", "h100-80gb"};
+  check_explained_fit(run(plus(tp, {"--explain"})).out, "the fewest GPUs that fit: --fsdp FULL_SHARD --dp 4 (32 GPUs) -> ",
+                      run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "4", "--json"})));
+  CHECK(run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"}))["verdict"]["fits"] == false);
+  // Already sharded over its 8 GPUs (ZeRO-3), Llama-3-70B at 4096 tokens keeps 80 layers' activations per GPU however
+  // many GPUs shard its states (not at 16,384); with full recompute 32 GPUs fit, and 16 do not.
+  const std::vector<std::string> zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
+  const result z = run(plus(zero3, {"--dp", "8", "--explain"}));
+  CHECK(z.out.find("the fewest GPUs that fit: ") == std::string::npos);
+  check_explained_fit(z.out, "the fewest GPUs that fit, with --recompute full: --dp 32 (32 GPUs) -> ",
+                      run_json(plus(zero3, {"--recompute", "full", "--dp", "32", "--json"})));
+  CHECK(run_json(plus(zero3, {"--recompute", "full", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(zero3, {"--dp", "16384", "--json"}))["verdict"]["fits"] == false);
 }
 
 TEST_CASE("estimate --explain suggests selective recompute only where the job's code offers it", "[cli][explain]") {

@@ -3,6 +3,8 @@
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "estimate.hpp"
@@ -109,6 +111,57 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
         print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv);
         return;
       }
+  // More GPUs: the fewest, the data-parallel degree doubled up to max_gpus, over which the states shard (the job's own
+  // sharding where it already spans dp; else ZeRO-3 for a DeepSpeed job and FSDP's FULL_SHARD for a PyTorch one), alone
+  // and with the first change above that needs fewer of them (or fits where more GPUs alone do not). Hybrid sharding,
+  // within a node, is left out: more nodes do not shrink its shards.
+  constexpr std::int64_t max_gpus = 16384;
+  const bool deepspeed_job = a.zero_stage >= 0 || !a.deepspeed_file.empty();
+  const bool unsharded = in.job.states.zero.stage == 0;
+  if ((sharded_over_dp || unsharded) && a.fsdp.find("HYBRID") == std::string::npos && in.job.states.dp <= max_gpus / 2) {
+    const std::string how = sharded_over_dp ? std::string{}
+                            : deepspeed_job ? in_config("--zero-stage 3", "zero_optimization.stage", "3") + " "
+                            : a.ddp         ? "--fsdp FULL_SHARD (in place of --ddp) "
+                                            : "--fsdp FULL_SHARD ";
+    const auto over = [sharded = sharded_over_dp, deepspeed_job](std::int64_t gpus) {
+      return [=](estimate_args& c) {
+        if (sharded) {
+          if (c.shard_group > 0) c.shard_group = gpus;
+        } else if (deepspeed_job) {
+          c.zero_stage = 3;
+        } else {
+          c.fsdp = "FULL_SHARD";
+          c.ddp = false;
+        }
+        c.dp = gpus;
+      };
+    };
+    // The fewest GPUs, fewer than `below`, at which the job fits with `made` (and the more GPUs).
+    using found = std::optional<std::pair<std::int64_t, step_verdict>>;
+    const auto fewest = [&](const change* made, std::int64_t below) -> found {
+      for (std::int64_t gpus = in.job.states.dp * 2; gpus <= max_gpus && gpus < below; gpus *= 2) {
+        const change more{"", over(gpus)};
+        const auto cv = made != nullptr ? verdict_with({made, &more}) : verdict_with({&more});
+        if (cv && cv->fits()) return std::make_pair(gpus, *cv);
+      }
+      return std::nullopt;
+    };
+    const found alone = fewest(nullptr, max_gpus + 1);
+    const change* helper = nullptr;
+    found fewer;
+    for (const change& c : changes)
+      if ((fewer = fewest(&c, alone ? alone->first : max_gpus + 1))) {
+        helper = &c;
+        break;
+      }
+    // GPUs in all: dp x the tensor-, pipeline- and context-parallel ranks of one replica.
+    const std::int64_t replica = in.job.states.model_parallel;
+    const auto on = [&](std::int64_t gpus) { return how + "--dp " + std::to_string(gpus) + " (" + std::to_string(gpus * replica) + " GPUs)"; };
+    if (alone || fewer) out << "  no single change or pair of changes fits\n";
+    if (alone) print_fit("the fewest GPUs that fit: " + on(alone->first), alone->second);
+    if (fewer) print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), fewer->second);
+    if (alone || fewer) return;
+  }
   out << "  no single change or pair of changes fits; try `zeromem plan` for combinations\n";
 }
 
