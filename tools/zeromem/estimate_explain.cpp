@@ -31,9 +31,14 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   struct change {
     std::string what;
     std::function<void(estimate_args&)> edit;
+    bool replaced_by_more_gpus = false;  // the GPU search below sets what it sets (dp, or the sharding it adds)
   };
   std::vector<change> changes;
-  const auto with = [&](std::string what, std::function<void(estimate_args&)> edit) { changes.push_back({std::move(what), std::move(edit)}); };
+  const auto with = [&](std::string what, std::function<void(estimate_args&)> edit, bool replaced_by_more_gpus = false) {
+    changes.push_back({std::move(what), std::move(edit), replaced_by_more_gpus});
+  };
+  // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
+  const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
   // With --deepspeed-config, a change to a key the config sets is made there: named by its key, the flag beside it.
   const auto in_config = [&](const std::string& flag, const std::string& key, const std::string& value) {
     for (const auto& read : a.deepspeed_read)
@@ -77,14 +82,12 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   if (a.fsdp.empty() && !a.ddp && in.job.states.dp > 1)
     for (int stage = in.job.states.zero.stage + 1; stage <= 3; ++stage)
       with(in_config("--zero-stage " + std::to_string(stage), "zero_optimization.stage", std::to_string(stage)),
-           [stage](estimate_args& c) { c.zero_stage = stage; });
-  // More GPUs help only where the states are sharded over all of dp (not within a node, as HYBRID_SHARD does).
-  const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
+           [stage](estimate_args& c) { c.zero_stage = stage; }, !sharded_over_dp);
   if (sharded_over_dp && in.job.states.dp <= detail::i64_max / 2)
     with("--dp " + std::to_string(in.job.states.dp * 2) + " (twice the GPUs)", [](estimate_args& c) {
       c.dp *= 2;
       if (c.shard_group > 0) c.shard_group *= 2;
-    });
+    }, true);
   // The verdict of the command line with some changes made; none where they are not valid together.
   const auto verdict_with = [&](std::initializer_list<const change*> made) -> std::optional<step_verdict> {
     estimate_args c = a;
@@ -150,7 +153,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     const change* helper = nullptr;
     found fewer;
     for (const change& c : changes)
-      if ((fewer = fewest(&c, alone ? alone->first : max_gpus + 1))) {
+      if (!c.replaced_by_more_gpus && (fewer = fewest(&c, alone ? alone->first : max_gpus + 1))) {
         helper = &c;
         break;
       }
