@@ -41,7 +41,7 @@ struct fix {
 
 /// The usual fixes, each an override of the launch file tried alone; returns those that make every phase fit, and
 /// the first failing ones of each kind otherwise.
-std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
+std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rlhf_estimate& before) {
   const rlhf_job& j = r.job;
   const bool openrlhf = j.framework == rlhf_framework::openrlhf;
   const bool easyr1 = std::any_of(r.read.begin(), r.read.end(), [](const std::string& k) { return k.rfind("worker.", 0) == 0; });
@@ -62,8 +62,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
     std::vector<std::string> g;
     for (int u = now - 1; u >= 2; --u) g.push_back(utilization(u));
     groups.push_back(g);
-    const rlhf_estimate e = estimate_rlhf(j);
-    if (std::any_of(e.phases.begin(), e.phases.end(), [](const rlhf_phase_estimate& p) { return !p.blocked.empty(); })) {
+    if (std::any_of(before.phases.begin(), before.phases.end(), [](const rlhf_phase_estimate& p) { return !p.blocked.empty(); })) {
       std::vector<std::string> up;
       for (int u = now + 1; u <= 19; ++u) up.push_back(utilization(u));
       if (!up.empty()) groups.push_back(up);
@@ -99,6 +98,26 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
       else if (easyr1) g.push_back("worker.actor.micro_batch_size_per_device_for_update=" + std::to_string(m));
       else if (m % r.micro_divisor == 0)  // verl: in the config's own key (job_reading::micro_key)
         g.push_back(r.micro_prefix + r.micro_key + "=" + std::to_string(m / r.micro_divisor * r.micro_scale));
+    }
+    if (!g.empty()) groups.push_back(g);
+  }
+  // Experience making breaks: its forward-only passes (log-probs, reference, values) halved together, a step at a
+  // time, each key down to its least valid size (job_reading::forward_sizes).
+  const bool experience_breaks = std::any_of(before.phases.begin(), before.phases.end(), [](const rlhf_phase_estimate& p) {
+    return p.phase == rlhf_phase::experience && !p.fits();
+  });
+  if (experience_breaks && !r.forward_sizes.empty()) {
+    std::vector<std::string> g;
+    for (int halvings = 1; halvings < 63; ++halvings) {  // a shift below 64 bits
+      std::string change;
+      bool smaller = false;
+      for (const job_reading::size_key& f : r.forward_sizes) {
+        const std::int64_t was = std::max(f.least, f.now >> (halvings - 1)), size = std::max(f.least, f.now >> halvings);
+        smaller |= size < was;
+        change += (change.empty() ? "" : " ") + f.key + "=" + std::to_string(size);
+      }
+      if (!smaller) break;
+      g.push_back(change);
     }
     if (!g.empty()) groups.push_back(g);
   }
@@ -158,7 +177,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r) {
 int run_job(const job_args& a, std::ostream& out) {
   const job_reading r = read_job(a);
   const rlhf_estimate e = estimate_rlhf(r.job);
-  const std::vector<fix> fixes = a.explain && !e.fits() ? suggest_fixes(a, r) : std::vector<fix>{};
+  const std::vector<fix> fixes = a.explain && !e.fits() ? suggest_fixes(a, r, e) : std::vector<fix>{};
   if (a.json) {
     json j{{"file", a.file}, {"framework", std::string(name(r.job.framework))}, {"fits", e.fits()},
            {"gpus", e.gpus}, {"nodes", e.nodes}, {"gpus_per_node", r.job.gpus_per_node}};

@@ -51,6 +51,13 @@ struct job_reading {
   // micro_prefix + micro_key + "=" + m / micro_divisor x micro_scale, where micro_divisor divides m.
   std::string micro_key, micro_prefix;
   std::int64_t micro_scale = 1, micro_divisor = 1;
+  // The sizes of experience making's forward-only passes (log-probs, reference, values) as this config writes them:
+  // each key with its value now and its least valid value (--explain halves them together, a step at a time).
+  struct size_key {
+    std::string key;
+    std::int64_t now = 0, least = 1;
+  };
+  std::vector<size_key> forward_sizes;
 };
 
 /// Splits a shell command line as bash would for a launch script: backslash-newline joins lines, quotes group,
@@ -687,6 +694,11 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     detail::openrlhf_dynamic_batches(j, k, name);
     r.token_budget_key = name("train_max_tokens_per_gpu");
     r.actor_token_budget = k.integer(r.token_budget_key, 16192);
+    // The experience forwards' budget (openrlhf_dynamic_batches): a pass holds at least one sequence.
+    r.forward_sizes.push_back({name("rollout_max_tokens_per_gpu"), k.integer(name("rollout_max_tokens_per_gpu"), r.actor_token_budget),
+                               detail::longest_sequence(j)});
+  } else {
+    r.forward_sizes.push_back({name("micro_rollout_batch_size"), micro_rollout, 1});  // every role's forwards (role above)
   }
   // Packed samples are made by vLLM's engines only: train_ppo_ray.py asserts "Only support `--packing_samples` with
   // vLLM." (from 4c902a2a, 2024-09), after ring attention and dynamic batches turned packing on.
@@ -1345,6 +1357,34 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       j.critic.forward_micro_batch = dynamic(C, "micro_batch_size_per_device_for_experience",
                                              k.integer(C + "micro_batch_size_per_device_for_experience", 16), critic_per_gpu, j.critic.forward_micro_batch);
     }
+  }
+  // --explain's forward-only sizes as the config writes them: EasyR1's _for_experience keys (a fixed micro-batch, or
+  // the dynamic budget's factor); verl's token budget under dynamic batches (at least one sequence), else the global
+  // key where the config sets it (at least one sequence a rank), else the per-GPU key where the release has it.
+  if (easyr1) {
+    r.forward_sizes.push_back({A + "micro_batch_size_per_device_for_experience", forward_micro, 1});
+    if (j.critic.present)
+      r.forward_sizes.push_back({"worker.critic.micro_batch_size_per_device_for_experience",
+                                 k.integer("worker.critic.micro_batch_size_per_device_for_experience", 16), 1});
+  } else {
+    const bool actor_dynamic = k.flag(A + "use_dynamic_bsz");
+    const std::int64_t actor_budget = k.integer(A + "ppo_max_token_len_per_gpu", 16384);
+    const auto forward_size = [&](const std::string& micro_size, const std::string& budget, bool dynamic, std::int64_t budget_now,
+                                  std::int64_t per_gpu_now, std::int64_t ranks) {
+      if (dynamic) r.forward_sizes.push_back({budget, budget_now, detail::longest_sequence(j)});
+      else if (k.has(micro_size)) r.forward_sizes.push_back({micro_size, k.integer(micro_size, 1), ranks});
+      else if (k.has(micro_size + "_per_gpu") || verl_version == 0 || verl_version >= 2'000)
+        r.forward_sizes.push_back({micro_size + "_per_gpu", per_gpu_now, 1});
+    };
+    forward_size(R + "log_prob_micro_batch_size", R + "log_prob_max_token_len_per_gpu", k.flag(R + "log_prob_use_dynamic_bsz", actor_dynamic),
+                 k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), j.actor.forward_micro_batch, dp);
+    if (j.reference.present)
+      forward_size(F + "log_prob_micro_batch_size", F + "log_prob_max_token_len_per_gpu", k.flag(F + "log_prob_use_dynamic_bsz", actor_dynamic),
+                   k.integer(F + "log_prob_max_token_len_per_gpu", actor_budget), j.reference.forward_micro_batch, dp);
+    if (j.critic.present)
+      forward_size("critic.forward_micro_batch_size", "critic.forward_max_token_len_per_gpu", k.flag("critic.use_dynamic_bsz", actor_dynamic),
+                   k.integer("critic.forward_max_token_len_per_gpu", k.integer("critic.ppo_max_token_len_per_gpu", 32768)),
+                   j.critic.forward_micro_batch, critic_dp);
   }
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
   // ppo_mini_batch_size x rollout.n per GPU // ppo_micro_batch_size_per_gpu, or the dynamic passes of the mini-batch;
