@@ -575,9 +575,17 @@ TEST_CASE("OpenRLHF's grouped arguments (v0.10.2 on) read as their flat twins, w
   // 0.47 GiB over.
   CHECK(explained.out.find("--ds.adam_offload -> fits") != std::string::npos);
   CHECK(explained.out.find("micro_train_batch_size") == std::string::npos);
-  // More GPUs for a colocated job means more engines too, and as many nodes for the reference: OpenRLHF asserts that
-  // the engines span the actor's GPUs and that the reference has the actor's shape.
-  CHECK(explained.out.find("--actor.num_nodes 2 --vllm.num_engines 8 --ref.num_nodes 2 -> ") != std::string::npos);
+  // More GPUs for a colocated job means more engines too, and as many more nodes for every model: OpenRLHF asserts
+  // that the engines span the actor's GPUs and that the reference has the actor's shape. The fewest nodes that fit,
+  // doubling: four times the job's; twice does not fit.
+  CHECK(explained.out.find("--actor.num_nodes 4 --vllm.num_engines 16 --ref.num_nodes 4 --critic.num_nodes 4 --reward.num_nodes 4 -> fits") !=
+        std::string::npos);
+  CHECK(run_cli_json({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "--gpu", "a100-40gb", "actor.num_nodes=4", "vllm.num_engines=16",
+                      "ref.num_nodes=4", "critic.num_nodes=4", "reward.num_nodes=4", "--json"})["fits"]
+            .get<bool>());
+  CHECK_FALSE(run_cli_json({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "--gpu", "a100-40gb", "actor.num_nodes=2", "vllm.num_engines=8",
+                            "ref.num_nodes=2", "critic.num_nodes=2", "reward.num_nodes=2", "--json"})["fits"]
+                  .get<bool>());
   const zeromem::test::cli_result ref_shape = run_cli({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "ref.num_gpus_per_node=4"});
   CHECK(ref_shape.code == 2);
   CHECK(ref_shape.err == "zeromem: with --train.colocate_all the ref model takes the actor's shape, which OpenRLHF asserts: --ref.num_nodes 1 x "
@@ -702,22 +710,38 @@ TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
   for (const auto& f : j["fixes"])
     if (f["change"].get<std::string>().rfind("--vllm_gpu_memory_utilization", 0) == 0) utilization = f["fits"].get<bool>();
   CHECK(utilization);
-  // More GPUs: twice the nodes (and engines, every model colocated; the reference's nodes with the actor's, which
-  // OpenRLHF asserts) would give train batch 8 to micro 2 x 8 GPUs, which DeepSpeed refuses; the same batch in
-  // micro-batches of 1 is offered instead.
+  // More GPUs: twice the nodes (and engines, every model colocated; every model's nodes with the actor's, which
+  // OpenRLHF asserts for the reference) would give train batch 8 to micro 2 x 8 GPUs, which DeepSpeed refuses; the
+  // same batch in micro-batches of 1 is offered instead.
   std::vector<std::string> changes;
   for (const auto& f : j["fixes"]) changes.push_back(f["change"].get<std::string>());
-  CHECK(std::find(changes.begin(), changes.end(), "--actor_num_nodes 2 --vllm_num_engines 8 --ref_num_nodes 2 --micro_train_batch_size 1") != changes.end());
-  CHECK(run_cli({"job", jobs + "orz-1.5b-ppo.args", "actor_num_nodes=2", "vllm_num_engines=8", "ref_num_nodes=2"}).err.find("which DeepSpeed asserts") !=
+  CHECK(std::find(changes.begin(), changes.end(), "--actor_num_nodes 2 --vllm_num_engines 8 --ref_num_nodes 2 --critic_num_nodes 2 --micro_train_batch_size 1") !=
+        changes.end());
+  CHECK(run_cli({"job", jobs + "orz-1.5b-ppo.args", "actor_num_nodes=2", "vllm_num_engines=8", "ref_num_nodes=2", "critic_num_nodes=2"}).err.find("which DeepSpeed asserts") !=
         std::string::npos);
   // A micro-batch of 1 cannot be halved: the batch doubles (4 = 1 x 4 GPUs x 1 pass; 8 GPUs take 8).
   const nlohmann::json micro1 = job("orz-1.5b-ppo.args", {"micro_train_batch_size=1", "train_batch_size=4", "--explain"});
   bool doubled = false;
   for (const auto& f : micro1["fixes"])
-    doubled |= f["change"].get<std::string>() == "--actor_num_nodes 2 --vllm_num_engines 8 --ref_num_nodes 2 --train_batch_size 8";
+    doubled |= f["change"].get<std::string>() == "--actor_num_nodes 2 --vllm_num_engines 8 --ref_num_nodes 2 --critic_num_nodes 2 --train_batch_size 8";
   CHECK(doubled);
   const zeromem::test::cli_result text = run_cli({"job", jobs + "orz-1.5b-ppo.args", "--explain"});
   CHECK(text.out.find("Explain") != std::string::npos);
+  // The fewest nodes, doubling: Logic-RL's GRPO on 40 GB A100s fits on four nodes, not on two.
+  const nlohmann::json logic = job("logic-rl-7b-grpo.yaml", {"--gpu", "a100-40gb", "--explain"});
+  bool four = false;
+  for (const auto& f : logic["fixes"]) four |= f["change"] == "trainer.nnodes=4" && f["fits"].get<bool>();
+  CHECK(four);
+  CHECK_FALSE(job("logic-rl-7b-grpo.yaml", {"--gpu", "a100-40gb", "trainer.nnodes=2"})["fits"].get<bool>());
+  CHECK(job("logic-rl-7b-grpo.yaml", {"--gpu", "a100-40gb", "trainer.nnodes=4"})["fits"].get<bool>());
+  // Where no number of nodes fits, twice them is shown, said not to: under DeepSpeed 0.16.x the 70B critic's backward
+  // keeps its whole 16-bit model gathered on every GPU, however many there are: 2 B x 69.5e9 = 139.0 GB (Llama-3-70B's
+  // 70.55e9 parameters less its 1.05e9 lm_head, 128,256 x 8,192), above the 80 GB card alone.
+  const nlohmann::json seventy = job("openrlhf-70b-ppo.args", {"--explain"});
+  bool twice = false;
+  for (const auto& f : seventy["fixes"])
+    twice |= f["change"] == "--actor_num_nodes 8 --ref_num_nodes 2 --critic_num_nodes 4 --reward_num_nodes 2" && !f["fits"].get<bool>();
+  CHECK(twice);
 }
 
 TEST_CASE("job --explain halves experience making's forward passes where that phase breaks", "[rlhf]") {

@@ -1,5 +1,8 @@
 // `zeromem job FILE [key=value ...]`: an RLHF job as launched (OpenRLHF arguments, a verl or EasyR1 YAML config),
 // phase by phase on the most loaded GPU and node.
+#include <algorithm>
+#include <numeric>
+#include <optional>
 #include <ostream>
 
 #include "job.hpp"
@@ -121,56 +124,73 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
     }
     if (!g.empty()) groups.push_back(g);
   }
-  // More GPUs: twice the actor's nodes; with every model colocated, twice the engines too (OpenRLHF asserts that
-  // they span the actor's GPUs), and a reference colocated with the actor twice its nodes (OpenRLHF asserts the
-  // actor's shape).
-  std::string more = key("actor_num_nodes", "trainer.nnodes", "trainer.nnodes") + "=" + std::to_string(j.nodes * 2);
-  if (openrlhf && j.colocate_all && j.rollout.present) more += " " + key("vllm_num_engines", "", "") + "=" + std::to_string(j.rollout.engines * 2);
-  if (openrlhf && j.reference.present && (j.colocate_all || j.colocate_actor_ref))
-    more += " " + key("ref_num_nodes", "", "") + "=" + std::to_string(j.nodes * 2);
-  // OpenRLHF without dynamic batches: twice the GPUs must still divide train_batch_size x ring by micro x GPUs
-  // (DeepSpeed's batch assertion). Where it does not (an odd number of passes), the same global batch in micro-batches
-  // half as large, else a batch twice as large: each tried only if the ones before it are refused.
-  std::vector<std::string> more_ways{more};
-  if (openrlhf && r.actor_token_budget == 0 && j.actor.accumulation_steps % 2 != 0) {
-    if (j.actor.train_micro_batch % 2 == 0)
-      more_ways.push_back(more + " " + key("micro_train_batch_size", "", "") + "=" + std::to_string(j.actor.train_micro_batch / 2));
-    const std::int64_t train_batch = detail::checked_product(j.actor.accumulation_steps, j.actor.train_micro_batch, j.actor.gpus) / j.ulysses;
-    more_ways.push_back(more + " " + key("train_batch_size", "", "") + "=" + std::to_string(detail::checked_mul(train_batch, 2)));
-  }
-  const std::size_t more_group = groups.size();  // its ways are fallbacks: the first one valid for the job is shown
-  groups.push_back(more_ways);
-  std::vector<fix> out;
-  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    const std::vector<std::string>& g = groups[gi];
-    fix last{};
-    for (const std::string& o : g) {  // one change: key=value words separated by spaces
-      job_args tried = a;
-      std::vector<std::string> words;
-      for (std::size_t from = 0; from < o.size();) {
-        const std::size_t to = std::min(o.find(' ', from), o.size());
-        words.push_back(o.substr(from, to - from));
-        from = to + 1;
-      }
-      tried = with_case_words(tried, words);  // key=value overrides, and --setting value pairs
-      tried.explain = false;
-      bool fits = false;
-      try {
-        fits = estimate_rlhf(read_job(tried).job).fits();
-      } catch (const std::exception&) {
-        continue;  // this change is not valid for the job (a micro-batch the batch does not divide, ...)
-      }
-      std::string shown;
-      for (const std::string& w : words)  // OpenRLHF: --key value (--flag for a bare flag); a setting as it is given
-        shown += (shown.empty() ? "" : " ") +
-                 (!openrlhf || w.find('=') == std::string::npos
-                      ? w
-                      : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
-      last = {shown, fits};
-      if (fits || gi == more_group) break;
+  // One change (key=value words separated by spaces) tried on the job: whether every phase then fits, as the user
+  // would write it; none where it is not valid for the job (a micro-batch the batch does not divide, ...).
+  const auto attempt = [&](const std::string& o) -> std::optional<fix> {
+    std::vector<std::string> words;
+    for (std::size_t from = 0; from < o.size();) {
+      const std::size_t to = std::min(o.find(' ', from), o.size());
+      words.push_back(o.substr(from, to - from));
+      from = to + 1;
     }
-    if (!last.change.empty()) out.push_back(last);
+    job_args tried = with_case_words(a, words);  // key=value overrides, and --setting value pairs
+    tried.explain = false;
+    bool fits = false;
+    try {
+      fits = estimate_rlhf(read_job(tried).job).fits();
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    std::string shown;
+    for (const std::string& w : words)  // OpenRLHF: --key value (--flag for a bare flag); a setting as it is given
+      shown += (shown.empty() ? "" : " ") +
+               (!openrlhf || w.find('=') == std::string::npos
+                    ? w
+                    : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
+    return fix{shown, fits};
+  };
+  std::vector<fix> out;
+  for (const std::vector<std::string>& g : groups) {  // the first that fits, else the last valid one
+    std::optional<fix> last;
+    for (const std::string& o : g)
+      if (const std::optional<fix> f = attempt(o)) {
+        last = f;
+        if (f->fits) break;
+      }
+    if (last) out.push_back(*last);
   }
+  // More GPUs: the job's nodes times `factor` (verl's trainer.nnodes; OpenRLHF's every model's, which keeps the shapes
+  // its colocations assert). OpenRLHF's engines grow with them only with every model colocated, where they must span
+  // the actor's GPUs; on GPUs of their own more engines hold no less each.
+  const auto more_gpus = [&](std::int64_t factor) {
+    std::string more = key("actor_num_nodes", "trainer.nnodes", "trainer.nnodes") + "=" + std::to_string(detail::checked_mul(j.nodes, factor));
+    if (openrlhf && j.colocate_all && j.rollout.present)
+      more += " " + key("vllm_num_engines", "", "") + "=" + std::to_string(detail::checked_mul(j.rollout.engines, factor));
+    for (const auto& [nodes_key, nodes] : r.other_nodes) more += " " + nodes_key + "=" + std::to_string(detail::checked_mul(nodes, factor));
+    // OpenRLHF without dynamic batches: the GPUs must still divide train_batch_size x ring by micro x GPUs (DeepSpeed's
+    // batch assertion). Where the passes do not split by `factor`, the same global batch in micro-batches as much
+    // smaller, else a batch as much larger: each tried only if the ones before it are refused.
+    std::vector<std::string> ways{more};
+    const std::int64_t short_by = factor / std::gcd(j.actor.accumulation_steps, factor);
+    if (openrlhf && r.actor_token_budget == 0 && short_by > 1) {
+      if (j.actor.train_micro_batch % short_by == 0)
+        ways.push_back(more + " " + key("micro_train_batch_size", "", "") + "=" + std::to_string(j.actor.train_micro_batch / short_by));
+      const std::int64_t train_batch = detail::checked_product(j.actor.accumulation_steps, j.actor.train_micro_batch, j.actor.gpus) / j.ulysses;
+      ways.push_back(more + " " + key("train_batch_size", "", "") + "=" + std::to_string(detail::checked_mul(train_batch, short_by)));
+    }
+    for (const std::string& w : ways)  // the first valid way
+      if (const std::optional<fix> f = attempt(w)) return f;
+    return std::optional<fix>{};
+  };
+  // Twice the nodes, then four times, ...: the fewest (the actor on up to max_gpus GPUs) at which every phase fits;
+  // where none does, twice the nodes, said not to fit.
+  constexpr std::int64_t max_gpus = 16384;
+  const std::optional<fix> twice = more_gpus(2);
+  std::optional<fix> fewest = twice;
+  for (std::int64_t factor = 4; !(fewest && fewest->fits) && j.actor.gpus <= max_gpus / factor; factor *= 2)
+    if (const std::optional<fix> f = more_gpus(factor); f && f->fits) fewest = f;
+  if (fewest && fewest->fits) out.push_back(*fewest);
+  else if (twice) out.push_back(*twice);
   return out;
 }
 

@@ -58,6 +58,9 @@ struct job_reading {
     std::int64_t now = 0, least = 1;
   };
   std::vector<size_key> forward_sizes;
+  // OpenRLHF: the reference's, critic's and reward model's --X_num_nodes keys and values, where they run
+  // (--explain's more GPUs scales them with the actor's).
+  std::vector<std::pair<std::string, std::int64_t>> other_nodes;
 };
 
 /// Splits a shell command line as bash would for a launch script: backslash-newline joins lines, quotes group,
@@ -597,6 +600,8 @@ inline job_reading read_openrlhf(const std::vector<std::string>& words, const jo
     j.reward.offload_params = reward_offload;
     if (j.colocate_critic_reward && j.critic.present) j.reward.gpus = j.critic.gpus;
   }
+  for (const auto& [role_of, prefix] : {std::pair<const rlhf_role*, const char*>{&j.reference, "ref"}, {&j.critic, "critic"}, {&j.reward, "reward"}})
+    if (role_of->present) r.other_nodes.emplace_back(name(std::string(prefix) + "_num_nodes"), k.count(name(std::string(prefix) + "_num_nodes"), 1));
   // Under --colocate_all_models the critic's and the reward model's ranks take the actor's placement group, rank i on
   // its bundle i (train_ppo_ray.py passes the actor's pg to their groups; launcher.py _initiate_actors:
   // placement_group_bundle_index=rank, v0.6.1 to v0.11.0): their own shape, sharded over their own ranks on the first
