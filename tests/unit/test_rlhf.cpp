@@ -744,6 +744,33 @@ TEST_CASE("job --explain names a change that makes every phase fit", "[rlhf]") {
   CHECK(twice);
 }
 
+TEST_CASE("job --explain names two changes that fit together where none fits alone", "[rlhf]") {
+  // OpenRLHF's Llama-3-8B example on 40 GB A100s breaks in experience making (32 packed sequences a forward) and in
+  // training (the update's micro-batch of 16): each phase's micro-batch alone leaves the other breaking.
+  const nlohmann::json j = job("openrlhf-llama3-8b-ppo.args", {"--gpu", "a100-40gb", "--explain"});
+  for (const auto& f : j["fixes"]) CHECK((f.contains("together") || !f["fits"].get<bool>()));
+  const nlohmann::json& pair = j["fixes"].back();
+  REQUIRE(pair.contains("together"));
+  CHECK(pair["together"] == nlohmann::json::array({"--micro_train_batch_size 4", "--micro_rollout_batch_size 8"}));
+  CHECK(pair["change"] == "--micro_train_batch_size 4 --micro_rollout_batch_size 8");
+  CHECK(pair["fits"].get<bool>());
+  const auto fits = [](std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"--gpu", "a100-40gb"});
+    return job("openrlhf-llama3-8b-ppo.args", overrides)["fits"].get<bool>();
+  };
+  CHECK(fits({"micro_train_batch_size=4", "micro_rollout_batch_size=8"}));
+  CHECK_FALSE(fits({"micro_train_batch_size=4"}));
+  CHECK_FALSE(fits({"micro_rollout_batch_size=8"}));
+  // The mildest first: the update's micro-batch of 8 fits with no forward size the list offers.
+  CHECK_FALSE(fits({"micro_train_batch_size=8", "micro_rollout_batch_size=1"}));
+  const zeromem::test::cli_result text = run_cli({"job", jobs + "openrlhf-llama3-8b-ppo.args", "--gpu", "a100-40gb", "--explain"});
+  CHECK(text.out.find("  no change fits alone; two that fit together: --micro_train_batch_size 4 and --micro_rollout_batch_size 8 -> fits\n") !=
+        std::string::npos);
+  // Where a change fits alone no pair is looked for.
+  const nlohmann::json orz = job("orz-1.5b-ppo.args", {"--explain"});
+  for (const auto& f : orz["fixes"]) CHECK_FALSE(f.contains("together"));
+}
+
 TEST_CASE("job --explain halves experience making's forward passes where that phase breaks", "[rlhf]") {
   const auto fix_of = [](const nlohmann::json& j, const std::string& start) -> const nlohmann::json* {
     for (const auto& f : j["fixes"])

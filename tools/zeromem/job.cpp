@@ -40,6 +40,7 @@ namespace {
 struct fix {
   std::string change;  // as the user would write it
   bool fits = false;
+  std::vector<std::string> together;  // a pair of changes: each as the user would write it (change holds both)
 };
 
 /// The usual fixes, each an override of the launch file tried alone; returns those that make every phase fit, and
@@ -147,7 +148,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
                (!openrlhf || w.find('=') == std::string::npos
                     ? w
                     : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
-    return fix{shown, fits};
+    return fix{shown, fits, {}};
   };
   std::vector<fix> out;
   for (const std::vector<std::string>& g : groups) {  // the first that fits, else the last valid one
@@ -178,19 +179,55 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
       const std::int64_t train_batch = detail::checked_product(j.actor.accumulation_steps, j.actor.train_micro_batch, j.actor.gpus) / j.ulysses;
       ways.push_back(more + " " + key("train_batch_size", "", "") + "=" + std::to_string(detail::checked_mul(train_batch, short_by)));
     }
-    for (const std::string& w : ways)  // the first valid way
-      if (const std::optional<fix> f = attempt(w)) return f;
-    return std::optional<fix>{};
+    for (const std::string& w : ways)  // the first valid way, as written and as tried
+      if (const std::optional<fix> f = attempt(w)) return std::optional<std::pair<std::string, fix>>{{w, *f}};
+    return std::optional<std::pair<std::string, fix>>{};
   };
   // Twice the nodes, then four times, ...: the fewest (the actor on up to max_gpus GPUs) at which every phase fits;
   // where none does, twice the nodes, said not to fit.
   constexpr std::int64_t max_gpus = 16384;
-  const std::optional<fix> twice = more_gpus(2);
-  std::optional<fix> fewest = twice;
-  for (std::int64_t factor = 4; !(fewest && fewest->fits) && j.actor.gpus <= max_gpus / factor; factor *= 2)
-    if (const std::optional<fix> f = more_gpus(factor); f && f->fits) fewest = f;
-  if (fewest && fewest->fits) out.push_back(*fewest);
+  std::vector<std::string> more_ways;  // the first valid way at each factor, for the pairs below
+  std::optional<fix> twice, fewest;
+  for (std::int64_t factor = 2; j.actor.gpus <= max_gpus / factor; factor *= 2)
+    if (const auto m = more_gpus(factor)) {
+      more_ways.push_back(m->first);
+      if (!twice) twice = m->second;
+      if (m->second.fits) {
+        fewest = m->second;
+        break;
+      }
+    }
+  if (fewest) out.push_back(*fewest);
   else if (twice) out.push_back(*twice);
+  if (std::any_of(out.begin(), out.end(), [](const fix& f) { return f.fits; })) return out;
+  // No change fits alone: the first two that fit together, the mildest pairs first (the list's order; within each
+  // kind, its alternatives in order), of changes that set different keys.
+  std::vector<std::vector<std::string>> kinds = groups;
+  kinds.push_back(more_ways);
+  const auto keys_of = [](const std::string& change) {
+    std::vector<std::string> keys;
+    for (std::size_t from = 0; from < change.size();) {
+      const std::size_t to = std::min(change.find(' ', from), change.size());
+      keys.push_back(change.substr(from, std::min(change.find('=', from), to) - from));
+      from = to + 1;
+    }
+    return keys;
+  };
+  const auto overlap = [&](const std::string& x, const std::string& y) {
+    const std::vector<std::string> kx = keys_of(x), ky = keys_of(y);
+    return std::any_of(kx.begin(), kx.end(), [&](const std::string& k) { return std::find(ky.begin(), ky.end(), k) != ky.end(); });
+  };
+  for (std::size_t second = 1; second < kinds.size(); ++second)
+    for (std::size_t first = 0; first < second; ++first)
+      for (const std::string& x : kinds[first])
+        for (const std::string& y : kinds[second]) {
+          if (overlap(x, y)) continue;
+          if (const std::optional<fix> both = attempt(x + " " + y); both && both->fits) {
+            const std::optional<fix> one = attempt(x), other = attempt(y);  // each as written (valid alone: in a list above)
+            out.push_back({both->change, true, {one ? one->change : x, other ? other->change : y}});
+            return out;
+          }
+        }
   return out;
 }
 
@@ -209,7 +246,10 @@ int run_job(const job_args& a, std::ostream& out) {
     j["notes"] = e.notes;
     if (a.explain) {
       j["fixes"] = json::array();
-      for (const fix& f : fixes) j["fixes"].push_back({{"change", f.change}, {"fits", f.fits}});
+      for (const fix& f : fixes) {
+        j["fixes"].push_back({{"change", f.change}, {"fits", f.fits}});
+        if (!f.together.empty()) j["fixes"].back()["together"] = f.together;
+      }
     }
     out << j.dump(2) << "\n";
     return 0;
@@ -225,7 +265,9 @@ int run_job(const job_args& a, std::ostream& out) {
   if (!r.ignored.empty()) out << "ignored (no effect on memory): " << r.ignored.size() << " keys\n";
   if (a.explain) {
     out << "\nExplain: the smallest changes, each tried alone\n";
-    for (const fix& f : fixes) out << "  " << f.change << " -> " << (f.fits ? "fits" : "still does not fit") << "\n";
+    for (const fix& f : fixes)
+      if (f.together.empty()) out << "  " << f.change << " -> " << (f.fits ? "fits" : "still does not fit") << "\n";
+      else out << "  no change fits alone; two that fit together: " << f.together[0] << " and " << f.together[1] << " -> fits\n";
     if (fixes.empty()) out << "  (nothing to fix: every phase fits)\n";
   }
   return 0;
@@ -237,7 +279,7 @@ void add_job_flags(CLI::App& app, job_args& a) {
   for (const setting_flag& f : job_setting_flags)
     app.add_option_function<std::string>(f.flag, [&a, flag = std::string(f.flag)](const std::string& v) { a.settings[flag] = v; }, f.help);
   app.add_flag("--json", a.json, "print JSON: phases[] with per_gpu.peak_bytes, per_node_host.total_bytes and fits");
-  app.add_flag("--explain", a.explain, "try the usual fixes one at a time and say which make every phase fit");
+  app.add_flag("--explain", a.explain, "try the usual fixes one at a time and say which make every phase fit; where none does, the first two that do together");
 }
 
 }  // namespace
