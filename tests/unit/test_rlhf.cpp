@@ -766,6 +766,21 @@ TEST_CASE("job --explain names two changes that fit together where none fits alo
   const zeromem::test::cli_result text = run_cli({"job", jobs + "openrlhf-llama3-8b-ppo.args", "--gpu", "a100-40gb", "--explain"});
   CHECK(text.out.find("  no change fits alone; two that fit together: --micro_train_batch_size 4 and --micro_rollout_batch_size 8 -> fits\n") !=
         std::string::npos);
+  // The rollout's tensor parallelism, on the same GPUs: OpenRLHF's Llama-3-70B PPO on 48 GB L40S cards holds 65.71 GiB
+  // of vLLM weights a GPU at tp 2 (no room for a KV cache) and, under DeepSpeed 0.16.x, a critic whose backward keeps
+  // its whole model. tp 4 in 2 engines (the same 8 GPUs) and DeepSpeed 0.17.0 fit together; neither alone.
+  const nlohmann::json seventy = job("openrlhf-llama3-70b-ppo.args", {"--gpu", "l40s", "--explain"});
+  CHECK(seventy["first_failing_phase"] == "rollout");
+  const nlohmann::json& wider = seventy["fixes"].back();
+  REQUIRE(wider.contains("together"));
+  CHECK(wider["together"] == nlohmann::json::array({"--deepspeed-version 0.17.0", "--vllm_tensor_parallel_size 4 --vllm_num_engines 2"}));
+  const auto seventy_fits = [](std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"--gpu", "l40s"});
+    return job("openrlhf-llama3-70b-ppo.args", overrides)["fits"].get<bool>();
+  };
+  CHECK(seventy_fits({"--deepspeed-version", "0.17.0", "vllm_tensor_parallel_size=4", "vllm_num_engines=2"}));
+  CHECK_FALSE(seventy_fits({"--deepspeed-version", "0.17.0"}));
+  CHECK_FALSE(seventy_fits({"vllm_tensor_parallel_size=4", "vllm_num_engines=2"}));
   // Where a change fits alone no pair is looked for.
   const nlohmann::json orz = job("orz-1.5b-ppo.args", {"--explain"});
   for (const auto& f : orz["fixes"]) CHECK_FALSE(f.contains("together"));

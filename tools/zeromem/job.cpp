@@ -71,6 +71,22 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
       for (int u = now + 1; u <= 19; ++u) up.push_back(utilization(u));
       if (!up.empty()) groups.push_back(up);
     }
+    // The rollout breaks: more tensor parallelism, each engine's weights and KV cache over more GPUs (up to a node's),
+    // on the same GPUs (OpenRLHF: as many fewer engines; verl and EasyR1 make world / tp engines themselves).
+    const bool rollout_breaks = std::any_of(before.phases.begin(), before.phases.end(), [](const rlhf_phase_estimate& p) {
+      return !p.blocked.empty() || (p.phase == rlhf_phase::rollout && !p.fits());
+    });
+    if (rollout_breaks) {
+      std::vector<std::string> wider;
+      const std::int64_t engine_gpus = detail::checked_mul(j.rollout.engines, j.rollout.tp);
+      for (std::int64_t tp = j.rollout.tp * 2; tp <= j.gpus_per_node; tp *= 2)
+        if (!openrlhf)
+          wider.push_back(key("", "actor_rollout_ref.rollout.tensor_model_parallel_size", "worker.rollout.tensor_parallel_size") + "=" + std::to_string(tp));
+        else if (engine_gpus % tp == 0)
+          wider.push_back(key("vllm_tensor_parallel_size", "", "") + "=" + std::to_string(tp) + " " + key("vllm_num_engines", "", "") + "=" +
+                          std::to_string(engine_gpus / tp));
+      if (!wider.empty()) groups.push_back(wider);
+    }
   }
   if (openrlhf && j.colocate_all) {
     if (j.rollout.present && j.rollout.sleep_level == 0) groups.push_back({key("vllm_enable_sleep", "", "") + "="});
