@@ -787,20 +787,19 @@ TEST_CASE("job --explain names two changes that fit together where none fits alo
 }
 
 TEST_CASE("job --explain halves experience making's forward passes where that phase breaks", "[rlhf]") {
-  const auto fix_of = [](const nlohmann::json& j, const std::string& start) -> const nlohmann::json* {
+  // The change --explain shows for the keys it starts with ("" where none), and whether it says that change fits.
+  const auto offered = [](const nlohmann::json& j, const std::string& start) {
     for (const auto& f : j["fixes"])
-      if (f["change"].get<std::string>().rfind(start, 0) == 0) return &f;
-    return nullptr;
+      if (f["change"].get<std::string>().rfind(start, 0) == 0) return std::make_pair(f["change"].get<std::string>(), f["fits"].get<bool>());
+    return std::make_pair(std::string(), false);
   };
+  using shown = std::pair<std::string, bool>;
   // OpenRLHF's own Llama-3-8B example breaks in experience making: its forwards take --micro_rollout_batch_size 32
   // packed sequences of 1024 prompt + 1024 response tokens, 65,536 tokens a pass. Half of them fit.
   const nlohmann::json openrlhf = job("openrlhf-llama3-8b-ppo.args", {"--explain"});
   CHECK(openrlhf["first_failing_phase"] == "experience");
   CHECK(term(phase(openrlhf, "experience"), "actor", "forward peak (32 sequences, 65536 x 1 tokens)") > 0);
-  const nlohmann::json* rollout = fix_of(openrlhf, "--micro_rollout_batch_size");
-  REQUIRE(rollout != nullptr);
-  CHECK((*rollout)["change"] == "--micro_rollout_batch_size 16");
-  CHECK((*rollout)["fits"].get<bool>());
+  CHECK(offered(openrlhf, "--micro_rollout_batch_size") == shown{"--micro_rollout_batch_size 16", true});
   const nlohmann::json halved = job("openrlhf-llama3-8b-ppo.args", {"micro_rollout_batch_size=16"});
   CHECK(halved["fits"].get<bool>());
   // Its most loaded GPU in experience making is now a vLLM engine's (idle, 71.41 GiB), not the actor's.
@@ -811,60 +810,41 @@ TEST_CASE("job --explain halves experience making's forward passes where that ph
   // 2048) break, 65,536 still do (the term above), 32,768 fit.
   const nlohmann::json openrlhf_dynamic = job("openrlhf-llama3-8b-ppo.args", {"use_dynamic_batch=", "rollout_max_tokens_per_gpu=131072", "--explain"});
   CHECK(term(phase(openrlhf_dynamic, "experience"), "actor", "forward peak (64 sequences, 131072 x 1 tokens)") > 0);
-  rollout = fix_of(openrlhf_dynamic, "--rollout_max_tokens_per_gpu");
-  REQUIRE(rollout != nullptr);
-  CHECK((*rollout)["change"] == "--rollout_max_tokens_per_gpu 32768");
-  CHECK((*rollout)["fits"].get<bool>());
-  // verl, every forward-only size in the global keys the script uses (divided by the 8 ranks): rollout and reference
-  // log-probs, the critic's values, halved together.
-  const std::vector<std::string> global{"actor_rollout_ref.rollout.log_prob_micro_batch_size=1024", "actor_rollout_ref.ref.log_prob_micro_batch_size=1024",
-                                        "critic.forward_micro_batch_size=1024"};
-  std::vector<std::string> explain = global;
-  explain.push_back("--explain");
-  const nlohmann::json verl = job("verl-qwen2-7b-ppo.sh", explain);
-  CHECK(verl["first_failing_phase"] == "experience");
-  const nlohmann::json* forward = fix_of(verl, "actor_rollout_ref.rollout.log_prob_micro_batch_size=");
-  REQUIRE(forward != nullptr);
-  CHECK((*forward)["change"] ==
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size=512 actor_rollout_ref.ref.log_prob_micro_batch_size=512 critic.forward_micro_batch_size=512");
-  CHECK((*forward)["fits"].get<bool>());
-  CHECK(job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.rollout.log_prob_micro_batch_size=512", "actor_rollout_ref.ref.log_prob_micro_batch_size=512",
-                                     "critic.forward_micro_batch_size=512"})["fits"]
-            .get<bool>());
-  // The same sizes per GPU (the global keys nulled): 128 sequences a GPU, halved to 64.
-  const nlohmann::json per_gpu = job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.rollout.log_prob_micro_batch_size=null",
-                                                              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=128",
-                                                              "actor_rollout_ref.ref.log_prob_micro_batch_size=null",
-                                                              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=128",
-                                                              "critic.forward_micro_batch_size_per_gpu=128", "--explain"});
-  forward = fix_of(per_gpu, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=");
-  REQUIRE(forward != nullptr);
-  CHECK((*forward)["change"] ==
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64 "
-        "critic.forward_micro_batch_size_per_gpu=64");
-  CHECK((*forward)["fits"].get<bool>());
-  // Dynamic batches: the token budgets, down to one sequence (1024 + 512 tokens) when nothing smaller makes every
-  // phase fit (the critic's update still breaks).
-  const nlohmann::json dynamic = job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.actor.use_dynamic_bsz=True",
-                                                              "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=262144",
-                                                              "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=262144",
-                                                              "critic.forward_max_token_len_per_gpu=262144", "--explain"});
-  forward = fix_of(dynamic, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=");
-  REQUIRE(forward != nullptr);
-  CHECK((*forward)["change"] ==
-        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=1536 actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=1536 "
-        "critic.forward_max_token_len_per_gpu=1536");
-  CHECK_FALSE((*forward)["fits"].get<bool>());
+  CHECK(offered(openrlhf_dynamic, "--rollout_max_tokens_per_gpu") == shown{"--rollout_max_tokens_per_gpu 32768", true});
+  // verl: the rollout's and reference's log-prob forwards and the critic's value forward, halved together in the keys
+  // the config uses. Global keys (divided by the 8 ranks), 1024 -> 512:
+  const std::string rollout = "actor_rollout_ref.rollout.", ref = "actor_rollout_ref.ref.";
+  const nlohmann::json global = job("verl-qwen2-7b-ppo.sh", {rollout + "log_prob_micro_batch_size=1024", ref + "log_prob_micro_batch_size=1024",
+                                                             "critic.forward_micro_batch_size=1024", "--explain"});
+  CHECK(global["first_failing_phase"] == "experience");
+  CHECK(offered(global, rollout + "log_prob") ==
+        shown{rollout + "log_prob_micro_batch_size=512 " + ref + "log_prob_micro_batch_size=512 critic.forward_micro_batch_size=512", true});
+  CHECK(job("verl-qwen2-7b-ppo.sh", {rollout + "log_prob_micro_batch_size=512", ref + "log_prob_micro_batch_size=512", "critic.forward_micro_batch_size=512"})
+            ["fits"]
+                .get<bool>());
+  // Per GPU (the global keys nulled), 128 -> 64 sequences a GPU:
+  const nlohmann::json per_gpu =
+      job("verl-qwen2-7b-ppo.sh", {rollout + "log_prob_micro_batch_size=null", rollout + "log_prob_micro_batch_size_per_gpu=128",
+                                   ref + "log_prob_micro_batch_size=null", ref + "log_prob_micro_batch_size_per_gpu=128",
+                                   "critic.forward_micro_batch_size_per_gpu=128", "--explain"});
+  CHECK(offered(per_gpu, rollout + "log_prob") == shown{rollout + "log_prob_micro_batch_size_per_gpu=64 " + ref +
+                                                             "log_prob_micro_batch_size_per_gpu=64 critic.forward_micro_batch_size_per_gpu=64",
+                                                         true});
+  // Dynamic batches: the token budgets, down to one sequence (1024 + 512 tokens) where nothing smaller makes every
+  // phase fit (the critic's update still breaks):
+  const nlohmann::json dynamic =
+      job("verl-qwen2-7b-ppo.sh", {"actor_rollout_ref.actor.use_dynamic_bsz=True", rollout + "log_prob_max_token_len_per_gpu=262144",
+                                   ref + "log_prob_max_token_len_per_gpu=262144", "critic.forward_max_token_len_per_gpu=262144", "--explain"});
+  CHECK(offered(dynamic, rollout + "log_prob") == shown{rollout + "log_prob_max_token_len_per_gpu=1536 " + ref +
+                                                             "log_prob_max_token_len_per_gpu=1536 critic.forward_max_token_len_per_gpu=1536",
+                                                         false});
   // EasyR1's _for_experience key: the Qwen2.5-VL job breaks in experience making on host RAM, which no forward's size
   // changes; halved down to one sequence, it is offered and said not to fit.
-  const nlohmann::json easyr1_job = job("easyr1-vl-7b-grpo.yaml", {"--explain"});
-  const nlohmann::json* easyr1 = fix_of(easyr1_job, "worker.actor.micro_batch_size_per_device_for_experience=");
-  REQUIRE(easyr1 != nullptr);
-  CHECK((*easyr1)["change"] == "worker.actor.micro_batch_size_per_device_for_experience=1");
-  CHECK_FALSE((*easyr1)["fits"].get<bool>());
+  const std::string experience = "worker.actor.micro_batch_size_per_device_for_experience";
+  CHECK(offered(job("easyr1-vl-7b-grpo.yaml", {"--explain"}), experience) == shown{experience + "=1", false});
   // Where experience making fits, its sizes are not offered: ORZ breaks in the rollout, Logic-RL in training.
-  CHECK(fix_of(job("orz-1.5b-ppo.args", {"--explain"}), "--micro_rollout_batch_size") == nullptr);
-  CHECK(fix_of(job("logic-rl-7b-grpo.yaml", {"--explain"}), "actor_rollout_ref.rollout.log_prob_micro_batch_size") == nullptr);
+  CHECK(offered(job("orz-1.5b-ppo.args", {"--explain"}), "--micro_rollout_batch_size").first.empty());
+  CHECK(offered(job("logic-rl-7b-grpo.yaml", {"--explain"}), rollout + "log_prob").first.empty());
 }
 
 TEST_CASE("vLLM's CUDA graphs in a job: above the budget before 0.21, inside it from 0.21", "[rlhf][vllm]") {
