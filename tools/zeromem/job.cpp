@@ -79,8 +79,8 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
     if (rollout_breaks) {
       std::vector<std::string> wider;
       const std::int64_t engine_gpus = detail::checked_mul(j.rollout.engines, j.rollout.tp);
-      for (std::int64_t tp = j.rollout.tp * 2; tp <= j.gpus_per_node; tp *= 2)
-        if (!openrlhf)
+      for (std::int64_t tp = j.rollout.tp; tp <= j.gpus_per_node / 2;)  // doubled below, within the node (no overflow)
+        if (tp *= 2; !openrlhf)
           wider.push_back(key("", "actor_rollout_ref.rollout.tensor_model_parallel_size", "worker.rollout.tensor_parallel_size") + "=" + std::to_string(tp));
         else if (engine_gpus % tp == 0)
           wider.push_back(key("vllm_tensor_parallel_size", "", "") + "=" + std::to_string(tp) + " " + key("vllm_num_engines", "", "") + "=" +
