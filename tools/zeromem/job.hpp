@@ -37,4 +37,14 @@ job_args with_case_words(job_args a, const std::vector<std::string>& words);
 json phase_json(const rlhf_phase_estimate& p);
 void print_phase(std::ostream& out, const rlhf_phase_estimate& p);
 
+struct fix {
+  std::string change;  // as the user would write it
+  bool fits = false;
+  std::vector<std::string> together;  // a pair of changes: each as the user would write it (change holds both)
+};
+
+/// The usual fixes of a job that does not fit, each an override of the launch file tried on it (job_explain.cpp):
+/// the first of each kind that makes every phase fit, else the last valid one; where none fits, the first pair that does.
+std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rlhf_estimate& before);
+
 }  // namespace zeromem::cli
