@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""`zeromem estimate --explain` held to its word: random training jobs that do not fit their card, and the change,
+pair or GPU count --explain names, applied to the command line and estimated again. The job so changed must fit at
+the bytes and margin printed (to the 0.01 GiB shown); for a GPU count, half as many data-parallel ranks (where that
+is still more than the job's) must not fit. Prints a summary; exits 1 on any mismatch.
+
+usage: estimate_explain_fixes.py ZEROMEM [--jobs N] [--seed S]
+"""
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+
+MODELS = ["qwen2.5-1.5b", "qwen2.5-7b", "llama-2-7b", "llama-3-8b", "llama-3-70b", "gemma-2-9b", "mixtral-8x7b", "pythia-1b"]
+CARDS = ["8GiB", "16GiB", "24GiB", "40GiB", "48GiB", "80GiB"]
+MARKERS = ["smallest change that fits: ", "two changes that fit together: ", "the fewest GPUs that fit: ",
+           "fewer GPUs with ", "the fewest GPUs that fit, with "]
+
+
+def estimate(zeromem, flags):
+    p = subprocess.run([zeromem, "estimate"] + flags, capture_output=True, text=True, timeout=120)
+    if p.returncode not in (0, 2):
+        raise SystemExit(f"exit {p.returncode}: {' '.join(flags)}\n{p.stderr}")
+    return p.stdout if p.returncode == 0 else None
+
+
+def as_flags(flags):
+    out = []
+    for k, v in flags.items():
+        out += [k] if v is None else [k, v]
+    return out
+
+
+def apply(base, change):
+    """The flags of a change as --explain prints it, over the base's: parenthesised notes dropped, FSDP in place of
+    --ddp taking --ddp away, later values replacing earlier ones."""
+    flags = dict(base)
+    if "(in place of --ddp)" in change:
+        flags.pop("--ddp", None)
+    words = re.sub(r"\([^()]*\)", " ", change).split()
+    i = 0
+    while i < len(words):
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            flags[words[i]] = words[i + 1]
+            i += 2
+        else:
+            flags[words[i]] = None
+            i += 1
+    return flags
+
+
+def random_job(rng):
+    flags = {"--model": rng.choice(MODELS), "--seq-len": str(rng.choice([512, 1024, 2048, 4096, 8192])),
+             "--micro-batch": str(rng.choice([1, 2, 4, 8])), "--gpu-memory": rng.choice(CARDS)}
+    dp = rng.choice([1, 2, 4, 8])
+    flags["--dp"] = str(dp)
+    sharding = rng.choice(["none", "zero", "fsdp", "ddp"])
+    if sharding == "zero":
+        flags["--zero-stage"] = str(rng.choice([0, 1, 2, 3]))
+    elif sharding == "fsdp" and dp > 1:
+        flags["--fsdp"] = rng.choice(["FULL_SHARD", "SHARD_GRAD_OP"])
+    elif sharding == "ddp" and dp > 1:
+        flags["--ddp"] = None
+    flags["--precision"] = rng.choice(["mixed-bf16", "bf16", "amp-bf16"])
+    if rng.random() < 0.3:
+        flags["--recompute"] = "full"
+    if rng.random() < 0.2:
+        flags["--lora-rank"] = "16"
+        flags["--lora-targets"] = "q_proj,v_proj"
+    return flags
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("zeromem")
+    ap.add_argument("--jobs", type=int, default=80)
+    ap.add_argument("--seed", type=int, default=20261206)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    counts = dict(jobs=0, refused=0, fit=0, named=0, gpu_counts=0, nothing=0, wrong=0)
+    for _ in range(a.jobs):
+        base = random_job(rng)
+        counts["jobs"] += 1
+        out = estimate(a.zeromem, as_flags(base) + ["--explain"])
+        if out is None:
+            counts["refused"] += 1
+            continue
+        if "-> fits\n" in out:
+            counts["fit"] += 1
+            continue
+        lines = [l.strip() for l in out.splitlines() if any(l.strip().startswith(m) for m in MARKERS)]
+        if not lines:
+            counts["nothing"] += 1
+            continue
+        for line in lines:
+            m = re.match(r"(.*) -> ([0-9.]+ GiB) \(margin ([0-9.-]+ GiB)\)$", line)
+            marker = next(k for k in MARKERS if line.startswith(k))
+            told = m.group(1)[len(marker):]
+            if marker in ("fewer GPUs with ", "the fewest GPUs that fit, with "):
+                change, gpus = told.split(": ", 1)
+                changes = [change, gpus]
+            elif marker == "two changes that fit together: ":
+                changes = told.split(" and ")
+            else:
+                changes = [told]
+            flags = base
+            for c in changes:
+                flags = apply(flags, c)
+            counts["named"] += 1
+            got = estimate(a.zeromem, as_flags(flags) + ["--json"])
+            verdict = json.loads(got)["verdict"] if got else None
+            gib = lambda b: f"{b / 2**30:.2f} GiB"
+            if not verdict or not verdict["fits"] or (gib(verdict["needed_bytes"]), gib(verdict["margin_bytes"])) != (m.group(2), m.group(3)):
+                counts["wrong"] += 1
+                print(f"WRONG {' '.join(as_flags(base))}: {line} gives {verdict}")
+            if "--dp" in changes[-1] and "GPUs" in marker:
+                counts["gpu_counts"] += 1
+                half = int(flags["--dp"]) // 2
+                if half > int(base["--dp"]):
+                    fewer = estimate(a.zeromem, as_flags(dict(flags, **{"--dp": str(half)})) + ["--json"])
+                    if fewer and json.loads(fewer)["verdict"]["fits"]:
+                        counts["wrong"] += 1
+                        print(f"WRONG {' '.join(as_flags(base))}: {line}, but --dp {half} fits too")
+    print(" ".join(f"{k} {v}" for k, v in counts.items()))
+    return 1 if counts["wrong"] or counts["named"] == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
