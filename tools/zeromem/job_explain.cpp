@@ -106,30 +106,36 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
     }
     if (!g.empty()) groups.push_back(g);
   }
-  // One change (key=value words separated by spaces) tried on the job: whether every phase then fits, as the user
-  // would write it; none where it is not valid for the job (a micro-batch the batch does not divide, ...).
-  const auto attempt = [&](const std::string& o) -> std::optional<fix> {
+  // A change: key=value words (and --setting value pairs) separated by spaces.
+  const auto words_of = [](const std::string& change) {
     std::vector<std::string> words;
-    for (std::size_t from = 0; from < o.size();) {
-      const std::size_t to = std::min(o.find(' ', from), o.size());
-      words.push_back(o.substr(from, to - from));
+    for (std::size_t from = 0; from < change.size();) {
+      const std::size_t to = std::min(change.find(' ', from), change.size());
+      words.push_back(change.substr(from, to - from));
       from = to + 1;
     }
-    job_args tried = with_case_words(a, words);  // key=value overrides, and --setting value pairs
-    tried.explain = false;
-    bool fits = false;
-    try {
-      fits = estimate_rlhf(read_job(tried).job).fits();
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    return words;
+  };
+  // As the user would write it. OpenRLHF: --key value (--flag for a bare flag); a setting as it is given.
+  const auto shown_of = [&](const std::string& change) {
     std::string shown;
-    for (const std::string& w : words)  // OpenRLHF: --key value (--flag for a bare flag); a setting as it is given
+    for (const std::string& w : words_of(change))
       shown += (shown.empty() ? "" : " ") +
                (!openrlhf || w.find('=') == std::string::npos
                     ? w
                     : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
-    return fix{shown, fits, {}};
+    return shown;
+  };
+  // A change tried on the job: whether every phase then fits; none where it is not valid for the job (a micro-batch
+  // the batch does not divide, ...).
+  const auto attempt = [&](const std::string& change) -> std::optional<fix> {
+    job_args tried = with_case_words(a, words_of(change));
+    tried.explain = false;
+    try {
+      return fix{shown_of(change), estimate_rlhf(read_job(tried).job).fits(), {}};
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
   };
   std::vector<fix> out;
   for (const std::vector<std::string>& g : groups) {  // the first that fits, else the last valid one
@@ -185,13 +191,9 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
   // kind, its alternatives in order), of changes that set different keys.
   std::vector<std::vector<std::string>> kinds = groups;
   kinds.push_back(more_ways);
-  const auto keys_of = [](const std::string& change) {
+  const auto keys_of = [&](const std::string& change) {
     std::vector<std::string> keys;
-    for (std::size_t from = 0; from < change.size();) {
-      const std::size_t to = std::min(change.find(' ', from), change.size());
-      keys.push_back(change.substr(from, std::min(change.find('=', from), to) - from));
-      from = to + 1;
-    }
+    for (const std::string& w : words_of(change)) keys.push_back(w.substr(0, w.find('=')));
     return keys;
   };
   const auto overlap = [&](const std::string& x, const std::string& y) {
@@ -204,8 +206,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
         for (const std::string& y : kinds[second]) {
           if (overlap(x, y)) continue;
           if (const std::optional<fix> both = attempt(x + " " + y); both && both->fits) {
-            const std::optional<fix> one = attempt(x), other = attempt(y);  // each as written (valid alone: in a list above)
-            out.push_back({both->change, true, {one ? one->change : x, other ? other->change : y}});
+            out.push_back({both->change, true, {shown_of(x), shown_of(y)}});
             return out;
           }
         }
