@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`zeromem job --explain` held to its word: random launches of the example jobs (a GPU, forward and update sizes),
 each fix it names applied to the launch and the job run again. A fix said to fit must make every phase fit and one
-said not to must not; where a pair is named, no single fix may fit. Prints a summary; exits 1 on any mismatch.
+said not to must not; where two or three changes are named together, no single fix may fit, nor any of those changes
+without one of the others; where more nodes fit, half as many must not. Prints a summary; exits 1 on any mismatch.
 
 usage: explain_fixes.py ZEROMEM JOBS_DIR [--launches N] [--seed S]
 """
@@ -41,6 +42,22 @@ def overrides_of(change, openrlhf):
     return out
 
 
+def is_nodes(key):
+    return key.endswith("num_nodes") or key == "trainer.nnodes"
+
+
+def halved_nodes(overrides):
+    """A more-GPUs fix with its node and engine counts halved; None where it sets anything else (a batch size that
+    follows the factor) or a count that does not halve."""
+    out = []
+    for o in overrides:
+        key, _, value = o.partition("=")
+        if not (is_nodes(key) or key.endswith("num_engines")) or int(value) % 2:
+            return None
+        out.append(f"{key}={int(value) // 2}")
+    return out if any(is_nodes(o.partition("=")[0]) for o in out) else None
+
+
 def launch(rng, jobs):
     name = rng.choice(sorted(os.listdir(jobs)))
     size = rng.choice([1, 2, 4, 8, 16, 32])
@@ -65,7 +82,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(launches=0, refused=0, breaking=0, fixes=0, pairs=0, wrong=0)
+    counts = dict(launches=0, refused=0, breaking=0, fixes=0, pairs=0, triples=0, fewer=0, halved=0, wrong=0)
     for _ in range(a.launches):
         name, extra = launch(rng, a.jobs)
         path = os.path.join(a.jobs, name)
@@ -79,17 +96,33 @@ def main():
         counts["breaking"] += 1
         fixes = j["fixes"]
         if any("together" in f for f in fixes):
-            counts["pairs"] += 1
+            counts["pairs" if len(fixes[-1]["together"]) == 2 else "triples"] += 1
             if any(f["fits"] for f in fixes if "together" not in f):
                 counts["wrong"] += 1
-                print(f"WRONG {name} {' '.join(extra)}: a pair named where a single change fits")
+                print(f"WRONG {name} {' '.join(extra)}: changes named together where a single change fits")
+        openrlhf = name.endswith(".args")
         for f in fixes:
             counts["fixes"] += 1
-            again = run(a.zeromem, [path] + extra + overrides_of(f["change"], name.endswith(".args")))
+            again = run(a.zeromem, [path] + extra + overrides_of(f["change"], openrlhf))
             if again is None or again["fits"] != f["fits"]:
                 counts["wrong"] += 1
                 print(f"WRONG {name} {' '.join(extra)}: {f['change']} said {f['fits']}, "
                       f"gives {'refused' if again is None else again['fits']}")
+            parts = f.get("together", [])
+            for left_out in range(len(parts)):  # the others without this one: refused or not fitting
+                rest = [w for i, p in enumerate(parts) if i != left_out for w in overrides_of(p, openrlhf)]
+                fewer = run(a.zeromem, [path] + extra + rest)
+                counts["fewer"] += 1
+                if fewer is not None and fewer["fits"]:
+                    counts["wrong"] += 1
+                    print(f"WRONG {name} {' '.join(extra)}: {f['change']} named together, but fits without {parts[left_out]}")
+            half = halved_nodes(overrides_of(f["change"], openrlhf)) if f["fits"] and not parts else None
+            if half is not None:
+                counts["halved"] += 1
+                fewer = run(a.zeromem, [path] + extra + half)
+                if fewer is not None and fewer["fits"]:
+                    counts["wrong"] += 1
+                    print(f"WRONG {name} {' '.join(extra)}: {f['change']} named as the fewest nodes, but {' '.join(half)} fits")
     print(" ".join(f"{k} {v}" for k, v in counts.items()))
     return 1 if counts["wrong"] or counts["fixes"] == 0 else 0
 

@@ -786,6 +786,45 @@ TEST_CASE("job --explain names two changes that fit together where none fits alo
   for (const auto& f : orz["fixes"]) CHECK_FALSE(f.contains("together"));
 }
 
+TEST_CASE("job --explain names three changes that fit together where no change or pair does", "[rlhf]") {
+  // OpenRLHF's Llama-3-70B PPO on 40 GB A100s breaks three ways, each mended by one change only:
+  // - the rollout: tp 2 leaves vLLM no room for a KV cache (tp 4 in 2 engines does, on the same 8 GPUs);
+  // - training: under DeepSpeed 0.16.x the critic's backward keeps its whole model gathered (0.17.0 releases it);
+  // - experience: the reference's weights on 4 GPUs, 2 B x 70.55e9 / 4 = 35.28e9 B = 32.85 GiB, leave too little for a
+  //   forward of 2 packed sequences of 2,048 tokens (4,096 a pass; 2,048 with --micro_rollout_batch_size 1).
+  const nlohmann::json j = job("openrlhf-llama3-70b-ppo.args", {"--gpu", "a100-40gb", "--explain"});
+  for (const auto& f : j["fixes"]) CHECK((f.contains("together") || !f["fits"].get<bool>()));
+  const nlohmann::json& three = j["fixes"].back();
+  REQUIRE(three.contains("together"));
+  CHECK(three["together"] ==
+        nlohmann::json::array({"--deepspeed-version 0.17.0", "--vllm_tensor_parallel_size 4 --vllm_num_engines 2", "--micro_rollout_batch_size 1"}));
+  CHECK(three["fits"].get<bool>());
+  const auto fits = [](std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"--gpu", "a100-40gb"});
+    return job("openrlhf-llama3-70b-ppo.args", overrides)["fits"].get<bool>();
+  };
+  const std::vector<std::string> version{"--deepspeed-version", "0.17.0"}, wider{"vllm_tensor_parallel_size=4", "vllm_num_engines=2"},
+      forward{"micro_rollout_batch_size=1"};
+  const auto joined = [](std::vector<std::string> x, const std::vector<std::string>& y) {
+    x.insert(x.end(), y.begin(), y.end());
+    return x;
+  };
+  CHECK(fits(joined(joined(version, wider), forward)));
+  CHECK_FALSE(fits(joined(version, wider)));
+  CHECK_FALSE(fits(joined(version, forward)));
+  CHECK_FALSE(fits(joined(wider, forward)));
+  const zeromem::test::cli_result text = run_cli({"job", jobs + "openrlhf-llama3-70b-ppo.args", "--gpu", "a100-40gb", "--explain"});
+  CHECK(text.out.find("  no change or pair fits; three that fit together: --deepspeed-version 0.17.0, --vllm_tensor_parallel_size 4 "
+                      "--vllm_num_engines 2 and --micro_rollout_batch_size 1 -> fits\n") != std::string::npos);
+  // Where nothing up to three fits (the 8B example's responses of 131,072 tokens on L40S cards), the text says so.
+  const zeromem::test::cli_result none =
+      run_cli({"job", jobs + "openrlhf-llama3-8b-ppo.args", "--gpu", "l40s", "--explain", "generate_max_len=131072"});
+  const std::size_t explained = none.out.find("\nExplain:");
+  REQUIRE(explained != std::string::npos);
+  CHECK(none.out.find("-> fits", explained) == std::string::npos);
+  CHECK(none.out.find("  none fits alone, nor two together, nor three (the first 4096 sets of three tried)\n") != std::string::npos);
+}
+
 TEST_CASE("job --explain halves experience making's forward passes where that phase breaks", "[rlhf]") {
   // The change --explain shows for the keys it starts with ("" where none), and whether it says that change fits.
   const auto offered = [](const nlohmann::json& j, const std::string& start) {

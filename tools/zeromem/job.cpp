@@ -1,5 +1,6 @@
 // `zeromem job FILE [key=value ...]`: an RLHF job as launched (OpenRLHF arguments, a verl or EasyR1 YAML config),
 // phase by phase on the most loaded GPU and node.
+#include <algorithm>
 #include <ostream>
 
 #include "job.hpp"
@@ -70,8 +71,11 @@ int run_job(const job_args& a, std::ostream& out) {
     out << "\nExplain: the smallest changes, each tried alone\n";
     for (const fix& f : fixes)
       if (f.together.empty()) out << "  " << f.change << " -> " << (f.fits ? "fits" : "still does not fit") << "\n";
-      else out << "  no change fits alone; two that fit together: " << f.together[0] << " and " << f.together[1] << " -> fits\n";
+      else if (f.together.size() == 2) out << "  no change fits alone; two that fit together: " << f.together[0] << " and " << f.together[1] << " -> fits\n";
+      else out << "  no change or pair fits; three that fit together: " << f.together[0] << ", " << f.together[1] << " and " << f.together[2] << " -> fits\n";
     if (fixes.empty()) out << "  (nothing to fix: every phase fits)\n";
+    else if (std::none_of(fixes.begin(), fixes.end(), [](const fix& f) { return f.fits; }))
+      out << "  none fits alone, nor two together, nor three (the first " << max_triples_tried << " sets of three tried)\n";
   }
   return 0;
 }
@@ -82,7 +86,7 @@ void add_job_flags(CLI::App& app, job_args& a) {
   for (const setting_flag& f : job_setting_flags)
     app.add_option_function<std::string>(f.flag, [&a, flag = std::string(f.flag)](const std::string& v) { a.settings[flag] = v; }, f.help);
   app.add_flag("--json", a.json, "print JSON: phases[] with per_gpu.peak_bytes, per_node_host.total_bytes and fits");
-  app.add_flag("--explain", a.explain, "try the usual fixes one at a time and say which make every phase fit; where none does, the first two that do together");
+  app.add_flag("--explain", a.explain, "try the usual fixes one at a time and say which make every phase fit; where none does, the first two (else three) that do together");
 }
 
 }  // namespace

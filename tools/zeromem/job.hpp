@@ -2,6 +2,7 @@
 // and one phase printed or written as JSON. One reading path for both, so a scenario is a launch file and its cases.
 #pragma once
 
+#include <cstddef>
 #include <iosfwd>
 #include <map>
 #include <optional>
@@ -40,11 +41,14 @@ void print_phase(std::ostream& out, const rlhf_phase_estimate& p);
 struct fix {
   std::string change;  // as the user would write it
   bool fits = false;
-  std::vector<std::string> together;  // a pair of changes: each as the user would write it (change holds both)
+  std::vector<std::string> together;  // two or three changes: each as the user would write it (change holds them all)
 };
 
+/// The most sets of three changes suggest_fixes tries where no single change or pair fits.
+inline constexpr std::size_t max_triples_tried = 4096;
+
 /// The usual fixes of a job that does not fit, each an override of the launch file tried on it (job_explain.cpp):
-/// the first of each kind that makes every phase fit, else the last valid one; where none fits, the first pair that does.
+/// the first of each kind that makes every phase fit, else the last valid one; where none fits, the first pair (else three) that does.
 std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rlhf_estimate& before);
 
 }  // namespace zeromem::cli

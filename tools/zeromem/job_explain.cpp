@@ -1,5 +1,6 @@
 // `zeromem job --explain`: the usual fixes of an RLHF launch, each an override of the launch file tried on the job.
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -187,8 +188,9 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
   if (fewest) out.push_back(*fewest);
   else if (twice) out.push_back(*twice);
   if (std::any_of(out.begin(), out.end(), [](const fix& f) { return f.fits; })) return out;
-  // No change fits alone: the first two that fit together, the mildest pairs first (the list's order; within each
-  // kind, its alternatives in order), of changes that set different keys.
+  // No change fits alone: the first two that fit together, else the first three. Mildest first: the kinds in the
+  // list's order (a set ordered by its last kind, then the one before, ...), within each kind its alternatives in
+  // order; only changes that set different keys. Sets of three stop after max_triples_tried (job.hpp).
   std::vector<std::vector<std::string>> kinds = groups;
   kinds.push_back(more_ways);
   const auto keys_of = [&](const std::string& change) {
@@ -196,20 +198,48 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
     for (const std::string& w : words_of(change)) keys.push_back(w.substr(0, w.find('=')));
     return keys;
   };
-  const auto overlap = [&](const std::string& x, const std::string& y) {
-    const std::vector<std::string> kx = keys_of(x), ky = keys_of(y);
-    return std::any_of(kx.begin(), kx.end(), [&](const std::string& k) { return std::find(ky.begin(), ky.end(), k) != ky.end(); });
+  const auto overlap = [&](const std::string& x, const std::vector<std::string>& chosen) {
+    const std::vector<std::string> kx = keys_of(x);
+    return std::any_of(chosen.begin(), chosen.end(), [&](const std::string& y) {
+      const std::vector<std::string> ky = keys_of(y);
+      return std::any_of(kx.begin(), kx.end(), [&](const std::string& k) { return std::find(ky.begin(), ky.end(), k) != ky.end(); });
+    });
   };
-  for (std::size_t second = 1; second < kinds.size(); ++second)
-    for (std::size_t first = 0; first < second; ++first)
-      for (const std::string& x : kinds[first])
-        for (const std::string& y : kinds[second]) {
-          if (overlap(x, y)) continue;
-          if (const std::optional<fix> both = attempt(x + " " + y); both && both->fits) {
-            out.push_back({both->change, true, {shown_of(x), shown_of(y)}});
-            return out;
-          }
-        }
+  for (std::size_t size = 2; size <= 3 && size <= kinds.size(); ++size) {
+    std::size_t tries_left = size == 2 ? SIZE_MAX : max_triples_tried;
+    std::vector<std::size_t> set(size);
+    std::iota(set.begin(), set.end(), std::size_t{0});
+    std::vector<std::string> chosen;
+    // The alternatives of set[i], set[i + 1], ... after `chosen`: the first combination that fits.
+    const auto pick = [&](const auto& self, std::size_t i) -> bool {
+      if (i == size) {
+        if (tries_left == 0) return false;
+        --tries_left;
+        std::string change;
+        for (const std::string& c : chosen) change += (change.empty() ? "" : " ") + c;
+        const std::optional<fix> f = attempt(change);
+        if (!f || !f->fits) return false;
+        std::vector<std::string> shown;
+        for (const std::string& c : chosen) shown.push_back(shown_of(c));
+        out.push_back({f->change, true, shown});
+        return true;
+      }
+      for (const std::string& x : kinds[set[i]]) {
+        if (overlap(x, chosen)) continue;
+        chosen.push_back(x);
+        const bool found = self(self, i + 1);
+        chosen.pop_back();
+        if (found) return true;
+      }
+      return false;
+    };
+    while (set.back() < kinds.size() && tries_left > 0) {
+      if (pick(pick, 0)) return out;
+      std::size_t i = 0;  // the next set in that order: raise the first index that can rise, lower the ones before it
+      for (; i + 1 < size && set[i] + 1 == set[i + 1]; ++i) set[i] = i;
+      ++set[i];
+    }
+  }
   return out;
 }
 
