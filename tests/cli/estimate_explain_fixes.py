@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`zeromem estimate --explain` held to its word: random training jobs that do not fit their card, and the change,
-pair or GPU count --explain names, applied to the command line and estimated again. The job so changed must fit at
+pair, three changes or GPU count --explain names, applied to the command line and estimated again. The job so changed must fit at
 the bytes and margin printed (to the 0.01 GiB shown); for a GPU count, half as many data-parallel ranks (where that
-is still more than the job's) must not fit. Prints a summary; exits 1 on any mismatch.
+is still more than the job's) must not fit; for two or three changes, none may fit without one of them. Prints a summary; exits 1 on any mismatch.
 
 usage: estimate_explain_fixes.py ZEROMEM [--jobs N] [--seed S]
 """
@@ -15,7 +15,8 @@ import sys
 
 MODELS = ["qwen2.5-1.5b", "qwen2.5-7b", "llama-2-7b", "llama-3-8b", "llama-3-70b", "gemma-2-9b", "mixtral-8x7b", "pythia-1b"]
 CARDS = ["8GiB", "16GiB", "24GiB", "40GiB", "48GiB", "80GiB"]
-MARKERS = ["smallest change that fits: ", "two changes that fit together: ", "the fewest GPUs that fit: ",
+MARKERS = ["smallest change that fits: ", "two changes that fit together: ", "three changes that fit together: ",
+           "the fewest GPUs that fit: ",
            "fewer GPUs with ", "the fewest GPUs that fit, with "]
 
 
@@ -79,7 +80,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(jobs=0, refused=0, fit=0, named=0, gpu_counts=0, nothing=0, wrong=0)
+    counts = dict(jobs=0, refused=0, fit=0, named=0, threes=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
     for _ in range(a.jobs):
         base = random_job(rng)
         counts["jobs"] += 1
@@ -101,20 +102,31 @@ def main():
             if marker in ("fewer GPUs with ", "the fewest GPUs that fit, with "):
                 change, gpus = told.split(": ", 1)
                 changes = [change, gpus]
-            elif marker == "two changes that fit together: ":
-                changes = told.split(" and ")
+            elif marker in ("two changes that fit together: ", "three changes that fit together: "):
+                changes = re.split(r", | and ", re.sub(r" \([^()]*\)", "", told))
             else:
                 changes = [told]
             flags = base
             for c in changes:
                 flags = apply(flags, c)
             counts["named"] += 1
+            counts["threes"] += marker.startswith("three")
             got = estimate(a.zeromem, as_flags(flags) + ["--json"])
             verdict = json.loads(got)["verdict"] if got else None
             gib = lambda b: f"{b / 2**30:.2f} GiB"
             if not verdict or not verdict["fits"] or (gib(verdict["needed_bytes"]), gib(verdict["margin_bytes"])) != (m.group(2), m.group(3)):
                 counts["wrong"] += 1
                 print(f"WRONG {' '.join(as_flags(base))}: {line} gives {verdict}")
+            if marker.endswith("fit together: "):
+                for left_out in range(len(changes)):  # each change is needed: the others without it do not fit
+                    rest = base
+                    for i, c in enumerate(changes):
+                        rest = rest if i == left_out else apply(rest, c)
+                    counts["fewer"] += 1
+                    fewer = estimate(a.zeromem, as_flags(rest) + ["--json"])
+                    if fewer and json.loads(fewer)["verdict"]["fits"]:
+                        counts["wrong"] += 1
+                        print(f"WRONG {' '.join(as_flags(base))}: {line}, but fits without {changes[left_out]}")
             if "--dp" in changes[-1] and "GPUs" in marker:
                 counts["gpu_counts"] += 1
                 half = int(flags["--dp"]) // 2

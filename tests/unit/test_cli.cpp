@@ -1181,12 +1181,34 @@ TEST_CASE("estimate --explain names two changes that fit together where no singl
   CHECK(run_json(plus(job, {"--recompute", "full", "--json"}))["verdict"]["fits"] == false);
   check_explained_fit(r.out, "two changes that fit together: --loss fused and --recompute full -> ",
                       run_json(plus(job, {"--loss", "fused", "--recompute", "full", "--json"})));
-  // Where nothing in two steps fits, not even over more GPUs, it says so and points to plan: Llama-3-70B on a 2 GiB card,
+  // Where nothing in three changes fits, not even over more GPUs, it says so and points to plan: Llama-3-70B on a 2 GiB card,
   // where FSDP's current and prefetched layers, unsharded in bf16, are 2 x 2 x 855,654,400 B = 3.42 GB however many
   // GPUs shard the rest.
   const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu-memory", "2GiB", "--explain"});
-  CHECK(none.out.find("no single change or pair of changes fits; try `zeromem plan`") != std::string::npos);
+  CHECK(none.out.find("no single change, pair or three of them fits; try `zeromem plan`") != std::string::npos);
   CHECK(none.out.find("GPUs that fit") == std::string::npos);
+}
+
+TEST_CASE("estimate --explain names three changes that fit together where no change or pair does", "[cli][explain]") {
+  // Qwen2.5-1.5B, mixed bf16, s 2048, b 8, FSDP SHARD_GRAD_OP over 2, on 16 GiB: the loss's fp32 logits alone are
+  // 8 x 2048 x 151,936 x 4 B = 9,958,326,272 B (9.27 GiB), beside 28 layers' saved activations. Fusing the loss,
+  // recomputing and halving the micro-batch are each needed: no two of them fit.
+  const std::vector<std::string> base{"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "2048", "--dp", "2",
+                                      "--fsdp", "SHARD_GRAD_OP", "--gpu-memory", "16GiB"};
+  const std::vector<std::string> job = plus(base, {"--micro-batch", "8"});
+  const result r = run(plus(job, {"--explain"}));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
+  CHECK(r.out.find("  no single change or pair of changes fits\n") != std::string::npos);
+  const std::vector<std::string> loss{"--loss", "fused"}, recompute{"--recompute", "full"}, half{"--micro-batch", "4"};
+  for (const auto& alone : {loss, recompute}) CHECK(run_json(plus(plus(job, alone), {"--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(plus(base, half), {"--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(plus(plus(job, loss), recompute), {"--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(plus(plus(base, loss), half), {"--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(plus(plus(base, recompute), half), {"--json"}))["verdict"]["fits"] == false);
+  check_explained_fit(r.out, "three changes that fit together: --loss fused, --recompute full and --micro-batch 4 -> ",
+                      run_json(plus(plus(plus(plus(base, loss), recompute), half), {"--json"})));
+  CHECK(r.out.find("GPUs that fit") == std::string::npos);
 }
 
 TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on these GPUs does", "[cli][explain]") {
@@ -1199,7 +1221,7 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   const result r = run(plus(job, {"--explain"}));
   REQUIRE(r.code == 0);
   CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
-  CHECK(r.out.find("  no single change or pair of changes fits\n") != std::string::npos);
+  CHECK(r.out.find("  no single change, pair or three of them fits\n") != std::string::npos);
   check_explained_fit(r.out, "the fewest GPUs that fit: --fsdp FULL_SHARD --dp 2 (2 GPUs) -> ",
                       run_json(plus(job, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"})));
   // A DeepSpeed job (--zero-stage given) is sharded by ZeRO-3 instead: Llama-2-7B, mixed bf16, 16 B a parameter.
@@ -1213,15 +1235,22 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   check_explained_fit(run(plus(tp, {"--explain"})).out, "the fewest GPUs that fit: --fsdp FULL_SHARD --dp 4 (32 GPUs) -> ",
                       run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "4", "--json"})));
   CHECK(run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"}))["verdict"]["fits"] == false);
-  // Already sharded over its 8 GPUs (ZeRO-3), Llama-3-70B at 4096 tokens keeps 80 layers' activations per GPU however
-  // many GPUs shard its states (not at 16,384); with full recompute 32 GPUs fit, and 16 do not.
-  const std::vector<std::string> zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
+  // Already sharded over its 8 GPUs (ZeRO-3), Llama-3-70B keeps 80 layers' activations per GPU however many GPUs shard
+  // its states (not at 16,384). At 8192 tokens, with full recompute, 32 GPUs fit and 16 do not.
+  const std::vector<std::string> zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "8192", "--zero-stage", "3", "--gpu", "h100-80gb"};
   const result z = run(plus(zero3, {"--dp", "8", "--explain"}));
   CHECK(z.out.find("the fewest GPUs that fit: ") == std::string::npos);
   check_explained_fit(z.out, "the fewest GPUs that fit, with --recompute full: --dp 32 (32 GPUs) -> ",
                       run_json(plus(zero3, {"--recompute", "full", "--dp", "32", "--json"})));
   CHECK(run_json(plus(zero3, {"--recompute", "full", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
+  CHECK(run_json(plus(zero3, {"--recompute", "full", "--loss", "fused", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
   CHECK(run_json(plus(zero3, {"--dp", "16384", "--json"}))["verdict"]["fits"] == false);
+  // At 4096 tokens three changes fit on twice the GPUs, which --explain names before any GPU count of its own.
+  const std::vector<std::string> short_zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
+  check_explained_fit(run(plus(short_zero3, {"--dp", "8", "--explain"})).out,
+                      "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
+                      run_json(plus(short_zero3, {"--loss", "fused", "--recompute", "full", "--dp", "16", "--json"})));
+  CHECK(run_json(plus(short_zero3, {"--recompute", "full", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
 }
 
 TEST_CASE("estimate --explain suggests selective recompute only where the job's code offers it", "[cli][explain]") {

@@ -1,5 +1,5 @@
 // `zeromem estimate --explain` for the step: the terms of its peak, the verdict, and the smallest change (or pair of
-// changes) to the command line that makes it fit.
+// changes, or three) to the command line that makes it fit.
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -114,6 +114,15 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
         print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv);
         return;
       }
+  // Three together, in the same order (by the last change, then the middle one), before any more GPUs than the list's.
+  for (std::size_t k = 2; k < changes.size(); ++k)
+    for (std::size_t j = 1; j < k; ++j)
+      for (std::size_t i = 0; i < j; ++i)
+        if (const auto cv = verdict_with({&changes[i], &changes[j], &changes[k]}); cv && cv->fits()) {
+          out << "  no single change or pair of changes fits\n";
+          print_fit("three changes that fit together: " + changes[i].what + ", " + changes[j].what + " and " + changes[k].what, *cv);
+          return;
+        }
   // More GPUs: the fewest, the data-parallel degree doubled up to max_gpus, over which the states shard (the job's own
   // sharding where it already spans dp; else ZeRO-3 for a DeepSpeed job and FSDP's FULL_SHARD for a PyTorch one), alone
   // and with the first change above that needs fewer of them (or fits where more GPUs alone do not). Hybrid sharding,
@@ -160,12 +169,12 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     // GPUs in all: dp x the tensor-, pipeline- and context-parallel ranks of one replica.
     const std::int64_t replica = in.job.states.model_parallel;
     const auto on = [&](std::int64_t gpus) { return how + "--dp " + std::to_string(gpus) + " (" + std::to_string(gpus * replica) + " GPUs)"; };
-    if (alone || fewer) out << "  no single change or pair of changes fits\n";
+    if (alone || fewer) out << "  no single change, pair or three of them fits\n";
     if (alone) print_fit("the fewest GPUs that fit: " + on(alone->first), alone->second);
     if (fewer) print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), fewer->second);
     if (alone || fewer) return;
   }
-  out << "  no single change or pair of changes fits; try `zeromem plan` for combinations\n";
+  out << "  no single change, pair or three of them fits; try `zeromem plan` for combinations\n";
 }
 
 }  // namespace zeromem::cli
