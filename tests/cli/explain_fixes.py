@@ -67,10 +67,14 @@ def launch(rng, jobs):
     elif name.startswith("easyr1"):
         extra.append(rng.choice(["worker.actor.micro_batch_size_per_device_for_experience",
                                  "worker.actor.micro_batch_size_per_device_for_update"]) + f"={size}")
-    elif rng.random() < 0.5:
-        for role in ("rollout", "ref"):
-            extra += [f"actor_rollout_ref.{role}.log_prob_micro_batch_size=null",
-                      f"actor_rollout_ref.{role}.log_prob_micro_batch_size_per_gpu={size * 8}"]
+    else:
+        if rng.random() < 0.5:
+            for role in ("rollout", "ref"):
+                extra += [f"actor_rollout_ref.{role}.log_prob_micro_batch_size=null",
+                          f"actor_rollout_ref.{role}.log_prob_micro_batch_size_per_gpu={size * 8}"]
+        if rng.random() < 0.3:  # a reward model of its own, with its forward's micro-batch
+            extra += ["reward_model.enable=True", "reward_model.model.path=Qwen/Qwen2.5-7B",
+                      f"reward_model.micro_batch_size_per_gpu={rng.choice([1, 4, 16, 64, 256])}"]
     return name, extra
 
 

@@ -877,6 +877,27 @@ TEST_CASE("job --explain halves experience making's forward passes where that ph
   CHECK(offered(dynamic, rollout + "log_prob") == shown{rollout + "log_prob_max_token_len_per_gpu=1536 " + ref +
                                                              "log_prob_max_token_len_per_gpu=1536 critic.forward_max_token_len_per_gpu=1536",
                                                          false});
+  // The reward model's forward (RewardModelWorker.compute_rm_score) in its own key: 256 sequences a GPU asked, 128 the
+  // GPU's share of the batch, 128 x (1024 + 3072) tokens a pass break experience making; with 64 it fits. Without the
+  // reward model's key the same halving does not.
+  const std::vector<std::string> reward{"reward_model.enable=True", "reward_model.model.path=Qwen/Qwen2.5-7B",
+                                        "reward_model.micro_batch_size_per_gpu=256", "data.max_response_length=3072",
+                                        "actor_rollout_ref.actor.ppo_micro_batch_size=4", "critic.ppo_micro_batch_size=4", "--gpu", "h100-80gb"};
+  const auto with = [](std::vector<std::string> x, const std::vector<std::string>& y) {
+    x.insert(x.end(), y.begin(), y.end());
+    return x;
+  };
+  const nlohmann::json rewarded = job("verl-qwen2-7b-ppo.sh", with(reward, {"--explain"}));
+  CHECK(rewarded["first_failing_phase"] == "experience");
+  CHECK(term(phase(rewarded, "experience"), "reward", "forward peak (128 sequences, 4096 x 128 tokens)") > 0);
+  const std::string halves = rollout + "log_prob_micro_batch_size=8 " + ref + "log_prob_micro_batch_size=8 critic.forward_micro_batch_size_per_gpu=1";
+  CHECK(offered(rewarded, rollout + "log_prob") == shown{halves + " reward_model.micro_batch_size_per_gpu=64", true});
+  CHECK(job("verl-qwen2-7b-ppo.sh", with(reward, {rollout + "log_prob_micro_batch_size=8", ref + "log_prob_micro_batch_size=8",
+                                                  "critic.forward_micro_batch_size_per_gpu=1", "reward_model.micro_batch_size_per_gpu=64"}))["fits"]
+            .get<bool>());
+  CHECK_FALSE(job("verl-qwen2-7b-ppo.sh", with(reward, {rollout + "log_prob_micro_batch_size=8", ref + "log_prob_micro_batch_size=8",
+                                                        "critic.forward_micro_batch_size_per_gpu=1"}))["fits"]
+                  .get<bool>());
   // EasyR1's _for_experience key: the Qwen2.5-VL job breaks in experience making on host RAM, which no forward's size
   // changes; halved down to one sequence, it is offered and said not to fit.
   const std::string experience = "worker.actor.micro_batch_size_per_device_for_experience";

@@ -1390,6 +1390,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       forward_size("critic.forward_micro_batch_size", "critic.forward_max_token_len_per_gpu", k.flag("critic.use_dynamic_bsz", actor_dynamic),
                    k.integer("critic.forward_max_token_len_per_gpu", k.integer("critic.ppo_max_token_len_per_gpu", 32768)),
                    j.critic.forward_micro_batch, critic_dp);
+    if (j.reward.present)  // RewardModelWorker.compute_rm_score: its own micro-batch (global over every GPU) or budget
+      forward_size("reward_model.micro_batch_size", "reward_model.forward_max_token_len_per_gpu",
+                   k.flag("reward_model.use_dynamic_bsz", k.flag("critic.use_dynamic_bsz", actor_dynamic)),
+                   k.integer("reward_model.forward_max_token_len_per_gpu", 32768), j.reward.forward_micro_batch, j.reward.gpus);
   }
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
   // ppo_mini_batch_size x rollout.n per GPU // ppo_micro_batch_size_per_gpu, or the dynamic passes of the mini-batch;
