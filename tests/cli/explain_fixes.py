@@ -72,6 +72,9 @@ def launch(rng, jobs):
             for role in ("rollout", "ref"):
                 extra += [f"actor_rollout_ref.{role}.log_prob_micro_batch_size=null",
                           f"actor_rollout_ref.{role}.log_prob_micro_batch_size_per_gpu={size * 8}"]
+        if "ppo" in name and rng.random() < 0.3:  # the critic's update: its micro-batch, or its token budget
+            extra.append(f"critic.ppo_max_token_len_per_gpu={size * 4096}" if "sglang" in name
+                         else f"critic.ppo_micro_batch_size={size * 8}")
         if rng.random() < 0.3:  # a reward model of its own, with its forward's micro-batch
             extra += ["reward_model.enable=True", "reward_model.model.path=Qwen/Qwen2.5-7B",
                       f"reward_model.micro_batch_size_per_gpu={rng.choice([1, 4, 16, 64, 256])}"]

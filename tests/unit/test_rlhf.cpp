@@ -31,6 +31,14 @@ const nlohmann::json& phase(const nlohmann::json& j, const std::string& name) {
   return j;
 }
 
+// The fix --explain shows whose change starts so ("" where none), and whether it says that change fits.
+using shown = std::pair<std::string, bool>;
+shown offered(const nlohmann::json& j, const std::string& start) {
+  for (const auto& f : j["fixes"])
+    if (f["change"].get<std::string>().rfind(start, 0) == 0) return {f["change"].get<std::string>(), f["fits"].get<bool>()};
+  return {std::string(), false};
+}
+
 // Host bytes of a phase's terms whose name starts so, whichever role holds them.
 std::int64_t host(const nlohmann::json& p, const std::string& prefix) {
   std::int64_t sum = 0;
@@ -825,14 +833,40 @@ TEST_CASE("job --explain names three changes that fit together where no change o
   CHECK(none.out.find("  none fits alone, nor two together, nor three (the first 4096 sets of three tried)\n") != std::string::npos);
 }
 
-TEST_CASE("job --explain halves experience making's forward passes where that phase breaks", "[rlhf]") {
-  // The change --explain shows for the keys it starts with ("" where none), and whether it says that change fits.
-  const auto offered = [](const nlohmann::json& j, const std::string& start) {
-    for (const auto& f : j["fixes"])
-      if (f["change"].get<std::string>().rfind(start, 0) == 0) return std::make_pair(f["change"].get<std::string>(), f["fits"].get<bool>());
-    return std::make_pair(std::string(), false);
+TEST_CASE("job --explain halves verl's critic update where training breaks", "[rlhf]") {
+  const auto fits = [](const std::vector<std::string>& overrides) {
+    std::vector<std::string> o{"--gpu", "h100-80gb"};
+    o.insert(o.end(), overrides.begin(), overrides.end());
+    return job("verl-qwen2-7b-ppo.sh", o)["fits"].get<bool>();
   };
-  using shown = std::pair<std::string, bool>;
+  // A global critic.ppo_micro_batch_size of 256 over the critic's 8 ranks asks 32 sequences a GPU, the GPU's whole
+  // share (32 x 1536 = 49,152 tokens a pass); the actor's micro-batch does not touch it. Halved: 128, 64 break, 32 (4
+  // a GPU) fits.
+  const nlohmann::json global = job("verl-qwen2-7b-ppo.sh", {"--gpu", "h100-80gb", "critic.ppo_micro_batch_size=256", "--explain"});
+  CHECK(global["first_failing_phase"] == "training");
+  CHECK(term(phase(global, "training"), "critic", "activations (32 sequences, 49152 x 1 tokens)") > 0);
+  CHECK(offered(global, "critic.") == shown{"critic.ppo_micro_batch_size=32", true});
+  CHECK(fits({"critic.ppo_micro_batch_size=32"}));
+  CHECK_FALSE(fits({"critic.ppo_micro_batch_size=64"}));
+  // Per GPU (32 -> 4), and the token budget under dynamic batches (131,072 -> 4,096; 8,192 breaks).
+  CHECK(offered(job("verl-qwen2-7b-ppo.sh", {"--gpu", "h100-80gb", "critic.ppo_micro_batch_size=null", "critic.ppo_micro_batch_size_per_gpu=32",
+                                             "--explain"}),
+                "critic.") == shown{"critic.ppo_micro_batch_size_per_gpu=4", true});
+  const std::vector<std::string> dynamic{"actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=3072"};
+  const auto with = [&](const std::string& budget) {
+    std::vector<std::string> o = dynamic;
+    o.push_back(budget);
+    return o;
+  };
+  std::vector<std::string> asked = with("critic.ppo_max_token_len_per_gpu=131072");
+  asked.insert(asked.begin(), {"--gpu", "h100-80gb"});
+  asked.push_back("--explain");
+  CHECK(offered(job("verl-qwen2-7b-ppo.sh", asked), "critic.") == shown{"critic.ppo_max_token_len_per_gpu=4096", true});
+  CHECK(fits(with("critic.ppo_max_token_len_per_gpu=4096")));
+  CHECK_FALSE(fits(with("critic.ppo_max_token_len_per_gpu=8192")));
+}
+
+TEST_CASE("job --explain halves experience making's forward passes where that phase breaks", "[rlhf]") {
   // OpenRLHF's own Llama-3-8B example breaks in experience making: its forwards take --micro_rollout_batch_size 32
   // packed sequences of 1024 prompt + 1024 response tokens, 65,536 tokens a pass. Half of them fit.
   const nlohmann::json openrlhf = job("openrlhf-llama3-8b-ppo.args", {"--explain"});

@@ -87,17 +87,13 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
     }
     if (!g.empty()) groups.push_back(g);
   }
-  // Experience making breaks: its forward-only passes (log-probs, reference, values) halved together, a step at a
-  // time, each key down to its least valid size (job_reading::forward_sizes).
-  const bool experience_breaks = std::any_of(before.phases.begin(), before.phases.end(), [](const rlhf_phase_estimate& p) {
-    return p.phase == rlhf_phase::experience && !p.fits();
-  });
-  if (experience_breaks && !r.forward_sizes.empty()) {
+  // Sizes halved together, a step at a time, each key down to its least valid size (job_reading::size_key).
+  const auto halved = [](const std::vector<job_reading::size_key>& sizes) {
     std::vector<std::string> g;
-    for (int halvings = 1; halvings < 63; ++halvings) {  // a shift below 64 bits
+    for (int halvings = 1; halvings < 63 && !sizes.empty(); ++halvings) {  // a shift below 64 bits
       std::string change;
       bool smaller = false;
-      for (const job_reading::size_key& f : r.forward_sizes) {
+      for (const job_reading::size_key& f : sizes) {
         const std::int64_t was = std::max(f.least, f.now >> (halvings - 1)), size = std::max(f.least, f.now >> halvings);
         smaller |= size < was;
         change += (change.empty() ? "" : " ") + f.key + "=" + std::to_string(size);
@@ -105,8 +101,17 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
       if (!smaller) break;
       g.push_back(change);
     }
-    if (!g.empty()) groups.push_back(g);
-  }
+    return g;
+  };
+  const auto breaks = [&](rlhf_phase phase) {
+    return std::any_of(before.phases.begin(), before.phases.end(), [&](const rlhf_phase_estimate& p) { return p.phase == phase && !p.fits(); });
+  };
+  // Training breaks: verl's and EasyR1's critic update in its own keys (the actor's is above).
+  if (breaks(rlhf_phase::training))
+    if (std::vector<std::string> g = halved(r.critic_update_sizes); !g.empty()) groups.push_back(g);
+  // Experience making breaks: its forward-only passes (log-probs, reference, values, rewards) halved together.
+  if (breaks(rlhf_phase::experience))
+    if (std::vector<std::string> g = halved(r.forward_sizes); !g.empty()) groups.push_back(g);
   // A change: key=value words (and --setting value pairs) separated by spaces.
   const auto words_of = [](const std::string& change) {
     std::vector<std::string> words;

@@ -58,6 +58,9 @@ struct job_reading {
     std::int64_t now = 0, least = 1;
   };
   std::vector<size_key> forward_sizes;
+  // verl's and EasyR1's critic: its update's micro-batch (or token budget) as this config writes it; empty elsewhere
+  // (OpenRLHF's micro_train_batch_size sets the actor's and the critic's alike).
+  std::vector<size_key> critic_update_sizes;
   // OpenRLHF: the reference's, critic's and reward model's --X_num_nodes keys and values, where they run
   // (--explain's more GPUs scales them with the actor's).
   std::vector<std::pair<std::string, std::int64_t>> other_nodes;
@@ -1368,19 +1371,23 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
   // key where the config sets it (at least one sequence a rank), else the per-GPU key where the release has it.
   if (easyr1) {
     r.forward_sizes.push_back({A + "micro_batch_size_per_device_for_experience", forward_micro, 1});
-    if (j.critic.present)
+    if (j.critic.present) {
       r.forward_sizes.push_back({"worker.critic.micro_batch_size_per_device_for_experience",
                                  k.integer("worker.critic.micro_batch_size_per_device_for_experience", 16), 1});
+      r.critic_update_sizes.push_back({"worker.critic.micro_batch_size_per_device_for_update",
+                                       k.integer("worker.critic.micro_batch_size_per_device_for_update", 4), 1});
+    }
   } else {
     const bool actor_dynamic = k.flag(A + "use_dynamic_bsz");
     const std::int64_t actor_budget = k.integer(A + "ppo_max_token_len_per_gpu", 16384);
-    const auto forward_size = [&](const std::string& micro_size, const std::string& budget, bool dynamic, std::int64_t budget_now,
-                                  std::int64_t per_gpu_now, std::int64_t ranks) {
-      if (dynamic) r.forward_sizes.push_back({budget, budget_now, detail::longest_sequence(j)});
-      else if (k.has(micro_size)) r.forward_sizes.push_back({micro_size, k.integer(micro_size, 1), ranks});
+    const auto size_of_pass = [&](std::vector<job_reading::size_key>& into, const std::string& micro_size, const std::string& budget,
+                                  bool dynamic, std::int64_t budget_now, std::int64_t per_gpu_now, std::int64_t ranks) {
+      if (dynamic) into.push_back({budget, budget_now, detail::longest_sequence(j)});
+      else if (k.has(micro_size)) into.push_back({micro_size, k.integer(micro_size, 1), ranks});
       else if (k.has(micro_size + "_per_gpu") || verl_version == 0 || verl_version >= 2'000)
-        r.forward_sizes.push_back({micro_size + "_per_gpu", per_gpu_now, 1});
+        into.push_back({micro_size + "_per_gpu", per_gpu_now, 1});
     };
+    const auto forward_size = [&](const auto&... args) { size_of_pass(r.forward_sizes, args...); };
     forward_size(R + "log_prob_micro_batch_size", R + "log_prob_max_token_len_per_gpu", k.flag(R + "log_prob_use_dynamic_bsz", actor_dynamic),
                  k.integer(R + "log_prob_max_token_len_per_gpu", actor_budget), j.actor.forward_micro_batch, dp);
     if (j.reference.present)
@@ -1394,6 +1401,10 @@ inline job_reading read_verl(std::vector<std::pair<std::string, std::string>> ke
       forward_size("reward_model.micro_batch_size", "reward_model.forward_max_token_len_per_gpu",
                    k.flag("reward_model.use_dynamic_bsz", k.flag("critic.use_dynamic_bsz", actor_dynamic)),
                    k.integer("reward_model.forward_max_token_len_per_gpu", 32768), j.reward.forward_micro_batch, j.reward.gpus);
+    if (j.critic.present)  // its update (dp_critic.py update_critic), in the keys its sizes were read from above
+      size_of_pass(r.critic_update_sizes, "critic.ppo_micro_batch_size", "critic.ppo_max_token_len_per_gpu",
+                   k.flag("critic.use_dynamic_bsz", actor_dynamic), k.integer("critic.ppo_max_token_len_per_gpu", 32768),
+                   j.critic.train_micro_batch, critic_dp);
   }
   // Passes per optimizer step, their gradients accumulated: verl dp_actor.py update_policy (gradient_accumulation =
   // ppo_mini_batch_size x rollout.n per GPU // ppo_micro_batch_size_per_gpu, or the dynamic passes of the mini-batch;
