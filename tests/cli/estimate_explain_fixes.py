@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`zeromem estimate --explain` held to its word: random training jobs that do not fit their card, and the change,
-pair, three changes or GPU count --explain names, applied to the command line and estimated again. The job so changed must fit at
-the bytes and margin printed (to the 0.01 GiB shown); for a GPU count, half as many data-parallel ranks (where that
-is still more than the job's) must not fit; for two or three changes, none may fit without one of them. Prints a summary; exits 1 on any mismatch.
+pair, three changes or GPU count --explain names, applied to the command line and estimated again. The job so
+changed must fit at the bytes and margin printed (to the 0.01 GiB shown); for a GPU count, half as many data-parallel
+ranks (where that is still more than the job's) must not fit; for two or three changes, the others without any one of
+them must not fit. Prints a summary; exits 1 on any mismatch.
 
 usage: estimate_explain_fixes.py ZEROMEM [--jobs N] [--seed S]
 """

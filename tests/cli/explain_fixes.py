@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`zeromem job --explain` held to its word: random launches of the example jobs (a GPU, forward and update sizes),
+"""`zeromem job --explain` held to its word: random launches of the example jobs (a GPU, forward and update sizes,
+verl's critic update and a reward model of its own),
 each fix it names applied to the launch and the job run again. A fix said to fit must make every phase fit and one
 said not to must not; where two or three changes are named together, no single fix may fit, nor any of those changes
 without one of the others; where more nodes fit, half as many must not. Prints a summary; exits 1 on any mismatch.

@@ -830,7 +830,7 @@ TEST_CASE("job --explain names three changes that fit together where no change o
   const std::size_t explained = none.out.find("\nExplain:");
   REQUIRE(explained != std::string::npos);
   CHECK(none.out.find("-> fits", explained) == std::string::npos);
-  CHECK(none.out.find("  none fits alone, nor two together, nor three (the first 4096 sets of three tried)\n") != std::string::npos);
+  CHECK(none.out.find("  none fits alone, nor two together, nor three (up to 4096 sets of three tried)\n") != std::string::npos);
 }
 
 TEST_CASE("job --explain halves verl's critic update where training breaks", "[rlhf]") {

@@ -75,7 +75,7 @@ int run_job(const job_args& a, std::ostream& out) {
       else out << "  no change or pair fits; three that fit together: " << f.together[0] << ", " << f.together[1] << " and " << f.together[2] << " -> fits\n";
     if (fixes.empty()) out << "  (nothing to fix: every phase fits)\n";
     else if (std::none_of(fixes.begin(), fixes.end(), [](const fix& f) { return f.fits; }))
-      out << "  none fits alone, nor two together, nor three (the first " << max_triples_tried << " sets of three tried)\n";
+      out << "  none fits alone, nor two together, nor three (up to " << max_triples_tried << " sets of three tried)\n";
   }
   return 0;
 }
