@@ -1187,6 +1187,8 @@ TEST_CASE("estimate --explain names two changes that fit together where no singl
   const result none = run({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu-memory", "2GiB", "--explain"});
   CHECK(none.out.find("no single change, pair or three of them fits; try `zeromem plan`") != std::string::npos);
   CHECK(none.out.find("GPUs that fit") == std::string::npos);
+  CHECK(run_json({"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--gpu-memory", "2GiB", "--explain", "--json"})["fixes"] ==
+        nlohmann::json::array());
 }
 
 TEST_CASE("estimate --explain names three changes that fit together where no change or pair does", "[cli][explain]") {
@@ -1206,9 +1208,17 @@ TEST_CASE("estimate --explain names three changes that fit together where no cha
   CHECK(run_json(plus(plus(plus(job, loss), recompute), {"--json"}))["verdict"]["fits"] == false);
   CHECK(run_json(plus(plus(plus(base, loss), half), {"--json"}))["verdict"]["fits"] == false);
   CHECK(run_json(plus(plus(plus(base, recompute), half), {"--json"}))["verdict"]["fits"] == false);
-  check_explained_fit(r.out, "three changes that fit together: --loss fused, --recompute full and --micro-batch 4 -> ",
-                      run_json(plus(plus(plus(plus(base, loss), recompute), half), {"--json"})));
+  const nlohmann::json applied = run_json(plus(plus(plus(plus(base, loss), recompute), half), {"--json"}));
+  check_explained_fit(r.out, "three changes that fit together: --loss fused, --recompute full and --micro-batch 4 -> ", applied);
   CHECK(r.out.find("GPUs that fit") == std::string::npos);
+  // --json carries the same fix, with the verdict the changed command line gives.
+  const nlohmann::json named = run_json(plus(job, {"--explain", "--json"}))["fixes"];
+  REQUIRE(named.size() == 1);
+  CHECK(named[0]["kind"] == "three changes");
+  CHECK(named[0]["changes"] == nlohmann::json::array({"--loss fused", "--recompute full", "--micro-batch 4"}));
+  CHECK(named[0]["needed_bytes"] == applied["verdict"]["needed_bytes"]);
+  CHECK(named[0]["margin_bytes"] == applied["verdict"]["margin_bytes"]);
+  CHECK(named[0]["fits"] == true);
 }
 
 TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on these GPUs does", "[cli][explain]") {
@@ -1222,8 +1232,13 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   REQUIRE(r.code == 0);
   CHECK(r.out.find("-> OUT OF MEMORY") != std::string::npos);
   CHECK(r.out.find("  no single change, pair or three of them fits\n") != std::string::npos);
-  check_explained_fit(r.out, "the fewest GPUs that fit: --fsdp FULL_SHARD --dp 2 (2 GPUs) -> ",
-                      run_json(plus(job, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"})));
+  const nlohmann::json sharded = run_json(plus(job, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"}));
+  check_explained_fit(r.out, "the fewest GPUs that fit: --fsdp FULL_SHARD --dp 2 (2 GPUs) -> ", sharded);
+  const nlohmann::json gpus = run_json(plus(job, {"--explain", "--json"}))["fixes"];
+  REQUIRE(gpus.size() == 1);
+  CHECK(gpus[0]["kind"] == "gpus");
+  CHECK(gpus[0]["changes"] == nlohmann::json::array({"--fsdp FULL_SHARD --dp 2 (2 GPUs)"}));
+  CHECK(gpus[0]["needed_bytes"] == sharded["verdict"]["needed_bytes"]);
   // A DeepSpeed job (--zero-stage given) is sharded by ZeRO-3 instead: Llama-2-7B, mixed bf16, 16 B a parameter.
   const std::vector<std::string> llama{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb"};
   const result d = run(plus(llama, {"--zero-stage", "0", "--explain"}));

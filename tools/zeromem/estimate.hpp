@@ -111,11 +111,19 @@ int run_forward_only(const estimate_args& a, std::ostream& out);
 /// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
                     const stage_activations* act, const step_estimate* step, const device_choice& device);
-/// --explain for the step (estimate_explain.cpp): the terms of its peak, the verdict, and the smallest change (or pair
-/// of changes) to the command line `a` that makes it fit.
-void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device);
+/// A fix --explain names: what kind ("change", "two changes", "three changes", "gpus", "gpus with a change"), each
+/// change as it prints it, and the verdict with them (JSON `fixes[]`).
+struct explained_fix {
+  std::string kind;
+  std::vector<std::string> changes;
+  step_verdict verdict;
+};
+/// --explain for the step (estimate_explain.cpp): the terms of its peak, the verdict, and the smallest change (or two
+/// or three changes, or more GPUs) to the command line `a` that makes it fit; each fix named added to `fixes`.
+void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device,
+                  std::vector<explained_fix>& fixes);
 /// --explain: the step's (explain_step), or without --seq-len the model states' dominant terms and verdict.
 void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
-                      const step_estimate* step, const device_choice& device);
+                      const step_estimate* step, const device_choice& device, std::vector<explained_fix>& fixes);
 
 }  // namespace zeromem::cli

@@ -1,5 +1,5 @@
 // `zeromem estimate --explain` for the step: the terms of its peak, the verdict, and the smallest change (or pair of
-// changes, or three) to the command line that makes it fit.
+// changes, or three, or more GPUs) to the command line that makes it fit, as text and as the fixes it names.
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -13,7 +13,8 @@ namespace zeromem::cli {
 
 // The smallest change that makes the step fit, tried from the least disruptive: each is the command line with its
 // flags added, evaluated as `estimate` evaluates any command line (to_inputs), so what it prints is what those flags give.
-void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device) {
+void explain_step(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const step_estimate& e, const device_choice& device,
+                  std::vector<explained_fix>& fixes) {
   out << "\nExplain\n  the peak (" << name(e.peak_phase) << ") by term:\n";
   e.phase(e.peak_phase).for_each([&](const char* term, bytes b) {
     if (b.count() != 0)
@@ -98,12 +99,13 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
       return std::nullopt;
     }
   };
-  const auto print_fit = [&](const std::string& label, const step_verdict& cv) {
+  const auto print_fit = [&](const std::string& label, const step_verdict& cv, const char* kind, std::vector<std::string> named) {
     out << "  " << label << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin " << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
+    fixes.push_back({kind, std::move(named), cv});
   };
   for (const change& c : changes)
     if (const auto cv = verdict_with({&c}); cv && cv->fits()) {
-      print_fit("smallest change that fits: " + c.what, *cv);
+      print_fit("smallest change that fits: " + c.what, *cv, "change", {c.what});
       return;
     }
   // Two changes together, the least disruptive pairs first (the list's order).
@@ -111,7 +113,8 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     for (std::size_t i = 0; i < j; ++i)
       if (const auto cv = verdict_with({&changes[i], &changes[j]}); cv && cv->fits()) {
         out << "  no single change fits\n";
-        print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv);
+        print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv, "two changes",
+                  {changes[i].what, changes[j].what});
         return;
       }
   // Three together, in the same order (by the last change, then the middle one), before any more GPUs than the list's.
@@ -120,7 +123,8 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
       for (std::size_t i = 0; i < j; ++i)
         if (const auto cv = verdict_with({&changes[i], &changes[j], &changes[k]}); cv && cv->fits()) {
           out << "  no single change or pair of changes fits\n";
-          print_fit("three changes that fit together: " + changes[i].what + ", " + changes[j].what + " and " + changes[k].what, *cv);
+          print_fit("three changes that fit together: " + changes[i].what + ", " + changes[j].what + " and " + changes[k].what, *cv,
+                    "three changes", {changes[i].what, changes[j].what, changes[k].what});
           return;
         }
   // More GPUs: the fewest, the data-parallel degree doubled up to max_gpus, over which the states shard (the job's own
@@ -170,8 +174,10 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     const std::int64_t replica = in.job.states.model_parallel;
     const auto on = [&](std::int64_t gpus) { return how + "--dp " + std::to_string(gpus) + " (" + std::to_string(gpus * replica) + " GPUs)"; };
     if (alone || fewer) out << "  no single change, pair or three of them fits\n";
-    if (alone) print_fit("the fewest GPUs that fit: " + on(alone->first), alone->second);
-    if (fewer) print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), fewer->second);
+    if (alone) print_fit("the fewest GPUs that fit: " + on(alone->first), alone->second, "gpus", {on(alone->first)});
+    if (fewer)
+      print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), fewer->second,
+                "gpus with a change", {helper->what, on(fewer->first)});
     if (alone || fewer) return;
   }
   out << "  no single change, pair or three of them fits; try `zeromem plan` for combinations\n";

@@ -161,8 +161,8 @@ std::string states_svg(const model_state_estimate& e, bytes capacity) {
 }  // namespace
 
 void explain_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
-                      const step_estimate* step, const device_choice& device) {
-  if (step != nullptr) return explain_step(out, a, in, *step, device);
+                      const step_estimate* step, const device_choice& device, std::vector<explained_fix>& fixes) {
+  if (step != nullptr) return explain_step(out, a, in, *step, device, fixes);
   const job_breakdown job = states_job(e);
   out << "\nExplain\n  dominant terms per GPU:\n";
   print_dominant(out, job);
@@ -195,7 +195,8 @@ int run_estimate(const estimate_args& given, std::ostream& out) {
   if (!a.svg.empty()) write_file(a.svg, step_ptr != nullptr ? step_svg(step, capacity) : states_svg(e, capacity));
   if (!a.json) {
     print_estimate(out, a, in, e, act_ptr, step_ptr, device);
-    if (a.explain) explain_estimate(out, a, in, e, step_ptr, device);
+    std::vector<explained_fix> fixes;
+    if (a.explain) explain_estimate(out, a, in, e, step_ptr, device, fixes);
     return 0;
   }
   json j = estimate_json(in, e, act_ptr, step_ptr);
@@ -213,8 +214,13 @@ int run_estimate(const estimate_args& given, std::ostream& out) {
   }
   if (a.explain) {
     std::ostringstream text;
-    explain_estimate(text, a, in, e, step_ptr, device);
+    std::vector<explained_fix> fixes;
+    explain_estimate(text, a, in, e, step_ptr, device, fixes);
     j["explain"] = text.str().substr(1);  // the same lines --explain prints, without the leading blank line
+    j["fixes"] = json::array();  // what it names, each with the verdict it gives (empty where it names none)
+    for (const explained_fix& f : fixes)
+      j["fixes"].push_back({{"kind", f.kind}, {"changes", f.changes}, {"needed_bytes", f.verdict.needed.count()},
+                            {"margin_bytes", f.verdict.margin().count()}, {"fits", f.verdict.fits()}});
   }
   out << j.dump(2) << "\n";
   return 0;
