@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """`zeromem estimate --explain` held to its word: random training jobs that do not fit their card, and the change,
-pair, three changes or GPU count --explain names, applied to the command line and estimated again. The job so
-changed must fit at the bytes and margin printed (to the 0.01 GiB shown); for a GPU count, half as many data-parallel
-ranks (where that is still more than the job's) must not fit; for two or three changes, the others without any one of
-them must not fit. Prints a summary; exits 1 on any mismatch.
+pair, three changes or GPU count --explain names, applied and estimated again. Each fix is applied twice: as printed,
+to the command line, where the job has no DeepSpeed config (it must fit at the bytes and margin printed, to the
+0.01 GiB shown), and as JSON `fixes[].set` says, to the command line and to the DeepSpeed config half the ZeRO
+jobs carry (it must give the fix's bytes exactly; the config's batch keys are drawn numeric, "auto" or absent, so a
+named micro-batch or GPU count must keep its train_batch_size). For a GPU count, half as many data-parallel ranks
+(where that is still more than the job's) must not fit; for two or three changes, the others without any one of them
+must not fit. Prints a summary; exits 1 on any mismatch.
 
 usage: estimate_explain_fixes.py ZEROMEM [--jobs N] [--seed S]
 """
@@ -11,8 +14,11 @@ import argparse
 import json
 import random
 import re
+import shutil
+import os
 import subprocess
 import sys
+import tempfile
 
 MODELS = ["qwen2.5-1.5b", "qwen2.5-7b", "llama-2-7b", "llama-3-8b", "llama-3-70b", "gemma-2-9b", "mixtral-8x7b", "pythia-1b"]
 CARDS = ["8GiB", "16GiB", "24GiB", "40GiB", "48GiB", "80GiB"]
@@ -53,7 +59,38 @@ def apply(base, change):
     return flags
 
 
+def random_config(rng, flags):
+    """A DeepSpeed config for a ZeRO job, its batch keys numeric, "auto" or absent, and the flags it then takes."""
+    stage = flags.pop("--zero-stage")
+    flags.pop("--precision")
+    micro, accum, dp = int(flags["--micro-batch"]), rng.choice([1, 2, 4]), int(flags["--dp"])
+    config = {"bf16": {"enabled": True}, "zero_optimization": {}}
+    if stage != "0" or rng.random() < 0.5:
+        config["zero_optimization"]["stage"] = int(stage)
+    if stage in ("1", "2") and rng.random() < 0.5:
+        config["zero_optimization"]["overlap_comm"] = rng.random() < 0.7
+    batch = rng.choice(["auto", "all", "micro", "accum", "none"])
+    if batch == "auto":  # Hugging Face Trainer fills them from its arguments: the micro-batch from --micro-batch
+        config.update(train_batch_size="auto", train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto")
+        if accum > 1:
+            flags["--grad-accum-steps"] = str(accum)
+        return config
+    del flags["--micro-batch"]
+    if batch == "none":
+        config["train_micro_batch_size_per_gpu"] = micro
+        return config
+    config["train_batch_size"] = micro * accum * dp
+    if batch in ("all", "micro"):
+        config["train_micro_batch_size_per_gpu"] = micro
+    if batch in ("all", "accum"):
+        config["gradient_accumulation_steps"] = accum
+    if batch == "all" and rng.random() < 0.5:
+        del flags["--dp"]  # DeepSpeed derives it from the other three
+    return config
+
+
 def random_job(rng):
+    """The flags of a random job, and a DeepSpeed config for some ZeRO jobs (None for the others)."""
     flags = {"--model": rng.choice(MODELS), "--seq-len": str(rng.choice([512, 1024, 2048, 4096, 8192])),
              "--micro-batch": str(rng.choice([1, 2, 4, 8])), "--gpu-memory": rng.choice(CARDS)}
     dp = rng.choice([1, 2, 4, 8])
@@ -71,7 +108,38 @@ def random_job(rng):
     if rng.random() < 0.2:
         flags["--lora-rank"] = "16"
         flags["--lora-targets"] = "q_proj,v_proj"
-    return flags
+    config = random_config(rng, flags) if sharding == "zero" and rng.random() < 0.5 else None
+    return flags, config
+
+
+def applied_settings(flags, config, settings):
+    """The flags and config with a fix's JSON `set` made: a flag's value (a switch: True adds it, False drops it), or
+    a config key (dotted, as DeepSpeed nests it) set to its value."""
+    flags, config = dict(flags), json.loads(json.dumps(config))
+    for s in settings:
+        if "config" in s:
+            *path, last = s["key"].split(".")
+            node = config
+            for k in path:
+                node = node.setdefault(k, {})
+            node[last] = s["value"]
+        elif s["value"] is True:
+            flags[s["flag"]] = None
+        elif s["value"] is False:
+            flags.pop(s["flag"], None)
+        else:
+            flags[s["flag"]] = s["value"]
+    return flags, config
+
+
+def with_config(flags, config, directory, name):
+    """The flags with the config written to a file named as the job's (--explain names the config's file)."""
+    if config is None:
+        return as_flags(flags)
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return as_flags(flags) + ["--deepspeed-config", path]
 
 
 def main():
@@ -81,14 +149,19 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(jobs=0, refused=0, fit=0, named=0, threes=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
+    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, refused=0, fit=0, named=0, threes=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
+    directory = tempfile.mkdtemp(prefix="zeromem-explain-")
     for _ in range(a.jobs):
-        base = random_job(rng)
+        base, config = random_job(rng)
         counts["jobs"] += 1
-        out = estimate(a.zeromem, as_flags(base) + ["--explain"])
-        if out is None:
+        counts["configs"] += config is not None
+        job = with_config(base, config, directory, "ds.json")
+        got = estimate(a.zeromem, job + ["--explain", "--json"])
+        if got is None:
             counts["refused"] += 1
             continue
+        report = json.loads(got)
+        out = report["explain"]
         if "-> fits\n" in out:
             counts["fit"] += 1
             continue
@@ -96,7 +169,24 @@ def main():
         if not lines:
             counts["nothing"] += 1
             continue
-        for line in lines:
+        if len(report["fixes"]) != len(lines):
+            counts["wrong"] += 1
+            print(f"WRONG {' '.join(job)}: {len(lines)} fixes printed, {len(report['fixes'])} in JSON")
+            continue
+        for line, fix in zip(lines, report["fixes"]):
+            counts["named"] += 1
+            counts["threes"] += fix["kind"] == "three changes"
+            flags, changed = applied_settings(base, config, fix["set"])
+            got = estimate(a.zeromem, with_config(flags, changed, directory, "ds.json.fixed") + ["--json"])
+            verdict = json.loads(got)["verdict"] if got else None
+            if not verdict or not verdict["fits"] or (verdict["needed_bytes"], verdict["margin_bytes"]) != (fix["needed_bytes"], fix["margin_bytes"]):
+                counts["wrong"] += 1
+                print(f"WRONG {' '.join(job)} {config}: {fix['set']} gives {verdict}, not {fix}")
+            if config is not None:
+                counts["config_fixes"] += 1
+                counts["batch_kept"] += isinstance(config.get("train_batch_size"), int) and any(
+                    st["flag"] in ("--micro-batch", "--dp") for st in fix["set"])
+                continue
             m = re.match(r"(.*) -> ([0-9.]+ GiB) \(margin ([0-9.-]+ GiB)\)$", line)
             marker = next(k for k in MARKERS if line.startswith(k))
             told = m.group(1)[len(marker):]
@@ -110,8 +200,6 @@ def main():
             flags = base
             for c in changes:
                 flags = apply(flags, c)
-            counts["named"] += 1
-            counts["threes"] += marker.startswith("three")
             got = estimate(a.zeromem, as_flags(flags) + ["--json"])
             verdict = json.loads(got)["verdict"] if got else None
             gib = lambda b: f"{b / 2**30:.2f} GiB"
@@ -136,6 +224,7 @@ def main():
                     if fewer and json.loads(fewer)["verdict"]["fits"]:
                         counts["wrong"] += 1
                         print(f"WRONG {' '.join(as_flags(base))}: {line}, but --dp {half} fits too")
+    shutil.rmtree(directory)
     print(" ".join(f"{k} {v}" for k, v in counts.items()))
     return 1 if counts["wrong"] or counts["named"] == 0 else 0
 

@@ -1216,6 +1216,8 @@ TEST_CASE("estimate --explain names three changes that fit together where no cha
   REQUIRE(named.size() == 1);
   CHECK(named[0]["kind"] == "three changes");
   CHECK(named[0]["changes"] == nlohmann::json::array({"--loss fused", "--recompute full", "--micro-batch 4"}));
+  CHECK(named[0]["set"] == nlohmann::json::parse(R"([{"flag": "--loss", "value": "fused"}, {"flag": "--recompute", "value": "full"},
+                                                      {"flag": "--micro-batch", "value": "4"}])"));
   CHECK(named[0]["needed_bytes"] == applied["verdict"]["needed_bytes"]);
   CHECK(named[0]["margin_bytes"] == applied["verdict"]["margin_bytes"]);
   CHECK(named[0]["fits"] == true);
@@ -1238,7 +1240,17 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   REQUIRE(gpus.size() == 1);
   CHECK(gpus[0]["kind"] == "gpus");
   CHECK(gpus[0]["changes"] == nlohmann::json::array({"--fsdp FULL_SHARD --dp 2 (2 GPUs)"}));
+  CHECK(gpus[0]["set"] == nlohmann::json::parse(R"([{"flag": "--dp", "value": "2"}, {"flag": "--fsdp", "value": "FULL_SHARD"}])"));
   CHECK(gpus[0]["needed_bytes"] == sharded["verdict"]["needed_bytes"]);
+  // In place of --ddp: its `set` drops the switch (value false), as the command line that fits has none.
+  const std::vector<std::string> ddp{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb", "--dp", "2", "--ddp"};
+  const nlohmann::json instead = run_json(plus(ddp, {"--explain", "--json"}))["fixes"].at(0);
+  CHECK(instead["changes"] == nlohmann::json::array({"--fsdp FULL_SHARD (in place of --ddp) --dp 4 (4 GPUs)"}));
+  CHECK(instead["set"] == nlohmann::json::parse(R"([{"flag": "--dp", "value": "4"}, {"flag": "--fsdp", "value": "FULL_SHARD"},
+                                                     {"flag": "--ddp", "value": false}])"));
+  CHECK(instead["needed_bytes"] ==
+        run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb", "--dp", "4", "--fsdp", "FULL_SHARD", "--json"})
+            ["verdict"]["needed_bytes"]);
   // A DeepSpeed job (--zero-stage given) is sharded by ZeRO-3 instead: Llama-2-7B, mixed bf16, 16 B a parameter.
   const std::vector<std::string> llama{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb"};
   const result d = run(plus(llama, {"--zero-stage", "0", "--explain"}));

@@ -244,6 +244,89 @@ TEST_CASE("estimate --explain with --deepspeed-config names the config's key to 
   CHECK(r.out.find("smallest change that fits: zero_optimization.stage 2 in 'zeromem-test-ds-explain.json' (--zero-stage 2)") != std::string::npos);
 }
 
+namespace {
+// The config `text` written to `path`, with the estimate's flags (`--deepspeed-config path` added).
+std::vector<std::string> with_written_config(const std::string& path, const std::string& text, const std::vector<std::string>& flags) {
+  std::ofstream(path) << text;
+  return plus(flags, {"--deepspeed-config", path});
+}
+}  // namespace
+
+TEST_CASE("estimate --explain keeps the DeepSpeed config's train_batch_size: a halved micro-batch doubles the accumulation",
+          "[deepspeed_config][cli][explain]") {
+  // Qwen2.5-7B at 4096 x 8 under ZeRO-2 over 8 ranks on an A100 40GB, the config pinning train_batch_size 64 = 8 x 1 x 8.
+  // DeepSpeed refuses micro-batch 4 with accumulation 1 on 8 ranks (runtime/config.py _batch_assertion: 4 x 1 x 8 is 32,
+  // not 64), so the named micro-batch comes with accumulation 2, both in the config, and the fix's bytes are those of
+  // the config so written.
+  const std::string path = "zeromem-test-ds-batch.json";
+  const std::vector<std::string> job{"estimate", "--model", "qwen2.5-7b", "--seq-len", "4096", "--dp", "8", "--gpu", "a100-40gb"};
+  const std::string pinned = R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2},
+                                 "train_batch_size": 64, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1})";
+  const auto r = run_cli(with_written_config(path, pinned, plus(job, {"--explain"})));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("three changes that fit together: --loss fused, --recompute full and train_micro_batch_size_per_gpu 4 in "
+                   "'zeromem-test-ds-batch.json' (--micro-batch 4) -> ") != std::string::npos);
+  CHECK(r.out.find("\n    with gradient_accumulation_steps 2 in 'zeromem-test-ds-batch.json' (--grad-accum-steps 2), keeping the config's "
+                   "train_batch_size 64\n") != std::string::npos);
+  const nlohmann::json fix = run_cli_json(with_written_config(path, pinned, plus(job, {"--explain", "--json"})))["fixes"].at(0);
+  CHECK(fix["set"] == nlohmann::json::parse(R"([{"flag": "--loss", "value": "fused"}, {"flag": "--recompute", "value": "full"},
+      {"config": "zeromem-test-ds-batch.json", "key": "train_micro_batch_size_per_gpu", "value": 4, "flag": "--micro-batch"},
+      {"config": "zeromem-test-ds-batch.json", "key": "gradient_accumulation_steps", "value": 2, "flag": "--grad-accum-steps"}])"));
+  const std::vector<std::string> fixed = plus(job, {"--loss", "fused", "--recompute", "full", "--json"});
+  const nlohmann::json applied = run_cli_json(with_written_config(path, R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2},
+      "train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2})", fixed));
+  CHECK(applied["verdict"]["fits"] == true);
+  CHECK(fix["needed_bytes"] == applied["verdict"]["needed_bytes"]);
+  CHECK(fix["margin_bytes"] == applied["verdict"]["margin_bytes"]);
+  const auto alone = run_cli(with_written_config(path, R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2},
+      "train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1})", fixed));
+  CHECK(alone.code == 2);
+  CHECK(alone.err.find("train_batch_size 64 is not micro-batch x gradient accumulation x data-parallel ranks (4 x 1 x 8)") != std::string::npos);
+  // With the accumulation absent DeepSpeed derives it: the micro-batch alone is the change, and the text says so.
+  const std::string derived = R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2},
+                                  "train_batch_size": 64, "train_micro_batch_size_per_gpu": 8})";
+  const auto d = run_cli(with_written_config(path, derived, plus(job, {"--explain"})));
+  CHECK(d.out.find("\n    DeepSpeed derives gradient accumulation 2 from the config's train_batch_size 64\n") != std::string::npos);
+  CHECK(run_cli_json(with_written_config(path, derived, plus(job, {"--explain", "--json"})))["fixes"].at(0)["set"].size() == 3);
+  // "auto", which Hugging Face Trainer fills from --per_device_train_batch_size: the flag is the change, not the config.
+  const std::string filled = R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}, "train_batch_size": "auto",
+                                 "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto"})";
+  const std::vector<std::string> by_flag = plus(job, {"--micro-batch", "8"});
+  const auto f = run_cli(with_written_config(path, filled, plus(by_flag, {"--explain"})));
+  CHECK(f.out.find("three changes that fit together: --loss fused, --recompute full and --micro-batch 4 -> ") != std::string::npos);
+  CHECK(f.out.find("gradient accumulation") == std::string::npos);
+  const nlohmann::json auto_fix = run_cli_json(with_written_config(path, filled, plus(by_flag, {"--explain", "--json"})))["fixes"].at(0);
+  CHECK(auto_fix["set"].back() == nlohmann::json::parse(R"({"flag": "--micro-batch", "value": "4"})"));
+  CHECK(auto_fix["needed_bytes"] ==
+        run_cli_json(with_written_config(path, filled, plus(fixed, {"--micro-batch", "4"})))["verdict"]["needed_bytes"]);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("estimate --explain's GPU count keeps the config's train_batch_size, with dp derived from it", "[deepspeed_config][cli][explain]") {
+  // Llama-3-8B under ZeRO-3, train_batch_size 32 = 1 x 4 x dp, so dp 8 is derived; on 12 GiB twice and four times the
+  // ranks take the accumulation to 2 and 1, and eight times would need 0.5: the fewest that fit are 32, accumulation 1.
+  const std::string path = "zeromem-test-ds-dp.json";
+  const std::vector<std::string> job{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--recompute", "full", "--loss", "fused",
+                                     "--gpu-memory", "12GiB"};
+  const std::string config = R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3},
+                                 "train_batch_size": 32, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4})";
+  const auto r = run_cli(with_written_config(path, config, plus(job, {"--explain"})));
+  CHECK(r.out.find("  the fewest GPUs that fit: --dp 32 (32 GPUs) -> ") != std::string::npos);
+  CHECK(r.out.find("\n    with gradient_accumulation_steps 1 in 'zeromem-test-ds-dp.json' (--grad-accum-steps 1), keeping the config's "
+                   "train_batch_size 32\n") != std::string::npos);
+  const nlohmann::json fix = run_cli_json(with_written_config(path, config, plus(job, {"--explain", "--json"})))["fixes"].at(0);
+  CHECK(fix["set"] == nlohmann::json::parse(R"([{"config": "zeromem-test-ds-dp.json", "key": "gradient_accumulation_steps", "value": 1,
+                                                  "flag": "--grad-accum-steps"}, {"flag": "--dp", "value": "32"}])"));
+  const nlohmann::json applied = run_cli_json(with_written_config(path, R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3},
+      "train_batch_size": 32, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1})", plus(job, {"--dp", "32", "--json"})));
+  CHECK(applied["verdict"]["fits"] == true);
+  CHECK(fix["needed_bytes"] == applied["verdict"]["needed_bytes"]);
+  const nlohmann::json sixteen = run_cli_json(with_written_config(path, R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3},
+      "train_batch_size": 32, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2})", plus(job, {"--dp", "16", "--json"})));
+  CHECK(sixteen["verdict"]["fits"] == false);
+  std::remove(path.c_str());
+}
+
 TEST_CASE("estimate --deepspeed-version 0.16.x walks ZeRO-3's checkpointing defect: the whole model by the embedding's backward",
           "[deepspeed_config][cli][zero3]") {
   using zeromem::test::run_cli;

@@ -111,11 +111,23 @@ int run_forward_only(const estimate_args& a, std::ostream& out);
 /// The text report: the step's peak and verdict (with --seq-len), the job, then per-GPU, host and NVMe tables.
 void print_estimate(std::ostream& out, const estimate_args& a, const estimate_inputs& in, const model_state_estimate& e,
                     const stage_activations* act, const step_estimate* step, const device_choice& device);
+/// One flag a fix sets, to `value` (a switch's "true" / "false": false drops it); where the DeepSpeed config sets the
+/// flag's key, the change is made there, the key set to `config_value` (JSON text), since a flag that disagrees with
+/// the config is refused.
+struct fix_setting {
+  std::string flag;
+  std::string value;
+  bool is_switch = false;
+  std::string config_key;
+  std::string config_value;
+};
 /// A fix --explain names: what kind ("change", "two changes", "three changes", "gpus", "gpus with a change"), each
-/// change as it prints it, and the verdict with them (JSON `fixes[]`).
+/// change as it prints it, every flag the fix sets (with the accumulation that keeps a config's train_batch_size), and
+/// the verdict with them (JSON `fixes[]`).
 struct explained_fix {
   std::string kind;
   std::vector<std::string> changes;
+  std::vector<fix_setting> settings;
   step_verdict verdict;
 };
 /// --explain for the step (estimate_explain.cpp): the terms of its peak, the verdict, and the smallest change (or two

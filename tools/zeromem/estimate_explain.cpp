@@ -4,12 +4,78 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "estimate.hpp"
 
 namespace zeromem::cli {
+
+namespace {
+
+// The flags a change may set, each with the DeepSpeed config's key where a config may set it (there the change is
+// made in the config: a flag that disagrees with the config is refused).
+struct settable {
+  const char* flag;
+  const char* config_key;  // nullptr: the command line only
+  std::string (*word)(const estimate_args&);  // the flag's value; "true" / "false" for a switch
+  bool is_switch;
+};
+std::string yes_no(bool on) { return on ? "true" : "false"; }
+constexpr settable settables[] = {
+    {"--deepspeed-version", nullptr, [](const estimate_args& a) { return a.deepspeed_version; }, false},
+    {"--allocator", nullptr, [](const estimate_args& a) { return a.allocator; }, false},
+    {"--optimizer-impl", nullptr, [](const estimate_args& a) { return a.optimizer_impl; }, false},
+    {"--loss", nullptr, [](const estimate_args& a) { return a.loss; }, false},
+    {"--overlap-comm", "zero_optimization.overlap_comm", [](const estimate_args& a) { return a.overlap_comm; }, false},
+    {"--gradient-as-bucket-view", nullptr, [](const estimate_args& a) { return yes_no(a.gradient_as_bucket_view); }, true},
+    {"--recompute", nullptr, [](const estimate_args& a) { return a.recompute_name; }, false},
+    {"--paged-optimizer", nullptr, [](const estimate_args& a) { return yes_no(a.paged_optimizer); }, true},
+    {"--quantize", nullptr, [](const estimate_args& a) { return a.quantize; }, false},
+    {"--micro-batch", "train_micro_batch_size_per_gpu", [](const estimate_args& a) { return std::to_string(a.micro_batch); }, false},
+    {"--grad-accum-steps", "gradient_accumulation_steps", [](const estimate_args& a) { return std::to_string(a.grad_accum_steps); }, false},
+    {"--zero-stage", "zero_optimization.stage", [](const estimate_args& a) { return std::to_string(a.zero_stage); }, false},
+    {"--dp", nullptr, [](const estimate_args& a) { return std::to_string(a.dp); }, false},
+    {"--shard-group", nullptr, [](const estimate_args& a) { return std::to_string(a.shard_group); }, false},
+    {"--fsdp", nullptr, [](const estimate_args& a) { return a.fsdp; }, false},
+    {"--ddp", nullptr, [](const estimate_args& a) { return yes_no(a.ddp); }, true},
+};
+
+// The config sets `key` to a value of its own ("auto" is filled from the flag, as Hugging Face Trainer fills it).
+bool set_by_config(const estimate_args& a, const std::string& key) {
+  for (const auto& [read, value] : a.deepspeed_read)
+    if (read == key) return value.rfind("auto", 0) != 0;
+  return false;
+}
+
+// Where the config's train_batch_size is a number, DeepSpeed derives the one of micro-batch, accumulation and dp that
+// is not given from the other two (runtime/config.py _set_batch_related_parameters), as with_deepspeed_config does.
+// After a fix, the accumulation is derived there when the micro-batch and dp are given and it is not.
+bool accumulation_derived(const estimate_args& before, const estimate_args& after) {
+  const auto given = [&](const char* flag) { return before.given_flags.count(flag) > 0; };
+  const bool micro = set_by_config(before, "train_micro_batch_size_per_gpu") || given("--micro-batch") || after.micro_batch != before.micro_batch;
+  const bool dp = given("--dp") || after.dp != before.dp;
+  return micro && dp && !set_by_config(before, "gradient_accumulation_steps") && !given("--grad-accum-steps");
+}
+
+// What the changes set, as the command line (or the config) would say it: each flag whose value they change.
+std::vector<fix_setting> settings_of(const estimate_args& before, const estimate_args& after) {
+  std::vector<fix_setting> out;
+  for (const settable& s : settables) {
+    const std::string was = s.word(before), now = s.word(after);
+    if (was == now || (s.flag == std::string_view{"--grad-accum-steps"} && accumulation_derived(before, after))) continue;
+    fix_setting f{s.flag, now, s.is_switch, {}, {}};
+    if (s.config_key != nullptr && set_by_config(before, s.config_key)) {
+      f.config_key = s.config_key;
+      f.config_value = now == "on" ? "true" : now == "off" ? "false" : now;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace
 
 // The smallest change that makes the step fit, tried from the least disruptive: each is the command line with its
 // flags added, evaluated as `estimate` evaluates any command line (to_inputs), so what it prints is what those flags give.
@@ -42,9 +108,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   const bool sharded_over_dp = in.job.states.zero.stage > 0 && shard_group_of(in.job.states) == in.job.states.dp;
   // With --deepspeed-config, a change to a key the config sets is made there: named by its key, the flag beside it.
   const auto in_config = [&](const std::string& flag, const std::string& key, const std::string& value) {
-    for (const auto& read : a.deepspeed_read)
-      if (read.first == key) return key + " " + value + " in " + detail::quoted(a.deepspeed_file, 96) + " (" + flag + ")";
-    return flag;
+    return set_by_config(a, key) ? key + " " + value + " in " + detail::quoted(a.deepspeed_file, 96) + " (" + flag + ")" : flag;
   };
   // DeepSpeed 0.16.x's ZeRO-3 keeps what a checkpointed backward gathers (DeepSpeed issue #7116); 0.17 releases it.
   if (in.job.step.zero3_backward_keeps_gathered)
@@ -89,23 +153,45 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
       c.dp *= 2;
       if (c.shard_group > 0) c.shard_group *= 2;
     }, true);
-  // The verdict of the command line with some changes made; none where they are not valid together.
-  const auto verdict_with = [&](std::initializer_list<const change*> made) -> std::optional<step_verdict> {
+  // A config's numeric train_batch_size (noted only then) is kept: a change to the micro-batch or dp takes the
+  // accumulation with it, micro-batch x accumulation x dp (runtime/config.py _batch_assertion), or is not made.
+  bool batch_kept = false;
+  for (const auto& read : a.deepspeed_read) batch_kept = batch_kept || read.first == "train_batch_size";
+  const std::int64_t global_batch = batch_kept ? a.micro_batch * a.grad_accum_steps * a.dp : 0;  // checked as the config was read
+  // The command line with some changes made; none where the config's batch cannot be kept.
+  using made_list = std::vector<const change*>;
+  const auto changed = [&](const made_list& made) -> std::optional<estimate_args> {
     estimate_args c = a;
     for (const change* m : made) m->edit(c);
+    if (batch_kept && (c.micro_batch != a.micro_batch || c.dp != a.dp)) {
+      if (global_batch % c.dp != 0 || (global_batch / c.dp) % c.micro_batch != 0) return std::nullopt;
+      c.grad_accum_steps = global_batch / c.dp / c.micro_batch;
+    }
+    return c;
+  };
+  // Its verdict; none where the changes are not valid together.
+  const auto verdict_with = [&](const made_list& made) -> std::optional<step_verdict> {
+    const std::optional<estimate_args> c = changed(made);
+    if (!c) return std::nullopt;
     try {
-      return verdict_of(estimate_step(to_inputs(c).job), device.capacity);
+      return verdict_of(estimate_step(to_inputs(*c).job), device.capacity);
     } catch (const std::exception&) {  // invalid_argument (dp no longer divides, ...) or overflow_error
       return std::nullopt;
     }
   };
-  const auto print_fit = [&](const std::string& label, const step_verdict& cv, const char* kind, std::vector<std::string> named) {
+  const auto print_fit = [&](const std::string& label, const made_list& made, const step_verdict& cv, const char* kind,
+                             std::vector<std::string> named) {
     out << "  " << label << " -> " << format_bytes(cv.needed, size_unit::GiB) << " (margin " << format_bytes(cv.margin(), size_unit::GiB) << ")\n";
-    fixes.push_back({kind, std::move(named), cv});
+    const estimate_args c = *changed(made);
+    if (const std::string n = std::to_string(c.grad_accum_steps); c.grad_accum_steps != a.grad_accum_steps)
+      out << "    " << (accumulation_derived(a, c) ? "DeepSpeed derives gradient accumulation " + n + " from"
+                                                    : "with " + in_config("--grad-accum-steps " + n, "gradient_accumulation_steps", n) + ", keeping")
+          << " the config's train_batch_size " << global_batch << "\n";
+    fixes.push_back({kind, std::move(named), settings_of(a, c), cv});
   };
   for (const change& c : changes)
     if (const auto cv = verdict_with({&c}); cv && cv->fits()) {
-      print_fit("smallest change that fits: " + c.what, *cv, "change", {c.what});
+      print_fit("smallest change that fits: " + c.what, {&c}, *cv, "change", {c.what});
       return;
     }
   // Two changes together, the least disruptive pairs first (the list's order).
@@ -113,7 +199,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     for (std::size_t i = 0; i < j; ++i)
       if (const auto cv = verdict_with({&changes[i], &changes[j]}); cv && cv->fits()) {
         out << "  no single change fits\n";
-        print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, *cv, "two changes",
+        print_fit("two changes that fit together: " + changes[i].what + " and " + changes[j].what, {&changes[i], &changes[j]}, *cv, "two changes",
                   {changes[i].what, changes[j].what});
         return;
       }
@@ -123,8 +209,8 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
       for (std::size_t i = 0; i < j; ++i)
         if (const auto cv = verdict_with({&changes[i], &changes[j], &changes[k]}); cv && cv->fits()) {
           out << "  no single change or pair of changes fits\n";
-          print_fit("three changes that fit together: " + changes[i].what + ", " + changes[j].what + " and " + changes[k].what, *cv,
-                    "three changes", {changes[i].what, changes[j].what, changes[k].what});
+          print_fit("three changes that fit together: " + changes[i].what + ", " + changes[j].what + " and " + changes[k].what,
+                    {&changes[i], &changes[j], &changes[k]}, *cv, "three changes", {changes[i].what, changes[j].what, changes[k].what});
           return;
         }
   // More GPUs: the fewest, the data-parallel degree doubled up to max_gpus, over which the states shard (the job's own
@@ -174,10 +260,15 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     const std::int64_t replica = in.job.states.model_parallel;
     const auto on = [&](std::int64_t gpus) { return how + "--dp " + std::to_string(gpus) + " (" + std::to_string(gpus * replica) + " GPUs)"; };
     if (alone || fewer) out << "  no single change, pair or three of them fits\n";
-    if (alone) print_fit("the fewest GPUs that fit: " + on(alone->first), alone->second, "gpus", {on(alone->first)});
-    if (fewer)
-      print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), fewer->second,
-                "gpus with a change", {helper->what, on(fewer->first)});
+    if (alone) {
+      const change more{"", over(alone->first)};
+      print_fit("the fewest GPUs that fit: " + on(alone->first), {&more}, alone->second, "gpus", {on(alone->first)});
+    }
+    if (fewer) {
+      const change more{"", over(fewer->first)};
+      print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), {helper, &more},
+                fewer->second, "gpus with a change", {helper->what, on(fewer->first)});
+    }
     if (alone || fewer) return;
   }
   out << "  no single change, pair or three of them fits; try `zeromem plan` for combinations\n";

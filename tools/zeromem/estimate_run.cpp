@@ -218,9 +218,18 @@ int run_estimate(const estimate_args& given, std::ostream& out) {
     explain_estimate(text, a, in, e, step_ptr, device, fixes);
     j["explain"] = text.str().substr(1);  // the same lines --explain prints, without the leading blank line
     j["fixes"] = json::array();  // what it names, each with the verdict it gives (empty where it names none)
-    for (const explained_fix& f : fixes)
-      j["fixes"].push_back({{"kind", f.kind}, {"changes", f.changes}, {"needed_bytes", f.verdict.needed.count()},
+    for (const explained_fix& f : fixes) {
+      json set = json::array();  // each flag as argv would set it, or the config's key with its JSON value
+      for (const fix_setting& s : f.settings)
+        if (!s.config_key.empty())
+          set.push_back({{"config", a.deepspeed_file}, {"key", s.config_key}, {"value", json::parse(s.config_value)}, {"flag", s.flag}});
+        else if (s.is_switch)
+          set.push_back({{"flag", s.flag}, {"value", s.value == "true"}});
+        else
+          set.push_back({{"flag", s.flag}, {"value", s.value}});
+      j["fixes"].push_back({{"kind", f.kind}, {"changes", f.changes}, {"set", set}, {"needed_bytes", f.verdict.needed.count()},
                             {"margin_bytes", f.verdict.margin().count()}, {"fits", f.verdict.fits()}});
+    }
   }
   out << j.dump(2) << "\n";
   return 0;
