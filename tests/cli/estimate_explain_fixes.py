@@ -5,8 +5,8 @@ to the command line, where the job has no DeepSpeed config (it must fit at the b
 0.01 GiB shown), and as JSON `fixes[].set` says, to the command line and to the DeepSpeed config half the ZeRO
 jobs carry (it must give the fix's bytes exactly; the config's batch keys are drawn numeric, "auto" or absent, so a
 named micro-batch or GPU count must keep its train_batch_size). For a GPU count, half as many data-parallel ranks
-(where that is still more than the job's) must not fit; for two or three changes, the others without any one of them
-must not fit. Prints a summary; exits 1 on any mismatch.
+(where that is still more than the job's) must not fit; for two or three changes, or a GPU count with one or two, the
+others without any one of them must not fit. Prints a summary; exits 1 on any mismatch.
 
 usage: estimate_explain_fixes.py ZEROMEM [--jobs N] [--seed S]
 """
@@ -45,8 +45,9 @@ def apply(base, change):
     """The flags of a change as --explain prints it, over the base's: parenthesised notes dropped, FSDP in place of
     --ddp taking --ddp away, later values replacing earlier ones."""
     flags = dict(base)
-    if "(in place of --ddp)" in change:
+    if "(in place of --ddp" in change:
         flags.pop("--ddp", None)
+        flags.pop("--gradient-as-bucket-view", None)
     words = re.sub(r"\([^()]*\)", " ", change).split()
     i = 0
     while i < len(words):
@@ -57,6 +58,20 @@ def apply(base, change):
             flags[words[i]] = None
             i += 1
     return flags
+
+
+def split_changes(text):
+    """The changes of "A, B and C" (or "A and B"), split outside the parenthesised notes, which stay with their change."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        sep = next((x for x in (", ", " and ") if depth == 0 and text.startswith(x, i)), None)
+        if sep:
+            parts.append(text[start:i])
+            i = start = i + len(sep)
+        else:
+            i += 1
+    return parts + [text[start:]]
 
 
 def random_config(rng, flags):
@@ -149,7 +164,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, refused=0, fit=0, named=0, threes=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
+    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
     directory = tempfile.mkdtemp(prefix="zeromem-explain-")
     for _ in range(a.jobs):
         base, config = random_job(rng)
@@ -176,6 +191,7 @@ def main():
         for line, fix in zip(lines, report["fixes"]):
             counts["named"] += 1
             counts["threes"] += fix["kind"] == "three changes"
+            counts["gpu_pairs"] += fix["kind"] == "gpus with two changes"
             flags, changed = applied_settings(base, config, fix["set"])
             got = estimate(a.zeromem, with_config(flags, changed, directory, "ds.json.fixed") + ["--json"])
             verdict = json.loads(got)["verdict"] if got else None
@@ -192,9 +208,9 @@ def main():
             told = m.group(1)[len(marker):]
             if marker in ("fewer GPUs with ", "the fewest GPUs that fit, with "):
                 change, gpus = told.split(": ", 1)
-                changes = [change, gpus]
+                changes = split_changes(change) + [gpus]
             elif marker in ("two changes that fit together: ", "three changes that fit together: "):
-                changes = re.split(r", | and ", re.sub(r" \([^()]*\)", "", told))
+                changes = split_changes(told)
             else:
                 changes = [told]
             flags = base
@@ -206,8 +222,8 @@ def main():
             if not verdict or not verdict["fits"] or (gib(verdict["needed_bytes"]), gib(verdict["margin_bytes"])) != (m.group(2), m.group(3)):
                 counts["wrong"] += 1
                 print(f"WRONG {' '.join(as_flags(base))}: {line} gives {verdict}")
-            if marker.endswith("fit together: "):
-                for left_out in range(len(changes)):  # each change is needed: the others without it do not fit
+            if len(changes) > 1:
+                for left_out in range(len(changes)):  # each part is needed (a GPU count too): the others without it do not fit
                     rest = base
                     for i, c in enumerate(changes):
                         rest = rest if i == left_out else apply(rest, c)

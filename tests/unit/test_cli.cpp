@@ -1242,15 +1242,19 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   CHECK(gpus[0]["changes"] == nlohmann::json::array({"--fsdp FULL_SHARD --dp 2 (2 GPUs)"}));
   CHECK(gpus[0]["set"] == nlohmann::json::parse(R"([{"flag": "--dp", "value": "2"}, {"flag": "--fsdp", "value": "FULL_SHARD"}])"));
   CHECK(gpus[0]["needed_bytes"] == sharded["verdict"]["needed_bytes"]);
-  // In place of --ddp: its `set` drops the switch (value false), as the command line that fits has none.
-  const std::vector<std::string> ddp{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb", "--dp", "2", "--ddp"};
+  // DDP on 2 GPUs holds Llama-2-7B's 16 B a parameter whole on each (107.8 GB of states on an 85.0 GB card); FSDP's
+  // FULL_SHARD in its place, on the same 2 GPUs, halves them. Its `set` drops --ddp and DDP's own option (value false).
+  const std::vector<std::string> ddp{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb", "--dp", "2", "--ddp",
+                                     "--gradient-as-bucket-view"};
+  CHECK(run_json(plus(ddp, {"--json"}))["per_gpu"]["model_states_bytes"] == 16 * 6'738'415'616LL);
+  const result in_place = run(plus(ddp, {"--explain"}));
+  const nlohmann::json fsdp = run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb", "--dp", "2", "--fsdp",
+                                        "FULL_SHARD", "--json"});
+  check_explained_fit(in_place.out, "smallest change that fits: --fsdp FULL_SHARD (in place of --ddp and --gradient-as-bucket-view) -> ", fsdp);
   const nlohmann::json instead = run_json(plus(ddp, {"--explain", "--json"}))["fixes"].at(0);
-  CHECK(instead["changes"] == nlohmann::json::array({"--fsdp FULL_SHARD (in place of --ddp) --dp 4 (4 GPUs)"}));
-  CHECK(instead["set"] == nlohmann::json::parse(R"([{"flag": "--dp", "value": "4"}, {"flag": "--fsdp", "value": "FULL_SHARD"},
-                                                     {"flag": "--ddp", "value": false}])"));
-  CHECK(instead["needed_bytes"] ==
-        run_json({"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb", "--dp", "4", "--fsdp", "FULL_SHARD", "--json"})
-            ["verdict"]["needed_bytes"]);
+  CHECK(instead["set"] == nlohmann::json::parse(R"([{"flag": "--gradient-as-bucket-view", "value": false},
+                                                     {"flag": "--fsdp", "value": "FULL_SHARD"}, {"flag": "--ddp", "value": false}])"));
+  CHECK(instead["needed_bytes"] == fsdp["verdict"]["needed_bytes"]);
   // A DeepSpeed job (--zero-stage given) is sharded by ZeRO-3 instead: Llama-2-7B, mixed bf16, 16 B a parameter.
   const std::vector<std::string> llama{"estimate", "--model", "llama-2-7b", "--seq-len", "2048", "--gpu", "h100-80gb"};
   const result d = run(plus(llama, {"--zero-stage", "0", "--explain"}));
@@ -1278,6 +1282,38 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
                       "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
                       run_json(plus(short_zero3, {"--loss", "fused", "--recompute", "full", "--dp", "16", "--json"})));
   CHECK(run_json(plus(short_zero3, {"--recompute", "full", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
+}
+
+TEST_CASE("estimate --explain: FSDP's FULL_SHARD for SHARD_GRAD_OP, and the fewest GPUs with two changes", "[cli][explain]") {
+  // Llama-3-8B under FSDP SHARD_GRAD_OP over 8 GPUs keeps each layer's gathered bf16 parameters from its forward to its
+  // backward: 30,113,479,680 B of model states a GPU. FULL_SHARD frees them after the forward (FSDP2
+  // reshard_after_forward=True), which on a 24 GiB card is the change that fits; on 16 GiB it fits with twice the GPUs.
+  const std::vector<std::string> op{"estimate", "--model", "llama-3-8b", "--seq-len", "2048", "--dp", "8", "--fsdp", "SHARD_GRAD_OP",
+                                    "--recompute", "full", "--loss", "fused"};
+  CHECK(run_json(plus(op, {"--json"}))["per_gpu"]["model_states_bytes"] == 30'113'479'680LL);
+  const std::vector<std::string> full{"estimate", "--model", "llama-3-8b", "--seq-len", "2048", "--fsdp", "FULL_SHARD", "--recompute", "full",
+                                      "--loss", "fused"};
+  check_explained_fit(run(plus(op, {"--gpu-memory", "24GiB", "--explain"})).out, "smallest change that fits: --fsdp FULL_SHARD -> ",
+                      run_json(plus(full, {"--dp", "8", "--gpu-memory", "24GiB", "--json"})));
+  check_explained_fit(run(plus(op, {"--gpu-memory", "16GiB", "--explain"})).out,
+                      "two changes that fit together: --fsdp FULL_SHARD and --dp 16 (twice the GPUs) -> ",
+                      run_json(plus(full, {"--dp", "16", "--gpu-memory", "16GiB", "--json"})));
+  // Llama-3-8B at 8192 x 2 tokens on one 16 GiB card: the fp32 logits alone are 2 x 8192 x 128,256 x 4 B = 8.41 GB.
+  // No change, pair or three fits on one GPU, nor any number of FULL_SHARD GPUs with one change; with the fused loss
+  // and full recompute, 64 do and 32 do not.
+  const std::vector<std::string> one{"estimate", "--model", "llama-3-8b", "--seq-len", "8192", "--micro-batch", "2", "--gpu-memory", "16GiB"};
+  const result r = run(plus(one, {"--explain"}));
+  const std::vector<std::string> both = plus(one, {"--loss", "fused", "--recompute", "full", "--fsdp", "FULL_SHARD"});
+  check_explained_fit(r.out, "the fewest GPUs that fit, with --loss fused and --recompute full: --fsdp FULL_SHARD --dp 64 (64 GPUs) -> ",
+                      run_json(plus(both, {"--dp", "64", "--json"})));
+  CHECK(run_json(plus(both, {"--dp", "32", "--json"}))["verdict"]["fits"] == false);
+  for (const char* dp : {"64", "16384"}) {
+    CHECK(run_json(plus(one, {"--loss", "fused", "--fsdp", "FULL_SHARD", "--dp", dp, "--json"}))["verdict"]["fits"] == false);
+    CHECK(run_json(plus(one, {"--recompute", "full", "--fsdp", "FULL_SHARD", "--dp", dp, "--json"}))["verdict"]["fits"] == false);
+  }
+  const nlohmann::json fix = run_json(plus(one, {"--explain", "--json"}))["fixes"].at(0);
+  CHECK(fix["kind"] == "gpus with two changes");
+  CHECK(fix["changes"] == nlohmann::json::array({"--loss fused", "--recompute full", "--fsdp FULL_SHARD --dp 64 (64 GPUs)"}));
 }
 
 TEST_CASE("estimate --explain suggests selective recompute only where the job's code offers it", "[cli][explain]") {

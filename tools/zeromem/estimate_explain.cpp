@@ -148,6 +148,20 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     for (int stage = in.job.states.zero.stage + 1; stage <= 3; ++stage)
       with(in_config("--zero-stage " + std::to_string(stage), "zero_optimization.stage", std::to_string(stage)),
            [stage](estimate_args& c) { c.zero_stage = stage; }, !sharded_over_dp);
+  // A PyTorch job's FSDP on the same GPUs: FULL_SHARD frees each layer's gathered parameters after its forward (FSDP2
+  // reshard_after_forward=True, where SHARD_GRAD_OP keeps them to the backward) and shards what DDP and NO_SHARD hold
+  // whole; HYBRID_SHARD does so within its shard group. (A job with neither --ddp nor --fsdp is offered ZeRO above.)
+  const std::optional<fsdp_strategy> fsdp = a.ddp ? fsdp_strategy::no_shard
+                                            : a.fsdp.empty() ? std::optional<fsdp_strategy>{}
+                                                             : parse_fsdp_strategy(a.fsdp);
+  const std::string in_place_of_ddp = a.gradient_as_bucket_view ? " (in place of --ddp and --gradient-as-bucket-view)" : " (in place of --ddp)";
+  if (in.job.states.dp > 1 && (fsdp == fsdp_strategy::no_shard || fsdp == fsdp_strategy::shard_grad_op))
+    with("--fsdp FULL_SHARD" + (a.ddp ? in_place_of_ddp : std::string{}), [](estimate_args& c) {
+      c.fsdp = "FULL_SHARD";
+      c.ddp = c.gradient_as_bucket_view = false;
+    }, !sharded_over_dp);
+  if (in.job.states.dp > 1 && fsdp == fsdp_strategy::hybrid_shard_zero2)
+    with("--fsdp HYBRID_SHARD", [](estimate_args& c) { c.fsdp = "HYBRID_SHARD"; });
   if (sharded_over_dp && in.job.states.dp <= detail::i64_max / 2)
     with("--dp " + std::to_string(in.job.states.dp * 2) + " (twice the GPUs)", [](estimate_args& c) {
       c.dp *= 2;
@@ -223,7 +237,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   if ((sharded_over_dp || unsharded) && a.fsdp.find("HYBRID") == std::string::npos && in.job.states.dp <= max_gpus / 2) {
     const std::string how = sharded_over_dp ? std::string{}
                             : deepspeed_job ? in_config("--zero-stage 3", "zero_optimization.stage", "3") + " "
-                            : a.ddp         ? "--fsdp FULL_SHARD (in place of --ddp) "
+                            : a.ddp         ? "--fsdp FULL_SHARD" + in_place_of_ddp + " "
                                             : "--fsdp FULL_SHARD ";
     const auto over = [sharded = sharded_over_dp, deepspeed_job](std::int64_t gpus) {
       return [=](estimate_args& c) {
@@ -233,29 +247,35 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
           c.zero_stage = 3;
         } else {
           c.fsdp = "FULL_SHARD";
-          c.ddp = false;
+          c.ddp = c.gradient_as_bucket_view = false;
         }
         c.dp = gpus;
       };
     };
     // The fewest GPUs, fewer than `below`, at which the job fits with `made` (and the more GPUs).
     using found = std::optional<std::pair<std::int64_t, step_verdict>>;
-    const auto fewest = [&](const change* made, std::int64_t below) -> found {
+    const auto fewest = [&](made_list made, std::int64_t below) -> found {
       for (std::int64_t gpus = in.job.states.dp * 2; gpus <= max_gpus && gpus < below; gpus *= 2) {
         const change more{"", over(gpus)};
-        const auto cv = made != nullptr ? verdict_with({made, &more}) : verdict_with({&more});
+        made.push_back(&more);
+        const auto cv = verdict_with(made);
+        made.pop_back();
         if (cv && cv->fits()) return std::make_pair(gpus, *cv);
       }
       return std::nullopt;
     };
-    const found alone = fewest(nullptr, max_gpus + 1);
-    const change* helper = nullptr;
-    found fewer;
+    const found alone = fewest({}, max_gpus + 1);
+    // The first change that needs fewer GPUs (or fits where more GPUs alone do not); where none does and more GPUs
+    // alone do not fit, the first pair that fits with them.
+    made_list usable, helpers;
     for (const change& c : changes)
-      if (!c.replaced_by_more_gpus && (fewer = fewest(&c, alone ? alone->first : max_gpus + 1))) {
-        helper = &c;
-        break;
-      }
+      if (!c.replaced_by_more_gpus) usable.push_back(&c);
+    found fewer;
+    for (std::size_t j = 0; j < usable.size() && !fewer; ++j)
+      if ((fewer = fewest({usable[j]}, alone ? alone->first : max_gpus + 1))) helpers = {usable[j]};
+    for (std::size_t j = 1; j < usable.size() && !fewer && !alone; ++j)
+      for (std::size_t i = 0; i < j && !fewer; ++i)
+        if ((fewer = fewest({usable[i], usable[j]}, max_gpus + 1))) helpers = {usable[i], usable[j]};
     // GPUs in all: dp x the tensor-, pipeline- and context-parallel ranks of one replica.
     const std::int64_t replica = in.job.states.model_parallel;
     const auto on = [&](std::int64_t gpus) { return how + "--dp " + std::to_string(gpus) + " (" + std::to_string(gpus * replica) + " GPUs)"; };
@@ -266,8 +286,14 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     }
     if (fewer) {
       const change more{"", over(fewer->first)};
-      print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + helper->what + ": " + on(fewer->first), {helper, &more},
-                fewer->second, "gpus with a change", {helper->what, on(fewer->first)});
+      made_list made = helpers;
+      made.push_back(&more);
+      std::vector<std::string> named;
+      for (const change* h : helpers) named.push_back(h->what);
+      const std::string with_what = helpers.size() == 1 ? named[0] : named[0] + " and " + named[1];
+      named.push_back(on(fewer->first));
+      print_fit(std::string(alone ? "fewer GPUs with " : "the fewest GPUs that fit, with ") + with_what + ": " + on(fewer->first), made,
+                fewer->second, helpers.size() == 1 ? "gpus with a change" : "gpus with two changes", std::move(named));
     }
     if (alone || fewer) return;
   }
