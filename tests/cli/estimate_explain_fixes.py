@@ -4,7 +4,8 @@ pair, three changes or GPU count --explain names, applied and estimated again. E
 to the command line, where the job has no DeepSpeed config (it must fit at the bytes and margin printed, to the
 0.01 GiB shown), and as JSON `fixes[].set` says, to the command line and to the DeepSpeed config half the ZeRO
 jobs carry (it must give the fix's bytes exactly; the config's batch keys are drawn numeric, "auto" or absent, so a
-named micro-batch or GPU count must keep its train_batch_size). For a GPU count, half as many data-parallel ranks
+named micro-batch or GPU count must keep its train_batch_size); with --host-memory, drawn for 30% of them, it must
+fit the node's host RAM too. For a GPU count, half as many data-parallel ranks
 (where that is still more than the job's) must not fit; for two or three changes, or a GPU count with one or two, the
 others without any one of them must not fit. Prints a summary; exits 1 on any mismatch.
 
@@ -123,6 +124,8 @@ def random_job(rng):
     if rng.random() < 0.2:
         flags["--lora-rank"] = "16"
         flags["--lora-targets"] = "q_proj,v_proj"
+    if rng.random() < 0.3:  # a node's host RAM, which offloading fixes must fit
+        flags["--host-memory"] = rng.choice(["256GB", "512GB", "1TB", "2TB"])
     config = random_config(rng, flags) if sharding == "zero" and rng.random() < 0.5 else None
     return flags, config
 
@@ -164,7 +167,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
+    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, offloads=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
     directory = tempfile.mkdtemp(prefix="zeromem-explain-")
     for _ in range(a.jobs):
         base, config = random_job(rng)
@@ -192,10 +195,13 @@ def main():
             counts["named"] += 1
             counts["threes"] += fix["kind"] == "three changes"
             counts["gpu_pairs"] += fix["kind"] == "gpus with two changes"
+            counts["offloads"] += any(st["flag"].startswith("--offload") for st in fix["set"])
             flags, changed = applied_settings(base, config, fix["set"])
             got = estimate(a.zeromem, with_config(flags, changed, directory, "ds.json.fixed") + ["--json"])
             verdict = json.loads(got)["verdict"] if got else None
-            if not verdict or not verdict["fits"] or (verdict["needed_bytes"], verdict["margin_bytes"]) != (fix["needed_bytes"], fix["margin_bytes"]):
+            host = json.loads(got)["per_node_host"] if got else {}
+            if not verdict or not verdict["fits"] or (verdict["needed_bytes"], verdict["margin_bytes"]) != (fix["needed_bytes"], fix["margin_bytes"]) \
+                    or not host.get("fits", True):
                 counts["wrong"] += 1
                 print(f"WRONG {' '.join(job)} {config}: {fix['set']} gives {verdict}, not {fix}")
             if config is not None:

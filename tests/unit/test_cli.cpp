@@ -1267,9 +1267,10 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
                       run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "4", "--json"})));
   CHECK(run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"}))["verdict"]["fits"] == false);
   // Already sharded over its 8 GPUs (ZeRO-3), Llama-3-70B keeps 80 layers' activations per GPU however many GPUs shard
-  // its states (not at 16,384). At 8192 tokens, with full recompute, 32 GPUs fit and 16 do not.
+  // its states (not at 16,384). At 8192 tokens, with full recompute, 32 GPUs fit and 16 do not. Nodes of 512 GB of host
+  // RAM leave out ZeRO-Offload's optimizer (its fp32 states and gradients are about 1.27 TB a node).
   const std::vector<std::string> zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "8192", "--zero-stage", "3", "--gpu", "h100-80gb"};
-  const result z = run(plus(zero3, {"--dp", "8", "--explain"}));
+  const result z = run(plus(zero3, {"--dp", "8", "--host-memory", "512GB", "--explain"}));
   CHECK(z.out.find("the fewest GPUs that fit: ") == std::string::npos);
   check_explained_fit(z.out, "the fewest GPUs that fit, with --recompute full: --dp 32 (32 GPUs) -> ",
                       run_json(plus(zero3, {"--recompute", "full", "--dp", "32", "--json"})));
@@ -1278,7 +1279,7 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   CHECK(run_json(plus(zero3, {"--dp", "16384", "--json"}))["verdict"]["fits"] == false);
   // At 4096 tokens three changes fit on twice the GPUs, which --explain names before any GPU count of its own.
   const std::vector<std::string> short_zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
-  check_explained_fit(run(plus(short_zero3, {"--dp", "8", "--explain"})).out,
+  check_explained_fit(run(plus(short_zero3, {"--dp", "8", "--host-memory", "512GB", "--explain"})).out,
                       "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
                       run_json(plus(short_zero3, {"--loss", "fused", "--recompute", "full", "--dp", "16", "--json"})));
   CHECK(run_json(plus(short_zero3, {"--recompute", "full", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
@@ -1314,6 +1315,39 @@ TEST_CASE("estimate --explain: FSDP's FULL_SHARD for SHARD_GRAD_OP, and the fewe
   const nlohmann::json fix = run_json(plus(one, {"--explain", "--json"}))["fixes"].at(0);
   CHECK(fix["kind"] == "gpus with two changes");
   CHECK(fix["changes"] == nlohmann::json::array({"--loss fused", "--recompute full", "--fsdp FULL_SHARD --dp 64 (64 GPUs)"}));
+}
+
+TEST_CASE("estimate --explain offers ZeRO-Offload with the host RAM it takes, within --host-memory", "[cli][explain]") {
+  // Llama-3-70B (70,553,706,496 parameters) under ZeRO-3 over one node of 8 H100s at 4096 tokens: with full recompute
+  // and the optimizer on the CPU it fits. The node's host RAM then holds each parameter's fp32 weight, two fp32 moments
+  // and fp32 gradient (16 B) and its 16-bit gradient (2 B): 18 x 70,553,706,496 B = 1,269,966,716,928 B (1182.75 GiB).
+  const std::vector<std::string> node{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
+  const std::vector<std::string> job = plus(node, {"--dp", "8"});
+  const result r = run(plus(job, {"--explain"}));
+  const nlohmann::json applied = run_json(plus(job, {"--recompute", "full", "--offload-optimizer", "cpu"}));
+  CHECK(applied["per_node_host"]["total_bytes"] == 18 * 70'553'706'496LL);
+  check_explained_fit(r.out, "two changes that fit together: --recompute full and --offload-optimizer cpu -> ", applied);
+  CHECK(r.out.find("\n    host RAM a node: 1182.75 GiB (0.00 GiB as configured)\n") != std::string::npos);
+  CHECK(run_json(plus(job, {"--explain"}))["fixes"].at(0)["set"] ==
+        nlohmann::json::parse(R"([{"flag": "--recompute", "value": "full"}, {"flag": "--offload-optimizer", "value": "cpu"}])"));
+  // Nodes of 1 TB cannot hold it: --explain names what fits without it; of 2 TB they can, and say so with the fix.
+  check_explained_fit(run(plus(job, {"--host-memory", "1TB", "--explain"})).out,
+                      "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
+                      run_json(plus(node, {"--loss", "fused", "--recompute", "full", "--dp", "16"})));
+  CHECK(run(plus(job, {"--host-memory", "2TB", "--explain"})).out.find("    host RAM a node: 1182.75 GiB (0.00 GiB as configured, of --host-memory 1862.65 GiB)\n") !=
+        std::string::npos);
+  // The host RAM's own verdict, in the report and the JSON: 1 TB = 931.32 GiB, 1,269,966,716,928 B above it by
+  // 269,966,716,928 B (251.43 GiB).
+  const std::vector<std::string> offloaded = plus(job, {"--recompute", "full", "--offload-optimizer", "cpu"});
+  const nlohmann::json small = run_json(plus(offloaded, {"--host-memory", "1TB"}))["per_node_host"];
+  CHECK(small["capacity_bytes"] == 1'000'000'000'000LL);
+  CHECK(small["fits"] == false);
+  CHECK(run_json(plus(offloaded, {"--host-memory", "2TB"}))["per_node_host"]["fits"] == true);
+  CHECK(run(plus(offloaded, {"--host-memory", "1TB"})).out.find("  DOES NOT FIT --host-memory 931.32 GiB, margin -251.43 GiB\n") != std::string::npos);
+  const result zero = run(plus(job, {"--host-memory", "0B"}));
+  CHECK(zero.code == 2);
+  CHECK(zero.err == "zeromem: the host memory (--host-memory) must be above 0 B, such as 1TB\n");
+  CHECK(run({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--forward-only", "--host-memory", "1TB"}).code == 2);
 }
 
 TEST_CASE("estimate --explain suggests selective recompute only where the job's code offers it", "[cli][explain]") {

@@ -305,9 +305,10 @@ TEST_CASE("estimate --explain keeps the DeepSpeed config's train_batch_size: a h
 TEST_CASE("estimate --explain's GPU count keeps the config's train_batch_size, with dp derived from it", "[deepspeed_config][cli][explain]") {
   // Llama-3-8B under ZeRO-3, train_batch_size 32 = 1 x 4 x dp, so dp 8 is derived; on 12 GiB twice and four times the
   // ranks take the accumulation to 2 and 1, and eight times would need 0.5: the fewest that fit are 32, accumulation 1.
+  // (Nodes of 64 GiB of host RAM leave out ZeRO-Offload, which would hold 134.62 GiB a node.)
   const std::string path = "zeromem-test-ds-dp.json";
   const std::vector<std::string> job{"estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--recompute", "full", "--loss", "fused",
-                                     "--gpu-memory", "12GiB"};
+                                     "--gpu-memory", "12GiB", "--host-memory", "64GiB"};
   const std::string config = R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 3},
                                  "train_batch_size": 32, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4})";
   const auto r = run_cli(with_written_config(path, config, plus(job, {"--explain"})));

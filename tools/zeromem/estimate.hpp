@@ -1,7 +1,9 @@
 // `zeromem estimate`: the flags, the job they describe, and its report.
 #pragma once
 
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -80,6 +82,7 @@ struct estimate_args {
   std::string blas_workspaces;
   bool keep_grads = false;
   double reserve_fraction = 0.0;
+  std::string host_memory;  // one node's host RAM (per_node_host's verdict; --explain keeps its fixes within it)
   std::string gpu;
   std::string gpu_memory;
   bool explain = false;
@@ -103,6 +106,8 @@ estimate_args with_deepspeed_config(const estimate_args& a);
 /// --quantize and --no-double-quant, as the model's reader and the adaptation take them; throws std::invalid_argument
 /// for --no-double-quant without nf4.
 hf_quantization quantization_of(const estimate_args& a);
+/// --host-memory: one node's host RAM, none where not given; throws std::invalid_argument for a size it cannot read.
+std::optional<bytes> host_capacity_of(const estimate_args& a);
 /// Validates the flags together and builds the job; throws std::invalid_argument naming the flag.
 estimate_inputs to_inputs(const estimate_args& a);
 int run_estimate(const estimate_args& a, std::ostream& out);
@@ -121,6 +126,14 @@ struct fix_setting {
   std::string config_key;
   std::string config_value;
 };
+/// With --deepspeed-config: the config sets `key` to a value of its own ("auto" is filled from the flag, as Hugging Face
+/// Trainer fills it), so a change to it is made in the config (estimate_fix.cpp).
+bool set_by_config(const estimate_args& a, const std::string& key);
+/// Where the config's train_batch_size is a number: whether the accumulation is derived from it after the change from
+/// `before` to `after` (the micro-batch and dp given, the accumulation not; runtime/config.py _set_batch_related_parameters).
+bool accumulation_derived(const estimate_args& before, const estimate_args& after);
+/// What the change from `before` to `after` sets: each flag whose value it changes, in the config where the config sets it.
+std::vector<fix_setting> settings_of(const estimate_args& before, const estimate_args& after);
 /// A fix --explain names: what kind ("change", "two changes", "three changes", "gpus", "gpus with a change"), each
 /// change as it prints it, every flag the fix sets (with the accumulation that keeps a config's train_batch_size), and
 /// the verdict with them (JSON `fixes[]`).

@@ -205,6 +205,13 @@ void set_deepspeed_buffers(const estimate_args& a, estimate_inputs& in) {
 
 }  // namespace
 
+std::optional<bytes> host_capacity_of(const estimate_args& a) {
+  if (a.host_memory.empty()) return std::nullopt;
+  const bytes b = parse_bytes(a.host_memory, "the host memory (--host-memory)");
+  if (b.count() <= 0) detail::fail("the host memory (--host-memory) must be above 0 B, such as 1TB");
+  return b;
+}
+
 estimate_inputs to_inputs(const estimate_args& a) {
   estimate_inputs in{};
   in.has_model = a.model.given();

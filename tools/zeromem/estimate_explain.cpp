@@ -4,78 +4,12 @@
 #include <optional>
 #include <ostream>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "estimate.hpp"
 
 namespace zeromem::cli {
-
-namespace {
-
-// The flags a change may set, each with the DeepSpeed config's key where a config may set it (there the change is
-// made in the config: a flag that disagrees with the config is refused).
-struct settable {
-  const char* flag;
-  const char* config_key;  // nullptr: the command line only
-  std::string (*word)(const estimate_args&);  // the flag's value; "true" / "false" for a switch
-  bool is_switch;
-};
-std::string yes_no(bool on) { return on ? "true" : "false"; }
-constexpr settable settables[] = {
-    {"--deepspeed-version", nullptr, [](const estimate_args& a) { return a.deepspeed_version; }, false},
-    {"--allocator", nullptr, [](const estimate_args& a) { return a.allocator; }, false},
-    {"--optimizer-impl", nullptr, [](const estimate_args& a) { return a.optimizer_impl; }, false},
-    {"--loss", nullptr, [](const estimate_args& a) { return a.loss; }, false},
-    {"--overlap-comm", "zero_optimization.overlap_comm", [](const estimate_args& a) { return a.overlap_comm; }, false},
-    {"--gradient-as-bucket-view", nullptr, [](const estimate_args& a) { return yes_no(a.gradient_as_bucket_view); }, true},
-    {"--recompute", nullptr, [](const estimate_args& a) { return a.recompute_name; }, false},
-    {"--paged-optimizer", nullptr, [](const estimate_args& a) { return yes_no(a.paged_optimizer); }, true},
-    {"--quantize", nullptr, [](const estimate_args& a) { return a.quantize; }, false},
-    {"--micro-batch", "train_micro_batch_size_per_gpu", [](const estimate_args& a) { return std::to_string(a.micro_batch); }, false},
-    {"--grad-accum-steps", "gradient_accumulation_steps", [](const estimate_args& a) { return std::to_string(a.grad_accum_steps); }, false},
-    {"--zero-stage", "zero_optimization.stage", [](const estimate_args& a) { return std::to_string(a.zero_stage); }, false},
-    {"--dp", nullptr, [](const estimate_args& a) { return std::to_string(a.dp); }, false},
-    {"--shard-group", nullptr, [](const estimate_args& a) { return std::to_string(a.shard_group); }, false},
-    {"--fsdp", nullptr, [](const estimate_args& a) { return a.fsdp; }, false},
-    {"--ddp", nullptr, [](const estimate_args& a) { return yes_no(a.ddp); }, true},
-};
-
-// The config sets `key` to a value of its own ("auto" is filled from the flag, as Hugging Face Trainer fills it).
-bool set_by_config(const estimate_args& a, const std::string& key) {
-  for (const auto& [read, value] : a.deepspeed_read)
-    if (read == key) return value.rfind("auto", 0) != 0;
-  return false;
-}
-
-// Where the config's train_batch_size is a number, DeepSpeed derives the one of micro-batch, accumulation and dp that
-// is not given from the other two (runtime/config.py _set_batch_related_parameters), as with_deepspeed_config does.
-// After a fix, the accumulation is derived there when the micro-batch and dp are given and it is not.
-bool accumulation_derived(const estimate_args& before, const estimate_args& after) {
-  const auto given = [&](const char* flag) { return before.given_flags.count(flag) > 0; };
-  const bool micro = set_by_config(before, "train_micro_batch_size_per_gpu") || given("--micro-batch") || after.micro_batch != before.micro_batch;
-  const bool dp = given("--dp") || after.dp != before.dp;
-  return micro && dp && !set_by_config(before, "gradient_accumulation_steps") && !given("--grad-accum-steps");
-}
-
-// What the changes set, as the command line (or the config) would say it: each flag whose value they change.
-std::vector<fix_setting> settings_of(const estimate_args& before, const estimate_args& after) {
-  std::vector<fix_setting> out;
-  for (const settable& s : settables) {
-    const std::string was = s.word(before), now = s.word(after);
-    if (was == now || (s.flag == std::string_view{"--grad-accum-steps"} && accumulation_derived(before, after))) continue;
-    fix_setting f{s.flag, now, s.is_switch, {}, {}};
-    if (s.config_key != nullptr && set_by_config(before, s.config_key)) {
-      f.config_key = s.config_key;
-      f.config_value = now == "on" ? "true" : now == "off" ? "false" : now;
-    }
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
-}  // namespace
 
 // The smallest change that makes the step fit, tried from the least disruptive: each is the command line with its
 // flags added, evaluated as `estimate` evaluates any command line (to_inputs), so what it prints is what those flags give.
@@ -127,6 +61,7 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   if (in.job.step.loss == loss_impl::hf) with("--loss fused", [](estimate_args& c) { c.loss = "fused"; });
   // ZeRO-1/2's second reduce bucket with overlap_comm (job.hpp deepspeed_buffers).
   const int zero_stage = in.job.states.zero.stage;
+  const bool deepspeed_job = a.zero_stage >= 0 || !a.deepspeed_file.empty();
   if ((zero_stage == 1 || zero_stage == 2) && in.job.step.fsdp_world == 0 && overlaps_comm(in.job.overheads, zero_stage))
     with(in_config("--overlap-comm off", "zero_optimization.overlap_comm", "false"), [](estimate_args& c) { c.overlap_comm = "off"; });
   if (in.job.step.ddp && !in.job.step.gradient_as_bucket_view)
@@ -148,6 +83,12 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     for (int stage = in.job.states.zero.stage + 1; stage <= 3; ++stage)
       with(in_config("--zero-stage " + std::to_string(stage), "zero_optimization.stage", std::to_string(stage)),
            [stage](estimate_args& c) { c.zero_stage = stage; }, !sharded_over_dp);
+  // DeepSpeed's ZeRO-Offload (stages 1-3): the optimizer states and their update on the CPU; at stage 3 the parameters
+  // too (ZeRO-Infinity; zero/offload_config.py). What they move is host RAM, printed with the fix.
+  if (a.fsdp.empty() && !a.ddp && in.job.states.zero.optimizer.device == offload_device::none)
+    with(in_config("--offload-optimizer cpu", "zero_optimization.offload_optimizer.device", "cpu"), [](estimate_args& c) { c.offload_optimizer = "cpu"; });
+  if (a.fsdp.empty() && !a.ddp && in.job.states.zero.params.device == offload_device::none)
+    with(in_config("--offload-params cpu", "zero_optimization.offload_param.device", "cpu"), [](estimate_args& c) { c.offload_params = "cpu"; });
   // A PyTorch job's FSDP on the same GPUs: FULL_SHARD frees each layer's gathered parameters after its forward (FSDP2
   // reshard_after_forward=True, where SHARD_GRAD_OP keeps them to the backward) and shards what DDP and NO_SHARD hold
   // whole; HYBRID_SHARD does so within its shard group. (A job with neither --ddp nor --fsdp is offered ZeRO above.)
@@ -183,12 +124,15 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     }
     return c;
   };
-  // Its verdict; none where the changes are not valid together.
+  // Its verdict; none where the changes are not valid together, or (with --host-memory) need more host RAM than a node has.
+  const std::optional<bytes> host = host_capacity_of(a);
   const auto verdict_with = [&](const made_list& made) -> std::optional<step_verdict> {
     const std::optional<estimate_args> c = changed(made);
     if (!c) return std::nullopt;
     try {
-      return verdict_of(estimate_step(to_inputs(*c).job), device.capacity);
+      const training_job job = to_inputs(*c).job;
+      if (host && estimate_model_states(job.states).host_per_node() > *host) return std::nullopt;
+      return verdict_of(estimate_step(job), device.capacity);
     } catch (const std::exception&) {  // invalid_argument (dp no longer divides, ...) or overflow_error
       return std::nullopt;
     }
@@ -201,6 +145,11 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
       out << "    " << (accumulation_derived(a, c) ? "DeepSpeed derives gradient accumulation " + n + " from"
                                                     : "with " + in_config("--grad-accum-steps " + n, "gradient_accumulation_steps", n) + ", keeping")
           << " the config's train_batch_size " << global_batch << "\n";
+    // What an offload moves to the host: a node's host RAM with the fix (model_states.hpp host_per_node).
+    if (const bytes now = estimate_model_states(to_inputs(c).job.states).host_per_node(), was = estimate_model_states(in.job.states).host_per_node();
+        now != was)
+      out << "    host RAM a node: " << format_bytes(now, size_unit::GiB) << " (" << format_bytes(was, size_unit::GiB) << " as configured"
+          << (host ? ", of --host-memory " + format_bytes(*host, size_unit::GiB) : std::string{}) << ")\n";
     fixes.push_back({kind, std::move(named), settings_of(a, c), cv});
   };
   for (const change& c : changes)
@@ -232,7 +181,6 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   // and with the first change above that needs fewer of them (or fits where more GPUs alone do not). Hybrid sharding,
   // within a node, is left out: more nodes do not shrink its shards.
   constexpr std::int64_t max_gpus = 16384;
-  const bool deepspeed_job = a.zero_stage >= 0 || !a.deepspeed_file.empty();
   const bool unsharded = in.job.states.zero.stage == 0;
   if ((sharded_over_dp || unsharded) && a.fsdp.find("HYBRID") == std::string::npos && in.job.states.dp <= max_gpus / 2) {
     const std::string how = sharded_over_dp ? std::string{}

@@ -116,6 +116,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
               "reserved above allocated at the peak, measured on your job (max_memory_reserved / max_memory_allocated - 1)", 0.0, 10.0, false)
       ->capture_default_str();
   add_device_flags(app, a.gpu, a.gpu_memory, "the verdict against its capacity");
+  text_option(app, "--host-memory", a.host_memory,
+              "one node's host RAM, such as 1TB: the host RAM a node needs held against it, and --explain's fixes (offload) kept within it");
   app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
   text_option(app, "--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
   app.add_flag("--json", a.json, "print JSON with exact byte counts");

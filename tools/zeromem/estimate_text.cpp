@@ -204,6 +204,9 @@ void print_estimate(std::ostream& out, const estimate_args& a, const estimate_in
   });
   out << bytes_row("total", e.host_per_node()) << "\n";
   out << bytes_row("of which pinned", e.host_pinned_per_node()) << "\n";
+  if (const std::optional<bytes> host = host_capacity_of(a))
+    out << "  " << (e.host_per_node() <= *host ? "fits" : "DOES NOT FIT") << " --host-memory " << format_bytes(*host, size_unit::GiB) << ", margin "
+        << format_bytes(*host - e.host_per_node(), size_unit::GiB) << "\n";
 
   out << "\nPer node NVMe\n" << table_head();
   m.for_each([&](const char* term, const placement& p) {
