@@ -5,7 +5,7 @@ to the command line, where the job has no DeepSpeed config (it must fit at the b
 0.01 GiB shown), and as JSON `fixes[].set` says, to the command line and to the DeepSpeed config half the ZeRO
 jobs carry (it must give the fix's bytes exactly; the config's batch keys are drawn numeric, "auto" or absent, so a
 named micro-batch or GPU count must keep its train_batch_size); with --host-memory, drawn for 30% of them, it must
-fit the node's host RAM too. For a GPU count, half as many data-parallel ranks
+fit the node's host RAM too (a fifth of the ZeRO jobs offload their optimizer already). For a GPU count, half as many data-parallel ranks
 (where that is still more than the job's) must not fit; for two or three changes, or a GPU count with one or two, the
 others without any one of them must not fit. Prints a summary; exits 1 on any mismatch.
 
@@ -33,6 +33,14 @@ def estimate(zeromem, flags):
     if p.returncode not in (0, 2):
         raise SystemExit(f"exit {p.returncode}: {' '.join(flags)}\n{p.stderr}")
     return p.stdout if p.returncode == 0 else None
+
+
+def fits(report):
+    """Whether an estimate's JSON report fits: its GPU, and a node's host RAM where --host-memory gave one."""
+    if report is None:
+        return False
+    j = json.loads(report)
+    return j["verdict"]["fits"] and j["per_node_host"].get("fits", True)
 
 
 def as_flags(flags):
@@ -85,6 +93,8 @@ def random_config(rng, flags):
         config["zero_optimization"]["stage"] = int(stage)
     if stage in ("1", "2") and rng.random() < 0.5:
         config["zero_optimization"]["overlap_comm"] = rng.random() < 0.7
+    if flags.pop("--offload-optimizer", None):
+        config["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": False}
     batch = rng.choice(["auto", "all", "micro", "accum", "none"])
     if batch == "auto":  # Hugging Face Trainer fills them from its arguments: the micro-batch from --micro-batch
         config.update(train_batch_size="auto", train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto")
@@ -114,6 +124,8 @@ def random_job(rng):
     sharding = rng.choice(["none", "zero", "fsdp", "ddp"])
     if sharding == "zero":
         flags["--zero-stage"] = str(rng.choice([0, 1, 2, 3]))
+        if flags["--zero-stage"] != "0" and rng.random() < 0.2:
+            flags["--offload-optimizer"] = "cpu"
     elif sharding == "fsdp" and dp > 1:
         flags["--fsdp"] = rng.choice(["FULL_SHARD", "SHARD_GRAD_OP"])
     elif sharding == "ddp" and dp > 1:
@@ -167,7 +179,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, offloads=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
+    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, offloads=0, host_short=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
     directory = tempfile.mkdtemp(prefix="zeromem-explain-")
     for _ in range(a.jobs):
         base, config = random_job(rng)
@@ -180,7 +192,8 @@ def main():
             continue
         report = json.loads(got)
         out = report["explain"]
-        if "-> fits\n" in out:
+        counts["host_short"] += "DOES NOT FIT" in out
+        if "-> fits\n" in out and "DOES NOT FIT" not in out:  # the GPU, and with --host-memory a node's host RAM
             counts["fit"] += 1
             continue
         lines = [l.strip() for l in out.splitlines() if any(l.strip().startswith(m) for m in MARKERS)]
@@ -235,7 +248,7 @@ def main():
                         rest = rest if i == left_out else apply(rest, c)
                     counts["fewer"] += 1
                     fewer = estimate(a.zeromem, as_flags(rest) + ["--json"])
-                    if fewer and json.loads(fewer)["verdict"]["fits"]:
+                    if fits(fewer):
                         counts["wrong"] += 1
                         print(f"WRONG {' '.join(as_flags(base))}: {line}, but fits without {changes[left_out]}")
             if "--dp" in changes[-1] and "GPUs" in marker:
@@ -243,7 +256,7 @@ def main():
                 half = int(flags["--dp"]) // 2
                 if half > int(base["--dp"]):
                     fewer = estimate(a.zeromem, as_flags(dict(flags, **{"--dp": str(half)})) + ["--json"])
-                    if fewer and json.loads(fewer)["verdict"]["fits"]:
+                    if fits(fewer):
                         counts["wrong"] += 1
                         print(f"WRONG {' '.join(as_flags(base))}: {line}, but --dp {half} fits too")
     shutil.rmtree(directory)

@@ -1267,10 +1267,11 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
                       run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "4", "--json"})));
   CHECK(run_json(plus(tp, {"--fsdp", "FULL_SHARD", "--dp", "2", "--json"}))["verdict"]["fits"] == false);
   // Already sharded over its 8 GPUs (ZeRO-3), Llama-3-70B keeps 80 layers' activations per GPU however many GPUs shard
-  // its states (not at 16,384). At 8192 tokens, with full recompute, 32 GPUs fit and 16 do not. Nodes of 512 GB of host
-  // RAM leave out ZeRO-Offload's optimizer (its fp32 states and gradients are about 1.27 TB a node).
+  // its states (not at 16,384). At 8192 tokens, with full recompute, 32 GPUs fit and 16 do not. Nodes of 150 GB of host
+  // RAM leave out ZeRO-Offload's optimizer: 1.27 TB a node on the CPU, 269 GB on NVMe (the test below), 163 GB on NVMe
+  // over 32 ranks (the swap buffers, 128 GB a node, do not shrink).
   const std::vector<std::string> zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "8192", "--zero-stage", "3", "--gpu", "h100-80gb"};
-  const result z = run(plus(zero3, {"--dp", "8", "--host-memory", "512GB", "--explain"}));
+  const result z = run(plus(zero3, {"--dp", "8", "--host-memory", "150GB", "--explain"}));
   CHECK(z.out.find("the fewest GPUs that fit: ") == std::string::npos);
   check_explained_fit(z.out, "the fewest GPUs that fit, with --recompute full: --dp 32 (32 GPUs) -> ",
                       run_json(plus(zero3, {"--recompute", "full", "--dp", "32", "--json"})));
@@ -1279,7 +1280,7 @@ TEST_CASE("estimate --explain names the fewest GPUs that fit where no change on 
   CHECK(run_json(plus(zero3, {"--dp", "16384", "--json"}))["verdict"]["fits"] == false);
   // At 4096 tokens three changes fit on twice the GPUs, which --explain names before any GPU count of its own.
   const std::vector<std::string> short_zero3{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
-  check_explained_fit(run(plus(short_zero3, {"--dp", "8", "--host-memory", "512GB", "--explain"})).out,
+  check_explained_fit(run(plus(short_zero3, {"--dp", "8", "--host-memory", "150GB", "--explain"})).out,
                       "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
                       run_json(plus(short_zero3, {"--loss", "fused", "--recompute", "full", "--dp", "16", "--json"})));
   CHECK(run_json(plus(short_zero3, {"--recompute", "full", "--dp", "16", "--json"}))["verdict"]["fits"] == false);
@@ -1330,10 +1331,24 @@ TEST_CASE("estimate --explain offers ZeRO-Offload with the host RAM it takes, wi
   CHECK(r.out.find("\n    host RAM a node: 1182.75 GiB (0.00 GiB as configured)\n") != std::string::npos);
   CHECK(run_json(plus(job, {"--explain"}))["fixes"].at(0)["set"] ==
         nlohmann::json::parse(R"([{"flag": "--recompute", "value": "full"}, {"flag": "--offload-optimizer", "value": "cpu"}])"));
-  // Nodes of 1 TB cannot hold it: --explain names what fits without it; of 2 TB they can, and say so with the fix.
-  check_explained_fit(run(plus(job, {"--host-memory", "1TB", "--explain"})).out,
+  // Nodes of 1 TB cannot hold it: --explain offers the optimizer on NVMe (ZeRO-Infinity), which leaves a node's host
+  // RAM the 16-bit gradients (2 B x 70,553,706,496) and DeepSpeed's swap buffers (8 ranks x 4 buffers x 1e9 fp32
+  // elements): 141,107,412,992 + 128,000,000,000 B; the 16 B a parameter go to NVMe. Nodes of 200 GB hold neither.
+  const result nvme = run(plus(job, {"--host-memory", "1TB", "--explain"}));
+  const nlohmann::json on_nvme = run_json(plus(job, {"--recompute", "full", "--offload-optimizer", "nvme"}));
+  CHECK(on_nvme["per_node_host"]["total_bytes"] == 141'107'412'992LL + 128'000'000'000LL);
+  CHECK(on_nvme["per_node_nvme"]["total_bytes"] == 16 * 70'553'706'496LL);
+  check_explained_fit(nvme.out, "two changes that fit together: --recompute full and --offload-optimizer nvme (ZeRO-Infinity: DeepSpeed needs an nvme_path) -> ",
+                      on_nvme);
+  CHECK(nvme.out.find("\n    NVMe a node: 1051.33 GiB (0.00 GiB as configured)\n") != std::string::npos);
+  check_explained_fit(run(plus(job, {"--host-memory", "200GB", "--explain"})).out,
                       "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
                       run_json(plus(node, {"--loss", "fused", "--recompute", "full", "--dp", "16"})));
+  // A job that fits its GPUs but not its nodes' host RAM is explained too: the optimizer moves on to NVMe.
+  const result host_only = run(plus(job, {"--recompute", "full", "--offload-optimizer", "cpu", "--host-memory", "1TB", "--explain"}));
+  CHECK(host_only.out.find("  host RAM a node: 1182.75 GiB of --host-memory 931.32 GiB -> DOES NOT FIT\n") != std::string::npos);
+  check_explained_fit(host_only.out, "smallest change that fits: --offload-optimizer nvme (ZeRO-Infinity: DeepSpeed needs an nvme_path) -> ",
+                      on_nvme);
   CHECK(run(plus(job, {"--host-memory", "2TB", "--explain"})).out.find("    host RAM a node: 1182.75 GiB (0.00 GiB as configured, of --host-memory 1862.65 GiB)\n") !=
         std::string::npos);
   // The host RAM's own verdict, in the report and the JSON: 1 TB = 931.32 GiB, 1,269,966,716,928 B above it by

@@ -28,7 +28,14 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   const step_verdict v = verdict_of(e, device.capacity);
   out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << device.name
       << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << "\n";
-  if (v.fits()) return;
+  // With --host-memory the job must fit a node's host RAM too; every fix below does.
+  const std::optional<bytes> host = host_capacity_of(a);
+  const bytes host_needed = estimate_model_states(in.job.states).host_per_node();
+  const bool host_fits = !host || host_needed <= *host;
+  if (!host_fits)
+    out << "  host RAM a node: " << format_bytes(host_needed, size_unit::GiB) << " of --host-memory " << format_bytes(*host, size_unit::GiB)
+        << " -> DOES NOT FIT\n";
+  if (v.fits() && host_fits) return;
   struct change {
     std::string what;
     std::function<void(estimate_args&)> edit;
@@ -85,10 +92,16 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
            [stage](estimate_args& c) { c.zero_stage = stage; }, !sharded_over_dp);
   // DeepSpeed's ZeRO-Offload (stages 1-3): the optimizer states and their update on the CPU; at stage 3 the parameters
   // too (ZeRO-Infinity; zero/offload_config.py). What they move is host RAM, printed with the fix.
-  if (a.fsdp.empty() && !a.ddp && in.job.states.zero.optimizer.device == offload_device::none)
-    with(in_config("--offload-optimizer cpu", "zero_optimization.offload_optimizer.device", "cpu"), [](estimate_args& c) { c.offload_optimizer = "cpu"; });
-  if (a.fsdp.empty() && !a.ddp && in.job.states.zero.params.device == offload_device::none)
-    with(in_config("--offload-params cpu", "zero_optimization.offload_param.device", "cpu"), [](estimate_args& c) { c.offload_params = "cpu"; });
+  // On NVMe (ZeRO-Infinity) they leave host RAM for a node's NVMe, DeepSpeed's swap buffers aside.
+  for (const auto& [to, kind] : {std::pair{offload_device::cpu, "cpu"}, std::pair{offload_device::nvme, "nvme"}}) {
+    const std::string note = to == offload_device::nvme ? " (ZeRO-Infinity: DeepSpeed needs an nvme_path)" : "";
+    if (a.fsdp.empty() && !a.ddp && in.job.states.zero.optimizer.device < to)
+      with(in_config("--offload-optimizer " + std::string(kind), "zero_optimization.offload_optimizer.device", kind) + note,
+           [kind = kind](estimate_args& c) { c.offload_optimizer = kind; });
+    if (a.fsdp.empty() && !a.ddp && in.job.states.zero.params.device < to)
+      with(in_config("--offload-params " + std::string(kind), "zero_optimization.offload_param.device", kind) + note,
+           [kind = kind](estimate_args& c) { c.offload_params = kind; });
+  }
   // A PyTorch job's FSDP on the same GPUs: FULL_SHARD frees each layer's gathered parameters after its forward (FSDP2
   // reshard_after_forward=True, where SHARD_GRAD_OP keeps them to the backward) and shards what DDP and NO_SHARD hold
   // whole; HYBRID_SHARD does so within its shard group. (A job with neither --ddp nor --fsdp is offered ZeRO above.)
@@ -125,7 +138,6 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     return c;
   };
   // Its verdict; none where the changes are not valid together, or (with --host-memory) need more host RAM than a node has.
-  const std::optional<bytes> host = host_capacity_of(a);
   const auto verdict_with = [&](const made_list& made) -> std::optional<step_verdict> {
     const std::optional<estimate_args> c = changed(made);
     if (!c) return std::nullopt;
@@ -150,6 +162,9 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
         now != was)
       out << "    host RAM a node: " << format_bytes(now, size_unit::GiB) << " (" << format_bytes(was, size_unit::GiB) << " as configured"
           << (host ? ", of --host-memory " + format_bytes(*host, size_unit::GiB) : std::string{}) << ")\n";
+    if (const bytes now = estimate_model_states(to_inputs(c).job.states).nvme_per_node(), was = estimate_model_states(in.job.states).nvme_per_node();
+        now != was)
+      out << "    NVMe a node: " << format_bytes(now, size_unit::GiB) << " (" << format_bytes(was, size_unit::GiB) << " as configured)\n";
     fixes.push_back({kind, std::move(named), settings_of(a, c), cv});
   };
   for (const change& c : changes)
