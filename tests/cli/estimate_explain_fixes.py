@@ -5,7 +5,8 @@ to the command line, where the job has no DeepSpeed config (it must fit at the b
 0.01 GiB shown), and as JSON `fixes[].set` says, to the command line and to the DeepSpeed config half the ZeRO
 jobs carry (it must give the fix's bytes exactly; the config's batch keys are drawn numeric, "auto" or absent, so a
 named micro-batch or GPU count must keep its train_batch_size); with --host-memory, drawn for 30% of them, it must
-fit the node's host RAM too (a fifth of the ZeRO jobs offload their optimizer already). For a GPU count, half as many data-parallel ranks
+fit the node's host RAM too (a fifth of the ZeRO jobs offload their optimizer already, a third of ZeRO-3's to NVMe), and
+with --nvme-capacity, drawn for half of those, the node's NVMe. For a GPU count, half as many data-parallel ranks
 (where that is still more than the job's) must not fit; for two or three changes, or a GPU count with one or two, the
 others without any one of them must not fit. Prints a summary; exits 1 on any mismatch.
 
@@ -36,11 +37,16 @@ def estimate(zeromem, flags):
 
 
 def fits(report):
-    """Whether an estimate's JSON report fits: its GPU, and a node's host RAM where --host-memory gave one."""
+    """Whether an estimate's JSON report fits: its GPU, and a node's host RAM (NVMe) where --host-memory (--nvme-capacity)
+    gave one."""
     if report is None:
         return False
     j = json.loads(report)
-    return j["verdict"]["fits"] and j["per_node_host"].get("fits", True)
+    return j["verdict"]["fits"] and node_fits(j)
+
+
+def node_fits(j):
+    return j["per_node_host"].get("fits", True) and j["per_node_nvme"].get("fits", True)
 
 
 def as_flags(flags):
@@ -125,7 +131,7 @@ def random_job(rng):
     if sharding == "zero":
         flags["--zero-stage"] = str(rng.choice([0, 1, 2, 3]))
         if flags["--zero-stage"] != "0" and rng.random() < 0.2:
-            flags["--offload-optimizer"] = "cpu"
+            flags["--offload-optimizer"] = "nvme" if flags["--zero-stage"] == "3" and rng.random() < 0.3 else "cpu"
     elif sharding == "fsdp" and dp > 1:
         flags["--fsdp"] = rng.choice(["FULL_SHARD", "SHARD_GRAD_OP"])
     elif sharding == "ddp" and dp > 1:
@@ -137,7 +143,9 @@ def random_job(rng):
         flags["--lora-rank"] = "16"
         flags["--lora-targets"] = "q_proj,v_proj"
     if rng.random() < 0.3:  # a node's host RAM, which offloading fixes must fit
-        flags["--host-memory"] = rng.choice(["256GB", "512GB", "1TB", "2TB"])
+        flags["--host-memory"] = rng.choice(["128GB", "256GB", "512GB", "1TB", "2TB"])
+        if rng.random() < 0.5:  # and its NVMe, which fixes to NVMe must fit
+            flags["--nvme-capacity"] = rng.choice(["500GB", "1TB", "2TB", "4TB"])
     config = random_config(rng, flags) if sharding == "zero" and rng.random() < 0.5 else None
     return flags, config
 
@@ -179,12 +187,13 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, offloads=0, host_short=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
+    counts = dict(jobs=0, configs=0, config_fixes=0, batch_kept=0, offloads=0, to_nvme=0, nvme_given=0, node_short=0, refused=0, fit=0, named=0, threes=0, gpu_pairs=0, fewer=0, gpu_counts=0, nothing=0, wrong=0)
     directory = tempfile.mkdtemp(prefix="zeromem-explain-")
     for _ in range(a.jobs):
         base, config = random_job(rng)
         counts["jobs"] += 1
         counts["configs"] += config is not None
+        counts["nvme_given"] += "--nvme-capacity" in base
         job = with_config(base, config, directory, "ds.json")
         got = estimate(a.zeromem, job + ["--explain", "--json"])
         if got is None:
@@ -192,8 +201,8 @@ def main():
             continue
         report = json.loads(got)
         out = report["explain"]
-        counts["host_short"] += "DOES NOT FIT" in out
-        if "-> fits\n" in out and "DOES NOT FIT" not in out:  # the GPU, and with --host-memory a node's host RAM
+        counts["node_short"] += "DOES NOT FIT" in out
+        if "-> fits\n" in out and "DOES NOT FIT" not in out:  # the GPU, and a node's host RAM and NVMe where given
             counts["fit"] += 1
             continue
         lines = [l.strip() for l in out.splitlines() if any(l.strip().startswith(m) for m in MARKERS)]
@@ -209,12 +218,12 @@ def main():
             counts["threes"] += fix["kind"] == "three changes"
             counts["gpu_pairs"] += fix["kind"] == "gpus with two changes"
             counts["offloads"] += any(st["flag"].startswith("--offload") for st in fix["set"])
+            counts["to_nvme"] += any(st["value"] == "nvme" for st in fix["set"])
             flags, changed = applied_settings(base, config, fix["set"])
             got = estimate(a.zeromem, with_config(flags, changed, directory, "ds.json.fixed") + ["--json"])
             verdict = json.loads(got)["verdict"] if got else None
-            host = json.loads(got)["per_node_host"] if got else {}
             if not verdict or not verdict["fits"] or (verdict["needed_bytes"], verdict["margin_bytes"]) != (fix["needed_bytes"], fix["margin_bytes"]) \
-                    or not host.get("fits", True):
+                    or not node_fits(json.loads(got)):
                 counts["wrong"] += 1
                 print(f"WRONG {' '.join(job)} {config}: {fix['set']} gives {verdict}, not {fix}")
             if config is not None:
@@ -238,7 +247,8 @@ def main():
             got = estimate(a.zeromem, as_flags(flags) + ["--json"])
             verdict = json.loads(got)["verdict"] if got else None
             gib = lambda b: f"{b / 2**30:.2f} GiB"
-            if not verdict or not verdict["fits"] or (gib(verdict["needed_bytes"]), gib(verdict["margin_bytes"])) != (m.group(2), m.group(3)):
+            if not verdict or not verdict["fits"] or (gib(verdict["needed_bytes"]), gib(verdict["margin_bytes"])) != (m.group(2), m.group(3)) \
+                    or not node_fits(json.loads(got)):
                 counts["wrong"] += 1
                 print(f"WRONG {' '.join(as_flags(base))}: {line} gives {verdict}")
             if len(changes) > 1:

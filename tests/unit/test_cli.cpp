@@ -6,6 +6,7 @@
 #include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -436,7 +437,8 @@ TEST_CASE("plan prints ranked configurations, and its JSON has a configs array",
   CHECK(run(plus(eight, {"--implementation", "fused"})).out.find(unwalked) == std::string::npos);
   CHECK(run({"plan", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--gpus", "1", "--seq-len", "1024"}).out.find(unwalked) ==
         std::string::npos);
-  CHECK(text.out.find("ranked by: full training before LoRA before QLoRA (with --allow-lora), then the fewest offloaded bytes") !=
+  CHECK(text.out.find("ranked by: full training before LoRA before QLoRA (with --allow-lora), then nothing on NVMe before ZeRO-Infinity's "
+                      "NVMe offload (with --nvme-capacity), then the fewest offloaded bytes (host RAM, then NVMe)") !=
         std::string::npos);
   check_rejected({{"plan", "--model", "llama-2-7b", "--gpu", "v100", "--seq-len", "10"},
                   {"plan", "--gpu", "a100-80gb", "--seq-len", "10"},
@@ -537,6 +539,42 @@ TEST_CASE("one default for attention and kernels: estimate, plan and the library
   const auto text = run_cli({"plan", "--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--seq-len", "4096"});
   CHECK(text.out.find("activations hf, flash attention") != std::string::npos);
   CHECK(text.out.find("fits: at least 3.97 GiB left per GPU (--min-headroom 5%)") != std::string::npos);
+}
+
+TEST_CASE("plan --nvme-capacity: ZeRO-Infinity's rows are the jobs estimate evaluates, within the node's NVMe", "[cli][plan][offload]") {
+  // Llama-3-70B on one node of 8 A100-40GB with 512 GB of host RAM fits only with the optimizer on NVMe.
+  const std::vector<std::string> job{"plan", "--model", "llama-3-70b", "--gpu", "a100-40gb", "--seq-len", "4096", "--host-memory", "512GB",
+                                     "--max-micro-batch", "2"};
+  const result none = run(job);
+  CHECK(none.out.find("  nothing fits: add GPUs, shorten sequences, or allow more host memory (or NVMe: --nvme-capacity)\n") != std::string::npos);
+  CHECK(none.out.find("NVMe per node") == std::string::npos);
+  const auto p = run_json(plus(job, {"--nvme-capacity", "3.84TB", "--top", "1000"}));
+  REQUIRE(p["configs"].size() > 4);
+  std::set<std::string> seen;
+  for (const auto& c : p["configs"]) {
+    CHECK(c["offload_optimizer"] == "nvme");
+    if (c["pp"] != 1 || !seen.insert(c["offload_params"].get<std::string>() + c["recompute"].get<std::string>()).second) continue;
+    std::vector<std::string> e{"estimate", "--model", "llama-3-70b", "--gpu", "a100-40gb", "--seq-len", "4096", "--zero-stage", "3",
+                               "--dp", std::to_string(c["dp"].get<int>()), "--tp", std::to_string(c["tp"].get<int>()),
+                               "--micro-batch", std::to_string(c["micro_batch"].get<int>()), "--recompute", c["recompute"].get<std::string>(),
+                               "--offload-optimizer", "nvme", "--offload-params", c["offload_params"].get<std::string>()};
+    if (c["sequence_parallel"].get<bool>()) e.push_back("--sp");
+    INFO(c.dump());
+    const auto est = run_json(e);
+    CHECK(est["per_gpu"]["device_used_bytes"] == c["per_gpu_bytes"]);
+    CHECK(est["per_node_host"]["total_bytes"] == c["offloaded_host_bytes_per_node"]);
+    CHECK(est["per_node_nvme"]["total_bytes"] == c["offloaded_nvme_bytes_per_node"]);
+  }
+  CHECK(seen.size() >= 3);
+  // The text adds a column for it, and names each row's placement.
+  const result text = run(plus(job, {"--nvme-capacity", "3.84TB", "--top", "3"}));
+  CHECK(text.out.find("host per node  NVMe per node\n") != std::string::npos);
+  CHECK(text.out.find(" optim:nvme ") != std::string::npos);
+  CHECK(text.out.find("      269.11 GB      1128.86 GB\n") != std::string::npos);  // 2 B x P + 128 GB of swap buffers; 16 B x P
+  // Without NVMe offload the JSON says 0 B of it.
+  for (const auto& c : run_json({"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--seq-len", "4096"})["configs"])
+    CHECK(c["offloaded_nvme_bytes_per_node"] == 0);
+  check_rejected({plus(job, {"--nvme-capacity", "0B"}), plus(job, {"--nvme-capacity", "plenty"}), plus(job, {"--nvme-capacity", "-1TB"})});
 }
 
 TEST_CASE("plan evaluates the job estimate evaluates, under every precision and with Adafactor", "[cli][plan]") {
@@ -1363,6 +1401,40 @@ TEST_CASE("estimate --explain offers ZeRO-Offload with the host RAM it takes, wi
   CHECK(zero.code == 2);
   CHECK(zero.err == "zeromem: the host memory (--host-memory) must be above 0 B, such as 1TB\n");
   CHECK(run({"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--forward-only", "--host-memory", "1TB"}).code == 2);
+}
+
+TEST_CASE("estimate --nvme-capacity holds a node's NVMe to it, and --explain's fixes within it", "[cli][explain][offload]") {
+  // Llama-3-70B under ZeRO-3 over one node of 8 H100s, full recompute, the optimizer on NVMe: a node's NVMe holds
+  // 16 B x 70,553,706,496 = 1,128,859,303,936 B; 1 TB is 128,859,303,936 B (120.01 GiB) short of it, 2 TB holds it.
+  const std::vector<std::string> node{"estimate", "--model", "llama-3-70b", "--seq-len", "4096", "--zero-stage", "3", "--gpu", "h100-80gb"};
+  const std::vector<std::string> job = plus(node, {"--dp", "8"});
+  const std::vector<std::string> on_nvme = plus(job, {"--recompute", "full", "--offload-optimizer", "nvme"});
+  const nlohmann::json small = run_json(plus(on_nvme, {"--nvme-capacity", "1TB"}))["per_node_nvme"];
+  CHECK(small["total_bytes"] == 16 * 70'553'706'496LL);
+  CHECK(small["capacity_bytes"] == 1'000'000'000'000LL);
+  CHECK(small["fits"] == false);
+  CHECK(run_json(plus(on_nvme, {"--nvme-capacity", "2TB"}))["per_node_nvme"]["fits"] == true);
+  CHECK(run_json(on_nvme)["per_node_nvme"].count("fits") == 0);  // no capacity, no verdict
+  CHECK(run(plus(on_nvme, {"--nvme-capacity", "1TB"})).out.find("  DOES NOT FIT --nvme-capacity 931.32 GiB, margin -120.01 GiB\n") != std::string::npos);
+  // 2 TB - 1,128,859,303,936 B = 871,140,696,064 B = 811.31 GiB.
+  CHECK(run(plus(on_nvme, {"--nvme-capacity", "2TB"})).out.find("  fits --nvme-capacity 1862.65 GiB, margin 811.31 GiB\n") != std::string::npos);
+  // A job that fits its GPUs but not its node's NVMe is explained: over 16 GPUs (two nodes) each node holds half.
+  const result short_nvme = run(plus(on_nvme, {"--nvme-capacity", "1TB", "--explain"}));
+  CHECK(short_nvme.out.find("  NVMe a node: 1051.33 GiB of --nvme-capacity 931.32 GiB -> DOES NOT FIT\n") != std::string::npos);
+  const nlohmann::json twice = run_json(plus(node, {"--recompute", "full", "--offload-optimizer", "nvme", "--dp", "16"}));
+  CHECK(twice["per_node_nvme"]["total_bytes"] == 8 * 70'553'706'496LL);
+  check_explained_fit(short_nvme.out, "smallest change that fits: --dp 16 (twice the GPUs) -> ", twice);
+  CHECK(short_nvme.out.find("    NVMe a node: 525.67 GiB (1051.33 GiB as configured, of --nvme-capacity 931.32 GiB)\n") != std::string::npos);
+  // With 512 GB of host RAM the optimizer cannot go to the CPU (18 B x P there) but goes to NVMe; with 1 TB of NVMe it
+  // cannot go there on one node either, and the next set that fits is the fused loss and full recompute over 16 GPUs.
+  const std::vector<std::string> host = plus(job, {"--host-memory", "512GB", "--explain"});
+  check_explained_fit(run(host).out, "two changes that fit together: --recompute full and --offload-optimizer nvme (ZeRO-Infinity: DeepSpeed needs an nvme_path) -> ",
+                      run_json(on_nvme));
+  check_explained_fit(run(plus(host, {"--nvme-capacity", "1TB"})).out, "three changes that fit together: --loss fused, --recompute full and --dp 16 (twice the GPUs) -> ",
+                      run_json(plus(node, {"--loss", "fused", "--recompute", "full", "--dp", "16"})));
+  check_rejected({plus(job, {"--nvme-capacity", "0B"}), plus(job, {"--nvme-capacity", "big"}),
+                  {"estimate", "--model", "qwen2.5-1.5b", "--seq-len", "512", "--forward-only", "--nvme-capacity", "1TB"}});
+  CHECK(run(plus(job, {"--nvme-capacity", "0B"})).err == "zeromem: the NVMe capacity (--nvme-capacity) must be above 0 B, such as 3.84TB\n");
 }
 
 TEST_CASE("estimate --explain suggests selective recompute only where the job's code offers it", "[cli][explain]") {

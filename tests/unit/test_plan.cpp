@@ -1,5 +1,6 @@
 // The planner and explanations: every configuration it keeps fits, the ranking follows its stated objective,
 // and the numbers agree with the estimate functions they come from.
+#include <algorithm>
 #include <limits>
 
 #include "catch.hpp"
@@ -77,6 +78,89 @@ TEST_CASE("plan honours host memory, headroom and the global batch", "[plan]") {
   }
   r.seq_len = 0;
   CHECK_THROWS_WITH(plan(r), Catch::Matchers::Contains("sequence length, got 0"));
+}
+
+TEST_CASE("plan tries ZeRO-Infinity's NVMe offload only where the request gives NVMe, ranked after host RAM", "[plan][offload]") {
+  // Llama-3-70B (P = 70,553,706,496) on one node of 8 A100-40GB with 512 GB of host RAM: the optimizer on the CPU
+  // needs 16 B x P = 1,128,859,303,936 B of it (fp32 master, gradient copy and two moments), so nothing fits there.
+  plan_request r = request("llama-3-70b", 1);
+  r.gpu_capacity = find_gpu("a100-40gb").capacity;
+  r.host_memory = 512_GB;
+  const plan_result none = plan(r);
+  CHECK(none.fitting == 0);
+  r.max_micro_batch = 1;
+  const std::int64_t without = plan(r).evaluated;
+  r.nvme_capacity = 3840_GB;
+  const plan_result nvme = plan(r);
+  // Per layout 3 more ZeRO options (stage 3 with the optimizer on NVMe; the parameters on the GPU, CPU or NVMe), each
+  // at micro-batch 1 and 2 recompute levels; the 10 layouts of 8 GPUs: 640 / 5 micro-batches + 10 x 3 x 2 = 188.
+  CHECK(without == 128);
+  CHECK(nvme.evaluated == without + 10 * 3 * 2);
+  REQUIRE(nvme.fitting > 0);
+  const std::int64_t P = 70'553'706'496;
+  // Per node (8 ranks): the optimizer's 16 B x P on NVMe; host RAM keeps the 16-bit gradient partition (2 B x P; stage3.py
+  // grad_partitions_flat_buffer on the optimizer's device) and 4 optimizer swap buffers of one 10^9-element fp32
+  // sub-group a rank (8 x 4 x 4 x 10^9 B); parameters on NVMe add 2 B x P there and 5 x 10^8 x 2 B of swap buffers a rank.
+  // Exact without pipeline stages; with them a node is counted as 8 of its most loaded stage's ranks, so it holds more.
+  const std::int64_t host_swap = 8LL * 4 * 4'000'000'000LL, param_swap = 8LL * 5 * 100'000'000LL * 2;
+  bool params_on_cpu = false, params_on_nvme = false;
+  for (const plan_config& c : nvme.configs) {
+    INFO(c.dp << " " << c.tp << " " << c.pp << " " << name(c.params_offload));
+    CHECK(c.optimizer_offload == offload_device::nvme);  // nothing else fits in 512 GB
+    CHECK(c.offloaded_per_node <= 512_GB);
+    CHECK(c.nvme_per_node <= 3840_GB);
+    CHECK(c.nvme_per_node.count() >= 16 * P);
+    if (c.pp > 1) continue;
+    if (c.params_offload == offload_device::none) {
+      CHECK(c.nvme_per_node.count() == 16 * P);
+      CHECK(c.offloaded_per_node.count() == 2 * P + host_swap);
+    } else if (c.params_offload == offload_device::cpu) {
+      params_on_cpu = true;
+      CHECK(c.nvme_per_node.count() == 16 * P);
+      CHECK(c.offloaded_per_node.count() == 4 * P + host_swap);
+    } else {
+      params_on_nvme = true;
+      CHECK(c.nvme_per_node.count() == 18 * P);
+      CHECK(c.offloaded_per_node.count() == 2 * P + host_swap + param_swap);
+    }
+  }
+  CHECK(params_on_cpu);
+  CHECK(params_on_nvme);
+  // Less NVMe than 16 B x P fits none; 1.2 TB holds the optimizer but not the parameters besides it (18 B x P).
+  r.nvme_capacity = 1100_GB;
+  CHECK(plan(r).fitting == 0);
+  r.nvme_capacity = 1200_GB;
+  const plan_result some = plan(r);
+  REQUIRE(some.fitting > 0);
+  for (const plan_config& c : some.configs) CHECK(c.params_offload != offload_device::nvme);
+  // With room on the host, the CPU's offload ranks first and NVMe rows only after every row without it.
+  r.host_memory = 2_TB;
+  const plan_result both = plan(r);
+  REQUIRE(both.configs.size() > 2);
+  CHECK(both.configs.front().optimizer_offload == offload_device::cpu);
+  bool seen_nvme = false;
+  for (const plan_config& c : both.configs) {
+    if (seen_nvme) CHECK(c.nvme_per_node.count() > 0);
+    seen_nvme = seen_nvme || c.nvme_per_node.count() > 0;
+  }
+  CHECK(seen_nvme);
+  r.nvme_capacity = bytes_of(-1);
+  CHECK_THROWS_WITH(plan(r), Catch::Matchers::Contains("the NVMe capacity cannot be negative; pass 0 for no NVMe offload"));
+  // single_changes offers ZeRO-Infinity only with NVMe given.
+  r = request("llama-3-70b", 1);
+  r.gpu_capacity = find_gpu("a100-40gb").capacity;
+  plan_config c{};
+  c.stage = 3;
+  c.dp = 8;
+  c = evaluate(r, c);
+  const auto offers_nvme = [](const std::vector<suggestion>& s) {
+    return std::any_of(s.begin(), s.end(), [](const suggestion& x) { return x.change.find("NVMe") != std::string::npos; });
+  };
+  CHECK_FALSE(offers_nvme(single_changes(r, c)));
+  r.nvme_capacity = 3840_GB;
+  const std::vector<suggestion> s = single_changes(r, c);
+  CHECK(offers_nvme(s));
+  CHECK(s.back().change == "ZeRO-3 with parameters and optimizer on NVMe (ZeRO-Infinity)");
 }
 
 TEST_CASE("single changes suggest the cheapest fix first", "[plan]") {

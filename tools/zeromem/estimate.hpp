@@ -83,6 +83,7 @@ struct estimate_args {
   bool keep_grads = false;
   double reserve_fraction = 0.0;
   std::string host_memory;  // one node's host RAM (per_node_host's verdict; --explain keeps its fixes within it)
+  std::string nvme_capacity;  // one node's NVMe (per_node_nvme's verdict; likewise)
   std::string gpu;
   std::string gpu_memory;
   bool explain = false;
@@ -108,6 +109,8 @@ estimate_args with_deepspeed_config(const estimate_args& a);
 hf_quantization quantization_of(const estimate_args& a);
 /// --host-memory: one node's host RAM, none where not given; throws std::invalid_argument for a size it cannot read.
 std::optional<bytes> host_capacity_of(const estimate_args& a);
+/// --nvme-capacity: one node's NVMe, none where not given; likewise.
+std::optional<bytes> nvme_capacity_of(const estimate_args& a);
 /// Validates the flags together and builds the job; throws std::invalid_argument naming the flag.
 estimate_inputs to_inputs(const estimate_args& a);
 int run_estimate(const estimate_args& a, std::ostream& out);

@@ -205,11 +205,19 @@ void set_deepspeed_buffers(const estimate_args& a, estimate_inputs& in) {
 
 }  // namespace
 
-std::optional<bytes> host_capacity_of(const estimate_args& a) {
-  if (a.host_memory.empty()) return std::nullopt;
-  const bytes b = parse_bytes(a.host_memory, "the host memory (--host-memory)");
-  if (b.count() <= 0) detail::fail("the host memory (--host-memory) must be above 0 B, such as 1TB");
+namespace {
+std::optional<bytes> node_capacity_of(const std::string& text, const std::string& what, const char* example) {
+  if (text.empty()) return std::nullopt;
+  const bytes b = parse_bytes(text, what.c_str());
+  if (b.count() <= 0) detail::fail(what + " must be above 0 B, such as " + example);
   return b;
+}
+}  // namespace
+
+std::optional<bytes> host_capacity_of(const estimate_args& a) { return node_capacity_of(a.host_memory, "the host memory (--host-memory)", "1TB"); }
+
+std::optional<bytes> nvme_capacity_of(const estimate_args& a) {
+  return node_capacity_of(a.nvme_capacity, "the NVMe capacity (--nvme-capacity)", "3.84TB");
 }
 
 estimate_inputs to_inputs(const estimate_args& a) {

@@ -28,14 +28,19 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
   const step_verdict v = verdict_of(e, device.capacity);
   out << "  verdict: " << format_bytes(v.needed, size_unit::GiB) << " of " << format_bytes(v.capacity, size_unit::GiB) << " on " << device.name
       << (v.fits() ? " -> fits" : " -> OUT OF MEMORY") << "\n";
-  // With --host-memory the job must fit a node's host RAM too; every fix below does.
-  const std::optional<bytes> host = host_capacity_of(a);
-  const bytes host_needed = estimate_model_states(in.job.states).host_per_node();
-  const bool host_fits = !host || host_needed <= *host;
-  if (!host_fits)
-    out << "  host RAM a node: " << format_bytes(host_needed, size_unit::GiB) << " of --host-memory " << format_bytes(*host, size_unit::GiB)
+  // With --host-memory (--nvme-capacity) the job must fit a node's host RAM (NVMe) too; every fix below does.
+  const std::optional<bytes> host = host_capacity_of(a), nvme = nvme_capacity_of(a);
+  const model_state_estimate states = estimate_model_states(in.job.states);
+  const auto node_fits = [&](const model_state_estimate& s) {
+    return (!host || s.host_per_node() <= *host) && (!nvme || s.nvme_per_node() <= *nvme);
+  };
+  if (host && states.host_per_node() > *host)
+    out << "  host RAM a node: " << format_bytes(states.host_per_node(), size_unit::GiB) << " of --host-memory " << format_bytes(*host, size_unit::GiB)
         << " -> DOES NOT FIT\n";
-  if (v.fits() && host_fits) return;
+  if (nvme && states.nvme_per_node() > *nvme)
+    out << "  NVMe a node: " << format_bytes(states.nvme_per_node(), size_unit::GiB) << " of --nvme-capacity " << format_bytes(*nvme, size_unit::GiB)
+        << " -> DOES NOT FIT\n";
+  if (v.fits() && node_fits(states)) return;
   struct change {
     std::string what;
     std::function<void(estimate_args&)> edit;
@@ -137,13 +142,13 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
     }
     return c;
   };
-  // Its verdict; none where the changes are not valid together, or (with --host-memory) need more host RAM than a node has.
+  // Its verdict; none where the changes are not valid together, or need more host RAM (NVMe) than --host-memory (--nvme-capacity).
   const auto verdict_with = [&](const made_list& made) -> std::optional<step_verdict> {
     const std::optional<estimate_args> c = changed(made);
     if (!c) return std::nullopt;
     try {
       const training_job job = to_inputs(*c).job;
-      if (host && estimate_model_states(job.states).host_per_node() > *host) return std::nullopt;
+      if (!node_fits(estimate_model_states(job.states))) return std::nullopt;
       return verdict_of(estimate_step(job), device.capacity);
     } catch (const std::exception&) {  // invalid_argument (dp no longer divides, ...) or overflow_error
       return std::nullopt;
@@ -158,13 +163,13 @@ void explain_step(std::ostream& out, const estimate_args& a, const estimate_inpu
                                                     : "with " + in_config("--grad-accum-steps " + n, "gradient_accumulation_steps", n) + ", keeping")
           << " the config's train_batch_size " << global_batch << "\n";
     // What an offload moves to the host: a node's host RAM with the fix (model_states.hpp host_per_node).
-    if (const bytes now = estimate_model_states(to_inputs(c).job.states).host_per_node(), was = estimate_model_states(in.job.states).host_per_node();
-        now != was)
+    const model_state_estimate fixed = estimate_model_states(to_inputs(c).job.states);
+    if (const bytes now = fixed.host_per_node(), was = states.host_per_node(); now != was)
       out << "    host RAM a node: " << format_bytes(now, size_unit::GiB) << " (" << format_bytes(was, size_unit::GiB) << " as configured"
           << (host ? ", of --host-memory " + format_bytes(*host, size_unit::GiB) : std::string{}) << ")\n";
-    if (const bytes now = estimate_model_states(to_inputs(c).job.states).nvme_per_node(), was = estimate_model_states(in.job.states).nvme_per_node();
-        now != was)
-      out << "    NVMe a node: " << format_bytes(now, size_unit::GiB) << " (" << format_bytes(was, size_unit::GiB) << " as configured)\n";
+    if (const bytes now = fixed.nvme_per_node(), was = states.nvme_per_node(); now != was)
+      out << "    NVMe a node: " << format_bytes(now, size_unit::GiB) << " (" << format_bytes(was, size_unit::GiB) << " as configured"
+          << (nvme ? ", of --nvme-capacity " + format_bytes(*nvme, size_unit::GiB) : std::string{}) << ")\n";
     fixes.push_back({kind, std::move(named), settings_of(a, c), cv});
   };
   for (const change& c : changes)

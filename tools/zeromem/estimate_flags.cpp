@@ -118,6 +118,8 @@ void add_estimate_flags(CLI::App& app, estimate_args& a) {
   add_device_flags(app, a.gpu, a.gpu_memory, "the verdict against its capacity");
   text_option(app, "--host-memory", a.host_memory,
               "one node's host RAM, such as 1TB: the host RAM a node needs held against it, and --explain's fixes (offload) kept within it");
+  text_option(app, "--nvme-capacity", a.nvme_capacity,
+              "one node's NVMe, such as 3.84TB: the NVMe a node needs (ZeRO-Infinity) held against it, and --explain's fixes kept within it");
   app.add_flag("--explain", a.explain, "the dominant terms, and the smallest change that makes it fit (with --gpu)");
   text_option(app, "--svg", a.svg, "write a stacked-bar chart of the per-GPU terms to this file");
   app.add_flag("--json", a.json, "print JSON with exact byte counts");

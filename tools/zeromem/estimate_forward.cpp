@@ -31,8 +31,8 @@ int run_forward_only(const estimate_args& a, std::ostream& out) {
        "the model-state and pipeline flags (--gpus-per-node, --shard-group, --hpz, --pin-memory, --fp32-grad-copy, "
        "--main-grads, --largest-layer-params, --virtual-stages, --microbatches, --params)"},
       {a.allocator != defaults.allocator || a.reserve_fraction != 0.0 || a.gradient_as_bucket_view || a.keep_grads || a.explain || !a.svg.empty() ||
-           !a.host_memory.empty(),
-       "--allocator, --reserve-fraction, --gradient-as-bucket-view, --keep-grads, --explain, --svg and --host-memory"}};
+           !a.host_memory.empty() || !a.nvme_capacity.empty(),
+       "--allocator, --reserve-fraction, --gradient-as-bucket-view, --keep-grads, --explain, --svg, --host-memory and --nvme-capacity"}};
   for (const auto& [given, flags] : training_only)
     if (given) detail::fail(std::string("--forward-only runs the model without training; drop ") + flags);
   // Not modelled in a forward-only pass: the vision tower's activations, and the modules a training step loads (measured

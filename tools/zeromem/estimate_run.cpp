@@ -191,7 +191,7 @@ int run_estimate(const estimate_args& given, std::ostream& out) {
   const stage_activations* act_ptr = in.has_activations ? &act : nullptr;
   const step_estimate* step_ptr = in.has_activations ? &step : nullptr;
   const device_choice device = device_of(a.gpu, a.gpu_memory);
-  const std::optional<bytes> host = host_capacity_of(a);
+  const std::optional<bytes> host = host_capacity_of(a), nvme = nvme_capacity_of(a);
   const bytes capacity = device.capacity;
   if (!a.svg.empty()) write_file(a.svg, step_ptr != nullptr ? step_svg(step, capacity) : states_svg(e, capacity));
   if (!a.json) {
@@ -204,6 +204,10 @@ int run_estimate(const estimate_args& given, std::ostream& out) {
   if (host) {
     j["per_node_host"]["capacity_bytes"] = host->count();
     j["per_node_host"]["fits"] = e.host_per_node() <= *host;
+  }
+  if (nvme) {
+    j["per_node_nvme"]["capacity_bytes"] = nvme->count();
+    j["per_node_nvme"]["fits"] = e.nvme_per_node() <= *nvme;
   }
   if (!a.deepspeed_file.empty()) {
     json keys = json::array();

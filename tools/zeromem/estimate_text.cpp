@@ -213,6 +213,9 @@ void print_estimate(std::ostream& out, const estimate_args& a, const estimate_in
     if (p.nvme.count() != 0) out << bytes_row(term, p.nvme * e.ranks_per_node) << "\n";
   });
   out << bytes_row("total", e.nvme_per_node()) << "\n";
+  if (const std::optional<bytes> nvme = nvme_capacity_of(a))
+    out << "  " << (e.nvme_per_node() <= *nvme ? "fits" : "DOES NOT FIT") << " --nvme-capacity " << format_bytes(*nvme, size_unit::GiB) << ", margin "
+        << format_bytes(*nvme - e.nvme_per_node(), size_unit::GiB) << "\n";
   if (step != nullptr) print_phases(out, *step);
   out << (act != nullptr ? "\nThe per-GPU table sums model states and saved activations; the phases above add what a real step "
                            "holds at each high-water mark.\n"

@@ -17,6 +17,7 @@ struct plan_args {
   std::int64_t gpus = 8;
   std::int64_t nodes = 1;
   std::string host_memory;
+  std::string nvme_capacity;
   std::int64_t seq_len = 0;
   std::int64_t global_batch = 0;
   std::string precision_name = "mixed-bf16";
@@ -39,6 +40,8 @@ void add_plan_flags(CLI::App& app, plan_args& a) {
   integer_option(app, "--gpus", a.gpus, "GPUs per node")->capture_default_str();
   integer_option(app, "--nodes", a.nodes, "nodes")->capture_default_str();
   text_option(app, "--host-memory", a.host_memory, "host RAM per node, e.g. 1TB or 760GB (offload must fit in it; default: not checked)");
+  text_option(app, "--nvme-capacity", a.nvme_capacity,
+              "NVMe per node for ZeRO-Infinity, e.g. 3.84TB: also try the optimizer (and parameters) on it, which must fit (default: no NVMe)");
   tokens_option(app, "--seq-len", a.seq_len, "tokens per sequence: 4096, 32K (= 32,768)")->required();
   integer_option(app, "--global-batch", a.global_batch, "sequences per step (dp x micro-batch must divide it)");
   text_option(app, "--precision", a.precision_name, "mixed-bf16 | mixed-fp16 | bf16 | fp16 | fp32 | amp-bf16 | amp-fp16")->capture_default_str();
@@ -64,7 +67,7 @@ json plan_config_json(const plan_config& c) {
           {"sequence_parallel", c.tp > 1}, {"micro_batch", c.micro_batch},
           {"gradient_accumulation_steps", c.accumulation_steps}, {"training", std::string(name(c.training))}, {"recompute", std::string(name(c.recomputation))},
           {"per_gpu_bytes", c.gpu.count()}, {"headroom_bytes", c.headroom.count()},
-          {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}};
+          {"offloaded_host_bytes_per_node", c.offloaded_per_node.count()}, {"offloaded_nvme_bytes_per_node", c.nvme_per_node.count()}};
 }
 
 plan_request request_of(const plan_args& a, const device_choice& device) {
@@ -80,6 +83,10 @@ plan_request request_of(const plan_args& a, const device_choice& device) {
   if (!a.host_memory.empty()) {
     r.host_memory = parse_bytes(a.host_memory, "the host memory (--host-memory)");
     if (r.host_memory.count() == 0) detail::fail("--host-memory must be more than 0 B; leave it out to not check host RAM");
+  }
+  if (!a.nvme_capacity.empty()) {
+    r.nvme_capacity = parse_bytes(a.nvme_capacity, "the NVMe capacity (--nvme-capacity)");
+    if (r.nvme_capacity.count() == 0) detail::fail("--nvme-capacity must be more than 0 B; leave it out to not offload to NVMe");
   }
   r.seq_len = a.seq_len;
   r.global_batch = a.global_batch;
@@ -149,24 +156,36 @@ int run_plan(const plan_args& a, std::ostream& out) {
   out << "  per GPU: the step's peak (forward, backward or optimizer step; activations " << name(r.impl) << ", " << name(r.attention)
       << " attention; loss " << name(r.step.loss) << ", optimizer " << name(r.step.optimizer) << ") + DeepSpeed buffers + the CUDA context and modules"
       << (r.global_batch > 0 ? "; with accumulation (accum > 1) a step's later micro-batches start with every gradient" : "") << "\n\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "  %4s %-5s %-5s %-14s %4s %4s %4s %6s %5s %-9s %12s %12s %14s\n", "rank", "train", "ZeRO", "offload", "dp", "tp",
-                "pp", "micro", "accum", "recompute", "per GPU", "headroom", "host per node");
+  // What a configuration offloads, and where: the optimizer alone, or the parameters too, on the CPU or NVMe.
+  const auto offload_of = [](const plan_config& c) -> std::string {
+    if (c.optimizer_offload == offload_device::none) return "none";
+    if (c.optimizer_offload == offload_device::cpu) return c.params_offload == offload_device::cpu ? "params+optim" : "optimizer";
+    return c.params_offload == offload_device::none ? "optim:nvme" : c.params_offload == offload_device::cpu ? "optim:nvme params:cpu" : "params+optim:nvme";
+  };
+  int width = 14;
+  for (const plan_config& c : p.configs) width = std::max(width, static_cast<int>(offload_of(c).size()));
+  const bool nvme = r.nvme_capacity.count() > 0;
+  char line[320];
+  std::snprintf(line, sizeof line, "  %4s %-5s %-5s %-*s %4s %4s %4s %6s %5s %-9s %12s %12s %14s%s\n", "rank", "train", "ZeRO", width, "offload", "dp", "tp",
+                "pp", "micro", "accum", "recompute", "per GPU", "headroom", "host per node", nvme ? "  NVMe per node" : "");
   out << line;
   int rank = 1;
   for (const plan_config& c : p.configs) {
-    const std::string offload = c.params_offload != offload_device::none      ? "params+optim"
-                                : c.optimizer_offload != offload_device::none ? "optimizer"
-                                                                              : "none";
-    std::snprintf(line, sizeof line, "  %4d %-5s %-5d %-14s %4lld %4lld %4lld %6lld %5lld %-9s %12s %12s %14s\n", rank++,
-                  std::string(name(c.training)).c_str(), c.stage, offload.c_str(),
+    std::snprintf(line, sizeof line, "  %4d %-5s %-5d %-*s %4lld %4lld %4lld %6lld %5lld %-9s %12s %12s %14s", rank++,
+                  std::string(name(c.training)).c_str(), c.stage, width, offload_of(c).c_str(),
                   static_cast<long long>(c.dp), static_cast<long long>(c.tp), static_cast<long long>(c.pp),
                   static_cast<long long>(c.micro_batch), static_cast<long long>(c.accumulation_steps), std::string(name(c.recomputation)).c_str(),
                   format_bytes(c.gpu, size_unit::GiB).c_str(), format_bytes(c.headroom, size_unit::GiB).c_str(),
                   format_bytes(c.offloaded_per_node, size_unit::GB).c_str());
     out << line;
+    if (nvme) {
+      std::snprintf(line, sizeof line, " %15s", format_bytes(c.nvme_per_node, size_unit::GB).c_str());
+      out << line;
+    }
+    out << "\n";
   }
-  if (p.configs.empty()) out << "  nothing fits: add GPUs, shorten sequences, or allow more host memory\n";
+  if (p.configs.empty())
+    out << "  nothing fits: add GPUs, shorten sequences, or allow more host memory" << (nvme ? "" : " (or NVMe: --nvme-capacity)") << "\n";
   // As estimate's note: transformers' nodes inside a layer are walked at tp 1 only (walks_inside_layers).
   const bool unwalked = std::any_of(p.configs.begin(), p.configs.end(), [&](const plan_config& c) {
     return r.impl == implementation::hf && !walks_inside_layers(plan_job(r, c).activations);

@@ -24,6 +24,8 @@ struct plan_request {
   std::int64_t gpus_per_node = 8;
   std::int64_t nodes = 1;
   bytes host_memory{};             // per node; 0 = not checked
+  /// NVMe per node for ZeRO-Infinity's offload; 0 = no NVMe, and the optimizer or parameters are not offloaded to it.
+  bytes nvme_capacity{};
   std::int64_t seq_len = 0;
   /// Sequences per step; 0 = any (no divisibility constraint). With a global batch, each configuration's
   /// gradient accumulation steps are global_batch / (dp x micro-batch); without one, 1 step is assumed, which
@@ -65,6 +67,7 @@ struct plan_config {
   bytes gpu{};                // per GPU: model states + activations + buffers + context
   bytes headroom{};
   bytes offloaded_per_node{}; // host RAM the offload takes on one node
+  bytes nvme_per_node{};      // NVMe the offload takes on one node (ZeRO-Infinity)
 };
 
 struct plan_result {
@@ -76,14 +79,18 @@ struct plan_result {
 };
 
 inline constexpr const char* plan_objective =
-    "full training before LoRA before QLoRA (with --allow-lora), then the fewest offloaded bytes, then the least recomputation, then the fewest pipeline and tensor-parallel ranks, "
+    "full training before LoRA before QLoRA (with --allow-lora), then nothing on NVMe before ZeRO-Infinity's NVMe offload (with --nvme-capacity), "
+    "then the fewest offloaded bytes (host RAM, then NVMe), then the least recomputation, then the fewest pipeline and tensor-parallel ranks, "
     "then the largest micro-batch, then the most headroom";
 
 namespace detail {
 inline int recompute_rank(recompute r) { return r == recompute::none ? 0 : r == recompute::selective ? 1 : 2; }
 inline bool better(const plan_config& a, const plan_config& b) {
   if (a.training != b.training) return a.training < b.training;
+  // NVMe after host RAM, the slower tier below it (ZeRO-Infinity, arXiv 2104.07857, adds NVMe for room beyond CPU memory).
+  if ((a.nvme_per_node.count() == 0) != (b.nvme_per_node.count() == 0)) return a.nvme_per_node.count() == 0;
   if (a.offloaded_per_node != b.offloaded_per_node) return a.offloaded_per_node < b.offloaded_per_node;
+  if (a.nvme_per_node != b.nvme_per_node) return a.nvme_per_node < b.nvme_per_node;
   if (a.recomputation != b.recomputation) return recompute_rank(a.recomputation) < recompute_rank(b.recomputation);
   if (a.pp != b.pp) return a.pp < b.pp;
   if (a.tp != b.tp) return a.tp < b.tp;
@@ -147,9 +154,17 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
     place_on_rank(t, r.model, counts, c.tp, c.pp);
     t.model_parallel = detail::checked_mul(c.tp, c.pp);
     if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, c.tp);
-    c.offloaded_per_node = estimate_model_states(t).host_per_node();
+    const model_state_estimate states = estimate_model_states(t);
+    c.offloaded_per_node = states.host_per_node();
+    c.nvme_per_node = states.nvme_per_node();
   }
   return c;
+}
+
+/// Whether what a configuration offloads fits one node's host RAM and NVMe (either unchecked where the request leaves it 0).
+inline bool offload_fits(const plan_request& r, const plan_config& c) {
+  return (r.host_memory.count() == 0 || c.offloaded_per_node <= r.host_memory) &&
+         (c.nvme_per_node.count() == 0 || c.nvme_per_node <= r.nvme_capacity);
 }
 
 /// What a configuration of `r` must leave free per GPU: max(min_headroom, min_headroom_fraction x capacity).
@@ -170,6 +185,8 @@ inline plan_result plan(const plan_request& r) {
   detail::require_positive(r.seq_len, "the sequence length");
   if (r.gpu_capacity.count() <= 0) detail::fail("the GPU capacity must be positive; pass --gpu");
   if (r.global_batch < 0) detail::fail("the global batch cannot be negative; pass 0 for any");
+  if (r.host_memory.count() < 0) detail::fail("the host memory cannot be negative; pass 0 to not check it");
+  if (r.nvme_capacity.count() < 0) detail::fail("the NVMe capacity cannot be negative; pass 0 for no NVMe offload");
   detail::require_positive(r.max_micro_batch, "the largest micro-batch");
   const bytes required_headroom = required_headroom_of(r);
   if (r.allow_lora) validate(r.lora, r.model);
@@ -190,6 +207,8 @@ inline plan_result plan(const plan_request& r) {
     int stage;
     offload_device optimizer, params;
   };
+  // ZeRO-Infinity (arXiv 2104.07857) only with NVMe given: the optimizer on it (stage 3 only, DeepSpeed
+  // zero/offload_config.py), the parameters on the GPU, the CPU or the NVMe too.
   const zero_option zero_options[] = {{0, offload_device::none, offload_device::none},
                                       {1, offload_device::none, offload_device::none},
                                       {2, offload_device::none, offload_device::none},
@@ -197,7 +216,10 @@ inline plan_result plan(const plan_request& r) {
                                       {1, offload_device::cpu, offload_device::none},
                                       {2, offload_device::cpu, offload_device::none},
                                       {3, offload_device::cpu, offload_device::none},
-                                      {3, offload_device::cpu, offload_device::cpu}};
+                                      {3, offload_device::cpu, offload_device::cpu},
+                                      {3, offload_device::nvme, offload_device::none},
+                                      {3, offload_device::nvme, offload_device::cpu},
+                                      {3, offload_device::nvme, offload_device::nvme}};
   // Powers of two up to max_micro_batch, doubled only while that cannot pass it (nor 2^63).
   std::vector<std::int64_t> micro_batches;
   for (std::int64_t micro = 1;; micro *= 2) {
@@ -213,6 +235,7 @@ inline plan_result plan(const plan_request& r) {
       if (gpus % (tp * pp) != 0) continue;
       const std::int64_t dp = gpus / (tp * pp);
       for (const zero_option& z : zero_options) {
+        if (z.optimizer == offload_device::nvme && r.nvme_capacity.count() == 0) continue;
         if (z.stage > 0 && dp == 1 && z.optimizer == offload_device::none) continue;  // stages 1-3 shard nothing at dp 1
         // At dp 1 ZeRO-1 and ZeRO-2 run one engine (DeepSpeed stage_1_and_2.py) with no collectives; stage 2 frees
         // each gradient once it is reduced (offloaded), so stage 1 never holds less and is not a choice of its own.
@@ -243,8 +266,7 @@ inline plan_result plan(const plan_request& r) {
             const bool saves = c.gpu != cheaper;
             cheaper = c.gpu;
             if (!saves) continue;
-            const bool host_ok = r.host_memory.count() == 0 || c.offloaded_per_node <= r.host_memory;
-            if (c.headroom >= required_headroom && host_ok) fitting.push_back(c);
+            if (c.headroom >= required_headroom && offload_fits(r, c)) fitting.push_back(c);
           }
         }
       }
@@ -286,8 +308,7 @@ inline std::vector<suggestion> single_changes(const plan_request& r, const plan_
   std::vector<suggestion> out;
   const auto try_change = [&](const std::string& what, plan_config changed) {
     changed = evaluate(r, changed);
-    const bool host_ok = r.host_memory.count() == 0 || changed.offloaded_per_node <= r.host_memory;
-    out.push_back({what, changed.gpu, changed.headroom >= r.min_headroom && host_ok});
+    out.push_back({what, changed.gpu, changed.headroom >= r.min_headroom && offload_fits(r, changed)});
   };
   if (c.recomputation == recompute::none && offers_selective_recompute(r.impl)) {
     plan_config s = c;
@@ -321,6 +342,20 @@ inline std::vector<suggestion> single_changes(const plan_request& r, const plan_
     s.optimizer_offload = offload_device::cpu;
     s.params_offload = offload_device::cpu;
     try_change("ZeRO-3 with parameters and optimizer on CPU", s);
+  }
+  // ZeRO-Infinity, where the request gives NVMe: the optimizer on it (the parameters where they were), then both.
+  if (r.nvme_capacity.count() > 0 && c.optimizer_offload != offload_device::nvme) {
+    plan_config s = c;
+    s.stage = 3;
+    s.optimizer_offload = offload_device::nvme;
+    try_change("ZeRO-3 with the optimizer on NVMe (ZeRO-Infinity)", s);
+  }
+  if (r.nvme_capacity.count() > 0 && c.params_offload != offload_device::nvme) {
+    plan_config s = c;
+    s.stage = 3;
+    s.optimizer_offload = offload_device::nvme;
+    s.params_offload = offload_device::nvme;
+    try_change("ZeRO-3 with parameters and optimizer on NVMe (ZeRO-Infinity)", s);
   }
   return out;
 }
