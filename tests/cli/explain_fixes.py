@@ -2,8 +2,9 @@
 """`zeromem job --explain` held to its word: random launches of the example jobs (a GPU, forward and update sizes,
 verl's critic update and a reward model of its own),
 each fix it names applied to the launch and the job run again. A fix said to fit must make every phase fit and one
-said not to must not; where two or three changes are named together, no single fix may fit, nor any of those changes
-without one of the others; where more nodes fit, half as many must not. Prints a summary; exits 1 on any mismatch.
+said not to must not, and its JSON `set`, applied as a program would apply it, must give the same job to the byte;
+where two or three changes are named together, no single fix may fit, nor any of those changes without one of the
+others; where more nodes fit, half as many must not. Prints a summary; exits 1 on any mismatch.
 
 usage: explain_fixes.py ZEROMEM JOBS_DIR [--launches N] [--seed S]
 """
@@ -22,6 +23,21 @@ def run(zeromem, args):
     if p.returncode not in (0, 2):
         raise SystemExit(f"exit {p.returncode}: {' '.join(args)}\n{p.stderr}")
     return json.loads(p.stdout) if p.returncode == 0 else None
+
+
+def overrides_of_set(settings):
+    """A fix's JSON `set` as overrides: a zeromem setting and its value; an OpenRLHF flag as key=value (a switch key=);
+    a verl or EasyR1 key as key=value. Values as JSON writes them (true, 0.8), strings as they are."""
+    text = lambda v: v if isinstance(v, str) else json.dumps(v)
+    out = []
+    for s in settings:
+        if "setting" in s:
+            out += [s["setting"], text(s["value"])]
+        elif "flag" in s:
+            out.append(s["flag"][2:] + "=" + ("" if s["value"] is True else text(s["value"])))
+        else:
+            out.append(s["key"] + "=" + text(s["value"]))
+    return out
 
 
 def overrides_of(change, openrlhf):
@@ -90,7 +106,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     a = ap.parse_args()
     rng = random.Random(a.seed)
-    counts = dict(launches=0, refused=0, breaking=0, fixes=0, pairs=0, triples=0, fewer=0, halved=0, wrong=0)
+    counts = dict(launches=0, refused=0, breaking=0, fixes=0, sets=0, pairs=0, triples=0, fewer=0, halved=0, wrong=0)
     for _ in range(a.launches):
         name, extra = launch(rng, a.jobs)
         path = os.path.join(a.jobs, name)
@@ -116,6 +132,11 @@ def main():
                 counts["wrong"] += 1
                 print(f"WRONG {name} {' '.join(extra)}: {f['change']} said {f['fits']}, "
                       f"gives {'refused' if again is None else again['fits']}")
+            counts["sets"] += 1
+            by_set = run(a.zeromem, [path] + extra + overrides_of_set(f["set"]))
+            if by_set is None or again is None or by_set["phases"] != again["phases"]:
+                counts["wrong"] += 1
+                print(f"WRONG {name} {' '.join(extra)}: {f['change']} set as {f['set']} gives another job")
             parts = f.get("together", [])
             for left_out in range(len(parts)):  # the others without this one: refused or not fitting
                 rest = [w for i, p in enumerate(parts) if i != left_out for w in overrides_of(p, openrlhf)]

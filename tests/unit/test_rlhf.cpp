@@ -347,6 +347,43 @@ TEST_CASE("verl from v0.2 checks its batch sizes before it starts: what it refus
                                                                  "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu are both set"));
 }
 
+TEST_CASE("job --explain: each fix's JSON `set` says what it sets, in the launch file's own keys, typed", "[rlhf][explain]") {
+  // The words of each change, as --explain prints them: OpenRLHF's arguments (a bare switch true), verl's and EasyR1's
+  // dotted keys, numbers and booleans as JSON numbers and booleans; a fix of several changes sets each of them.
+  const auto set_of = [](const nlohmann::json& j, const std::string& change) {
+    for (const auto& f : j["fixes"])
+      if (f["change"] == change) return f["set"];
+    FAIL("no fix " << change);
+    return nlohmann::json();
+  };
+  const nlohmann::json orz = run_cli_json({"job", jobs + "orz-1.5b-ppo.args", "--json", "--explain"});
+  CHECK(set_of(orz, "--vllm_gpu_memory_utilization 0.80") == nlohmann::json::parse(R"([{"flag": "--vllm_gpu_memory_utilization", "value": 0.8}])"));
+  CHECK(set_of(orz, "--adam_offload") == nlohmann::json::parse(R"([{"flag": "--adam_offload", "value": true}])"));
+  CHECK(set_of(orz, "--vllm_tensor_parallel_size 4 --vllm_num_engines 1") ==
+        nlohmann::json::parse(R"([{"flag": "--vllm_tensor_parallel_size", "value": 4}, {"flag": "--vllm_num_engines", "value": 1}])"));
+  const nlohmann::json grouped = run_cli_json({"job", jobs + "openrlhf-llama3-8b-hybrid-grouped.args", "--gpu", "l40s", "--json", "--explain"});
+  CHECK(set_of(grouped, "--ds.adam_offload") == nlohmann::json::parse(R"([{"flag": "--ds.adam_offload", "value": true}])"));
+  CHECK(set_of(grouped, "--train.max_tokens_per_gpu 8192") == nlohmann::json::parse(R"([{"flag": "--train.max_tokens_per_gpu", "value": 8192}])"));
+  const nlohmann::json verl = run_cli_json({"job", jobs + "logic-rl-7b-grpo.yaml", "--json", "--explain"});
+  CHECK(set_of(verl, "actor_rollout_ref.actor.fsdp_config.param_offload=false") ==
+        nlohmann::json::parse(R"([{"key": "actor_rollout_ref.actor.fsdp_config.param_offload", "value": false}])"));
+  CHECK(set_of(verl, "actor_rollout_ref.actor.ppo_micro_batch_size=4") ==
+        nlohmann::json::parse(R"([{"key": "actor_rollout_ref.actor.ppo_micro_batch_size", "value": 4}])"));
+  const nlohmann::json easyr1 = run_cli_json({"job", jobs + "easyr1-vl-7b-grpo.yaml", "--json", "--explain"});
+  CHECK(set_of(easyr1, "worker.rollout.gpu_memory_utilization=0.10") ==
+        nlohmann::json::parse(R"([{"key": "worker.rollout.gpu_memory_utilization", "value": 0.1}])"));
+  // Applied as a program would apply them (each key=value, each flag and value), they give the fix's verdict.
+  for (const auto& f : easyr1["fixes"]) {
+    std::vector<std::string> overrides;
+    for (const auto& s : f["set"]) {
+      const nlohmann::json& v = s["value"];
+      overrides.push_back(s["key"].get<std::string>() + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+    }
+    INFO(f.dump());
+    CHECK(job("easyr1-vl-7b-grpo.yaml", overrides)["fits"] == f["fits"]);
+  }
+}
+
 TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any node count, 0.15.0 fits", "[rlhf][scenario]") {
   const nlohmann::json bad = job("openrlhf-70b-ppo.args");
   CHECK(bad["first_failing_phase"] == "training");
@@ -364,6 +401,7 @@ TEST_CASE("openrlhf-70b-ppo: DeepSpeed 0.16.x fails the actor's backward at any 
   REQUIRE(!explained["fixes"].empty());
   CHECK(explained["fixes"][0]["change"] == "--deepspeed-version 0.17.0");
   CHECK(explained["fixes"][0]["fits"] == true);
+  CHECK(explained["fixes"][0]["set"] == nlohmann::json::parse(R"([{"setting": "--deepspeed-version", "value": "0.17.0"}])"));
   CHECK(job("openrlhf-70b-ppo.args", {"--deepspeed-version", "0.17.0"})["fits"].get<bool>());
   // A ZeRO-3 job that fails without the defect (orz-1.5b-ppo, its vLLM cache) is not offered the change.
   const nlohmann::json orz = run_cli_json({"job", jobs + "orz-1.5b-ppo.args", "--json", "--explain"});

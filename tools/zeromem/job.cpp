@@ -51,7 +51,7 @@ int run_job(const job_args& a, std::ostream& out) {
     if (a.explain) {
       j["fixes"] = json::array();
       for (const fix& f : fixes) {
-        j["fixes"].push_back({{"change", f.change}, {"fits", f.fits}});
+        j["fixes"].push_back({{"change", f.change}, {"fits", f.fits}, {"set", f.set}});
         if (!f.together.empty()) j["fixes"].back()["together"] = f.together;
       }
     }

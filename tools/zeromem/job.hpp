@@ -42,6 +42,9 @@ struct fix {
   std::string change;  // as the user would write it
   bool fits = false;
   std::vector<std::string> together;  // two or three changes: each as the user would write it (change holds them all)
+  /// What the change sets, for a program to apply: {"key", "value"} (a verl or EasyR1 key), {"flag", "value"} (an OpenRLHF
+  /// argument; a bare switch true) or {"setting", "value"} (a zeromem setting such as --deepspeed-version), the value typed.
+  json set = json::array();
 };
 
 /// The most sets of three changes suggest_fixes tries where no single change or pair fits.

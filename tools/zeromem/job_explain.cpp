@@ -1,5 +1,6 @@
 // `zeromem job --explain`: the usual fixes of an RLHF launch, each an override of the launch file tried on the job.
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <numeric>
 #include <optional>
@@ -10,6 +11,19 @@
 #include "job.hpp"
 
 namespace zeromem::cli {
+namespace {
+// An override's value as JSON: true/false (YAML's True/False too), an integer, a decimal, else the text as written.
+json typed(const std::string& v) {
+  if (v == "true" || v == "True") return true;
+  if (v == "false" || v == "False") return false;
+  std::int64_t i = 0;
+  if (const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i); ec == std::errc{} && end == v.data() + v.size() && !v.empty())
+    return i;
+  const bool decimal = !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos && std::count(v.begin(), v.end(), '.') == 1 &&
+                       v.front() != '.' && v.back() != '.';
+  return decimal ? json(std::stod(v)) : json(v);
+}
+}  // namespace
 
 std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rlhf_estimate& before) {
   const rlhf_job& j = r.job;
@@ -132,13 +146,26 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
                     : "--" + (w.back() == '=' ? w.substr(0, w.size() - 1) : w.substr(0, w.find('=')) + " " + w.substr(w.find('=') + 1)));
     return shown;
   };
+  // What a change sets (fix::set): each key=value word, and a zeromem setting (--setting value) as it is given.
+  const auto set_of = [&](const std::string& change) {
+    json set = json::array();
+    const std::vector<std::string> words = words_of(change);
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      const std::string& w = words[i];
+      const std::size_t eq = w.find('=');
+      if (w.rfind("--", 0) == 0 && eq == std::string::npos && i + 1 < words.size()) set.push_back({{"setting", w}, {"value", typed(words[++i])}});
+      else if (openrlhf) set.push_back({{"flag", "--" + w.substr(0, eq)}, {"value", eq + 1 == w.size() ? json(true) : typed(w.substr(eq + 1))}});
+      else set.push_back({{"key", w.substr(0, eq)}, {"value", typed(w.substr(eq + 1))}});
+    }
+    return set;
+  };
   // A change tried on the job: whether every phase then fits; none where it is not valid for the job (a micro-batch
   // the batch does not divide, ...).
   const auto attempt = [&](const std::string& change) -> std::optional<fix> {
     job_args tried = with_case_words(a, words_of(change));
     tried.explain = false;
     try {
-      return fix{shown_of(change), estimate_rlhf(read_job(tried).job).fits(), {}};
+      return fix{shown_of(change), estimate_rlhf(read_job(tried).job).fits(), {}, set_of(change)};
     } catch (const std::exception&) {
       return std::nullopt;
     }
@@ -226,7 +253,7 @@ std::vector<fix> suggest_fixes(const job_args& a, const job_reading& r, const rl
         if (!f || !f->fits) return false;
         std::vector<std::string> shown;
         for (const std::string& c : chosen) shown.push_back(shown_of(c));
-        out.push_back({f->change, true, shown});
+        out.push_back({f->change, true, shown, f->set});
         return true;
       }
       for (const std::string& x : kinds[set[i]]) {
