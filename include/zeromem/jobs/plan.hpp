@@ -99,7 +99,6 @@ inline bool better(const plan_config& a, const plan_config& b) {
 }
 }  // namespace detail
 
-/// Evaluates one configuration of a plan request.
 /// The training job a configuration of `r` stands for: what `plan` evaluates, and what `zeromem estimate` with the
 /// configuration's flags evaluates too (tested).
 inline training_job plan_job(const plan_request& r, const plan_config& c) {
@@ -141,7 +140,10 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
   return with_layout(j, parallel_layout{data_parallel{c.dp}, tensor_parallel{c.tp}, pipeline_parallel{c.pp}});
 }
 
-inline plan_config evaluate(const plan_request& r, plan_config c) {
+namespace detail {
+// evaluate, with the model's parameter counts (which an offloading configuration's host placement reads) given by a
+// caller that evaluates many configurations, or (null) counted here.
+inline plan_config evaluate_counted(const plan_request& r, plan_config c, const parameter_counts* counted) {
   training_job j = plan_job(r, c);
   c.accumulation_steps = j.states.gradient_accumulation_steps;
   // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context and modules.
@@ -150,7 +152,7 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   // Host RAM holds model states only when something is offloaded (or paged); otherwise it is 0 B.
   training_states& t = j.states;
   if (t.zero.optimizer.device != offload_device::none || t.zero.params.device != offload_device::none || t.adapt.paged_optimizer) {
-    const parameter_counts counts = count_parameters(r.model);
+    const parameter_counts counts = counted != nullptr ? *counted : count_parameters(r.model);
     place_on_rank(t, r.model, counts, c.tp, c.pp);
     t.model_parallel = detail::checked_mul(c.tp, c.pp);
     if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, c.tp);
@@ -160,6 +162,10 @@ inline plan_config evaluate(const plan_request& r, plan_config c) {
   }
   return c;
 }
+}  // namespace detail
+
+/// Evaluates one configuration of a plan request: its step's peak on the device, its headroom, and what it offloads.
+inline plan_config evaluate(const plan_request& r, plan_config c) { return detail::evaluate_counted(r, c, nullptr); }
 
 /// Whether what a configuration offloads fits one node's host RAM and NVMe (either unchecked where the request leaves it 0).
 inline bool offload_fits(const plan_request& r, const plan_config& c) {
@@ -203,6 +209,7 @@ inline plan_result plan(const plan_request& r) {
                              "replaces nn.Linear modules); --expert-linears plans transformers 4's per-expert nn.Linear modules");
   }
   const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
+  const parameter_counts counts = count_parameters(r.model);
   struct zero_option {
     int stage;
     offload_device optimizer, params;
@@ -259,7 +266,7 @@ inline plan_result plan(const plan_request& r) {
             c.micro_batch = micro;
             c.recomputation = rc;
             c.training = training;
-            c = evaluate(r, c);
+            c = detail::evaluate_counted(r, c, &counts);
             ++out.evaluated;
             // More recomputation that saves nothing (selective under flash attention: no s^2 terms to drop) is
             // the same memory for more compute, not a choice of its own.
