@@ -572,8 +572,8 @@ TEST_CASE("plan --nvme-capacity: ZeRO-Infinity's rows are the jobs estimate eval
   CHECK(text.out.find(" optim:nvme ") != std::string::npos);
   CHECK(text.out.find("      269.11 GB      1128.86 GB\n") != std::string::npos);  // 2 B x P + 128 GB of swap buffers; 16 B x P
   // Without NVMe offload the JSON says 0 B of it.
-  for (const auto& c : run_json({"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--seq-len", "4096"})["configs"])
-    CHECK(c["offloaded_nvme_bytes_per_node"] == 0);
+  const nlohmann::json without = run_json({"plan", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--seq-len", "4096"});
+  for (const auto& c : without["configs"]) CHECK(c["offloaded_nvme_bytes_per_node"] == 0);
   check_rejected({plus(job, {"--nvme-capacity", "0B"}), plus(job, {"--nvme-capacity", "plenty"}), plus(job, {"--nvme-capacity", "-1TB"})});
 }
 
