@@ -370,3 +370,34 @@ TEST_CASE("plan keeps OLMo-2 at tp 1, where its whole-projection q/k norms are m
   for (const plan_config& c : plan(llama).configs) some_tp = some_tp || c.tp > 1;
   CHECK(some_tp);
 }
+
+// plan walks the model's modules once a sweep, and DeepSpeed ZeRO-3's trace once for each tp and pp (step_walk reads
+// nothing else a sweep varies); each configuration it returns must hold what evaluating it alone, which walks at
+// every call, gives. A card too large to fill keeps every configuration that differs from its cheaper recompute.
+TEST_CASE("plan: the walks a sweep keeps give each configuration's own step", "[plan]") {
+  for (const char* model : {"llama-3-70b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b"}) {
+    for (const bool critic : {false, true}) {
+      plan_request r = request(model, 4);
+      r.gpu_capacity = bytes_of(std::int64_t{1} << 60);
+      r.min_headroom_fraction = 0.0;
+      r.nvme_capacity = bytes_of(3'840'000'000'000LL);
+      r.allow_lora = !critic && r.model.moe.experts == 0;  // all-linear LoRA of 3D experts is refused
+      r.global_batch = critic ? 256 : 0;
+      r.step.value_head = critic;
+      r.max_results = 1'000'000;
+      const plan_result p = plan(r);
+      INFO(model << (critic ? ", value head, global batch 256" : ", LoRA and QLoRA where modelled"));
+      REQUIRE(p.fitting == static_cast<std::int64_t>(p.configs.size()));
+      CHECK(p.fitting > 400);
+      bool zero3_pipelines = false;
+      for (const plan_config& c : p.configs) {
+        const plan_config alone = evaluate(r, c);
+        zero3_pipelines = zero3_pipelines || (c.stage == 3 && c.pp > 1);
+        REQUIRE(alone.gpu == c.gpu);
+        REQUIRE(alone.offloaded_per_node == c.offloaded_per_node);
+        REQUIRE(alone.nvme_per_node == c.nvme_per_node);
+      }
+      CHECK(zero3_pipelines);
+    }
+  }
+}

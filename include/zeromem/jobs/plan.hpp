@@ -141,18 +141,37 @@ inline training_job plan_job(const plan_request& r, const plan_config& c) {
 }
 
 namespace detail {
-// evaluate, with the model's parameter counts (which an offloading configuration's host placement reads) given by a
-// caller that evaluates many configurations, or (null) counted here.
-inline plan_config evaluate_counted(const plan_request& r, plan_config c, const parameter_counts* counted) {
+/// What a sweep of one request walks over the model's modules once rather than at each configuration: the step's walk
+/// (step_walk) without DeepSpeed ZeRO-3's trace, whose counts an offloading configuration's host placement reads too,
+/// and the walk with it, made at the first ZeRO-3 configuration of a tp and pp (it reads nothing else that a sweep varies).
+struct plan_walks {
+  counts_and_retained plain;
+  counts_and_retained zero3;
+  bool zero3_walked = false;  // cleared when tp or pp changes
+};
+
+// evaluate, with the request's walks kept by a caller that evaluates many configurations, or (null) walked here.
+inline plan_config evaluate_walked(const plan_request& r, plan_config c, plan_walks* walks) {
   training_job j = plan_job(r, c);
   c.accumulation_steps = j.states.gradient_accumulation_steps;
   // The step's peak (forward, backward or optimizer step) as the device sees it: reserved + the CUDA context and modules.
-  c.gpu = estimate_step(j).device_used();
+  if (walks == nullptr) {
+    c.gpu = estimate_step(j).device_used();
+  } else {
+    validate_step(j.model, j.states, j.activations, j.step, j.pipeline, j.overheads);
+    const bool zero3 = walks_zero3_trace(j.states, j.step);
+    if (zero3 && !walks->zero3_walked) {
+      walks->zero3 = step_walk(j.model, j.states, j.activations, j.step, j.pipeline, j.overheads);
+      walks->zero3_walked = true;
+    }
+    const counts_and_retained& walked = zero3 ? walks->zero3 : walks->plain;
+    c.gpu = estimate_walked_step(j.model, j.states, j.activations, j.step, j.pipeline, j.overheads, walked).device_used();
+  }
   c.headroom = r.gpu_capacity - c.gpu;
   // Host RAM holds model states only when something is offloaded (or paged); otherwise it is 0 B.
   training_states& t = j.states;
   if (t.zero.optimizer.device != offload_device::none || t.zero.params.device != offload_device::none || t.adapt.paged_optimizer) {
-    const parameter_counts counts = counted != nullptr ? *counted : count_parameters(r.model);
+    const parameter_counts counts = walks != nullptr ? walks->plain.counts : count_parameters(r.model);
     place_on_rank(t, r.model, counts, c.tp, c.pp);
     t.model_parallel = detail::checked_mul(c.tp, c.pp);
     if (needs_largest_layer(t.zero)) t.largest_layer = largest_share(counts.largest_layer, c.tp);
@@ -165,7 +184,7 @@ inline plan_config evaluate_counted(const plan_request& r, plan_config c, const 
 }  // namespace detail
 
 /// Evaluates one configuration of a plan request: its step's peak on the device, its headroom, and what it offloads.
-inline plan_config evaluate(const plan_request& r, plan_config c) { return detail::evaluate_counted(r, c, nullptr); }
+inline plan_config evaluate(const plan_request& r, plan_config c) { return detail::evaluate_walked(r, c, nullptr); }
 
 /// Whether what a configuration offloads fits one node's host RAM and NVMe (either unchecked where the request leaves it 0).
 inline bool offload_fits(const plan_request& r, const plan_config& c) {
@@ -209,7 +228,7 @@ inline plan_result plan(const plan_request& r) {
                              "replaces nn.Linear modules); --expert-linears plans transformers 4's per-expert nn.Linear modules");
   }
   const std::int64_t gpus = detail::checked_mul(r.gpus_per_node, r.nodes);
-  const parameter_counts counts = count_parameters(r.model);
+  detail::plan_walks walks{{count_parameters(r.model), {}}, {}};
   struct zero_option {
     int stage;
     offload_device optimizer, params;
@@ -241,6 +260,7 @@ inline plan_result plan(const plan_request& r) {
     for (std::int64_t pp = 1; pp <= r.model.layers && tp * pp <= gpus; pp *= 2) {
       if (gpus % (tp * pp) != 0) continue;
       const std::int64_t dp = gpus / (tp * pp);
+      walks.zero3_walked = false;  // tp and pp changed
       for (const zero_option& z : zero_options) {
         if (z.optimizer == offload_device::nvme && r.nvme_capacity.count() == 0) continue;
         if (z.stage > 0 && dp == 1 && z.optimizer == offload_device::none) continue;  // stages 1-3 shard nothing at dp 1
@@ -266,7 +286,7 @@ inline plan_result plan(const plan_request& r) {
             c.micro_batch = micro;
             c.recomputation = rc;
             c.training = training;
-            c = detail::evaluate_counted(r, c, &counts);
+            c = detail::evaluate_walked(r, c, &walks);
             ++out.evaluated;
             // More recomputation that saves nothing (selective under flash attention: no s^2 terms to drop) is
             // the same memory for more compute, not a choice of its own.

@@ -338,22 +338,38 @@ ZEROMEM_NOINLINE ZEROMEM_COLD constexpr void add_allocator_blocks(step_estimate&
 }
 }  // namespace detail
 
-/// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
-constexpr step_estimate estimate_step(const transformer_config& m, const training_states& t_in, const activation_config& a,
-                                      const step_config& s, const pipeline_config& p = {}, const runtime_overheads& o = {}) {
+namespace detail {
+/// Whether a step walks a layer's modules for what DeepSpeed ZeRO-3's trace keeps gathered (zero3_retained_parameters):
+/// stage 3 under DeepSpeed, not FSDP2.
+constexpr bool walks_zero3_trace(const training_states& t, const step_config& s) { return t.zero.stage == 3 && s.fsdp_world == 0; }
+
+/// The inputs of a step, checked before anything is computed from them.
+constexpr void validate_step(const transformer_config& m, const training_states& t, const activation_config& a, const step_config& s,
+                             const pipeline_config& p, const runtime_overheads& o) {
   validate(a, m);
   validate(p, m);
   validate(s);
-  validate(o);  // stage3_max_reuse_distance sizes the ZeRO-3 trace's retained set below
+  validate(o);  // stage3_max_reuse_distance sizes the ZeRO-3 trace's retained set
+  if (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered && !walks_zero3_trace(t, s)))
+    fail("DeepSpeed 0.16.x's backward that keeps every gathered parameter is a ZeRO-3 defect; use ZeRO stage 3 without FSDP2, or drop it");
+}
+
+/// The one walk over the model's modules a step reads (validated inputs): the parameter counts, and under DeepSpeed
+/// ZeRO-3 what its trace keeps gathered on the first pipeline stage. It reads the model, the stage, tp, pp, the value
+/// head and the ZeRO-3 overheads only, so a caller evaluating many steps of one model (plan) walks once for each of those.
+constexpr counts_and_retained step_walk(const transformer_config& m, const training_states& t, const activation_config& a,
+                                        const step_config& s, const pipeline_config& p, const runtime_overheads& o) {
+  return walks_zero3_trace(t, s) ? count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, p.pp == 1,
+                                                            o.max_reuse_distance, o.param_persistence_threshold)
+                                 : counts_and_retained{count_parameters_unchecked(m), {}};
+}
+
+/// estimate_step of inputs validate_step has checked, given their step_walk.
+constexpr step_estimate estimate_walked_step(const transformer_config& m, const training_states& t_in, const activation_config& a,
+                                             const step_config& s, const pipeline_config& p, const runtime_overheads& o,
+                                             const counts_and_retained& walked) {
   using detail::checked_product, detail::checked_sum;
-  // DeepSpeed ZeRO-3 (not FSDP2) walks a layer's modules for what its trace keeps gathered (zero3_retained_parameters)
-  const bool zero3 = t_in.zero.stage == 3 && s.fsdp_world == 0;
-  if (ZEROMEM_RARELY(s.zero3_backward_keeps_gathered && !zero3))
-    detail::fail("DeepSpeed 0.16.x's backward that keeps every gathered parameter is a ZeRO-3 defect; use ZeRO stage 3 without FSDP2, or drop it");
-  const detail::counts_and_retained walked =
-      zero3 ? detail::count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, p.pp == 1,
-                                                  o.max_reuse_distance, o.param_persistence_threshold)
-            : detail::counts_and_retained{detail::count_parameters_unchecked(m), {}};
+  const bool zero3 = walks_zero3_trace(t_in, s);
   const parameter_counts& counts = walked.counts;
   training_states t = t_in;
   place_on_rank(t, m, counts, a.tp, p.pp);  // what trains and what is frozen on this rank
@@ -2037,6 +2053,14 @@ constexpr step_estimate estimate_step(const transformer_config& m, const trainin
   if (s.reserve_fraction > 0.0)
     out.reserved += bytes_of_checked(static_cast<std::int64_t>(static_cast<long double>(out.peak.count()) * s.reserve_fraction));
   return out;
+}
+}  // namespace detail
+
+/// The per-GPU step of the most loaded rank (first pipeline stage; with pp = 1 it also holds the loss).
+constexpr step_estimate estimate_step(const transformer_config& m, const training_states& t, const activation_config& a,
+                                      const step_config& s, const pipeline_config& p = {}, const runtime_overheads& o = {}) {
+  detail::validate_step(m, t, a, s, p, o);
+  return detail::estimate_walked_step(m, t, a, s, p, o, detail::step_walk(m, t, a, s, p, o));
 }
 
 /// The activations of a job trained under recipe r: computed in its compute dtype, under torch.autocast where it runs
