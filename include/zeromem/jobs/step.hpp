@@ -355,8 +355,9 @@ constexpr void validate_step(const transformer_config& m, const training_states&
 }
 
 /// The one walk over the model's modules a step reads (validated inputs): the parameter counts, and under DeepSpeed
-/// ZeRO-3 what its trace keeps gathered on the first pipeline stage. It reads the model, the stage, tp, pp, the value
-/// head and the ZeRO-3 overheads only, so a caller evaluating many steps of one model (plan) walks once for each of those.
+/// ZeRO-3 what its trace keeps gathered on the first pipeline stage. It reads the model, the stage and whether FSDP2
+/// runs the step, tp, pp, the value head and the ZeRO-3 overheads only, so a caller evaluating many steps of one model
+/// (plan) walks once for each of those.
 constexpr counts_and_retained step_walk(const transformer_config& m, const training_states& t, const activation_config& a,
                                         const step_config& s, const pipeline_config& p, const runtime_overheads& o) {
   return walks_zero3_trace(t, s) ? count_with_zero3_retained(m, first_stage_layers(m, p.pp), a.tp, p.pp == 1 && !s.value_head, p.pp == 1,
