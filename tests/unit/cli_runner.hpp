@@ -32,4 +32,13 @@ inline nlohmann::json run_cli_json(std::vector<std::string> args) {
   return nlohmann::json::parse(r.out);
 }
 
+/// The short names the CLI tests call them by.
+inline cli_result run(const std::vector<std::string>& args) { return run_cli(args); }
+inline nlohmann::json run_json(const std::vector<std::string>& args) { return run_cli_json(args); }
+/// `args` with `extra` appended.
+inline std::vector<std::string> plus(std::vector<std::string> args, const std::vector<std::string>& extra) {
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
 }  // namespace zeromem::test

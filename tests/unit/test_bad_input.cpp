@@ -14,7 +14,7 @@
 namespace {
 using result = zeromem::test::cli_result;
 using zeromem::test::run_cli;
-result run(const std::vector<std::string>& args) { return run_cli(args); }
+using zeromem::test::run;
 // Rejected cleanly: exit 2, one short line on stderr starting "zeromem: " and containing `names`, no stdout.
 void rejected(const std::vector<std::string>& args, const std::string& names) {
   const result r = run(args);

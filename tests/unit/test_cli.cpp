@@ -23,13 +23,9 @@
 namespace {
 using result = zeromem::test::cli_result;
 using zeromem::test::run_cli;
-result run(const std::vector<std::string>& args) { return run_cli(args); }
-nlohmann::json run_json(const std::vector<std::string>& args) { return zeromem::test::run_cli_json(args); }
-// `job` with `extra` appended.
-std::vector<std::string> plus(std::vector<std::string> job, const std::vector<std::string>& extra) {
-  job.insert(job.end(), extra.begin(), extra.end());
-  return job;
-}
+using zeromem::test::plus;
+using zeromem::test::run;
+using zeromem::test::run_json;
 // --explain's "MARKER X GiB (margin M GiB)" line holds what estimate gives for the job with the change made (`fixed`).
 void check_explained_fit(const std::string& out, const std::string& marker, const nlohmann::json& fixed) {
   const std::size_t at = out.find(marker);

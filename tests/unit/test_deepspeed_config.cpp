@@ -30,10 +30,7 @@ std::string refusal(const std::string& text) {
   return "accepted";
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using zeromem::test::plus;
 
 nlohmann::json without_config(nlohmann::json j) {
   j["inputs"].erase("deepspeed_config");

@@ -19,8 +19,8 @@
 namespace {
 using result = zeromem::test::cli_result;
 using zeromem::test::run_cli;
-result run(const std::vector<std::string>& args) { return run_cli(args); }
-nlohmann::json run_json(const std::vector<std::string>& args) { return zeromem::test::run_cli_json(args); }
+using zeromem::test::run;
+using zeromem::test::run_json;
 std::string joined(const std::vector<std::string>& args) {
   std::string s = "zeromem";
   for (const auto& a : args) s += " " + a;
@@ -143,15 +143,15 @@ std::vector<std::int64_t> peaks_of(std::vector<std::string> a) {
   return v;
 }
 // Runs the jobs in order; each of the four peaks must not fall from one to the next. Returns whether all ran.
-bool never_falls(const std::vector<std::vector<std::string>>& jobs) {
+bool never_falls(const std::vector<std::vector<std::string>>& jobs_in_order) {
   std::vector<std::vector<std::int64_t>> series;
-  for (const auto& a : jobs) {
+  for (const auto& a : jobs_in_order) {
     series.push_back(peaks_of(a));
     if (series.back().empty()) return false;
   }
   for (std::size_t k = 1; k < series.size(); ++k)
     for (std::size_t p = 0; p < 4; ++p) {
-      INFO(joined(jobs[k - 1]) << "\nthen " << joined(jobs[k]) << "\n(peak, forward, backward, optimizer step: #" << p << ")");
+      INFO(joined(jobs_in_order[k - 1]) << "\nthen " << joined(jobs_in_order[k]) << "\n(peak, forward, backward, optimizer step: #" << p << ")");
       CHECK(series[k][p] >= series[k - 1][p]);
     }
   return true;
