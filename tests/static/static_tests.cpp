@@ -101,6 +101,16 @@ struct one_gpu : layout_job {
 static_assert(job_gpu_bytes_v<layout_job> == training_gpu_bytes(layout_job::model(), fields_job::states(), fields_job::activations()));
 static_assert(job_gpu_bytes_v<layout_job> < job_gpu_bytes_v<one_gpu>);
 static_assert(assert_fits<layout_job>::headroom > 0_B);
+// A job type fits by its step (estimate_step over the training_job its parts describe), as `zeromem estimate` decides.
+constexpr step_config deepspeed_fused_adam() {  // what a ZeRO job steps with unless its step() says otherwise
+  step_config s{};
+  s.optimizer = optimizer_impl::fused;
+  return s;
+}
+static_assert(job_step_v<layout_job>.peak ==
+              estimate_step(layout_job::model(), fields_job::states(), fields_job::activations(), deepspeed_fused_adam()).peak);
+static_assert(assert_fits<layout_job>::headroom == layout_job::capacity() - job_step_v<layout_job>.device_used());
+static_assert(job_step_v<layout_job>.peak < job_step_v<one_gpu>.peak);
 static_assert(zero_stage<2>::value == 2);
 
 // DeepSpeed parity in a constant expression: T0_3B, no offload, zero_init: GPU 4L + int(18P).

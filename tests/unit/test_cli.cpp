@@ -17,6 +17,7 @@
 #include "zeromem/model/model.hpp"
 #include "zeromem/core/parse.hpp"
 #include "zeromem/jobs/plan.hpp"
+#include "zeromem/jobs/step.hpp"
 #include "zeromem/inference/vllm.hpp"
 #include "zeromem/core/version.hpp"
 
@@ -62,6 +63,70 @@ void check_rejected(const std::vector<std::vector<std::string>>& commands) {
   }
 }
 }  // namespace
+
+namespace {
+// Llama-2-7B under ZeRO-3 over 8 GPUs, its degrees in parallel(): what a job type leaves out (the optimizer's kernels,
+// the card's cuBLAS workspaces) is what the command line takes without those flags.
+struct zero3_over_8 {
+  static constexpr zeromem::transformer_config model() { return zeromem::preset_config("llama-2-7b"); }
+  static constexpr zeromem::training_states states() {
+    zeromem::training_states t{};
+    t.zero.stage = 3;
+    return t;
+  }
+  static constexpr zeromem::parallel_layout parallel() { return zeromem::parallel_layout{zeromem::data_parallel{8}}; }
+  static constexpr zeromem::activation_config activations() {
+    zeromem::activation_config a{};
+    a.seq_len = 4096;
+    a.micro_batch = 2;
+    a.impl = zeromem::implementation::hf;
+    a.recomputation = zeromem::recompute::full;
+    return a;
+  }
+  static constexpr zeromem::pipeline_config pipeline() { return {}; }
+};
+// On A100s named in gpu().
+struct zero3_on_a100s : zero3_over_8 {
+  static constexpr zeromem::gpu_model gpu() { return zeromem::find_gpu("a100-80gb"); }
+};
+// On H100s given as bytes, with torch.optim's for-loop AdamW chosen in step().
+struct zero3_forloop_on_h100s : zero3_over_8 {
+  static constexpr zeromem::step_config step() {
+    zeromem::step_config s{};
+    s.optimizer = zeromem::optimizer_impl::forloop;
+    return s;
+  }
+  static constexpr zeromem::bytes capacity() { return zeromem::bytes_of(85'017'493'504); }
+};
+template <class Job>
+void check_same_job(const std::vector<std::string>& flags) {
+  const auto j = run_json(plus({"estimate", "--model", "llama-2-7b", "--zero-stage", "3", "--dp", "8", "--seq-len", "4096",
+                                "--micro-batch", "2", "--implementation", "hf", "--recompute", "full"},
+                               flags));
+  constexpr zeromem::step_estimate e = zeromem::job_step_v<Job>;
+  constexpr zeromem::step_verdict v = zeromem::job_verdict_v<Job>;
+  CHECK(j["per_gpu"]["peak_bytes"] == e.peak.count());
+  CHECK(j["per_gpu"]["peak_phase"] == std::string(zeromem::name(e.peak_phase)));
+  CHECK(j["per_gpu"]["device_used_bytes"] == e.device_used().count());
+  for (const zeromem::step_phase p : {zeromem::step_phase::forward, zeromem::step_phase::backward, zeromem::step_phase::optimizer_step})
+    CHECK(j["phases"][std::string(zeromem::name(p))]["peak_bytes"] == e.phase(p).total().count());
+  CHECK(j["verdict"]["capacity_bytes"] == v.capacity.count());
+  CHECK(j["verdict"]["margin_bytes"] == v.margin().count());
+  CHECK(j["verdict"]["fits"] == v.fits());
+  CHECK(zeromem::assert_fits<Job>::headroom == v.margin());
+}
+}  // namespace
+
+TEST_CASE("a job type and the command line with the same job give the same step and verdict", "[cli][job][step]") {
+  // One job description: the compiler's (job_step_v, job_verdict_v) and `zeromem estimate`'s, to the byte.
+  check_same_job<zero3_on_a100s>({"--gpu", "a100-80gb"});
+  check_same_job<zero3_forloop_on_h100s>({"--optimizer-impl", "forloop", "--gpu", "h100-80gb"});
+  // What the defaults are: DeepSpeed's fused Adam under ZeRO, the A100's two 8.125 MiB cuBLAS workspaces
+  // (":4096:2:16:8": 2 x 4 MiB + 8 x 16 KiB each) beside the H100's two of 32 MiB.
+  STATIC_REQUIRE(zeromem::job_of<zero3_on_a100s>().step.optimizer == zeromem::optimizer_impl::fused);
+  STATIC_REQUIRE(zeromem::job_of<zero3_on_a100s>().step.blas_workspaces == zeromem::bytes_of(2 * (8 * 1024 * 1024 + 8 * 16 * 1024)));
+  STATIC_REQUIRE(zeromem::job_of<zero3_forloop_on_h100s>().step.blas_workspaces == zeromem::bytes_of(2 * 32 * 1024 * 1024));
+}
 
 TEST_CASE("estimate reproduces the ZeRO paper through the CLI", "[cli][published]") {
   // Stage 1: 2Psi + 2Psi + 12Psi/64 with Psi = 7.5e9 -> 15e9 + 15e9 + 1.40625e9.

@@ -1,6 +1,10 @@
 // Job breakdowns: a constexpr job checked against a capacity, and the runtime overheads as explicit terms.
+#include <cmath>
+#include <cstdint>
+
 #include "catch.hpp"
 #include "zeromem/jobs/job.hpp"
+#include "zeromem/jobs/step.hpp"
 
 using namespace zeromem;
 using namespace zeromem::literals;
@@ -28,6 +32,61 @@ TEST_CASE("training_gpu_bytes is a constant expression", "[job]") {
   };
   STATIC_REQUIRE(job_gpu_bytes_v<job> > bytes_of(13'476'831'232LL + 524'288'000));
   STATIC_REQUIRE(assert_fits<job>::headroom > 0_B);
+}
+
+namespace {
+// Two steps measured on the GPU (tests/data/calibration), declared as job types: pure bf16 AdamW (foreach, PyTorch's
+// default on CUDA), transformers' code with SDPA and full recompute (gradient checkpointing).
+template <std::int64_t Seq, std::int64_t MicroBatch>
+struct measured_bf16_step {
+  static constexpr training_states states() {
+    training_states t{};
+    t.recipe = recipe_of(precision::bf16);
+    return t;
+  }
+  static constexpr activation_config activations() {
+    activation_config a{};
+    a.seq_len = Seq;
+    a.micro_batch = MicroBatch;
+    a.impl = implementation::hf;
+    a.recomputation = recompute::full;
+    return with_recipe(a, states().recipe);
+  }
+  static constexpr pipeline_config pipeline() { return {}; }
+  static constexpr bytes capacity() { return find_gpu("h100-80gb").capacity; }
+};
+// h100-training-steps.json, anatomy `llama3-8b-bf16-sdpa-s1024-b1-ckpt`: max_memory_allocated 80,302,622,208 B; it
+// ran, the driver reporting 82,890,784,768 of 85,017,493,504 B used.
+struct llama3_8b_on_h100 : measured_bf16_step<1024, 1> {
+  static constexpr transformer_config model() { return preset_config("llama-3-8b"); }
+};
+// h200-training-steps.json, `qwen3-8b-bf16-sdpa-s4096-b4-ckpt` (torch 2.11, the H100's software): max_memory_allocated
+// 84,391,532,544 B. On an H100 that peak with the CUDA context (650,969,088 B) and the step's modules (153,092,096 B)
+// is 85,195,593,728 B, above the card's 85,017,493,504 B total, so the step cannot run there.
+struct qwen3_8b_on_h100 : measured_bf16_step<4096, 4> {
+  static constexpr transformer_config model() { return preset_config("qwen3-8b"); }
+};
+constexpr double error_vs(bytes predicted, std::int64_t measured) {
+  return static_cast<double>(predicted.count()) / static_cast<double>(measured) - 1.0;
+}
+}  // namespace
+
+TEST_CASE("a job type fits by its step's peak, as the measured steps did", "[job][step]") {
+  // The peak of each is the optimizer step: every gradient beside foreach AdamW's parameter-sized sqrt buffer.
+  STATIC_REQUIRE(job_step_v<llama3_8b_on_h100>.peak_phase == step_phase::optimizer_step);
+  CHECK(std::abs(error_vs(job_step_v<llama3_8b_on_h100>.peak, 80'302'622'208)) < 0.03);
+  CHECK(std::abs(error_vs(job_step_v<qwen3_8b_on_h100>.peak, 84'391'532'544)) < 0.03);
+  // The measured verdicts: Llama-3-8B ran on the H100; Qwen3-8B's peak does not fit one.
+  STATIC_REQUIRE(job_verdict_v<llama3_8b_on_h100>.fits());
+  STATIC_REQUIRE(assert_fits<llama3_8b_on_h100>::headroom > 0_B);
+  STATIC_REQUIRE(!job_verdict_v<qwen3_8b_on_h100>.fits());
+  // The sum of the terms (per_gpu.total_bytes), which assert_fits compared before: 19% under Llama-3-8B's measured
+  // peak, and it called the Qwen3-8B step fitting (tests/compile_fail/step_does_not_fit.cpp).
+  CHECK(error_vs(job_gpu_bytes_v<llama3_8b_on_h100>, 80'302'622'208) < -0.15);
+  STATIC_REQUIRE(job_gpu_bytes_v<qwen3_8b_on_h100> < qwen3_8b_on_h100::capacity());
+  // The verdict's bytes: the step's peak, the CUDA context and the modules, against the card's total.
+  STATIC_REQUIRE(job_verdict_v<llama3_8b_on_h100>.needed == job_step_v<llama3_8b_on_h100>.peak + bytes_of(650'969'088 + 153'092'096));
+  STATIC_REQUIRE(job_verdict_v<llama3_8b_on_h100>.capacity == bytes_of(85'017'493'504));
 }
 
 TEST_CASE("runtime overheads are explicit terms", "[job]") {

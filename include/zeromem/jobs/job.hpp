@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -302,41 +301,6 @@ constexpr pipeline_config with_layout(pipeline_config p, const parallel_layout& 
   p.pp = l.pp().value();
   return p;
 }
-
-namespace detail {
-template <class Job, class = void>
-struct has_parallel : std::false_type {};
-template <class Job>
-struct has_parallel<Job, std::void_t<decltype(Job::parallel())>> : std::true_type {};
-
-template <class Job>
-constexpr bytes job_gpu_bytes() {
-  if constexpr (has_parallel<Job>::value) {
-    static_assert(std::is_same_v<std::decay_t<decltype(Job::parallel())>, parallel_layout>,
-                  "zeromem: a job's parallel() returns a parallel_layout{data_parallel{...}, tensor_parallel{...}, ...}");
-    static_assert(Job::states().dp == 1 && Job::activations().tp == 1 && Job::activations().cp == 1 && Job::pipeline().pp == 1,
-                  "zeromem: give the parallel degrees once: in parallel(), or in states(), activations() and pipeline(), not both");
-    constexpr parallel_layout l = Job::parallel();
-    return training_gpu_bytes(Job::model(), with_layout(Job::states(), l), with_layout(Job::activations(), l),
-                              with_layout(Job::pipeline(), l), runtime_overheads{});
-  } else {
-    return training_gpu_bytes(Job::model(), Job::states(), Job::activations(), Job::pipeline(), runtime_overheads{});
-  }
-}
-}  // namespace detail
-
-/// A job declared as a type with static constexpr model(), states(), activations(), pipeline() and capacity(), and
-/// optionally parallel() (a parallel_layout; then the other parts leave their degrees at 1).
-template <class Job>
-inline constexpr bytes job_gpu_bytes_v = detail::job_gpu_bytes<Job>();
-
-/// Instantiating assert_fits<Job> fails to compile when the job does not fit its GPU.
-template <class Job>
-struct assert_fits {
-  static_assert(job_gpu_bytes_v<Job> <= Job::capacity(),
-                "zeromem: the job does not fit its GPU; shard more (zero<3>), offload, recompute activations or add GPUs");
-  static constexpr bytes headroom = Job::capacity() - job_gpu_bytes_v<Job>;
-};
 
 /// Known framework defects, each with its version range and source.
 struct known_defects {

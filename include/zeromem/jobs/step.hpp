@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "zeromem/training/activations.hpp"
 #include "zeromem/training/allocator_blocks.hpp"
@@ -40,6 +41,7 @@
 #include "zeromem/core/error.hpp"
 #include "zeromem/core/cuda_reduce.hpp"
 #include "zeromem/core/gpus.hpp"
+#include "zeromem/core/parallel.hpp"
 #include "zeromem/jobs/job.hpp"
 #include "zeromem/model/model.hpp"
 #include "zeromem/training/model_states.hpp"
@@ -2096,5 +2098,117 @@ constexpr training_job with_layout(training_job j, const parallel_layout& l) {
   j.pipeline = with_layout(j.pipeline, l);
   return j;
 }
+
+// ---- a job declared as a type, checked by the compiler --------------------------------------------------------
+//
+// A job type has static constexpr model(), states(), activations() and pipeline(), its card as gpu() (a gpu_model:
+// find_gpu("h100-80gb")) or capacity() (the card's total bytes), and optionally parallel() (a parallel_layout; then
+// the other parts leave their degrees at 1), step() (a step_config: optimizer kernels, loss, allocator, CUDA
+// context) and overheads(). What it leaves out is what `zeromem estimate` takes when its flag is left out.
+namespace detail {
+template <class Job, class = void>
+struct has_parallel : std::false_type {};
+template <class Job>
+struct has_parallel<Job, std::void_t<decltype(Job::parallel())>> : std::true_type {};
+template <class Job, class = void>
+struct has_step : std::false_type {};
+template <class Job>
+struct has_step<Job, std::void_t<decltype(Job::step())>> : std::true_type {};
+template <class Job, class = void>
+struct has_overheads : std::false_type {};
+template <class Job>
+struct has_overheads<Job, std::void_t<decltype(Job::overheads())>> : std::true_type {};
+template <class Job, class = void>
+struct has_gpu : std::false_type {};
+template <class Job>
+struct has_gpu<Job, std::void_t<decltype(Job::gpu())>> : std::true_type {};
+template <class Job, class = void>
+struct has_capacity : std::false_type {};
+template <class Job>
+struct has_capacity<Job, std::void_t<decltype(Job::capacity())>> : std::true_type {};
+
+template <class Job>
+constexpr bytes job_capacity() {
+  static_assert(has_gpu<Job>::value != has_capacity<Job>::value,
+                "zeromem: give a job's card once: gpu() (a gpu_model, find_gpu(\"h100-80gb\")) or capacity() (its total bytes)");
+  if constexpr (has_gpu<Job>::value) {
+    static_assert(std::is_same_v<std::decay_t<decltype(Job::gpu())>, gpu_model>, "zeromem: a job's gpu() returns a gpu_model (find_gpu)");
+    return Job::gpu().capacity;
+  } else {
+    return Job::capacity();
+  }
+}
+}  // namespace detail
+
+/// The training_job a job type describes: the same struct `zeromem estimate` builds from its flags and evaluates.
+template <class Job>
+constexpr training_job job_of() {
+  static_assert(Job::activations().activation_dtype == Job::states().recipe.compute &&
+                    Job::activations().autocast == Job::states().recipe.autocast,
+                "zeromem: a job's activations() compute in its recipe's dtype; return with_recipe(a, states().recipe)");
+  training_job j{};
+  j.model = Job::model();
+  j.states = Job::states();
+  j.activations = Job::activations();
+  j.pipeline = Job::pipeline();
+  if constexpr (detail::has_step<Job>::value) {
+    static_assert(std::is_same_v<std::decay_t<decltype(Job::step())>, step_config>, "zeromem: a job's step() returns a step_config");
+    j.step = Job::step();
+  } else {
+    // The optimizer's kernels as the command line picks them without --optimizer-impl: DeepSpeed's under ZeRO,
+    // PyTorch's default otherwise.
+    const optimizer_kind kind = j.states.optimizer.kind;
+    j.step.optimizer = j.states.zero.stage > 0 ? deepspeed_default_impl(kind) : pytorch_default_impl(kind);
+  }
+  if constexpr (detail::has_gpu<Job>::value) {  // the card's cuBLAS workspaces and multiprocessors, as --gpu sets them
+    j.step.blas_workspaces = blas_workspaces_of(Job::gpu(), training_blas_handles);
+    j.step.multiprocessors = Job::gpu().multiprocessors;
+  }
+  if constexpr (detail::has_overheads<Job>::value) {
+    static_assert(std::is_same_v<std::decay_t<decltype(Job::overheads())>, runtime_overheads>,
+                  "zeromem: a job's overheads() returns a runtime_overheads");
+    j.overheads = Job::overheads();
+  }
+  if constexpr (detail::has_parallel<Job>::value) {
+    static_assert(std::is_same_v<std::decay_t<decltype(Job::parallel())>, parallel_layout>,
+                  "zeromem: a job's parallel() returns a parallel_layout{data_parallel{...}, tensor_parallel{...}, ...}");
+    static_assert(Job::states().dp == 1 && Job::activations().tp == 1 && Job::activations().cp == 1 && Job::pipeline().pp == 1,
+                  "zeromem: give the parallel degrees once: in parallel(), or in states(), activations() and pipeline(), not both");
+    j = with_layout(j, Job::parallel());
+  }
+  return j;
+}
+
+/// The job type's step: its peak, the phase and term that set it, and what the driver reports as used.
+template <class Job>
+inline constexpr step_estimate job_step_v = estimate_step(job_of<Job>());
+
+/// Whether the job type's step fits its card: its device-used bytes (the allocated peak, the CUDA context and the
+/// step's modules) against gpu().capacity or capacity(), as `zeromem estimate --gpu` decides.
+template <class Job>
+inline constexpr step_verdict job_verdict_v = verdict_of(job_step_v<Job>, detail::job_capacity<Job>());
+
+/// The sum of the job type's terms (training_gpu_bytes: model states, first-stage activations, DeepSpeed's buffers,
+/// the overheads' context). Not what decides a fit: a step's peak is not the sum of its terms (job_step_v,
+/// assert_fits).
+namespace detail {
+template <class Job>
+constexpr bytes job_gpu_bytes() {
+  constexpr training_job j = job_of<Job>();
+  return training_gpu_bytes(j.model, j.states, j.activations, j.pipeline, j.overheads);
+}
+}  // namespace detail
+template <class Job>
+inline constexpr bytes job_gpu_bytes_v = detail::job_gpu_bytes<Job>();
+
+/// Instantiating assert_fits<Job> fails to compile when the job's step does not fit its GPU (job_verdict_v).
+template <class Job>
+struct assert_fits {
+  static_assert(job_verdict_v<Job>.fits(),
+                "zeromem: the job does not fit its GPU; shard more (zero<3>), offload, recompute activations, use fused "
+                "optimizer kernels or add GPUs");
+  /// capacity() minus the step's device-used bytes.
+  static constexpr bytes headroom = job_verdict_v<Job>.margin();
+};
 
 }  // namespace zeromem
