@@ -93,6 +93,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app.help();
     return 0;
   } catch (const CLI::CallForAllHelp&) {
+    for (const command& c : commands) c.add_flags();
     out << app.help("", CLI::AppFormatMode::All);
     return 0;
   } catch (const CLI::CallForVersion&) {

@@ -19,12 +19,13 @@ namespace zeromem::cli {
 
 using json = nlohmann::ordered_json;
 
-/// A subcommand: its CLI11 app, one example invocation (shown by `zeromem --help` and its own --help), and what
-/// runs when it was chosen.
+/// A subcommand: its CLI11 app, one example invocation (shown by `zeromem --help` and its own --help), what runs
+/// when it was chosen, and what adds its flags (once; run before the command's arguments are parsed).
 struct command {
   CLI::App* app = nullptr;
   std::string example;
   std::function<int(std::ostream&)> run;
+  std::function<void()> add_flags;
 };
 
 /// A subcommand whose flags fill an Args (owned by the command) and whose run function reads them.
@@ -34,8 +35,17 @@ command make_command(CLI::App& parent, const std::string& name, const std::strin
   auto args = std::make_shared<Args>();
   CLI::App* app = parent.add_subcommand(name, help);
   app->footer("Example:\n  " + example);
-  add_flags(*app, *args);
-  return {app, example, [args, run](std::ostream& out) { return run(*args, out); }};
+  // The flags are added when the command is chosen: CLI11 calls a subcommand's pre-parse callback before its first
+  // argument. An invocation builds its own command's flags, not all eight commands' (each new CLI11 option is
+  // compared with every option before it, most of a short invocation's time).
+  auto added = std::make_shared<bool>(false);
+  std::function<void()> add = [app, args, add_flags, added] {
+    if (*added) return;
+    *added = true;
+    add_flags(*app, *args);
+  };
+  app->preparse_callback([add](std::size_t) { add(); });
+  return {app, example, [args, run](std::ostream& out) { return run(*args, out); }, add};
 }
 
 command add_estimate_command(CLI::App& parent);
