@@ -2106,32 +2106,27 @@ constexpr training_job with_layout(training_job j, const parallel_layout& l) {
 // the other parts leave their degrees at 1), step() (a step_config: optimizer kernels, loss, allocator, CUDA
 // context) and overheads(). What it leaves out is what `zeromem estimate` takes when its flag is left out.
 namespace detail {
-template <class Job, class = void>
-struct has_parallel : std::false_type {};
+// Which of its optional parts a job type has: detects<part, Job> is true where part<Job> is a valid type.
+template <template <class> class Part, class Job, class = void>
+struct detects : std::false_type {};
+template <template <class> class Part, class Job>
+struct detects<Part, Job, std::void_t<Part<Job>>> : std::true_type {};
 template <class Job>
-struct has_parallel<Job, std::void_t<decltype(Job::parallel())>> : std::true_type {};
-template <class Job, class = void>
-struct has_step : std::false_type {};
+using parallel_part = decltype(Job::parallel());
 template <class Job>
-struct has_step<Job, std::void_t<decltype(Job::step())>> : std::true_type {};
-template <class Job, class = void>
-struct has_overheads : std::false_type {};
+using step_part = decltype(Job::step());
 template <class Job>
-struct has_overheads<Job, std::void_t<decltype(Job::overheads())>> : std::true_type {};
-template <class Job, class = void>
-struct has_gpu : std::false_type {};
+using overheads_part = decltype(Job::overheads());
 template <class Job>
-struct has_gpu<Job, std::void_t<decltype(Job::gpu())>> : std::true_type {};
-template <class Job, class = void>
-struct has_capacity : std::false_type {};
+using gpu_part = decltype(Job::gpu());
 template <class Job>
-struct has_capacity<Job, std::void_t<decltype(Job::capacity())>> : std::true_type {};
+using capacity_part = decltype(Job::capacity());
 
 template <class Job>
 constexpr bytes job_capacity() {
-  static_assert(has_gpu<Job>::value != has_capacity<Job>::value,
+  static_assert(detects<gpu_part, Job>::value != detects<capacity_part, Job>::value,
                 "zeromem: give a job's card once: gpu() (a gpu_model, find_gpu(\"h100-80gb\")) or capacity() (its total bytes)");
-  if constexpr (has_gpu<Job>::value) {
+  if constexpr (detects<gpu_part, Job>::value) {
     static_assert(std::is_same_v<std::decay_t<decltype(Job::gpu())>, gpu_model>, "zeromem: a job's gpu() returns a gpu_model (find_gpu)");
     return Job::gpu().capacity;
   } else {
@@ -2151,7 +2146,7 @@ constexpr training_job job_of() {
   j.states = Job::states();
   j.activations = Job::activations();
   j.pipeline = Job::pipeline();
-  if constexpr (detail::has_step<Job>::value) {
+  if constexpr (detail::detects<detail::step_part, Job>::value) {
     static_assert(std::is_same_v<std::decay_t<decltype(Job::step())>, step_config>, "zeromem: a job's step() returns a step_config");
     j.step = Job::step();
   } else {
@@ -2160,16 +2155,16 @@ constexpr training_job job_of() {
     const optimizer_kind kind = j.states.optimizer.kind;
     j.step.optimizer = j.states.zero.stage > 0 ? deepspeed_default_impl(kind) : pytorch_default_impl(kind);
   }
-  if constexpr (detail::has_gpu<Job>::value) {  // the card's cuBLAS workspaces and multiprocessors, as --gpu sets them
+  if constexpr (detail::detects<detail::gpu_part, Job>::value) {  // the card's cuBLAS workspaces and multiprocessors, as --gpu sets them
     j.step.blas_workspaces = blas_workspaces_of(Job::gpu(), training_blas_handles);
     j.step.multiprocessors = Job::gpu().multiprocessors;
   }
-  if constexpr (detail::has_overheads<Job>::value) {
+  if constexpr (detail::detects<detail::overheads_part, Job>::value) {
     static_assert(std::is_same_v<std::decay_t<decltype(Job::overheads())>, runtime_overheads>,
                   "zeromem: a job's overheads() returns a runtime_overheads");
     j.overheads = Job::overheads();
   }
-  if constexpr (detail::has_parallel<Job>::value) {
+  if constexpr (detail::detects<detail::parallel_part, Job>::value) {
     static_assert(std::is_same_v<std::decay_t<decltype(Job::parallel())>, parallel_layout>,
                   "zeromem: a job's parallel() returns a parallel_layout{data_parallel{...}, tensor_parallel{...}, ...}");
     static_assert(Job::states().dp == 1 && Job::activations().tp == 1 && Job::activations().cp == 1 && Job::pipeline().pp == 1,
