@@ -1,4 +1,4 @@
-// expect: zeromem: give a job's card once: gpu() (a gpu_model, find_gpu("h100-80gb")) or capacity() (its total bytes)
+// expect: zeromem: give a job's card once: gpu() (a gpu_model from find_gpu) or capacity() (its total bytes)
 // Compiles without ZEROMEM_COMPILE_FAIL (normal build); with it, must fail with the message above.
 // A job type naming its card and also its bytes: which one does the verdict compare with?
 #include "zeromem/zeromem.hpp"

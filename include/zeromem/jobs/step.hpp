@@ -2125,7 +2125,7 @@ using capacity_part = decltype(Job::capacity());
 template <class Job>
 constexpr bytes job_capacity() {
   static_assert(detects<gpu_part, Job>::value != detects<capacity_part, Job>::value,
-                "zeromem: give a job's card once: gpu() (a gpu_model, find_gpu(\"h100-80gb\")) or capacity() (its total bytes)");
+                "zeromem: give a job's card once: gpu() (a gpu_model from find_gpu) or capacity() (its total bytes)");
   if constexpr (detects<gpu_part, Job>::value) {
     static_assert(std::is_same_v<std::decay_t<decltype(Job::gpu())>, gpu_model>, "zeromem: a job's gpu() returns a gpu_model (find_gpu)");
     return Job::gpu().capacity;
