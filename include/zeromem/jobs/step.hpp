@@ -2183,9 +2183,6 @@ inline constexpr step_estimate job_step_v = estimate_step(job_of<Job>());
 template <class Job>
 inline constexpr step_verdict job_verdict_v = verdict_of(job_step_v<Job>, detail::job_capacity<Job>());
 
-/// The sum of the job type's terms (training_gpu_bytes: model states, first-stage activations, DeepSpeed's buffers,
-/// the overheads' context). Not what decides a fit: a step's peak is not the sum of its terms (job_step_v,
-/// assert_fits).
 namespace detail {
 template <class Job>
 constexpr bytes job_gpu_bytes() {
@@ -2193,6 +2190,9 @@ constexpr bytes job_gpu_bytes() {
   return training_gpu_bytes(j.model, j.states, j.activations, j.pipeline, j.overheads);
 }
 }  // namespace detail
+/// The sum of the job type's terms (training_gpu_bytes: model states, first-stage activations, DeepSpeed's buffers,
+/// the overheads' context). Not what decides a fit: a step's peak is not the sum of its terms (job_step_v,
+/// assert_fits).
 template <class Job>
 inline constexpr bytes job_gpu_bytes_v = detail::job_gpu_bytes<Job>();
 
