@@ -80,7 +80,7 @@ TEST_CASE("a job type fits by its step's peak, as the measured steps did", "[job
   STATIC_REQUIRE(job_verdict_v<llama3_8b_on_h100>.fits());
   STATIC_REQUIRE(assert_fits<llama3_8b_on_h100>::headroom > 0_B);
   STATIC_REQUIRE(!job_verdict_v<qwen3_8b_on_h100>.fits());
-  // The sum of the terms (per_gpu.total_bytes), which assert_fits compared before: 19% under Llama-3-8B's measured
+  // The sum of the terms (training_gpu_bytes), which assert_fits compared before: 19% under Llama-3-8B's measured
   // peak, and it called the Qwen3-8B step fitting (tests/compile_fail/step_does_not_fit.cpp).
   CHECK(error_vs(job_gpu_bytes_v<llama3_8b_on_h100>, 80'302'622'208) < -0.15);
   STATIC_REQUIRE(job_gpu_bytes_v<qwen3_8b_on_h100> < qwen3_8b_on_h100::capacity());
