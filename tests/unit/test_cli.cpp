@@ -248,6 +248,42 @@ TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(run({"--version"}).out == std::string(ZEROMEM_VERSION_STRING) + "\n");
 }
 
+TEST_CASE("--help-all lists every command with the flags its own --help lists", "[cli][first-contact]") {
+  // Each command builds its flags only when it is chosen (make_command); --help-all builds them all first, so every
+  // command's section must hold each flag line its own --help prints. A command given, it is that command's flag.
+  const auto all = run({"--help-all"});
+  REQUIRE(all.code == 0);
+  CHECK(all.err.empty());
+  CHECK(run({"--help"}).out.find("--help-all") != std::string::npos);
+  const std::vector<std::string> commands{"estimate", "plan", "kv", "job", "vllm", "sglang", "deepspeed", "scenario"};
+  const auto header = [&](const std::string& c) { return all.out.find("\n" + c + "\n"); };
+  for (const std::string& command : commands) {
+    INFO(command);
+    const std::string own = run({command, "--help"}).out;
+    CHECK(own.find("--help-all") == std::string::npos);
+    const std::size_t start = header(command);
+    REQUIRE(start != std::string::npos);
+    std::size_t end = all.out.size();  // the next command's header
+    for (const std::string& other : commands)
+      if (const std::size_t h = header(other); h != std::string::npos && h > start) end = std::min(end, h);
+    const std::string section = all.out.substr(start, end - start);
+    std::istringstream lines(own);
+    int flags = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const std::size_t dashes = line.find("--");
+      if (line.rfind("  -", 0) != 0 || dashes == std::string::npos || line.find("--help") != std::string::npos) continue;
+      const std::string flag = line.substr(dashes, line.find_first_of(" ", dashes) - dashes);
+      INFO(flag);
+      CHECK(section.find(flag + " ") != std::string::npos);
+      ++flags;
+    }
+    CHECK(flags > 0);
+  }
+  const auto after_command = run({"kv", "--help-all"});
+  CHECK(after_command.code == 2);
+  CHECK(after_command.err.find("unknown option --help-all") != std::string::npos);
+}
+
 TEST_CASE("help fits 121 columns and names what a flag excludes in one short line", "[cli][first-contact]") {
   // --model and --hf-config each exclude every shape flag (--hidden, --layers, ...): the alternative is named, the
   // shape flags counted (each says it on its own line), rather than fifty names on one line; descriptions wrap at 90

@@ -78,6 +78,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   const std::vector<command> commands{add_estimate_command(app), add_kv_command(app), add_scenario_command(app), add_plan_command(app),
                                       add_deepspeed_command(app), add_job_command(app), add_vllm_command(app),
                                       add_sglang_command(app)};
+  app.set_help_all_flag("--help-all", "Print every command's flags and exit");  // after the commands: theirs is --help alone
   std::string examples = "Examples (one per command):";
   for (const command& c : commands) examples += "\n  " + c.example;
   app.footer(examples + "\n\nUnits: GB = 10^9 B, GiB = 2^30 B. Sources: docs/references.md. Bad input exits 2 with one line on stderr.");
