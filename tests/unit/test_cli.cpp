@@ -248,7 +248,7 @@ TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(run({"--version"}).out == std::string(ZEROMEM_VERSION_STRING) + "\n");
 }
 
-TEST_CASE("--help-all lists every command with the flags its own --help lists", "[cli][first-contact]") {
+TEST_CASE("zeromem --help-all lists every command with the flags its own --help lists", "[cli][first-contact]") {
   // Each command builds its flags only when it is chosen (make_command); --help-all builds them all first, so every
   // command's section must hold each flag line its own --help prints. A command given, it is that command's flag.
   const auto all = run({"--help-all"});
