@@ -250,7 +250,8 @@ TEST_CASE("help and version exit 0", "[cli]") {
 
 TEST_CASE("zeromem --help-all lists every command with the flags its own --help lists", "[cli][first-contact]") {
   // Each command builds its flags only when it is chosen (make_command); --help-all builds them all first, so every
-  // command's section must hold each flag line its own --help prints. A command given, it is that command's flag.
+  // command's section must hold each flag line its own --help prints. It is the top level's flag: after a command it
+  // is an unknown option, as --version is.
   const auto all = run({"--help-all"});
   REQUIRE(all.code == 0);
   CHECK(all.err.empty());
