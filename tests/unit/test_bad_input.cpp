@@ -364,6 +364,8 @@ TEST_CASE("a catalogued name typed with other case or punctuation, or cut short,
   rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--gpu", "h100"}, "unknown GPU 'h100' (did you mean h100-80gb?)");
   rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--optimizer", "AdamW"}, "(did you mean adamw?)");
   rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--optimizer", "adamw8bit"}, "unknown optimizer 'adamw8bit'; expected");
+  rejected({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--optimizer", "muon"},
+           "optimizer 'muon': torch.optim.Muon steps 2D matrices only");
   // Two names begin with it (a100-40gb, a100-80gb): no guess, the list.
   const result a100 = run({"estimate", "--model", "qwen2.5-7b", "--seq-len", "1024", "--gpu", "a100"});
   CHECK(a100.err.find("did you mean") == std::string::npos);

@@ -336,6 +336,15 @@ TEST_CASE("the optimizer table is the one list: names parse back, help and error
     names += std::string(names.empty() ? "" : ", ") + std::string(t.name);
   }
   CHECK_THROWS_WITH(parse_optimizer("adabelief"), Catch::Matchers::Contains("expected one of " + names));
+  // torch.optim's Muon and LBFGS are named with why they are not modelled, in any case, and the list to choose from;
+  // neither is a row, so no modelled name is taken for them (the message never guesses "did you mean").
+  for (const char* unmodelled : {"muon", "Muon", "lbfgs", "LBFGS"}) {
+    CHECK_THROWS_WITH(parse_optimizer(unmodelled), Catch::Matchers::Contains("is not modelled") && Catch::Matchers::Contains("choose one of " + names));
+    CHECK_THROWS_WITH(parse_optimizer(unmodelled), !Catch::Matchers::Contains("did you mean"));
+  }
+  CHECK_THROWS_WITH(parse_optimizer("Muon"), Catch::Matchers::StartsWith("zeromem: optimizer 'Muon': torch.optim.Muon steps 2D matrices only"));
+  for (const unmodelled_optimizer& u : unmodelled_optimizers)
+    for (const optimizer_traits& t : optimizer_table) CHECK(u.name != t.name);
   // A row with parameter-sized moments costs moments x the optimizer dtype per parameter: mixed bf16 keeps them in
   // fp32, so Adam's two moments are 8 B and Lion's one 4 B per parameter (ZeRO paper K = 12 with the 4 B master).
   const precision_recipe mixed = recipe_of(precision::mixed_bf16);

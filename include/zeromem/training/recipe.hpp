@@ -202,9 +202,27 @@ constexpr const optimizer_traits& traits_of(optimizer_kind o) {
 
 constexpr std::string_view name(optimizer_kind o) { return traits_of(o).name; }
 
+/// torch.optim optimizers zeromem knows by name and does not model, each with why (torch/optim/_muon.py,
+/// torch/optim/lbfgs.py): named, they get that reason rather than a guess at a typo.
+struct unmodelled_optimizer {
+  std::string_view name, why;
+};
+inline constexpr unmodelled_optimizer unmodelled_optimizers[] = {
+    {"muon", "torch.optim.Muon steps 2D matrices only (one momentum each, a Newton-Schulz orthogonalization in bf16), "
+             "run beside another optimizer for the embeddings, norms and biases; that pair is not modelled"},
+    {"lbfgs", "torch.optim.LBFGS keeps up to history_size (100) pairs of flat parameter-sized vectors and reruns a closure; "
+              "it is not modelled"},
+};
+
 inline optimizer_kind parse_optimizer(std::string_view s) {
   for (const optimizer_traits& t : optimizer_table)
     if (t.name == s) return t.kind;
+  std::string lower(s);
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (const unmodelled_optimizer& u : unmodelled_optimizers)
+    if (u.name == lower)
+      detail::fail("optimizer " + detail::quoted(s) + ": " + std::string(u.why) + "; choose one of " +
+                   detail::join_names(optimizer_table, ", ", [](const optimizer_traits& t) { return t.name; }));
   const auto name_of = [](const optimizer_traits& t) { return t.name; };
   detail::fail("unknown optimizer " + detail::quoted(s) + detail::did_you_mean(optimizer_table, name_of, s) + "; expected one of " +
                detail::join_names(optimizer_table, ", ", name_of));
