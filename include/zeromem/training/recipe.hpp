@@ -217,13 +217,13 @@ inline constexpr unmodelled_optimizer unmodelled_optimizers[] = {
 inline optimizer_kind parse_optimizer(std::string_view s) {
   for (const optimizer_traits& t : optimizer_table)
     if (t.name == s) return t.kind;
+  const auto name_of = [](const optimizer_traits& t) { return t.name; };
   std::string lower(s);
   for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   for (const unmodelled_optimizer& u : unmodelled_optimizers)
     if (u.name == lower)
       detail::fail("optimizer " + detail::quoted(s) + ": " + std::string(u.why) + "; choose one of " +
-                   detail::join_names(optimizer_table, ", ", [](const optimizer_traits& t) { return t.name; }));
-  const auto name_of = [](const optimizer_traits& t) { return t.name; };
+                   detail::join_names(optimizer_table, ", ", name_of));
   detail::fail("unknown optimizer " + detail::quoted(s) + detail::did_you_mean(optimizer_table, name_of, s) + "; expected one of " +
                detail::join_names(optimizer_table, ", ", name_of));
 }
