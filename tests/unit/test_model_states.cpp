@@ -336,9 +336,9 @@ TEST_CASE("the optimizer table is the one list: names parse back, help and error
     names += std::string(names.empty() ? "" : ", ") + std::string(t.name);
   }
   CHECK_THROWS_WITH(parse_optimizer("adabelief"), Catch::Matchers::Contains("expected one of " + names));
-  // torch.optim's Muon and LBFGS are named with why they are not modelled, in any case, and the list to choose from;
-  // neither is a row, so no modelled name is taken for them (the message never guesses "did you mean").
-  for (const char* unmodelled : {"muon", "Muon", "lbfgs", "LBFGS"}) {
+  // torch.optim's Muon and LBFGS are named with why they are not modelled, in any case or punctuation, and the list
+  // to choose from; neither is a row, so no modelled name is taken for them (the message never guesses "did you mean").
+  for (const char* unmodelled : {"muon", "Muon", "lbfgs", "LBFGS", "L-BFGS"}) {
     CHECK_THROWS_WITH(parse_optimizer(unmodelled), Catch::Matchers::Contains("is not modelled") && Catch::Matchers::Contains("choose one of " + names));
     CHECK_THROWS_WITH(parse_optimizer(unmodelled), !Catch::Matchers::Contains("did you mean"));
   }

@@ -212,18 +212,21 @@ std::string join_names(const Range& items, const char* separator, NameOf name_of
   return out;
 }
 
+// A name in lower case, and without '-', '_', '.' and ' ' where drop_punctuation: what two spellings of one
+// name share (Llama2-7B and llama-2-7b, L-BFGS and lbfgs).
+inline std::string folded(std::string_view s, bool drop_punctuation) {
+  std::string out;
+  for (char c : s) {
+    if (drop_punctuation && (c == '-' || c == '_' || c == '.' || c == ' ')) continue;
+    out += c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  return out;
+}
+
 // The catalogue's name a typed one most likely meant: the same name in other case or punctuation (llama2-7b for
 // llama-2-7b), else the one name it begins (h100 for h100-80gb); empty otherwise.
 template <class Range, class NameOf>
 std::string meant_name(const Range& items, NameOf name_of, std::string_view text) {
-  const auto folded = [](std::string_view s, bool drop_punctuation) {
-    std::string out;
-    for (char c : s) {
-      if (drop_punctuation && (c == '-' || c == '_' || c == '.' || c == ' ')) continue;
-      out += c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-    }
-    return out;
-  };
   const std::string loose = folded(text, true), lower = folded(text, false);
   if (loose.empty()) return {};
   std::string begun;

@@ -173,11 +173,7 @@ inline launch_header read_launch_header(std::string_view text) {
 
 namespace detail {
 
-inline std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
+inline std::string lowercase(std::string_view s) { return folded(s, false); }
 
 /// A model path's architecture: the caller's resolver (config.json), else the preset whose name starts the path's
 /// last component (lowercase, a leading "meta-" dropped): "Qwen/Qwen2.5-7B-Instruct-1M" is qwen2.5-7b.

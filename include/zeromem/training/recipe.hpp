@@ -203,7 +203,7 @@ constexpr const optimizer_traits& traits_of(optimizer_kind o) {
 constexpr std::string_view name(optimizer_kind o) { return traits_of(o).name; }
 
 /// torch.optim optimizers zeromem knows by name and does not model, each with why (torch/optim/_muon.py,
-/// torch/optim/lbfgs.py): named, they get that reason rather than a guess at a typo.
+/// torch/optim/lbfgs.py): named in any case or punctuation (L-BFGS), they get that reason rather than a guess at a typo.
 struct unmodelled_optimizer {
   std::string_view name, why;
 };
@@ -218,10 +218,9 @@ inline optimizer_kind parse_optimizer(std::string_view s) {
   for (const optimizer_traits& t : optimizer_table)
     if (t.name == s) return t.kind;
   const auto name_of = [](const optimizer_traits& t) { return t.name; };
-  std::string lower(s);
-  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string loose = detail::folded(s, true);
   for (const unmodelled_optimizer& u : unmodelled_optimizers)
-    if (u.name == lower)
+    if (u.name == loose)
       detail::fail("optimizer " + detail::quoted(s) + ": " + std::string(u.why) + "; choose one of " +
                    detail::join_names(optimizer_table, ", ", name_of));
   detail::fail("unknown optimizer " + detail::quoted(s) + detail::did_you_mean(optimizer_table, name_of, s) + "; expected one of " +
